@@ -1,0 +1,93 @@
+/* num: element types, conversions between them, and .npy tensor files.
+ *
+ *   dtype    bytes  sign|exp|mant  bias  largest finite  specials
+ *   f32        4    1|8|23         127   3.40e38         inf, NaN
+ *   f16        2    1|5|10          15   65504           inf, NaN
+ *   bf16       2    1|8|7          127   3.39e38         inf, NaN
+ *   f8e4m3     1    1|4|3            7   448             NaN 0x7f/0xff; no inf (OCP E4M3FN)
+ *   f8e5m2     1    1|5|2           15   57344           inf 0x7c/0xfc; NaN above (OCP E5M2)
+ *   f143       1    1|4|3            8   240             NaN 0x80 only; unsigned zero; no inf (IPU21)
+ *   i32        4    two's complement integer
+ *
+ * An 8-bit tensor carries a power-of-two scale exponent s in [-16, 15]: the
+ * stored code c means decode(c) * 2^s, so encoding x stores the code nearest
+ * x * 2^-s. Every conversion rounds to nearest, ties to even. Conversion to an
+ * 8-bit format saturates to the largest finite value by default (NaN stays
+ * NaN); unsaturated, an overflow becomes inf (f8e5m2) or NaN (the others).
+ */
+#ifndef TESSEL_NUM_H
+#define TESSEL_NUM_H
+
+#include "../util/util.h"
+
+/*        id       name      bytes  float  bits8 */
+#define NUM_DTYPES(X)                            \
+    X(F32,    "f32",    4, 1, 0)                 \
+    X(F16,    "f16",    2, 1, 0)                 \
+    X(BF16,   "bf16",   2, 1, 0)                 \
+    X(F8E4M3, "f8e4m3", 1, 1, 1)                 \
+    X(F8E5M2, "f8e5m2", 1, 1, 1)                 \
+    X(F143,   "f143",   1, 1, 1)                 \
+    X(I32,    "i32",    4, 0, 0)
+
+typedef enum {
+#define X(id, name, bytes, fl, b8) DT_##id,
+    NUM_DTYPES(X)
+#undef X
+    DT_COUNT
+} dtype;
+
+enum { NUM_SCALE_MIN = -16, NUM_SCALE_MAX = 15 };
+
+const char *dtype_name(dtype t);
+int dtype_bytes(dtype t);                 /* bytes per element */
+bool dtype_is_float(dtype t);             /* every dtype but i32 */
+bool dtype_is_f8(dtype t);                /* the three 8-bit float formats */
+/* Looks up a dtype by name (n bytes of s, not NUL-terminated). */
+bool dtype_parse(const char *s, size_t n, dtype *out);
+
+/* ---- convert.c -------------------------------------------------------- */
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float x);             /* RNE; overflow -> inf */
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float x);            /* RNE; NaN stays a quiet NaN */
+
+/* t must be an 8-bit format; scale in [NUM_SCALE_MIN, NUM_SCALE_MAX]. */
+float f8_decode(dtype t, uint8_t code, int scale);          /* decode(code) * 2^scale */
+uint8_t f8_encode(dtype t, float x, int scale, bool saturate);
+float f8_max(dtype t);                                       /* largest finite, unscaled */
+/* The smallest scale s with maxabs <= f8_max(t) * 2^s, clamped to the legal
+ * range; the scale that keeps the most precision without saturating. */
+int f8_scale_for_max(dtype t, float maxabs);
+
+/* x rounded to dtype t (with scale for 8-bit types): decode(encode(x)).
+ * f32 returns x; i32 rounds to nearest even integer and saturates. */
+float num_round(dtype t, int scale, float x);
+void num_round_buf(dtype t, int scale, float *x, size_t n);  /* in place */
+/* Element conversion between f32 and the stored bytes of dtype t. */
+void num_encode_buf(dtype t, int scale, const float *src, void *dst, size_t n);
+void num_decode_buf(dtype t, int scale, const void *src, float *dst, size_t n);
+
+/* ---- npy.c ------------------------------------------------------------ */
+
+/* A host tensor as it crosses the command line: NumPy .npy, C order,
+ * little-endian f32, f16 or i32. */
+enum { NPY_MAX_RANK = 8 };
+typedef struct npy_array {
+    dtype dtype;                   /* DT_F32, DT_F16 or DT_I32 */
+    int32_t rank;
+    int64_t dim[NPY_MAX_RANK];     /* elements per axis */
+    int64_t numel;                 /* product of dim */
+    void *data;                    /* numel * dtype_bytes, malloc'd */
+} npy_array;
+
+/* Parses a .npy image; `path` names it in errors. Rejects anything it cannot
+ * read exactly: other dtypes, Fortran order, bad headers, wrong lengths. */
+int npy_parse(const void *bytes, size_t len, const char *path, npy_array *out, diag *d);
+int npy_read(const char *path, npy_array *out, diag *d);
+/* Writes a version 1.0 .npy image of the tensor to f. */
+int npy_write(FILE *f, const npy_array *a);
+void npy_free(npy_array *a);
+
+#endif

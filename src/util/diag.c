@@ -1,0 +1,72 @@
+/* diag.c: located user-facing error messages, chibicc style:
+ *
+ *   model.tsl:3:14: error: unknown op 'matmull'
+ *       %h = matmull(%x, %w)
+ *            ^
+ */
+#include "util.h"
+
+#include <string.h>
+
+int diag_vfail(diag *d, const char *fmt, va_list ap) {
+    if (!d || d->set) return -1;
+    int n = vsnprintf(d->text, sizeof d->text - 1, fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n > sizeof d->text - 2) n = (int)sizeof d->text - 2;
+    if (n == 0 || d->text[n - 1] != '\n') {
+        d->text[n] = '\n';
+        d->text[n + 1] = 0;
+    }
+    d->set = true;
+    return -1;
+}
+
+int diag_fail(diag *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vfail(d, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void src_line_col(const src_text *src, size_t off, int *line, int *col) {
+    int l = 1, c = 1;
+    if (off > src->len) off = src->len;
+    for (size_t i = 0; i < off; i++) {
+        if (src->text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+int diag_fail_at(diag *d, const src_text *src, int line, int col, const char *fmt, ...) {
+    if (!d || d->set) return -1;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    /* Find the text of line `line` to show under the message. */
+    const char *p = src ? src->text : NULL, *end = p ? p + src->len : NULL;
+    for (int l = 1; p && l < line && p < end; p++)
+        if (*p == '\n') l++;
+    if (!p || p > end) return diag_fail(d, "%s:%d:%d: error: %s", src ? src->path : "?", line, col, msg);
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!e) e = end;
+    int width = (int)(e - p);
+    if (width > 160) width = 160;
+    char shown[161];
+    for (int i = 0; i < width; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        shown[i] = (ch == '\t' || (ch >= 32 && ch < 127)) ? (char)ch : '?';
+    }
+    shown[width] = 0;
+    int caret = col - 1 < 0 ? 0 : (col - 1 > width ? width : col - 1);
+    return diag_fail(d, "%s:%d:%d: error: %s\n    %s\n    %*s^", src->path, line, col, msg, shown, caret, "");
+}

@@ -1,0 +1,144 @@
+/* fileio.c: whole-file reads and all-or-nothing output sets. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int file_read_all(const char *path, char **data, size_t *len, diag *d) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return diag_fail(d, "%s: error: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return diag_fail(d, "%s: error: is a directory", path);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap + 1);
+    for (;;) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            cap *= 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return diag_fail(d, "%s: error: read failed", path);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+FILE *outset_open(outset *o, const char *path, diag *d) {
+    char *tmp = xmalloc(strlen(path) + 32);
+    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
+        free(tmp);
+        return NULL;
+    }
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 8;
+        o->final_paths = xrealloc(o->final_paths, (size_t)o->cap * sizeof(char *));
+        o->tmp_paths = xrealloc(o->tmp_paths, (size_t)o->cap * sizeof(char *));
+    }
+    o->final_paths[o->n] = xstrdup(path);
+    o->tmp_paths[o->n] = tmp;
+    o->n++;
+    return f;
+}
+
+int outset_close(outset *o, FILE *f, const char *path, diag *d) {
+    (void)o;
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return diag_fail(d, "%s: error: write failed", path);
+    return 0;
+}
+
+static void outset_release(outset *o) {
+    for (int32_t i = 0; i < o->n; i++) {
+        free(o->final_paths[i]);
+        free(o->tmp_paths[i]);
+    }
+    free(o->final_paths);
+    free(o->tmp_paths);
+    memset(o, 0, sizeof *o);
+}
+
+void outset_abort(outset *o) {
+    for (int32_t i = 0; i < o->n; i++) remove(o->tmp_paths[i]);
+    outset_release(o);
+}
+
+int outset_commit(outset *o, diag *d) {
+    for (int32_t i = 0; i < o->n; i++) {
+        if (rename(o->tmp_paths[i], o->final_paths[i]) != 0) {
+            diag_fail(d, "%s: error: cannot rename into place: %s", o->final_paths[i], strerror(errno));
+            outset_abort(o);
+            return -1;
+        }
+    }
+    outset_release(o);
+    return 0;
+}
+
+int util_mkdir_p(const char *dir, diag *d) {
+    char *p = xstrdup(dir);
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == 0) {
+            char c = *s;
+            *s = 0;
+            struct stat st;
+            if (stat(p, &st) != 0) {
+                if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                    diag_fail(d, "%s: error: cannot create directory: %s", p, strerror(errno));
+                    free(p);
+                    return -1;
+                }
+            } else if (!S_ISDIR(st.st_mode)) {
+                diag_fail(d, "%s: error: not a directory", p);
+                free(p);
+                return -1;
+            }
+            *s = c;
+            if (!c) break;
+        }
+    }
+    free(p);
+    return 0;
+}
+
+char *path_join(const char *dir, const char *name) {
+    if (name[0] == '/' || !dir[0]) return xstrdup(name);
+    size_t a = strlen(dir), b = strlen(name);
+    char *r = xmalloc(a + b + 2);
+    memcpy(r, dir, a);
+    size_t k = a;
+    if (dir[a - 1] != '/') r[k++] = '/';
+    memcpy(r + k, name, b + 1);
+    return r;
+}
+
+char *path_dirname(const char *path) {
+    const char *s = strrchr(path, '/');
+    if (!s) return xstrdup(".");
+    if (s == path) return xstrdup("/");
+    size_t n = (size_t)(s - path);
+    char *r = xmalloc(n + 1);
+    memcpy(r, path, n);
+    r[n] = 0;
+    return r;
+}

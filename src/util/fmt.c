@@ -1,0 +1,60 @@
+/* fmt.c: number formatting and clocks. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+void fmt_double(char *buf, size_t cap, double x) {
+    TS_ASSERT(cap >= 32);
+    if (isnan(x)) { snprintf(buf, cap, "nan"); return; }
+    if (isinf(x)) { snprintf(buf, cap, x < 0 ? "-inf" : "inf"); return; }
+    char tmp[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+        if (strtod(tmp, NULL) == x) break;
+    }
+    /* Tidy the exponent: "1e-06" -> "1e-6", "1e+20" -> "1e20". */
+    char *e = strchr(tmp, 'e');
+    if (e) {
+        char mant[32];
+        size_t mn = (size_t)(e - tmp);
+        memcpy(mant, tmp, mn);
+        mant[mn] = 0;
+        int ex = atoi(e + 1);
+        snprintf(buf, cap, "%se%d", mant, ex);
+    } else {
+        snprintf(buf, cap, "%s%s", tmp, strchr(tmp, '.') ? "" : ".0");
+    }
+}
+
+void fmt_count(char *buf, size_t cap, double x) {
+    static const char *unit[] = {"", " K", " M", " G", " T", " P"};
+    int u = 0;
+    while (fabs(x) >= 1000 && u < 5) { x /= 1000; u++; }
+    if (u == 0) snprintf(buf, cap, "%.0f", x);
+    else snprintf(buf, cap, "%.3g%s", x, unit[u]);
+}
+
+void fmt_bytes(char *buf, size_t cap, double bytes) {
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) { bytes /= 1024; u++; }
+    if (u == 0) snprintf(buf, cap, "%.0f B", bytes);
+    else snprintf(buf, cap, "%.3g %s", bytes, unit[u]);
+}
+
+double util_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+size_t util_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}

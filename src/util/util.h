@@ -1,0 +1,157 @@
+/* util: the small machinery every layer shares.
+ *
+ *   arena    one bump allocator per compilation; memory is released all at once
+ *   vec      growable arrays whose storage lives in an arena
+ *   strmap   string -> int32 hash map (names to ids)
+ *   diag     user-facing errors: "file:line:col: error: message" + caret line
+ *   fileio   whole-file reads; outputs written to a temporary and renamed on commit
+ *   progress one status line on stderr while long work runs
+ *
+ * Two error channels (STYLE.md): user errors return -1 with a filled diag;
+ * broken invariants stop through TS_ASSERT with file and line.
+ */
+#ifndef TESSEL_UTIL_H
+#define TESSEL_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- invariants ------------------------------------------------------- */
+
+_Noreturn void util_assert_fail(const char *file, int line, const char *expr);
+#define TS_ASSERT(c) ((c) ? (void)0 : util_assert_fail(__FILE__, __LINE__, #c))
+#define TS_UNREACHABLE() util_assert_fail(__FILE__, __LINE__, "unreachable")
+#define TS_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* malloc/calloc/realloc that stop on exhaustion: out of host memory is not
+ * a user error we can describe better than this. */
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t n, size_t bytes);
+void *xrealloc(void *p, size_t bytes);
+char *xstrdup(const char *s);
+
+/* ---- arena.c ---------------------------------------------------------- */
+
+typedef struct arena_block arena_block;
+typedef struct arena {
+    arena_block *head;  /* newest block; allocations bump inside it */
+    size_t used_bytes;  /* bytes handed out, for statistics */
+} arena;
+
+void arena_init(arena *a);
+void arena_free(arena *a);                   /* releases every block */
+void *arena_alloc(arena *a, size_t bytes);   /* zeroed, 16-byte aligned */
+char *arena_strdup(arena *a, const char *s);
+char *arena_strndup(arena *a, const char *s, size_t n);
+char *arena_printf(arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Grows the allocation p (old_bytes long) to new_bytes; in place when p is the
+ * newest allocation, otherwise by copy. */
+void *arena_grow(arena *a, void *p, size_t old_bytes, size_t new_bytes);
+
+/* A growable array in an arena: VEC(int32_t) ids; vec_push(a, &ids, 7); */
+#define VEC(T) struct { T *v; int32_t n, cap; }
+#define vec_push(ar, vp, x)                                                   \
+    do {                                                                      \
+        if ((vp)->n == (vp)->cap) {                                           \
+            int32_t nc_ = (vp)->cap ? (vp)->cap * 2 : 8;                      \
+            (vp)->v = arena_grow((ar), (vp)->v,                               \
+                                 (size_t)(vp)->cap * sizeof(*(vp)->v),        \
+                                 (size_t)nc_ * sizeof(*(vp)->v));             \
+            (vp)->cap = nc_;                                                  \
+        }                                                                     \
+        (vp)->v[(vp)->n++] = (x);                                             \
+    } while (0)
+
+/* ---- strmap.c --------------------------------------------------------- */
+
+/* Open-addressing map from NUL-terminated keys (not copied: they must outlive
+ * the map, e.g. live in the same arena) to int32 values. */
+typedef struct strmap {
+    const char **keys;  /* NULL marks an empty slot */
+    int32_t *vals;
+    uint32_t cap;       /* slots, a power of two */
+    uint32_t len;       /* occupied slots */
+} strmap;
+
+void strmap_free(strmap *m);
+bool strmap_get(const strmap *m, const char *key, int32_t *val);
+void strmap_put(strmap *m, const char *key, int32_t val);
+uint64_t util_hash_bytes(const void *p, size_t n, uint64_t seed);
+
+/* ---- diag.c ----------------------------------------------------------- */
+
+/* A source buffer that diagnostics can point into. */
+typedef struct src_text {
+    const char *path;  /* as the user named it */
+    const char *text;  /* NUL-terminated contents */
+    size_t len;        /* bytes, excluding the NUL */
+} src_text;
+
+typedef struct diag {
+    char text[2048];   /* complete message, newline-terminated */
+    bool set;          /* a message has been recorded */
+} diag;
+
+/* Record "fmt" as the error; every variant returns -1 so callers can write
+ * `return diag_fail(d, ...)`. The first error recorded wins. */
+int diag_fail(diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int diag_vfail(diag *d, const char *fmt, va_list ap);
+/* "path:line:col: error: msg" followed by the source line and a caret. */
+int diag_fail_at(diag *d, const src_text *src, int line, int col,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Line and column (1-based) of byte offset off in src. */
+void src_line_col(const src_text *src, size_t off, int *line, int *col);
+
+/* ---- fileio.c --------------------------------------------------------- */
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+int file_read_all(const char *path, char **data, size_t *len, diag *d);
+
+/* Outputs that appear only if the whole command succeeds: each is written to
+ * "path.tmp.PID" and renamed into place by outset_commit; outset_abort (or a
+ * failed commit) removes every temporary. */
+typedef struct outset {
+    char **final_paths, **tmp_paths;
+    int32_t n, cap;
+} outset;
+
+FILE *outset_open(outset *o, const char *path, diag *d);  /* "wb" temp file */
+int outset_close(outset *o, FILE *f, const char *path, diag *d);
+int outset_commit(outset *o, diag *d);
+void outset_abort(outset *o);
+int util_mkdir_p(const char *dir, diag *d);
+char *path_join(const char *dir, const char *name); /* malloc'd */
+char *path_dirname(const char *path);               /* malloc'd, "." if none */
+
+/* ---- fmt.c ------------------------------------------------------------ */
+
+/* Shortest decimal text that reads back as exactly x, always with a '.' or an
+ * exponent so it reads as a float: 0.0, 0.02, 1e-6, -3.5e+20 is 3.5e20. */
+void fmt_double(char *buf, size_t cap, double x);
+/* Human-readable counts: 1.23 G, 456 K; bytes: 1.5 MiB. */
+void fmt_count(char *buf, size_t cap, double x);
+void fmt_bytes(char *buf, size_t cap, double bytes);
+double util_now_seconds(void);       /* monotonic */
+size_t util_peak_rss_bytes(void);    /* of this process so far */
+
+/* ---- progress.c ------------------------------------------------------- */
+
+/* One status line on stderr, redrawn in place on a terminal and printed at
+ * most every few seconds otherwise; quiet mode prints nothing. */
+typedef struct progress {
+    const char *what;   /* e.g. "reference" */
+    int64_t total;      /* units of work, 0 if unknown */
+    int64_t done;
+    double start_s, last_s;
+    bool tty, quiet, drawn;
+} progress;
+
+void progress_begin(progress *p, const char *what, int64_t total, bool quiet);
+void progress_step(progress *p, int64_t done, const char *detail);
+void progress_end(progress *p);
+
+#endif
