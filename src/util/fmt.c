@@ -36,7 +36,7 @@ void fmt_count(char *buf, size_t cap, double x) {
     int u = 0;
     while (fabs(x) >= 1000 && u < 5) { x /= 1000; u++; }
     if (u == 0) snprintf(buf, cap, "%.0f", x);
-    else snprintf(buf, cap, "%.3g%s", x, unit[u]);
+    else snprintf(buf, cap, fabs(x) >= 100 ? "%.0f%s" : "%.3g%s", x, unit[u]);
 }
 
 void fmt_bytes(char *buf, size_t cap, double bytes) {
@@ -44,7 +44,7 @@ void fmt_bytes(char *buf, size_t cap, double bytes) {
     int u = 0;
     while (bytes >= 1024 && u < 4) { bytes /= 1024; u++; }
     if (u == 0) snprintf(buf, cap, "%.0f B", bytes);
-    else snprintf(buf, cap, "%.3g %s", bytes, unit[u]);
+    else snprintf(buf, cap, bytes >= 100 ? "%.0f %s" : "%.3g %s", bytes, unit[u]);
 }
 
 double util_now_seconds(void) {

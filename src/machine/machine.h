@@ -1,0 +1,139 @@
+/* machine: the description of the tile machine a program is compiled for.
+ *
+ * One tile's memory (c600 values; every address is a byte address that is
+ * the same on every tile):
+ *
+ *   0x4c000 +--------------------------+ tile_memory_base
+ *           | ordinary region          | 16 KiB elements; code and data;
+ *           |   208 KiB, 13 elements   | loads 8 bytes/cycle
+ *   0x80000 +--------------------------+ interleaved_base (= code_limit)
+ *           | interleaved region       | elements paired (interleave_factor 2):
+ *           |   416 KiB, 13 logical    | one logical element is 32 KiB;
+ *           |   elements of 32 KiB     | loads 16 bytes/cycle; no code
+ *   0xe7bb0 |..........................| loader_limit: initial images end here
+ *   0xe8000 +--------------------------+ tile_memory_end (exclusive)
+ *
+ * Throughput per tile per cycle: AMP multiply-adds by operand dtype (f32 16,
+ * f16 64, 8-bit 128), vector bytes, load and copy bytes, exchange bytes.
+ * BSP costs: sync cycles per exchange phase, control cycles per fragment,
+ * launch cycles per kernel run. The GEMM cycle constants mean
+ *
+ *   cycles(run) = gemm_run_cycles
+ *               + panels * (gemm_panel_cycles
+ *                           + rows * (gemm_row_cycles + depth * amp_col_panel / macs))
+ *   panels = ceil(K / depth) * ceil(C / amp_col_panel)
+ *   depth  = amp_panel_bytes / (amp_col_panel * dtype bytes)   (f16 16, 8-bit 32)
+ *
+ * for a run of `rows` output rows, inner dimension K and C output columns.
+ *
+ * Every field is declared once in MACHINE_FIELDS; the struct, JSON loading
+ * and writing, machine_print, machine_fingerprint and machine_equal are all
+ * derived from that table. docs/machine.md gives the source of each value.
+ */
+#ifndef TESSEL_MACHINE_H
+#define TESSEL_MACHINE_H
+
+#include "../num/num.h"
+#include "../util/util.h"
+
+/* Field kinds: STR a name; ADDR a byte address (hex in JSON and print);
+ * U32 an unsigned count or rate; F64 a real. lo is the least legal value
+ * (cross-field rules live in machine_validate).
+ *
+ *    kind  field                             lo unit                        comment */
+#define MACHINE_FIELDS(X)                                                                                                 \
+    X(STR,  name,                             1, "-",                        "label for reports; not in the fingerprint") \
+    X(U32,  tiles,                            1, "tiles",                    "tile processors, each with its own memory") \
+    X(ADDR, tile_memory_base,                 0, "byte address",             "first byte of tile memory")                 \
+    X(ADDR, tile_memory_end,                  0, "byte address",             "one past the last byte of tile memory")     \
+    X(U32,  memory_element_bytes,             4, "bytes",                    "physical memory element (bank)")            \
+    X(ADDR, interleaved_base,                 0, "byte address",             "start of the interleaved region (to end)")  \
+    X(U32,  interleave_factor,                1, "memory elements",          "physical elements per interleaved element") \
+    X(ADDR, code_limit,                       0, "byte address",             "code only below this address")              \
+    X(ADDR, loader_limit,                     0, "byte address",             "the loader fills memory only below this")   \
+    X(F64,  clock_hz,                         1, "Hz",                       "tile clock")                                \
+    X(U32,  amp_macs_f32,                     1, "multiply-adds/cycle/tile", "AMP rate, f32 operands")                    \
+    X(U32,  amp_macs_f16,                     1, "multiply-adds/cycle/tile", "AMP rate, f16 operands")                    \
+    X(U32,  amp_macs_f8,                      0, "multiply-adds/cycle/tile", "AMP rate, 8-bit operands; 0 = unsupported") \
+    X(U32,  vector_bytes_per_cycle,           1, "bytes/cycle",              "elementwise kernels, per tile")             \
+    X(U32,  load_bytes_per_cycle,             1, "bytes/cycle",              "loads from the ordinary region")            \
+    X(U32,  interleaved_load_bytes_per_cycle, 1, "bytes/cycle",              "loads from the interleaved region")         \
+    X(U32,  copy_bytes_per_cycle,             1, "bytes/cycle",              "on-tile memory-to-memory copies")           \
+    X(U32,  exchange_bytes_per_cycle,         1, "bytes/cycle/tile",         "exchange payload, each direction")          \
+    X(U32,  fragment_cycles,                  0, "cycles/fragment",          "control issue per exchange fragment")       \
+    X(U32,  sync_cycles,                      0, "cycles/phase",             "global sync before each exchange phase")    \
+    X(U32,  launch_cycles,                    0, "cycles/run",               "supervisor cost to start a kernel run")     \
+    X(U32,  max_send_bytes,                   4, "bytes/send",               "largest single send (64 words)")            \
+    X(U32,  table_budget_bytes,               1, "bytes/tile",               "memory for encoded exchange tables")        \
+    X(U32,  amp_k_block,                      1, "elements",                 "AMP layouts pad K (inner dim) to this")     \
+    X(U32,  amp_col_panel,                    1, "elements",                 "output columns per AMP micro-panel")        \
+    X(U32,  amp_panel_bytes,                  1, "bytes",                    "weights held by the AMP per panel load")    \
+    X(U32,  gemm_run_cycles,                  0, "cycles/run",               "GEMM kernel setup and drain, per run")      \
+    X(U32,  gemm_panel_cycles,                0, "cycles/panel",             "weight load and pipeline fill, per panel")  \
+    X(U32,  gemm_row_cycles,                  0, "cycles/row/panel",         "row loop overhead beyond AMP issue")
+
+enum { MACHINE_NAME_CAP = 64 };  /* bytes of `name`, including the NUL */
+
+#define MACHINE_DECL_STR(f) char f[MACHINE_NAME_CAP];
+#define MACHINE_DECL_ADDR(f) uint32_t f;
+#define MACHINE_DECL_U32(f) uint32_t f;
+#define MACHINE_DECL_F64(f) double f;
+
+typedef struct machine {
+#define X(kind, field, lo, unit, doc) MACHINE_DECL_##kind(field)
+    MACHINE_FIELDS(X)
+#undef X
+} machine;
+
+/* Field indices, for code that walks the table (machine_field_name). */
+enum {
+#define X(kind, field, lo, unit, doc) MACHINE_F_##field,
+    MACHINE_FIELDS(X)
+#undef X
+    MACHINE_FIELD_COUNT
+};
+
+/* ---- machine.c -------------------------------------------------------- */
+
+/* Fills m with a built-in machine: "c600" (the default), "mk2" (no 8-bit
+ * AMP, 1.33 GHz) or "tiny" (16 tiles of 128 KiB, for tests). -1 if unknown. */
+int machine_preset(const char *name, machine *m);
+const char *machine_preset_name(int i);  /* i-th preset, NULL past the end */
+
+/* spec is a preset name or, if it ends in ".json" or contains '/', a JSON
+ * machine file; NULL means the default preset. Errors name the file and the
+ * line:col of the offending key. */
+int machine_resolve(const char *spec, machine *m, diag *d);
+
+/* Checks every field range and the memory map; the message names the field. */
+int machine_validate(const machine *m, diag *d);
+
+/* JSON text (malloc'd, newline-terminated) with every field in table order;
+ * machine_resolve loads it back to an equal machine. */
+char *machine_to_json(const machine *m);
+
+/* An aligned table of field, value, unit and comment, then derived figures. */
+void machine_print(FILE *f, const machine *m);
+
+/* A stable 64-bit hash of every field value except the name (renaming a
+ * machine does not change what it computes): util_hash_bytes over the lines
+ * "field=value\n" in table order, values as machine_to_json writes them. */
+uint64_t machine_fingerprint(const machine *m);
+
+bool machine_equal(const machine *a, const machine *b);  /* every field, name included */
+const char *machine_field_name(int field);               /* MACHINE_F_* -> "tiles" */
+
+/* ---- derived figures -------------------------------------------------- */
+
+uint32_t machine_tile_bytes(const machine *m);           /* end - base */
+uint64_t machine_total_bytes(const machine *m);          /* all tiles */
+bool machine_addr_interleaved(const machine *m, uint32_t addr);
+/* AMP multiply-adds per cycle per tile for operands of dtype t; 0 when the
+ * AMP cannot take t (bf16 and i32; 8-bit types on mk2). */
+uint32_t machine_amp_macs(const machine *m, dtype t);
+/* K elements of dtype t in one AMP weight panel (f16 16, 8-bit 32, f32 8). */
+uint32_t machine_amp_panel_depth(const machine *m, dtype t);
+/* Whole-machine AMP peak in FLOP/s (2 per multiply-add). */
+double machine_peak_flops(const machine *m, dtype t);
+
+#endif
