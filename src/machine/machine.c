@@ -44,8 +44,7 @@ const char *machine_field_name(int field) {
 }
 
 /* The canonical text of a value, as machine_to_json writes it (strings
- * unquoted): the fingerprint hashes exactly this, so it does not depend on
- * the host's byte order or struct layout. */
+ * unquoted). */
 static void value_text(const machine *m, int i, char *buf, size_t cap) {
     switch (FIELDS[i].kind) {
     case K_STR: snprintf(buf, cap, "%s", str_of(m, i)); break;
@@ -581,16 +580,27 @@ char *machine_to_json(const machine *m) {
 }
 
 uint64_t machine_fingerprint(const machine *m) {
-    char text[4096], val[64];
+    /* Each field as its name, a NUL and its value in 8 little-endian bytes
+     * (integers zero-extended, doubles as their IEEE bits): independent of
+     * number formatting, byte order and struct layout. */
+    unsigned char buf[4096];
     size_t n = 0;
     for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
         if (FIELDS[i].kind == K_STR) continue;  /* a name is a label, not a property */
-        value_text(m, i, val, sizeof val);
-        int w = snprintf(text + n, sizeof text - n, "%s=%s\n", FIELDS[i].name, val);
-        TS_ASSERT(w > 0 && (size_t)w < sizeof text - n);
-        n += (size_t)w;
+        uint64_t v = 0;
+        if (FIELDS[i].kind == K_F64) {
+            double x = f64_of(m, i);
+            memcpy(&v, &x, sizeof v);
+        } else {
+            v = u32_of(m, i);
+        }
+        size_t len = strlen(FIELDS[i].name) + 1;
+        TS_ASSERT(n + len + 8 <= sizeof buf);
+        memcpy(buf + n, FIELDS[i].name, len);
+        n += len;
+        for (int b = 0; b < 8; b++) buf[n++] = (unsigned char)(v >> (8 * b));
     }
-    return util_hash_bytes(text, n, 0);
+    return util_hash_bytes(buf, n, 0);
 }
 
 bool machine_equal(const machine *a, const machine *b) {

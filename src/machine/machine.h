@@ -116,8 +116,8 @@ char *machine_to_json(const machine *m);
 void machine_print(FILE *f, const machine *m);
 
 /* A stable 64-bit hash of every field value except the name (renaming a
- * machine does not change what it computes): util_hash_bytes over the lines
- * "field=value\n" in table order, values as machine_to_json writes them. */
+ * machine does not change what it computes): util_hash_bytes over each
+ * field's name, a NUL and its value as 8 little-endian bytes, in table order. */
 uint64_t machine_fingerprint(const machine *m);
 
 bool machine_equal(const machine *a, const machine *b);  /* every field, name included */

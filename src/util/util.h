@@ -80,6 +80,8 @@ typedef struct strmap {
 void strmap_free(strmap *m);
 bool strmap_get(const strmap *m, const char *key, int32_t *val);
 void strmap_put(strmap *m, const char *key, int32_t val);
+/* FNV-1a with a 64-bit finaliser. Stable: machine fingerprints recorded in
+ * packages are made with it. */
 uint64_t util_hash_bytes(const void *p, size_t n, uint64_t seed);
 
 /* ---- diag.c ----------------------------------------------------------- */
@@ -137,6 +139,14 @@ void fmt_count(char *buf, size_t cap, double x);
 void fmt_bytes(char *buf, size_t cap, double bytes);
 double util_now_seconds(void);       /* monotonic */
 size_t util_peak_rss_bytes(void);    /* of this process so far */
+
+/* ---- parallel.c ------------------------------------------------------- */
+
+/* Host threads to use: $TESSEL_THREADS, else the online CPU count. */
+int util_threads(void);
+/* Runs fn over [0, n) in contiguous chunks of at least min_chunk, one chunk
+ * per thread, and returns when all are done. */
+void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
 
 /* ---- progress.c ------------------------------------------------------- */
 
