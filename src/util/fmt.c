@@ -13,19 +13,21 @@ void fmt_double(char *buf, size_t cap, double x) {
     if (isnan(x)) { snprintf(buf, cap, "nan"); return; }
     if (isinf(x)) { snprintf(buf, cap, x < 0 ? "-inf" : "inf"); return; }
     char tmp[40];
-    for (int prec = 1; prec <= 17; prec++) {
+    int prec = 1;
+    for (; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, x);
         if (strtod(tmp, NULL) == x) break;
     }
-    /* Tidy the exponent: "1e-06" -> "1e-6", "1e+20" -> "1e20". */
     char *e = strchr(tmp, 'e');
+    int ex = e ? atoi(e + 1) : 0;
+    if (e && ex >= -5 && ex < 16) {
+        /* Plain digits read better than 1e2 for moderate magnitudes. */
+        snprintf(tmp, sizeof tmp, "%.*f", prec - 1 - ex > 0 ? prec - 1 - ex : 0, x);
+        e = NULL;
+    }
     if (e) {
-        char mant[32];
-        size_t mn = (size_t)(e - tmp);
-        memcpy(mant, tmp, mn);
-        mant[mn] = 0;
-        int ex = atoi(e + 1);
-        snprintf(buf, cap, "%se%d", mant, ex);
+        /* Tidy the exponent: "1e-06" -> "1e-6", "1e+20" -> "1e20". */
+        snprintf(buf, cap, "%.*se%d", (int)(e - tmp), tmp, ex);
     } else {
         snprintf(buf, cap, "%s%s", tmp, strchr(tmp, '.') ? "" : ".0");
     }

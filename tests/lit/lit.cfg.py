@@ -3,7 +3,7 @@ import os
 import lit.formats
 
 config.name = "tessel"
-config.test_format = lit.formats.ShTest(execute_external=False)
+config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".tsl", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.tessel_bin), "tests", "lit-out")
@@ -13,3 +13,4 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%python3", config.python3))
 config.substitutions.append(("%inputs", os.path.join(os.path.dirname(__file__), "Inputs")))
 config.substitutions.append(("%srcroot", config.source_root))
+config.substitutions.append(("%exit2", os.path.join(os.path.dirname(__file__), "Inputs", "exit2.sh")))

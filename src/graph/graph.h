@@ -1,0 +1,298 @@
+/* graph: the graph IR, its text format, verifier, shape inference and the FP32
+ * reference interpreter.
+ *
+ *   graph ── values[]  name, type (dtype, 8-bit scale, shape), defining op
+ *         ── ops[]     kind, operands, results, attributes, source position, trivia
+ *         ── body      block: op ids in program order
+ *
+ *   A value is defined once: by an op result, or as an argument of a repeat
+ *   body. Structural ops (input, param, output, yield, repeat) are ops like
+ *   any other, so a block is just a list of op ids.
+ *
+ *   %y = repeat 27 carry(%h = %x) slice(%w = %w_all) {   body runs 27 times:
+ *     ...                                                 %h carries between
+ *     yield %h2                                           iterations, %w is
+ *   }                                                     %w_all[i] in iteration i
+ *
+ * Op stable names (recipe keys) are the names of their first result; value
+ * names are unique in the whole graph, bodies included.
+ */
+#ifndef TESSEL_GRAPH_H
+#define TESSEL_GRAPH_H
+
+#include "../num/num.h"
+#include "../util/util.h"
+
+enum { GRAPH_MAX_RANK = 6 };
+
+/* ---- ops.c: the op and attribute tables ------------------------------- */
+
+/* Structural ops have their own syntax and every pass handles them directly. */
+/*  id       name      min_in max_in nout(-1: varies) */
+#define GRAPH_STRUCT_OPS(X)          \
+    X(INPUT,  input,   0,  0,  1)    \
+    X(PARAM,  param,   0,  0,  1)    \
+    X(OUTPUT, output,  1, -1,  0)    \
+    X(YIELD,  yield,   0, -1,  0)    \
+    X(REPEAT, repeat,  0, -1, -1)
+
+/* Compute ops: derived tables (names, shape rules, reference kernels) come
+ * from this list. A(x) marks an allowed attribute, R(x) a required one (the
+ * masks are expanded only in ops.c). */
+/*  id                name              min_in max_in nout  allowed attributes                      required */
+#define GRAPH_COMPUTE_OPS(X)                                                                               \
+    X(MATMUL,           matmul,           2,  2,  1, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC),          0)   \
+    X(ADD,              add,              2,  2,  1, 0,                                                0)   \
+    X(SUB,              sub,              2,  2,  1, 0,                                                0)   \
+    X(MUL,              mul,              2,  2,  1, 0,                                                0)   \
+    X(GELU,             gelu,             1,  1,  1, 0,                                                0)   \
+    X(GELU_GRAD,        gelu_grad,        2,  2,  1, 0,                                                0)   \
+    X(SOFTMAX,          softmax,          1,  1,  1, A(AXIS),                                          0)   \
+    X(LAYER_NORM,       layer_norm,       3,  3,  1, A(EPS),                                           0)   \
+    X(RESHAPE,          reshape,          1,  1,  1, 0,                                                0)   \
+    X(TRANSPOSE,        transpose,        1,  1,  1, A(PERM),                                          R(PERM)) \
+    X(SLICE,            slice,            1,  1,  1, A(START) | A(END),                                R(START) | R(END)) \
+    X(PAD,              pad,              1,  1,  1, A(LOW) | A(HIGH) | A(VALUE),                      R(LOW) | R(HIGH)) \
+    X(CONCAT,           concat,           1, -1,  1, A(AXIS),                                          R(AXIS)) \
+    X(CAST,             cast,             1,  1,  1, A(TO) | A(SCALE) | A(SATURATE),                   R(TO)) \
+    X(SCALE,            scale,            1,  1,  1, A(BY),                                            R(BY)) \
+    X(REDUCE_SUM,       reduce_sum,       1,  1,  1, A(AXES) | A(KEEPDIMS),                            R(AXES)) \
+    X(SGD,              sgd,              2,  3, -1, A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY),            R(LR)) \
+    X(ADAMW,            adamw,            4,  4,  3, A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR)) \
+    X(GLOBAL_NORM_CLIP, global_norm_clip, 1, -1, -1, A(MAX_NORM),                                      R(MAX_NORM))
+
+typedef enum {
+#define X(id, name, ...) OP_##id,
+    GRAPH_STRUCT_OPS(X) GRAPH_COMPUTE_OPS(X)
+#undef X
+    OP_COUNT
+} graph_op_kind;
+
+/*  id            name          kind */
+#define GRAPH_ATTRS(X)                        \
+    X(TRANSPOSE_A,  transpose_a,  BOOL)       \
+    X(TRANSPOSE_B,  transpose_b,  BOOL)       \
+    X(ACC,          acc,          DTYPE)      \
+    X(TO,           to,           DTYPE)      \
+    X(SCALE,        scale,        INT)        \
+    X(SATURATE,     saturate,     BOOL)       \
+    X(BY,           by,           FLOAT)      \
+    X(AXIS,         axis,         INT)        \
+    X(AXES,         axes,         INTS)       \
+    X(KEEPDIMS,     keepdims,     BOOL)       \
+    X(PERM,         perm,         INTS)       \
+    X(START,        start,        INTS)       \
+    X(END,          end,          INTS)       \
+    X(LOW,          low,          INTS)       \
+    X(HIGH,         high,         INTS)       \
+    X(VALUE,        value,        FLOAT)      \
+    X(EPS,          eps,          FLOAT)      \
+    X(LR,           lr,           FLOAT)      \
+    X(MOMENTUM,     momentum,     FLOAT)      \
+    X(WEIGHT_DECAY, weight_decay, FLOAT)      \
+    X(BETA1,        beta1,        FLOAT)      \
+    X(BETA2,        beta2,        FLOAT)      \
+    X(STEP,         step,         INT)        \
+    X(MAX_NORM,     max_norm,     FLOAT)
+
+typedef enum {
+#define X(id, name, kind) ATTR_##id,
+    GRAPH_ATTRS(X)
+#undef X
+    ATTR_COUNT
+} graph_attr_id;
+
+typedef enum { ATTR_KIND_BOOL, ATTR_KIND_INT, ATTR_KIND_FLOAT, ATTR_KIND_DTYPE, ATTR_KIND_INTS } graph_attr_kind;
+
+typedef struct graph_op_info {
+    const char *name;
+    int min_in, max_in;  /* operand count bounds; max -1: unbounded */
+    int nout;            /* result count; -1: depends on operands/attributes */
+    uint64_t allowed;    /* attribute bits the op accepts */
+    uint64_t required;   /* attribute bits it must have */
+    bool structural;
+} graph_op_info;
+
+extern const graph_op_info graph_op_infos[OP_COUNT];
+extern const char *const graph_attr_names[ATTR_COUNT];
+extern const graph_attr_kind graph_attr_kinds[ATTR_COUNT];
+bool graph_op_lookup(const char *s, size_t n, graph_op_kind *out);
+/* Results of a compute op with nin operands (the table's nout, resolved). */
+int32_t graph_result_count(graph_op_kind kind, int32_t nin);
+/* Whether kind accepts nin operands; if not, msg says what it takes. */
+bool graph_arity_ok(graph_op_kind kind, int32_t nin, char *msg, size_t cap);
+bool graph_attr_lookup(const char *s, size_t n, graph_attr_id *out);
+
+/* ---- types, values, ops ------------------------------------------------ */
+
+typedef struct graph_type {
+    dtype dtype;
+    int8_t scale;                  /* 8-bit types: value = decode(code) * 2^scale */
+    int32_t rank;
+    int64_t dim[GRAPH_MAX_RANK];   /* elements per axis */
+} graph_type;
+
+typedef struct graph_value {
+    const char *name;   /* without the '%' */
+    graph_type type;
+    int32_t def;        /* defining op: producer, or the repeat owning the arg */
+    int32_t def_index;  /* result index, or body-argument index */
+    bool is_arg;        /* a repeat body argument */
+} graph_value;
+
+typedef struct graph_attr {
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        dtype t;
+        struct { int64_t *v; int32_t n; } ints;
+    };
+} graph_attr;
+
+typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_NPY } graph_init_kind;
+
+typedef struct graph_init {
+    graph_init_kind kind;
+    double mean, std;   /* normal */
+    uint64_t seed;      /* normal */
+    const char *path;   /* npy: as written, relative to the .tsl file */
+} graph_init;
+
+typedef VEC(int32_t) graph_block;  /* op ids in program order */
+
+typedef struct graph_op {
+    graph_op_kind kind;
+    int32_t *in, nin;           /* operand value ids */
+    int32_t *out, nout;         /* result value ids */
+    uint64_t attr_set;          /* bit ATTR_x: attr[x] was given */
+    graph_attr attr[ATTR_COUNT];
+    graph_init init;            /* param */
+    /* repeat: in = carried initial values, then stacked parameters */
+    int64_t count;              /* iterations */
+    int32_t ncarry;             /* carried values; results correspond */
+    int32_t *args, nargs;       /* body arguments: carried, then slices */
+    graph_block body;           /* ends with a yield of ncarry values */
+    int32_t parent;             /* enclosing repeat op, -1 at top level */
+    int32_t line, col;          /* source position, 0 when built in code */
+    /* trivia kept for exact round trips */
+    const char *lead;           /* blank and comment lines before the op, verbatim */
+    const char *tail;           /* end-of-line comment with its leading spaces */
+    const char *end_lead, *end_tail; /* repeat: around the closing brace */
+} graph_op;
+
+typedef struct graph {
+    arena arena;                /* owns everything the graph points to */
+    const char *name;
+    const char *path;           /* source file, or the zoo string, for messages */
+    src_text src;               /* parsed text (empty when built in code) */
+    VEC(graph_value) values;
+    VEC(graph_op) ops;
+    graph_block body;
+    strmap names;               /* value name -> id */
+    const char *lead, *tail;    /* trivia before/on the 'graph' line */
+    const char *end_lead;       /* trivia after the last op */
+    int32_t cur_repeat;         /* builder: open repeat op, -1 at top level */
+} graph;
+
+/* ---- graph.c: construction -------------------------------------------- */
+
+graph *graph_new(const char *name, const char *path);
+void graph_free(graph *g);
+
+static inline graph_value *graph_val(const graph *g, int32_t id) { return &g->values.v[id]; }
+static inline graph_op *graph_opr(const graph *g, int32_t id) { return &g->ops.v[id]; }
+const char *graph_op_name(const graph *g, int32_t op);  /* stable name */
+
+int64_t graph_type_numel(const graph_type *t);
+bool graph_type_equal(const graph_type *a, const graph_type *b);
+/* "f16[128, 768]"; buf of at least 128 bytes. */
+void graph_type_str(const graph_type *t, char *buf, size_t cap);
+graph_type graph_type_make(dtype t, int rank, const int64_t *dim);
+
+/* Builder: ops go into the innermost open repeat (or the top level). Names
+ * must be unique; a NULL name gets a fresh one ("t12"). Returns the op id. */
+int32_t graph_add_input(graph *g, const char *name, graph_type t);
+int32_t graph_add_param(graph *g, const char *name, graph_type t, graph_init init);
+int32_t graph_add_output(graph *g, const int32_t *vals, int32_t n);
+/* A compute op with its operands; set attributes with graph_set_*, then
+ * graph_finish_op infers result types (declared gives the result dtypes and,
+ * for reshape, the shape; NULL lets inference choose) and names the results. */
+int32_t graph_begin_op(graph *g, graph_op_kind kind, const int32_t *in, int32_t nin);
+void graph_set_bool(graph *g, int32_t op, graph_attr_id a, bool v);
+void graph_set_int(graph *g, int32_t op, graph_attr_id a, int64_t v);
+void graph_set_float(graph *g, int32_t op, graph_attr_id a, double v);
+void graph_set_dtype(graph *g, int32_t op, graph_attr_id a, dtype v);
+void graph_set_ints(graph *g, int32_t op, graph_attr_id a, const int64_t *v, int32_t n);
+int graph_finish_op(graph *g, int32_t op, const char *const *names, const graph_type *declared, diag *d);
+/* Opens a repeat body; carried and stacked are outer values; arg names name
+ * the body arguments (carried first). The body must end with graph_end_repeat. */
+int32_t graph_begin_repeat(graph *g, int64_t count, const int32_t *carried, int32_t ncarry,
+                           const int32_t *stacked, int32_t nstacked, const char *const *arg_names);
+int graph_end_repeat(graph *g, const int32_t *yields, const char *const *result_names, diag *d);
+/* Values the builder just made: result i of op. */
+static inline int32_t graph_result(const graph *g, int32_t op, int i) { return g->ops.v[op].out[i]; }
+int32_t graph_lookup(const graph *g, const char *name);   /* value id or -1 */
+
+/* Attribute accessors with the documented defaults (ops.c). */
+bool graph_attr_bool(const graph_op *op, graph_attr_id a);
+int64_t graph_attr_int(const graph_op *op, graph_attr_id a);
+double graph_attr_float(const graph_op *op, graph_attr_id a);
+dtype graph_attr_dtype(const graph_op *op, graph_attr_id a);
+
+/* Located error about op (source position when parsed, stable name otherwise). */
+int graph_fail_op(const graph *g, int32_t op, diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- infer.c: shape and dtype rules ------------------------------------ */
+
+/* Result types of a compute op from its operands and attributes. declared
+ * (may be NULL) supplies what the operands cannot: result dtypes for matmul,
+ * reduce_sum and friends, the shape for reshape. */
+int graph_infer(const graph *g, int32_t op, const graph_type *declared, graph_type *out, diag *d);
+
+/* ---- parse.c / print.c: the .tsl text format --------------------------- */
+
+/* Parses text (len bytes) named path. On error returns NULL with d set. */
+graph *graph_parse(const char *path, const char *text, size_t len, diag *d);
+graph *graph_parse_file(const char *path, diag *d);
+/* Canonical text; print(parse(x)) == x for canonical x. malloc'd. */
+char *graph_print(const graph *g);
+
+/* ---- verify.c ---------------------------------------------------------- */
+
+/* Checks every structural rule: definition before use inside the right
+ * scope, operand counts, attributes, declared types against inference,
+ * repeat shapes, outputs. */
+int graph_verify(const graph *g, diag *d);
+
+/* ---- init.c: parameter and input data ----------------------------------- */
+
+/* The seeded generator behind normal(): fills n values (docs/ir.md). */
+void graph_normal_fill(uint64_t seed, double mean, double std, float *out, int64_t n);
+/* Elements [first, first + n) of the same stream, for chunked generation. */
+void graph_normal_fill_at(uint64_t seed, double mean, double std, int64_t first, float *out, int64_t n);
+/* Values of parameter op (numel of its type) as f32: the init's values
+ * rounded to the parameter's dtype, or exact when keep_f32. */
+int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d);
+/* Default data for input value k (0-based, in program order): normal(0, 1) with
+ * seed 1000 + k, rounded to the input's dtype. */
+void graph_input_default(const graph *g, int32_t value, int k, float *out);
+
+/* ---- ref.c: the FP32 reference interpreter ----------------------------- */
+
+typedef struct ref_options {
+    bool strip_precision;   /* casts become identities, params stay f32 */
+    bool quiet;             /* no progress line */
+} ref_options;
+
+/* Runs g. inputs[k] holds the data of the k-th input (numel of its type,
+ * values already of its dtype); outputs[j] receives a malloc'd buffer for the
+ * j-th output value (program order of output ops). */
+int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **outputs, diag *d);
+
+/* The inputs and outputs of g in program order (value ids). */
+int32_t graph_inputs(const graph *g, int32_t *ids, int32_t cap);
+int32_t graph_outputs(const graph *g, int32_t *ids, int32_t cap);
+
+#endif

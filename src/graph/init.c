@@ -1,0 +1,112 @@
+/* init.c: the data behind parameters and default inputs.
+ *
+ * normal(mean, std, seed) is counter-based so any element can be generated
+ * independently (and in parallel) with the same result: pair k of the
+ * tensor, elements 2k and 2k+1, comes from the two 64-bit words
+ * h(2k) and h(2k+1), h(j) = mix(mix(seed + G) + (j+1) * G), G = 0x9e3779b97f4a7c15,
+ * through Box-Muller: u1 = ((h(2k) >> 11) + 1) * 2^-53, u2 = (h(2k+1) >> 11) * 2^-53,
+ * r = sqrt(-2 ln u1), element 2k = mean + std * r cos(2 pi u2),
+ * element 2k+1 = mean + std * r sin(2 pi u2), computed in double, stored as f32.
+ */
+#include "graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct normal_job {
+    uint64_t key;
+    double mean, std;
+    int64_t first, n;  /* elements [first, first + n) of the stream */
+    float *out;        /* receives element first + i at out[i] */
+} normal_job;
+
+static void normal_pairs(void *ctx, int64_t begin, int64_t end) {
+    const normal_job *j = ctx;
+    const double two_pi = 6.283185307179586476925;
+    for (int64_t k = j->first / 2 + begin; k < j->first / 2 + end; k++) {
+        uint64_t a = mix64(j->key + (uint64_t)(2 * k + 1) * 0x9e3779b97f4a7c15ull);
+        uint64_t b = mix64(j->key + (uint64_t)(2 * k + 2) * 0x9e3779b97f4a7c15ull);
+        double u1 = (double)((a >> 11) + 1) * 0x1p-53, u2 = (double)(b >> 11) * 0x1p-53;
+        double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
+        int64_t e0 = 2 * k - j->first, e1 = e0 + 1;
+        if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r * cos(t));
+        if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r * sin(t));
+    }
+}
+
+void graph_normal_fill_at(uint64_t seed, double mean, double std, int64_t first, float *out, int64_t n) {
+    if (n <= 0) return;
+    normal_job j = {mix64(seed + 0x9e3779b97f4a7c15ull), mean, std, first, n, out};
+    int64_t pairs = (first + n - 1) / 2 - first / 2 + 1;
+    util_parallel(pairs, 1 << 16, normal_pairs, &j);
+}
+
+void graph_normal_fill(uint64_t seed, double mean, double std, float *out, int64_t n) {
+    graph_normal_fill_at(seed, mean, std, 0, out, n);
+}
+
+/* The npy file behind a parameter, relative to the graph's own file. */
+static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
+    const graph_op *o = graph_opr(g, op);
+    const graph_type *t = &graph_val(g, o->out[0])->type;
+    char *dir = path_dirname(g->path), *path = path_join(dir, o->init.path);
+    free(dir);
+    npy_array a;
+    diag nd = {0};
+    int rc = npy_read(path, &a, &nd);
+    if (rc) {
+        /* Say which parameter wanted the file, then what went wrong. */
+        nd.text[strcspn(nd.text, "\n")] = 0;
+        graph_fail_op(g, op, d, "cannot load parameter '%%%s': %s", graph_val(g, o->out[0])->name, nd.text);
+        free(path);
+        return -1;
+    }
+    bool same = a.rank == t->rank;
+    for (int i = 0; same && i < t->rank; i++) same = a.dim[i] == t->dim[i];
+    if (!same) {
+        char want[128];
+        graph_type_str(t, want, sizeof want);
+        graph_fail_op(g, op, d, "%s holds a tensor of rank %d (dims %lld...), the parameter is %s", path, a.rank,
+                      a.rank ? (long long)a.dim[0] : 0LL, want);
+        npy_free(&a);
+        free(path);
+        return -1;
+    }
+    num_decode_buf(a.dtype, 0, a.data, out, (size_t)a.numel);
+    npy_free(&a);
+    free(path);
+    return 0;
+}
+
+int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d) {
+    const graph_op *o = graph_opr(g, op);
+    TS_ASSERT(o->kind == OP_PARAM);
+    const graph_type *t = &graph_val(g, o->out[0])->type;
+    int64_t n = graph_type_numel(t);
+    switch (o->init.kind) {
+    case INIT_ZEROS: memset(out, 0, sizeof(float) * (size_t)n); break;
+    case INIT_ONES:
+        for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
+        break;
+    case INIT_NORMAL: graph_normal_fill(o->init.seed, o->init.mean, o->init.std, out, n); break;
+    case INIT_NPY:
+        if (load_npy(g, op, out, d)) return -1;
+        break;
+    }
+    if (!keep_f32) num_round_buf(t->dtype, t->scale, out, (size_t)n);
+    return 0;
+}
+
+void graph_input_default(const graph *g, int32_t value, int k, float *out) {
+    const graph_type *t = &graph_val(g, value)->type;
+    int64_t n = graph_type_numel(t);
+    graph_normal_fill(1000 + (uint64_t)k, 0.0, 1.0, out, n);
+    num_round_buf(t->dtype, t->scale, out, (size_t)n);
+}

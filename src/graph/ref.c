@@ -1,0 +1,585 @@
+/* ref.c: the FP32 reference interpreter, the oracle every check compares
+ * against. It runs the graph as written: casts round to their dtype (that is
+ * what a cast means), parameters and inputs hold values of their dtype, and
+ * everything else computes in f32 (matmuls through BLAS sgemm; reductions
+ * accumulate in double and round once). Kept simple so it is obviously right.
+ *
+ * Buffers are f32, one per live value, freed after the value's last use. */
+#include "graph.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int64_t MAX_ELEMS = 1ll << 32;  /* per value; larger is refused, not crashed on */
+
+typedef struct rt {
+    const graph *g;
+    const ref_options *o;
+    diag *d;
+    float **buf;         /* per value: its data while live */
+    bool *owned;         /* per value: buf is ours to free (slices are views) */
+    int32_t *last_user;  /* per value: last op of its block that uses it; -1 none */
+    float **yield_to;    /* the open repeat's next carried buffers */
+    float **outputs;     /* the caller's output slots */
+    int32_t nout_done;
+    progress prog;
+    int64_t done;
+} rt;
+
+/* ---- shapes and strides ------------------------------------------------- */
+
+typedef struct shape {
+    int rank;
+    int64_t dim[GRAPH_MAX_RANK];
+} shape;
+
+static const graph_type *vtype(const rt *r, int32_t v) { return &graph_val(r->g, v)->type; }
+static int64_t vnumel(const rt *r, int32_t v) { return graph_type_numel(vtype(r, v)); }
+
+/* Element strides of t viewed at rank `rank` (leading axes added, broadcast
+ * axes given stride 0). */
+static void bstrides(const graph_type *t, int rank, int64_t *st) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        int k = i - (rank - t->rank);
+        if (k < 0 || t->dim[k] == 1) {
+            st[i] = 0;
+        } else {
+            st[i] = s;
+        }
+        if (k >= 0) s *= t->dim[k];
+    }
+}
+
+/* Visits every index of dims (rank >= 1) as (outer offsets, inner run): calls
+ * fn once per run along the last axis with the start offsets of up to three
+ * operands. Keeps every strided kernel to one loop. */
+typedef void (*run_fn)(void *ctx, int64_t o0, int64_t o1, int64_t o2, int64_t n);
+static void walk(int rank, const int64_t *dims, const int64_t *s0, const int64_t *s1, const int64_t *s2, run_fn fn,
+                 void *ctx) {
+    if (rank == 0) {
+        fn(ctx, 0, 0, 0, 1);
+        return;
+    }
+    int64_t idx[GRAPH_MAX_RANK] = {0}, o0 = 0, o1 = 0, o2 = 0;
+    int64_t n = dims[rank - 1];
+    for (;;) {
+        fn(ctx, o0, o1, o2, n);
+        int k = rank - 2;
+        for (; k >= 0; k--) {
+            idx[k]++;
+            o0 += s0[k];
+            o1 += s1 ? s1[k] : 0;
+            o2 += s2 ? s2[k] : 0;
+            if (idx[k] < dims[k]) break;
+            o0 -= s0[k] * dims[k];
+            o1 -= s1 ? s1[k] * dims[k] : 0;
+            o2 -= s2 ? s2[k] * dims[k] : 0;
+            idx[k] = 0;
+        }
+        if (k < 0) return;
+    }
+}
+
+static void contiguous(const graph_type *t, int64_t *st) {
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->dim[i];
+    }
+}
+
+/* ---- elementwise with broadcasting -------------------------------------- */
+
+typedef struct bin_ctx {
+    graph_op_kind kind;
+    const float *a, *b;
+    float *out;
+    int64_t sa, sb;  /* strides along the last axis */
+} bin_ctx;
+
+static void bin_run(void *p, int64_t oo, int64_t oa, int64_t ob, int64_t n) {
+    bin_ctx *c = p;
+    const float *a = c->a + oa, *b = c->b + ob;
+    float *o = c->out + oo;
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i * c->sa], y = b[i * c->sb];
+        o[i] = c->kind == OP_ADD ? x + y : c->kind == OP_SUB ? x - y : x * y;
+    }
+}
+
+static int ref_binary(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *to = vtype(r, op->out[0]);
+    int64_t so[GRAPH_MAX_RANK], sa[GRAPH_MAX_RANK], sb[GRAPH_MAX_RANK];
+    contiguous(to, so);
+    bstrides(vtype(r, op->in[0]), to->rank, sa);
+    bstrides(vtype(r, op->in[1]), to->rank, sb);
+    bin_ctx c = {op->kind, in[0], in[1], out[0], to->rank ? sa[to->rank - 1] : 0, to->rank ? sb[to->rank - 1] : 0};
+    walk(to->rank, to->dim, so, sa, sb, bin_run, &c);
+    return 0;
+}
+static int ref_add(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
+static int ref_sub(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
+static int ref_mul(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
+
+/* ---- matmul --------------------------------------------------------------- */
+
+static int ref_matmul(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *ta = vtype(r, op->in[0]), *tb = vtype(r, op->in[1]), *tc = vtype(r, op->out[0]);
+    bool tra = graph_attr_bool(op, ATTR_TRANSPOSE_A), trb = graph_attr_bool(op, ATTR_TRANSPOSE_B);
+    int64_t m = tc->dim[tc->rank - 2], n = tc->dim[tc->rank - 1];
+    int64_t k = ta->dim[ta->rank - (tra ? 2 : 1)];
+    int64_t lda = ta->dim[ta->rank - 1], ldb = tb->dim[tb->rank - 1];
+    /* Batch axes broadcast like elementwise operands, in units of matrices. */
+    graph_type ba = *ta, bb = *tb, bc = *tc;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    bc.rank -= 2;
+    int64_t sa[GRAPH_MAX_RANK], sb[GRAPH_MAX_RANK];
+    bstrides(&ba, bc.rank, sa);
+    bstrides(&bb, bc.rank, sb);
+    int64_t batches = graph_type_numel(&bc), idx[GRAPH_MAX_RANK] = {0};
+    for (int64_t t = 0; t < batches; t++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < bc.rank; i++) {
+            oa += idx[i] * sa[i];
+            ob += idx[i] * sb[i];
+        }
+        cblas_sgemm(CblasRowMajor, tra ? CblasTrans : CblasNoTrans, trb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, 1.0f, in[0] + oa * ta->dim[ta->rank - 1] * ta->dim[ta->rank - 2], (int)lda,
+                    in[1] + ob * tb->dim[tb->rank - 1] * tb->dim[tb->rank - 2], (int)ldb, 0.0f, out[0] + t * m * n, (int)n);
+        for (int i = bc.rank - 1; i >= 0; i--) {
+            if (++idx[i] < bc.dim[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- pointwise ------------------------------------------------------------ */
+
+static const double GELU_C = 0.7978845608028654; /* sqrt(2 / pi) */
+
+static float gelu(float x) {
+    float u = (float)GELU_C * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+/* d/dx of the tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2). */
+static float gelu_grad(float x) {
+    float u = (float)GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (float)GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+static int ref_gelu(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->out[0]);
+    for (int64_t i = 0; i < n; i++) out[0][i] = gelu(in[0][i]);
+    return 0;
+}
+
+static int ref_gelu_grad(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->out[0]);
+    for (int64_t i = 0; i < n; i++) out[0][i] = gelu_grad(in[0][i]) * in[1][i];
+    return 0;
+}
+
+static int ref_scale(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->out[0]);
+    double by = graph_attr_float(op, ATTR_BY);
+    for (int64_t i = 0; i < n; i++) out[0][i] = (float)(in[0][i] * by);
+    return 0;
+}
+
+static int ref_cast(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *t = vtype(r, op->out[0]);
+    int64_t n = vnumel(r, op->out[0]);
+    memcpy(out[0], in[0], sizeof(float) * (size_t)n);
+    if (r->o->strip_precision) return 0;
+    if (dtype_is_f8(t->dtype) && !graph_attr_bool(op, ATTR_SATURATE)) {
+        for (int64_t i = 0; i < n; i++)
+            out[0][i] = f8_decode(t->dtype, f8_encode(t->dtype, in[0][i], t->scale, false), t->scale);
+        return 0;
+    }
+    num_round_buf(t->dtype, t->scale, out[0], (size_t)n);
+    return 0;
+}
+
+/* ---- reductions along an axis ---------------------------------------------- */
+
+/* Splits t around axis into (outer, len, inner). */
+static void around(const graph_type *t, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= t->dim[i];
+    *len = t->dim[axis];
+    for (int i = axis + 1; i < t->rank; i++) *inner *= t->dim[i];
+}
+
+static int ref_softmax(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *t = vtype(r, op->in[0]);
+    int64_t ax = graph_attr_int(op, ATTR_AXIS), outer, len, inner;
+    around(t, (int)(ax < 0 ? ax + t->rank : ax), &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *x = in[0] + o * len * inner + i;
+            float *y = out[0] + o * len * inner + i;
+            float mx = -INFINITY;
+            for (int64_t k = 0; k < len; k++) mx = fmaxf(mx, x[k * inner]);
+            double sum = 0;
+            for (int64_t k = 0; k < len; k++) {
+                float e = expf(x[k * inner] - mx);
+                y[k * inner] = e;
+                sum += e;
+            }
+            for (int64_t k = 0; k < len; k++) y[k * inner] = (float)(y[k * inner] / sum);
+        }
+    return 0;
+}
+
+static int ref_layer_norm(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *t = vtype(r, op->in[0]);
+    int64_t c = t->dim[t->rank - 1], rows = graph_type_numel(t) / c;
+    double eps = graph_attr_float(op, ATTR_EPS);
+    for (int64_t row = 0; row < rows; row++) {
+        const float *x = in[0] + row * c;
+        float *y = out[0] + row * c;
+        double mean = 0, var = 0;
+        for (int64_t k = 0; k < c; k++) mean += x[k];
+        mean /= (double)c;
+        for (int64_t k = 0; k < c; k++) var += (x[k] - mean) * (x[k] - mean);
+        double inv = 1.0 / sqrt(var / (double)c + eps);
+        for (int64_t k = 0; k < c; k++) y[k] = (float)((x[k] - mean) * inv * in[1][k] + in[2][k]);
+    }
+    return 0;
+}
+
+static int ref_reduce_sum(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *t = vtype(r, op->in[0]);
+    const graph_attr *ax = &op->attr[ATTR_AXES];
+    bool drop[GRAPH_MAX_RANK] = {0};
+    for (int i = 0; i < ax->ints.n; i++) drop[ax->ints.v[i] < 0 ? ax->ints.v[i] + t->rank : ax->ints.v[i]] = true;
+    /* Each input element adds into the output element that keeps its
+     * non-reduced coordinates (the output's strides with 0 on reduced axes). */
+    int64_t st[GRAPH_MAX_RANK], s = 1, n = graph_type_numel(t), nout = vnumel(r, op->out[0]);
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = drop[i] ? 0 : s;
+        if (!drop[i]) s *= t->dim[i];
+    }
+    double *acc = xcalloc((size_t)nout, sizeof(double));
+    int64_t idx[GRAPH_MAX_RANK] = {0}, o = 0;
+    for (int64_t e = 0; e < n; e++) {
+        acc[o] += in[0][e];
+        for (int i = t->rank - 1; i >= 0; i--) {
+            o += st[i];
+            if (++idx[i] < t->dim[i]) break;
+            o -= st[i] * t->dim[i];
+            idx[i] = 0;
+        }
+    }
+    for (int64_t i = 0; i < nout; i++) out[0][i] = (float)acc[i];
+    free(acc);
+    return 0;
+}
+
+/* ---- data movement ------------------------------------------------------------ */
+
+typedef struct copy_ctx {
+    const float *src;
+    float *dst;
+    int64_t ss, sd;  /* last-axis strides */
+} copy_ctx;
+
+static void copy_run(void *p, int64_t od, int64_t os, int64_t unused, int64_t n) {
+    (void)unused;
+    copy_ctx *c = p;
+    for (int64_t i = 0; i < n; i++) c->dst[od + i * c->sd] = c->src[os + i * c->ss];
+}
+
+/* Copies the box dims from src (strides ss, base offset os) to dst (strides
+ * sd, base od). Every layout op below is one such box copy. */
+static void box_copy(int rank, const int64_t *dims, const float *src, int64_t os, const int64_t *ss, float *dst,
+                     int64_t od, const int64_t *sd) {
+    copy_ctx c = {src + os, dst + od, rank ? ss[rank - 1] : 0, rank ? sd[rank - 1] : 0};
+    walk(rank, dims, sd, ss, NULL, copy_run, &c);
+}
+
+static int ref_reshape(rt *r, const graph_op *op, float **in, float **out) {
+    memcpy(out[0], in[0], sizeof(float) * (size_t)vnumel(r, op->out[0]));
+    return 0;
+}
+
+static int ref_transpose(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *ti = vtype(r, op->in[0]), *to = vtype(r, op->out[0]);
+    int64_t si[GRAPH_MAX_RANK], sp[GRAPH_MAX_RANK], so[GRAPH_MAX_RANK];
+    contiguous(ti, si);
+    contiguous(to, so);
+    for (int i = 0; i < to->rank; i++) sp[i] = si[op->attr[ATTR_PERM].ints.v[i]];
+    box_copy(to->rank, to->dim, in[0], 0, sp, out[0], 0, so);
+    return 0;
+}
+
+static int ref_slice(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *ti = vtype(r, op->in[0]), *to = vtype(r, op->out[0]);
+    int64_t si[GRAPH_MAX_RANK], so[GRAPH_MAX_RANK], base = 0;
+    contiguous(ti, si);
+    contiguous(to, so);
+    for (int i = 0; i < ti->rank; i++) base += op->attr[ATTR_START].ints.v[i] * si[i];
+    box_copy(to->rank, to->dim, in[0], base, si, out[0], 0, so);
+    return 0;
+}
+
+static int ref_pad(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *ti = vtype(r, op->in[0]), *to = vtype(r, op->out[0]);
+    int64_t si[GRAPH_MAX_RANK], so[GRAPH_MAX_RANK], base = 0, n = vnumel(r, op->out[0]);
+    float v = (float)graph_attr_float(op, ATTR_VALUE);
+    for (int64_t i = 0; i < n; i++) out[0][i] = v;
+    contiguous(ti, si);
+    contiguous(to, so);
+    for (int i = 0; i < ti->rank; i++) base += op->attr[ATTR_LOW].ints.v[i] * so[i];
+    box_copy(ti->rank, ti->dim, in[0], 0, si, out[0], base, so);
+    return 0;
+}
+
+static int ref_concat(rt *r, const graph_op *op, float **in, float **out) {
+    const graph_type *to = vtype(r, op->out[0]);
+    int axis = (int)graph_attr_int(op, ATTR_AXIS);
+    if (axis < 0) axis += to->rank;
+    int64_t so[GRAPH_MAX_RANK], at = 0;
+    contiguous(to, so);
+    for (int32_t k = 0; k < op->nin; k++) {
+        const graph_type *ti = vtype(r, op->in[k]);
+        int64_t si[GRAPH_MAX_RANK];
+        contiguous(ti, si);
+        box_copy(ti->rank, ti->dim, in[k], 0, si, out[0], at * so[axis], so);
+        at += ti->dim[axis];
+    }
+    return 0;
+}
+
+/* ---- optimizer ops: PyTorch semantics (docs/ir.md gives the expressions) ---- */
+
+static int ref_sgd(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->in[0]);
+    double lr = graph_attr_float(op, ATTR_LR), mu = graph_attr_float(op, ATTR_MOMENTUM),
+           wd = graph_attr_float(op, ATTR_WEIGHT_DECAY);
+    for (int64_t i = 0; i < n; i++) {
+        double w = in[0][i], g = (double)in[1][i] + wd * w;
+        if (op->nin == 3) {
+            float buf = (float)(mu * in[2][i] + g);
+            out[1][i] = buf;
+            g = buf;
+        }
+        out[0][i] = (float)(w - lr * g);
+    }
+    return 0;
+}
+
+static int ref_adamw(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->in[0]);
+    double lr = graph_attr_float(op, ATTR_LR), b1 = graph_attr_float(op, ATTR_BETA1), b2 = graph_attr_float(op, ATTR_BETA2),
+           eps = graph_attr_float(op, ATTR_EPS), wd = graph_attr_float(op, ATTR_WEIGHT_DECAY);
+    double t = (double)graph_attr_int(op, ATTR_STEP);
+    double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+    for (int64_t i = 0; i < n; i++) {
+        double g = in[1][i];
+        float m = (float)(b1 * in[2][i] + (1 - b1) * g);
+        float v = (float)(b2 * in[3][i] + (1 - b2) * g * g);
+        double w = in[0][i] * (1 - lr * wd);
+        out[0][i] = (float)(w - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps));
+        out[1][i] = m;
+        out[2][i] = v;
+    }
+    return 0;
+}
+
+static int ref_global_norm_clip(rt *r, const graph_op *op, float **in, float **out) {
+    double ss = 0;
+    for (int32_t k = 0; k < op->nin; k++) {
+        int64_t n = vnumel(r, op->in[k]);
+        for (int64_t i = 0; i < n; i++) ss += (double)in[k][i] * in[k][i];
+    }
+    double coef = graph_attr_float(op, ATTR_MAX_NORM) / (sqrt(ss) + 1e-6);
+    if (coef > 1) coef = 1;
+    for (int32_t k = 0; k < op->nin; k++) {
+        int64_t n = vnumel(r, op->in[k]);
+        for (int64_t i = 0; i < n; i++) out[k][i] = (float)(in[k][i] * coef);
+    }
+    return 0;
+}
+
+typedef int (*ref_fn)(rt *, const graph_op *, float **, float **);
+static const ref_fn ref_fns[OP_COUNT] = {
+#define X(id, nm, ...) [OP_##id] = ref_##nm,
+    GRAPH_COMPUTE_OPS(X)
+#undef X
+};
+
+/* ---- execution -------------------------------------------------------------- */
+
+static float *dup_buf(const float *src, int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    memcpy(p, src, sizeof(float) * (size_t)n);
+    return p;
+}
+
+static void release(rt *r, int32_t v) {
+    if (r->owned[v]) free(r->buf[v]);
+    r->buf[v] = NULL;
+    r->owned[v] = false;
+}
+
+/* Every value used by op or anything nested in it, marked as last used by
+ * `user` when it belongs to block `scope`. */
+static void mark_uses(rt *r, const graph_op *op, int32_t user, int32_t scope) {
+    for (int32_t i = 0; i < op->nin; i++) {
+        const graph_value *v = graph_val(r->g, op->in[i]);
+        int32_t s = v->is_arg ? v->def : graph_opr(r->g, v->def)->parent;
+        if (s == scope) r->last_user[op->in[i]] = user;
+    }
+    for (int32_t i = 0; i < op->body.n; i++) mark_uses(r, graph_opr(r->g, op->body.v[i]), user, scope);
+}
+
+static void plan_block(rt *r, const graph_block *b, int32_t scope) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const graph_op *op = graph_opr(r->g, b->v[i]);
+        mark_uses(r, op, b->v[i], scope);
+        if (op->kind == OP_REPEAT) plan_block(r, &op->body, b->v[i]);
+    }
+}
+
+static int exec_block(rt *r, const graph_block *b, float *const *inputs, int *input_k);
+
+/* Frees what dies at op: operands (and, for a repeat, outer values its body
+ * used) whose last user it is, and results nobody uses. */
+static void release_uses(rt *r, const graph_op *op, int32_t op_id) {
+    for (int32_t i = 0; i < op->nin; i++)
+        if (r->last_user[op->in[i]] == op_id && r->buf[op->in[i]]) release(r, op->in[i]);
+    for (int32_t i = 0; i < op->body.n; i++) release_uses(r, graph_opr(r->g, op->body.v[i]), op_id);
+}
+
+static void free_dead(rt *r, int32_t op_id) {
+    const graph_op *op = graph_opr(r->g, op_id);
+    release_uses(r, op, op_id);
+    for (int32_t i = 0; i < op->nout; i++)
+        if (r->last_user[op->out[i]] < 0) release(r, op->out[i]);
+}
+
+static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
+    const graph_op *op = graph_opr(r->g, op_id);
+    float **carried = xcalloc((size_t)op->ncarry, sizeof(float *));
+    float **next = xcalloc((size_t)op->ncarry, sizeof(float *));
+    for (int32_t k = 0; k < op->ncarry; k++) carried[k] = dup_buf(r->buf[op->in[k]], vnumel(r, op->in[k]));
+    float **saved_yield = r->yield_to;
+    int rc = 0;
+    for (int64_t it = 0; it < op->count && rc == 0; it++) {
+        for (int32_t k = 0; k < op->nargs; k++) {
+            int32_t a = op->args[k];
+            if (k < op->ncarry) {
+                r->buf[a] = carried[k];
+                r->owned[a] = true;
+            } else {
+                r->buf[a] = r->buf[op->in[k]] + it * vnumel(r, a);
+                r->owned[a] = false;
+            }
+            if (r->last_user[a] < 0) release(r, a);
+        }
+        r->yield_to = next;
+        rc = exec_block(r, &op->body, inputs, input_k);
+        for (int32_t k = 0; k < op->nargs; k++)
+            if (r->buf[op->args[k]]) release(r, op->args[k]);
+        for (int32_t k = 0; k < op->ncarry; k++) carried[k] = next[k];
+    }
+    r->yield_to = saved_yield;
+    for (int32_t k = 0; k < op->ncarry; k++) {
+        r->buf[op->out[k]] = carried[k];
+        r->owned[op->out[k]] = carried[k] != NULL;
+    }
+    free(carried);
+    free(next);
+    return rc;
+}
+
+static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
+    const graph_op *op = graph_opr(r->g, op_id);
+    switch (op->kind) {
+    case OP_INPUT: {
+        int32_t v = op->out[0];
+        r->buf[v] = dup_buf(inputs[(*input_k)++], vnumel(r, v));
+        r->owned[v] = true;
+        return 0;
+    }
+    case OP_PARAM: {
+        int32_t v = op->out[0];
+        r->buf[v] = xmalloc(sizeof(float) * (size_t)vnumel(r, v));
+        r->owned[v] = true;
+        return graph_param_values(r->g, op_id, r->o->strip_precision, r->buf[v], r->d);
+    }
+    case OP_OUTPUT:
+        for (int32_t i = 0; i < op->nin; i++) r->outputs[r->nout_done++] = dup_buf(r->buf[op->in[i]], vnumel(r, op->in[i]));
+        return 0;
+    case OP_YIELD:
+        for (int32_t i = 0; i < op->nin; i++) r->yield_to[i] = dup_buf(r->buf[op->in[i]], vnumel(r, op->in[i]));
+        return 0;
+    case OP_REPEAT: return exec_repeat(r, op_id, inputs, input_k);
+    default: break;
+    }
+    float *in[1024], *out[1024];
+    TS_ASSERT(op->nin <= 1024 && op->nout <= 1024);
+    for (int32_t i = 0; i < op->nin; i++) in[i] = r->buf[op->in[i]];
+    for (int32_t i = 0; i < op->nout; i++) {
+        out[i] = xmalloc(sizeof(float) * (size_t)vnumel(r, op->out[i]));
+        r->buf[op->out[i]] = out[i];
+        r->owned[op->out[i]] = true;
+    }
+    int rc = ref_fns[op->kind](r, op, in, out);
+    progress_step(&r->prog, ++r->done, graph_op_name(r->g, op_id));
+    return rc;
+}
+
+static int exec_block(rt *r, const graph_block *b, float *const *inputs, int *input_k) {
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t op_id = b->v[i];
+        if (exec_op(r, op_id, inputs, input_k)) return -1;
+        free_dead(r, op_id);
+    }
+    return 0;
+}
+
+static int64_t count_work(const graph *g, const graph_block *b) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        const graph_op *op = graph_opr(g, b->v[i]);
+        if (op->kind == OP_REPEAT) n += op->count * count_work(g, &op->body);
+        else if (!graph_op_infos[op->kind].structural) n++;
+    }
+    return n;
+}
+
+int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **outputs, diag *d) {
+    for (int32_t v = 0; v < g->values.n; v++)
+        if (graph_type_numel(&graph_val(g, v)->type) > MAX_ELEMS)
+            return graph_fail_op(g, graph_val(g, v)->def, d, "'%%%s' has more than 2^32 elements; too large to interpret",
+                                 graph_val(g, v)->name);
+    size_t nv = (size_t)(g->values.n ? g->values.n : 1);
+    rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xmalloc(nv * sizeof(int32_t)), NULL,
+            outputs, 0, {0}, 0};
+    for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
+    plan_block(&r, &g->body, -1);
+    progress_begin(&r.prog, "reference", count_work(g, &g->body), o->quiet);
+    int input_k = 0;
+    int rc = exec_block(&r, &g->body, inputs, &input_k);
+    progress_end(&r.prog);
+    for (int32_t v = 0; v < g->values.n; v++)
+        if (r.buf[v]) release(&r, v);
+    if (rc) {
+        for (int32_t j = 0; j < r.nout_done; j++) {
+            free(outputs[j]);
+            outputs[j] = NULL;
+        }
+    }
+    free(r.buf);
+    free(r.owned);
+    free(r.last_user);
+    return rc;
+}

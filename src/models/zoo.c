@@ -1,0 +1,513 @@
+/* zoo.c: the built-in models, built with the graph builder from a
+ * "zoo:NAME:k=v,..." spec. Weights are seeded normals scaled 1/sqrt(fan_in)
+ * so activations stay near unit variance; FP8 weights get the scale their
+ * largest magnitude asks for, activation casts a fixed scale sized for
+ * unit-variance data. */
+#define _POSIX_C_SOURCE 200809L
+#include "models.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- parameters ----------------------------------------------------------- */
+
+enum { MAX_PARAMS = 10 };
+
+typedef struct zoo_param {
+    const char *name;
+    const char *def;      /* default, as text */
+    const char *choices;  /* "a|b": one of these; NULL: a positive integer */
+    const char *help;
+} zoo_param;
+
+typedef struct zoo_args {
+    const char *spec;
+    const char *val[MAX_PARAMS];  /* chosen text per parameter */
+    int64_t num[MAX_PARAMS];      /* parsed integers */
+} zoo_args;
+
+typedef struct zoo_model {
+    const char *name, *help;
+    zoo_param params[MAX_PARAMS];
+    graph *(*build)(const struct zoo_model *m, const zoo_args *a, diag *d);
+} zoo_model;
+
+static int param_index(const zoo_model *m, const char *name) {
+    for (int i = 0; i < MAX_PARAMS && m->params[i].name; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    TS_UNREACHABLE();
+}
+
+static int64_t arg_int(const zoo_model *m, const zoo_args *a, const char *name) { return a->num[param_index(m, name)]; }
+
+static bool arg_is(const zoo_model *m, const zoo_args *a, const char *name, const char *choice) {
+    return strcmp(a->val[param_index(m, name)], choice) == 0;
+}
+
+/* ---- a small builder on top of graph_* ---------------------------------------- */
+
+typedef struct zb {
+    graph *g;
+    diag *d;
+    int err;  /* first builder failure: every later call is a no-op */
+} zb;
+
+static graph_type ty(dtype t, int rank, const int64_t *dims) { return graph_type_make(t, rank, dims); }
+#define TY(t, ...) ty(t, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+static int32_t op_result(zb *b, int32_t op, const char *name, const graph_type *declared) {
+    if (b->err) return 0;
+    const char *names[1] = {name};
+    if (graph_finish_op(b->g, op, names, declared, b->d)) {
+        b->err = 1;
+        return 0;
+    }
+    return graph_result(b->g, op, 0);
+}
+
+static int32_t unary(zb *b, graph_op_kind k, const char *name, int32_t x) {
+    if (b->err) return 0;
+    return op_result(b, graph_begin_op(b->g, k, &x, 1), name, NULL);
+}
+
+static int32_t binary(zb *b, graph_op_kind k, const char *name, int32_t x, int32_t y) {
+    if (b->err) return 0;
+    int32_t in[2] = {x, y};
+    return op_result(b, graph_begin_op(b->g, k, in, 2), name, NULL);
+}
+
+static int32_t matmul(zb *b, const char *name, int32_t x, int32_t w, dtype out, bool ta, bool tb) {
+    if (b->err) return 0;
+    int32_t in[2] = {x, w};
+    int32_t op = graph_begin_op(b->g, OP_MATMUL, in, 2);
+    if (ta) graph_set_bool(b->g, op, ATTR_TRANSPOSE_A, true);
+    if (tb) graph_set_bool(b->g, op, ATTR_TRANSPOSE_B, true);
+    graph_set_dtype(b->g, op, ATTR_ACC, DT_F32);
+    graph_type decl = {.dtype = out};
+    return op_result(b, op, name, &decl);
+}
+
+static int32_t cast(zb *b, const char *name, int32_t x, dtype to, int scale) {
+    if (b->err) return 0;
+    int32_t op = graph_begin_op(b->g, OP_CAST, &x, 1);
+    graph_set_dtype(b->g, op, ATTR_TO, to);
+    if (dtype_is_f8(to)) graph_set_int(b->g, op, ATTR_SCALE, scale);
+    return op_result(b, op, name, NULL);
+}
+
+static int32_t scale(zb *b, const char *name, int32_t x, double by) {
+    if (b->err) return 0;
+    int32_t op = graph_begin_op(b->g, OP_SCALE, &x, 1);
+    graph_set_float(b->g, op, ATTR_BY, by);
+    return op_result(b, op, name, NULL);
+}
+
+static int32_t layer_norm(zb *b, const char *name, int32_t x, int32_t gamma, int32_t beta, double eps) {
+    if (b->err) return 0;
+    int32_t in[3] = {x, gamma, beta};
+    int32_t op = graph_begin_op(b->g, OP_LAYER_NORM, in, 3);
+    graph_set_float(b->g, op, ATTR_EPS, eps);
+    return op_result(b, op, name, NULL);
+}
+
+static int32_t reshape(zb *b, const char *name, int32_t x, graph_type shape) {
+    if (b->err) return 0;
+    return op_result(b, graph_begin_op(b->g, OP_RESHAPE, &x, 1), name, &shape);
+}
+
+static int32_t transpose(zb *b, const char *name, int32_t x, const int64_t *perm, int rank) {
+    if (b->err) return 0;
+    int32_t op = graph_begin_op(b->g, OP_TRANSPOSE, &x, 1);
+    graph_set_ints(b->g, op, ATTR_PERM, perm, rank);
+    return op_result(b, op, name, NULL);
+}
+
+static int32_t reduce_sum(zb *b, const char *name, int32_t x, const int64_t *axes, int n) {
+    if (b->err) return 0;
+    int32_t op = graph_begin_op(b->g, OP_REDUCE_SUM, &x, 1);
+    graph_set_ints(b->g, op, ATTR_AXES, axes, n);
+    return op_result(b, op, name, NULL);
+}
+
+static int32_t input(zb *b, const char *name, graph_type t) {
+    if (b->err) return 0;
+    return graph_result(b->g, graph_add_input(b->g, name, t), 0);
+}
+
+static int32_t param(zb *b, const char *name, graph_type t, graph_init init) {
+    if (b->err) return 0;
+    return graph_result(b->g, graph_add_param(b->g, name, t, init), 0);
+}
+
+static graph_init normal(double mean, double std, uint64_t seed) {
+    return (graph_init){.kind = INIT_NORMAL, .mean = mean, .std = std, .seed = seed};
+}
+
+/* Largest |value| of a seeded normal tensor, generated in chunks so even a
+ * stacked 27-layer weight needs only a small buffer. */
+static float normal_maxabs(graph_init init, int64_t n) {
+    enum { CHUNK = 1 << 20 };
+    float *buf = xmalloc(sizeof(float) * CHUNK), mx = 0;
+    for (int64_t at = 0; at < n; at += CHUNK) {
+        int64_t k = n - at < CHUNK ? n - at : CHUNK;
+        graph_normal_fill_at(init.seed, init.mean, init.std, at, buf, k);
+        for (int64_t i = 0; i < k; i++) mx = fmaxf(mx, fabsf(buf[i]));
+    }
+    free(buf);
+    return mx;
+}
+
+/* A weight in the model's GEMM precision: f16, or f143 scaled to its maximum. */
+static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_init init) {
+    if (fp8) {
+        t.dtype = DT_F143;
+        t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
+    } else {
+        t.dtype = DT_F16;
+    }
+    return param(b, name, t, init);
+}
+
+/* Activation casts see unit-variance data: |x| < 7.5 fits f143 at scale -5. */
+enum { ACT_SCALE = -5, PROB_SCALE = -7 /* softmax output in [0, 1] */ };
+
+static int32_t gemm_operand(zb *b, const char *name, int32_t x, bool fp8, int s) {
+    return fp8 ? cast(b, name, x, DT_F143, s) : x;
+}
+
+static graph *finish(zb *b, graph *g) {
+    if (b->err) {
+        graph_free(g);
+        return NULL;
+    }
+    if (graph_verify(g, b->d)) {
+        graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* ---- the models --------------------------------------------------------------- */
+
+static graph *build_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
+    int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden");
+    bool fp8 = arg_is(m, a, "precision", "fp8");
+    graph *g = graph_new("mlp", a->spec);
+    zb b = {g, d, 0};
+    int32_t x = input(&b, "x", TY(DT_F16, T, W));
+    int32_t w1 = weight(&b, "w1", fp8, TY(DT_F16, W, H), normal(0, 1 / sqrt((double)W), 1));
+    int32_t b1 = param(&b, "b1", TY(DT_F16, H), normal(0, 0.02, 2));
+    int32_t w2 = weight(&b, "w2", fp8, TY(DT_F16, H, W), normal(0, 1 / sqrt((double)H), 3));
+    int32_t b2 = param(&b, "b2", TY(DT_F16, W), normal(0, 0.02, 4));
+    int32_t h = matmul(&b, "h", gemm_operand(&b, "x8", x, fp8, ACT_SCALE), w1, DT_F16, false, false);
+    int32_t gl = unary(&b, OP_GELU, "g", binary(&b, OP_ADD, "hb", h, b1));
+    int32_t y = matmul(&b, "y", gemm_operand(&b, "g8", gl, fp8, ACT_SCALE), w2, DT_F16, false, false);
+    int32_t out = binary(&b, OP_ADD, "yb", y, b2);
+    if (!b.err) graph_add_output(g, &out, 1);
+    return finish(&b, g);
+}
+
+static graph *build_qk(const zoo_model *m, const zoo_args *a, diag *d) {
+    int64_t H = arg_int(m, a, "heads"), Q = arg_int(m, a, "queries"), K = arg_int(m, a, "keys"),
+            C = arg_int(m, a, "channels");
+    bool qk8 = arg_is(m, a, "qk", "fp8"), pv8 = arg_is(m, a, "pv", "fp8");
+    graph *g = graph_new("qk", a->spec);
+    zb b = {g, d, 0};
+    int32_t q = input(&b, "q", TY(DT_F16, H, Q, C));
+    int32_t k = input(&b, "k", TY(DT_F16, H, K, C));
+    int32_t v = input(&b, "v", TY(DT_F16, H, K, C));
+    int32_t s = matmul(&b, "scores", gemm_operand(&b, "q8", q, qk8, ACT_SCALE), gemm_operand(&b, "k8", k, qk8, ACT_SCALE),
+                       DT_F16, false, true);
+    int32_t p = unary(&b, OP_SOFTMAX, "probs", scale(&b, "scaled", s, 1 / sqrt((double)C)));
+    int32_t o = matmul(&b, "out", gemm_operand(&b, "probs8", p, pv8, PROB_SCALE), gemm_operand(&b, "v8", v, pv8, ACT_SCALE),
+                       DT_F16, false, false);
+    if (!b.err) graph_add_output(g, &o, 1);
+    return finish(&b, g);
+}
+
+/* The per-layer weights of the vit encoder, stacked over layers. */
+enum { VW_LN1_G, VW_LN1_B, VW_WQ, VW_BQ, VW_WK, VW_BK, VW_WV, VW_BV, VW_WO, VW_BO,
+       VW_LN2_G, VW_LN2_B, VW_W1, VW_B1, VW_W2, VW_B2, VW_COUNT };
+static const char *const vit_weight_names[VW_COUNT] = {
+    "ln1_g", "ln1_b", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
+
+static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
+    int64_t img = arg_int(m, a, "image"), P = arg_int(m, a, "patch"), W = arg_int(m, a, "width"),
+            NH = arg_int(m, a, "heads"), M = arg_int(m, a, "mlp"), L = arg_int(m, a, "layers"), B = arg_int(m, a, "batch");
+    bool fp8 = arg_is(m, a, "precision", "fp8");
+    if (P > img) return diag_fail(d, "%s: error: patch %lld is larger than the image %lld", a->spec, (long long)P, (long long)img), NULL;
+    if (W % NH) return diag_fail(d, "%s: error: width %lld is not a multiple of heads %lld", a->spec, (long long)W, (long long)NH), NULL;
+    int64_t side = img / P, T = side * side, C = W / NH, PD = 3 * P * P;
+    graph *g = graph_new("vit", a->spec);
+    zb b = {g, d, 0};
+    uint64_t seed = 1;
+    int32_t pix = input(&b, "patches", TY(DT_F16, B, T, PD));
+    int32_t pw = weight(&b, "patch_w", fp8, TY(DT_F16, PD, W), normal(0, 1 / sqrt((double)PD), seed++));
+    int32_t pb = param(&b, "patch_b", TY(DT_F16, W), normal(0, 0.02, seed++));
+    int32_t pos = param(&b, "pos", TY(DT_F16, T, W), normal(0, 0.02, seed++));
+    /* Stacked per-layer weights: the repeat slices layer i in iteration i. */
+    int32_t stack[VW_COUNT];
+    for (int i = 0; i < VW_COUNT; i++) {
+        bool is_ln = i == VW_LN1_G || i == VW_LN1_B || i == VW_LN2_G || i == VW_LN2_B;
+        bool is_gain = i == VW_LN1_G || i == VW_LN2_G;
+        int64_t fan_in = i == VW_W2 ? M : W, fan_out = i == VW_W1 ? M : W;
+        bool is_bias = !is_ln && (i == VW_BQ || i == VW_BK || i == VW_BV || i == VW_BO || i == VW_B1 || i == VW_B2);
+        char name[32];
+        snprintf(name, sizeof name, "layers.%s", vit_weight_names[i]);
+        if (is_ln || is_bias) {
+            int64_t n = i == VW_B1 ? M : W;
+            stack[i] = param(&b, name, TY(DT_F16, L, n), normal(is_gain ? 1.0 : 0.0, 0.02, seed++));
+        } else {
+            stack[i] = weight(&b, name, fp8, TY(DT_F16, L, fan_in, fan_out), normal(0, 1 / sqrt((double)fan_in), seed++));
+        }
+    }
+    int32_t post_g = param(&b, "post_ln_g", TY(DT_F16, W), normal(1.0, 0.02, seed++));
+    int32_t post_b = param(&b, "post_ln_b", TY(DT_F16, W), normal(0.0, 0.02, seed++));
+
+    int32_t emb = matmul(&b, "embed", gemm_operand(&b, "patches8", pix, fp8, ACT_SCALE), pw, DT_F16, false, false);
+    int32_t x0 = binary(&b, OP_ADD, "embed_pos", binary(&b, OP_ADD, "embed_b", emb, pb), pos);
+    if (b.err) return finish(&b, g);
+
+    const char *arg_names[1 + VW_COUNT];
+    char arg_buf[VW_COUNT][32];
+    arg_names[0] = "h";
+    for (int i = 0; i < VW_COUNT; i++) {
+        snprintf(arg_buf[i], sizeof arg_buf[i], "l.%s", vit_weight_names[i]);
+        arg_names[1 + i] = arg_buf[i];
+    }
+    graph_begin_repeat(g, L, &x0, 1, stack, VW_COUNT, arg_names);
+    int32_t h = graph_lookup(g, "h"), lw[VW_COUNT];
+    for (int i = 0; i < VW_COUNT; i++) lw[i] = graph_lookup(g, arg_names[1 + i]);
+    const double eps = 1e-6;
+    int64_t perm[4] = {0, 2, 1, 3};
+    /* Attention: pre-norm, per-head scaled dot products, output projection. */
+    int32_t ln1 = layer_norm(&b, "l.ln1", h, lw[VW_LN1_G], lw[VW_LN1_B], eps);
+    int32_t ln1x = gemm_operand(&b, "l.ln1_8", ln1, fp8, ACT_SCALE);
+    int32_t heads[3];
+    static const char *const qkv[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        char n1[32], n2[32], n3[32], n4[32];
+        snprintf(n1, sizeof n1, "l.%s_proj", qkv[i]);
+        snprintf(n2, sizeof n2, "l.%s_bias", qkv[i]);
+        snprintf(n3, sizeof n3, "l.%s_split", qkv[i]);
+        snprintf(n4, sizeof n4, "l.%s_heads", qkv[i]);
+        int32_t pr = matmul(&b, n1, ln1x, lw[VW_WQ + 2 * i], DT_F16, false, false);
+        int32_t pb2 = binary(&b, OP_ADD, n2, pr, lw[VW_BQ + 2 * i]);
+        heads[i] = transpose(&b, n4, reshape(&b, n3, pb2, TY(DT_F16, B, T, NH, C)), perm, 4);
+    }
+    int32_t sc = matmul(&b, "l.scores", heads[0], heads[1], DT_F16, false, true);
+    int32_t pr = unary(&b, OP_SOFTMAX, "l.probs", scale(&b, "l.scaled", sc, 1 / sqrt((double)C)));
+    int32_t at = matmul(&b, "l.attn", pr, heads[2], DT_F16, false, false);
+    int32_t merged = reshape(&b, "l.attn_merged", transpose(&b, "l.attn_t", at, perm, 4), TY(DT_F16, B, T, W));
+    int32_t op = matmul(&b, "l.o_proj", gemm_operand(&b, "l.attn8", merged, fp8, ACT_SCALE), lw[VW_WO], DT_F16, false, false);
+    int32_t h1 = binary(&b, OP_ADD, "l.h1", h, binary(&b, OP_ADD, "l.o_bias", op, lw[VW_BO]));
+    /* MLP: pre-norm, up projection, tanh GELU, down projection. */
+    int32_t ln2 = layer_norm(&b, "l.ln2", h1, lw[VW_LN2_G], lw[VW_LN2_B], eps);
+    int32_t up = matmul(&b, "l.fc1", gemm_operand(&b, "l.ln2_8", ln2, fp8, ACT_SCALE), lw[VW_W1], DT_F16, false, false);
+    int32_t act = unary(&b, OP_GELU, "l.gelu", binary(&b, OP_ADD, "l.fc1_bias", up, lw[VW_B1]));
+    int32_t dn = matmul(&b, "l.fc2", gemm_operand(&b, "l.gelu8", act, fp8, ACT_SCALE), lw[VW_W2], DT_F16, false, false);
+    int32_t h2 = binary(&b, OP_ADD, "l.h2", h1, binary(&b, OP_ADD, "l.fc2_bias", dn, lw[VW_B2]));
+    if (b.err) return finish(&b, g);
+    const char *res_name = "encoded";
+    graph_end_repeat(g, &h2, &res_name, d);
+    int32_t out = layer_norm(&b, "post_ln", graph_lookup(g, "encoded"), post_g, post_b, eps);
+    if (!b.err) graph_add_output(g, &out, 1);
+    return finish(&b, g);
+}
+
+static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
+    int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden");
+    bool adamw = arg_is(m, a, "optimizer", "adamw"), clip = arg_is(m, a, "clip", "global_norm");
+    graph *g = graph_new("train_mlp", a->spec);
+    zb b = {g, d, 0};
+    int32_t x = input(&b, "x", TY(DT_F16, T, W));
+    int32_t target = input(&b, "target", TY(DT_F16, T, W));
+    /* Master weights in f32; the GEMMs see f16 copies. */
+    int32_t w[4] = {
+        param(&b, "w1", TY(DT_F32, W, H), normal(0, 1 / sqrt((double)W), 1)),
+        param(&b, "b1", TY(DT_F32, H), normal(0, 0.02, 2)),
+        param(&b, "w2", TY(DT_F32, H, W), normal(0, 1 / sqrt((double)H), 3)),
+        param(&b, "b2", TY(DT_F32, W), normal(0, 0.02, 4)),
+    };
+    int32_t w1h = cast(&b, "w1h", w[0], DT_F16, 0), w2h = cast(&b, "w2h", w[2], DT_F16, 0);
+    /* Forward. */
+    int32_t hb = binary(&b, OP_ADD, "hb", matmul(&b, "h", x, w1h, DT_F32, false, false), w[1]);
+    int32_t act = unary(&b, OP_GELU, "a", hb);
+    int32_t ah = cast(&b, "ah", act, DT_F16, 0);
+    int32_t yb = binary(&b, OP_ADD, "yb", matmul(&b, "y", ah, w2h, DT_F32, false, false), w[3]);
+    /* Loss 0.5 * sum((y - t)^2) / T and its gradient (y - t) / T. */
+    int32_t diff = binary(&b, OP_SUB, "diff", yb, cast(&b, "t32", target, DT_F32, 0));
+    int64_t all[2] = {0, 1}, rows[1] = {0};
+    int32_t loss = scale(&b, "loss", reduce_sum(&b, "sq_sum", binary(&b, OP_MUL, "sq", diff, diff), all, 2), 0.5 / (double)T);
+    int32_t dy = scale(&b, "dy", diff, 1.0 / (double)T);
+    int32_t dyh = cast(&b, "dyh", dy, DT_F16, 0);
+    /* Backward: weight gradients are matmuls with a transposed operand. */
+    int32_t grad[4];
+    grad[2] = matmul(&b, "g_w2", ah, dyh, DT_F32, true, false);
+    grad[3] = reduce_sum(&b, "g_b2", dy, rows, 1);
+    int32_t da = matmul(&b, "da", dyh, w2h, DT_F32, false, true);
+    int32_t dh = binary(&b, OP_GELU_GRAD, "dh", hb, da);
+    grad[0] = matmul(&b, "g_w1", x, cast(&b, "dhh", dh, DT_F16, 0), DT_F32, true, false);
+    grad[1] = reduce_sum(&b, "g_b1", dh, rows, 1);
+    if (b.err) return finish(&b, g);
+    if (clip) {
+        int32_t op = graph_begin_op(g, OP_GLOBAL_NORM_CLIP, grad, 4);
+        graph_set_float(g, op, ATTR_MAX_NORM, 1.0);
+        const char *names[4] = {"g_w1c", "g_b1c", "g_w2c", "g_b2c"};
+        if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
+        for (int i = 0; i < 4; i++) grad[i] = graph_result(g, op, i);
+    }
+    /* Optimizer: one op per weight; results are the new weights and states. */
+    static const char *const wn[4] = {"w1", "b1", "w2", "b2"};
+    int32_t outs[1 + 3 * 4], nouts = 0;
+    outs[nouts++] = loss;
+    for (int i = 0; i < 4 && !b.err; i++) {
+        const graph_type *t = &graph_val(g, w[i])->type;
+        char n0[32], n1[32], n2[32], s1[32], s2[32];
+        snprintf(n0, sizeof n0, "%s_new", wn[i]);
+        int32_t in[4] = {w[i], grad[i], 0, 0}, nin = 2;
+        const char *names[3] = {n0, n1, n2};
+        if (adamw) {
+            snprintf(s1, sizeof s1, "%s_m", wn[i]);
+            snprintf(s2, sizeof s2, "%s_v", wn[i]);
+            snprintf(n1, sizeof n1, "%s_m_new", wn[i]);
+            snprintf(n2, sizeof n2, "%s_v_new", wn[i]);
+            in[2] = param(&b, s1, *t, (graph_init){.kind = INIT_ZEROS});
+            in[3] = param(&b, s2, *t, (graph_init){.kind = INIT_ZEROS});
+            nin = 4;
+        } else {
+            snprintf(s1, sizeof s1, "%s_buf", wn[i]);
+            snprintf(n1, sizeof n1, "%s_buf_new", wn[i]);
+            in[2] = param(&b, s1, *t, (graph_init){.kind = INIT_ZEROS});
+            nin = 3;
+        }
+        int32_t op = graph_begin_op(g, adamw ? OP_ADAMW : OP_SGD, in, nin);
+        graph_set_float(g, op, ATTR_LR, adamw ? 1e-3 : 1e-2);
+        if (!adamw) graph_set_float(g, op, ATTR_MOMENTUM, 0.9);
+        if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
+        for (int k = 0; k < graph_opr(g, op)->nout; k++) outs[nouts++] = graph_result(g, op, k);
+    }
+    if (!b.err) graph_add_output(g, outs, nouts);
+    return finish(&b, g);
+}
+
+static const zoo_model zoo_models[] = {
+    {"mlp", "two-layer GELU MLP block: x W1 + b1, gelu, W2 + b2",
+     {{"tokens", "128", NULL, "rows of x"},
+      {"width", "768", NULL, "model width"},
+      {"hidden", "3072", NULL, "hidden width"},
+      {"precision", "f16", "f16|fp8", "GEMM operands: f16, or f143 with scales"}},
+     build_mlp},
+    {"qk", "attention core: softmax(Q K^T / sqrt(channels)) V per head",
+     {{"heads", "4", NULL, "attention heads"},
+      {"queries", "17", NULL, "query rows"},
+      {"keys", "19", NULL, "key rows"},
+      {"channels", "72", NULL, "channels per head"},
+      {"qk", "f16", "f16|fp8", "Q and K operands of the score GEMM"},
+      {"pv", "f16", "f16|fp8", "probabilities and V operands of the output GEMM"}},
+     build_qk},
+    {"vit", "SigLIP-style pre-LayerNorm vision encoder (defaults: So400m/14 at 384 px)",
+     {{"image", "384", NULL, "image side in pixels"},
+      {"patch", "14", NULL, "patch side in pixels"},
+      {"width", "1152", NULL, "model width"},
+      {"heads", "16", NULL, "attention heads (width / heads channels each)"},
+      {"mlp", "4304", NULL, "MLP hidden width"},
+      {"layers", "27", NULL, "encoder blocks (one repeat)"},
+      {"batch", "1", NULL, "images"},
+      {"precision", "f16", "f16|fp8", "projection and MLP GEMM operands"}},
+     build_vit},
+    {"train-mlp", "one training step of a GELU MLP: forward, backward, optimizer",
+     {{"tokens", "128", NULL, "rows of x"},
+      {"width", "256", NULL, "model width"},
+      {"hidden", "1024", NULL, "hidden width"},
+      {"optimizer", "sgd", "sgd|adamw", "sgd (momentum 0.9) or adamw"},
+      {"clip", "none", "none|global_norm", "global gradient-norm clipping to 1.0"}},
+     build_train_mlp},
+};
+
+/* ---- spec parsing --------------------------------------------------------- */
+
+static bool choice_ok(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *c = choices; *c;) {
+        const char *e = strchr(c, '|');
+        size_t k = e ? (size_t)(e - c) : strlen(c);
+        if (k == n && memcmp(c, v, n) == 0) return true;
+        if (!e) break;
+        c = e + 1;
+    }
+    return false;
+}
+
+graph *models_zoo_build(const char *spec, diag *d) {
+    TS_ASSERT(strncmp(spec, "zoo:", 4) == 0);
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) return diag_fail(d, "%.40s...: error: zoo spec is too long", spec), NULL;
+    strcpy(buf, spec + 4);
+    char *params = strchr(buf, ':');
+    if (params) *params++ = 0;
+    const zoo_model *m = NULL;
+    for (size_t i = 0; i < TS_COUNT(zoo_models); i++)
+        if (strcmp(zoo_models[i].name, buf) == 0) m = &zoo_models[i];
+    if (!m) return diag_fail(d, "%s: error: unknown zoo model '%s' (mlp, qk, vit, train-mlp; see tessel zoo)", spec, buf), NULL;
+    zoo_args a = {.spec = spec};
+    int np = 0;
+    for (; np < MAX_PARAMS && m->params[np].name; np++) a.val[np] = m->params[np].def;
+    char *save = NULL;
+    for (char *kv = params ? strtok_r(params, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) return diag_fail(d, "%s: error: expected key=value, found '%s'", spec, kv), NULL;
+        *eq = 0;
+        int k = -1;
+        for (int i = 0; i < np; i++)
+            if (strcmp(m->params[i].name, kv) == 0) k = i;
+        if (k < 0) {
+            char known[256] = "";
+            for (int i = 0; i < np; i++) {
+                strcat(known, i ? ", " : "");
+                strcat(known, m->params[i].name);
+            }
+            return diag_fail(d, "%s: error: model '%s' has no parameter '%s' (%s)", spec, m->name, kv, known), NULL;
+        }
+        a.val[k] = eq + 1;
+    }
+    for (int i = 0; i < np; i++) {
+        const zoo_param *p = &m->params[i];
+        if (p->choices) {
+            if (!choice_ok(p->choices, a.val[i]))
+                return diag_fail(d, "%s: error: %s must be one of %s, not '%s'", spec, p->name, p->choices, a.val[i]), NULL;
+            continue;
+        }
+        char *e;
+        errno = 0;
+        long long v = strtoll(a.val[i], &e, 10);
+        if (!*a.val[i] || *e || errno || v < 1 || v > (1ll << 24))
+            return diag_fail(d, "%s: error: %s must be an integer between 1 and 2^24, not '%s'", spec, p->name, a.val[i]), NULL;
+        a.num[i] = v;
+    }
+    return m->build(m, &a, d);
+}
+
+void models_zoo_list(FILE *f) {
+    for (size_t i = 0; i < TS_COUNT(zoo_models); i++) {
+        const zoo_model *m = &zoo_models[i];
+        fprintf(f, "zoo:%s  %s\n", m->name, m->help);
+        for (int k = 0; k < MAX_PARAMS && m->params[k].name; k++) {
+            const zoo_param *p = &m->params[k];
+            char def[64];
+            snprintf(def, sizeof def, "%s=%s", p->name, p->def);
+            fprintf(f, "    %-22s %s%s%s%s\n", def, p->help, p->choices ? " (" : "", p->choices ? p->choices : "",
+                    p->choices ? ")" : "");
+        }
+        fprintf(f, "\n");
+    }
+}
+
+graph *models_load(const char *spec, diag *d) {
+    if (strncmp(spec, "zoo:", 4) == 0) return models_zoo_build(spec, d);
+    size_t n = strlen(spec);
+    if (n >= 4 && strcmp(spec + n - 4, ".tsl") == 0) return graph_parse_file(spec, d);
+    return diag_fail(d, "%s: error: a model is a .tsl file or zoo:NAME[:key=value,...]", spec), NULL;
+}

@@ -1,0 +1,51 @@
+/* parallel.c: split an index range over host threads. Callers make results
+ * independent of the split, so any thread count gives the same bytes. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct job {
+    void (*fn)(void *ctx, int64_t begin, int64_t end);
+    void *ctx;
+    int64_t begin, end;
+} job;
+
+static void *run_job(void *p) {
+    job *j = p;
+    j->fn(j->ctx, j->begin, j->end);
+    return NULL;
+}
+
+int util_threads(void) {
+    const char *e = getenv("TESSEL_THREADS");
+    if (e && *e) {
+        int n = atoi(e);
+        if (n >= 1 && n <= 256) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx) {
+    int t = util_threads();
+    if (min_chunk < 1) min_chunk = 1;
+    if (n / min_chunk < t) t = (int)(n / min_chunk);
+    if (t <= 1) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    job jobs[64];
+    pthread_t th[64];
+    bool started[64] = {0};
+    for (int i = 0; i < t; i++) jobs[i] = (job){fn, ctx, n * i / t, n * (i + 1) / t};
+    for (int i = 1; i < t; i++) {
+        started[i] = pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0;
+        if (!started[i]) run_job(&jobs[i]); /* no thread to be had: do the share here */
+    }
+    run_job(&jobs[0]);
+    for (int i = 1; i < t; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+}

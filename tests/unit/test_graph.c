@@ -1,0 +1,319 @@
+/* test_graph.c: graph construction, the text format, the verifier and the zoo. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "models/models.h"
+
+static graph *parse(const char *text, diag *d) { return graph_parse("t.tsl", text, strlen(text), d); }
+
+static const char *mlp_text =
+    "# an MLP block with FP8 GEMM operands\n"
+    "graph mlp_block\n"
+    "input %x : f16[128, 768]\n"
+    "param %w1 : f143[768, 3072] {scale = -4} = normal(0.0, 0.02, seed = 1)\n"
+    "param %b1 : f16[3072] = zeros\n"
+    "param %w2 : f143[3072, 768] {scale = -4} = normal(0.0, 0.02, seed = 2)\n"
+    "%x8 = cast(%x) {to = f143, scale = 0} : f143[128, 768]\n"
+    "%h = matmul(%x8, %w1) {acc = f32} : f16[128, 3072]\n"
+    "%hb = add(%h, %b1) : f16[128, 3072]\n"
+    "%g = gelu(%hb) : f16[128, 3072]\n"
+    "%g8 = cast(%g) {to = f143, scale = 0} : f143[128, 3072]\n"
+    "%y = matmul(%g8, %w2) {acc = f32} : f16[128, 768]\n"
+    "output %y\n";
+
+static void example_parses_with_its_structure(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = parse(mlp_text, &d);
+    assert_non_null(g);
+    assert_string_equal(g->name, "mlp_block");
+    assert_int_equal(g->body.n, 11);
+    int32_t w1 = graph_lookup(g, "w1");
+    assert_true(w1 >= 0);
+    const graph_value *v = graph_val(g, w1);
+    assert_int_equal(v->type.dtype, DT_F143);
+    assert_int_equal(v->type.scale, -4);
+    assert_int_equal(v->type.rank, 2);
+    assert_int_equal(v->type.dim[1], 3072);
+    const graph_op *p = graph_opr(g, v->def);
+    assert_int_equal(p->kind, OP_PARAM);
+    assert_int_equal(p->init.kind, INIT_NORMAL);
+    assert_true(p->init.std == 0.02);
+    int32_t h = graph_lookup(g, "h");
+    const graph_op *mm = graph_opr(g, graph_val(g, h)->def);
+    assert_int_equal(mm->kind, OP_MATMUL);
+    assert_int_equal(graph_attr_dtype(mm, ATTR_ACC), DT_F32);
+    assert_false(graph_attr_bool(mm, ATTR_TRANSPOSE_A));
+    assert_string_equal(graph_op_name(g, graph_val(g, h)->def), "h");
+    int32_t x8 = graph_lookup(g, "x8");
+    assert_int_equal(graph_val(g, x8)->type.dtype, DT_F143);
+    assert_int_equal(graph_val(g, x8)->type.scale, 0);
+    int32_t outs[4];
+    assert_int_equal(graph_outputs(g, outs, 4), 1);
+    assert_int_equal(outs[0], graph_lookup(g, "y"));
+    assert_string_equal(g->lead, "# an MLP block with FP8 GEMM operands\n");
+    char *text = graph_print(g);
+    assert_string_equal(text, mlp_text);
+    free(text);
+    graph_free(g);
+}
+
+/* Comments, blank lines and end-of-line comments survive the round trip. */
+static void trivia_round_trips(void **state) {
+    (void)state;
+    const char *t = "\n# lead\n\ngraph g   # header note\n"
+                    "  # indented comment\n"
+                    "input %x : f16[4]\n\n"
+                    "%y = repeat 2 carry(%h = %x) {   # body\n"
+                    "  # inside\n"
+                    "  %h2 = gelu(%h) : f16[4]\n"
+                    "  # before yield\n"
+                    "  yield %h2\n"
+                    "  # after yield\n"
+                    "} # closing\n"
+                    "output %y\n"
+                    "# trailing\n";
+    diag d = {0};
+    graph *g = parse(t, &d);
+    assert_non_null(g);
+    char *text = graph_print(g);
+    assert_string_equal(text, t);
+    free(text);
+    graph_free(g);
+}
+
+/* A graph built in code prints as text that parses back to the same text. */
+static void builder_output_round_trips(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = graph_new("built", NULL);
+    int64_t dims[2] = {8, 16};
+    int32_t x = graph_result(g, graph_add_input(g, "x", graph_type_make(DT_F16, 2, dims)), 0);
+    int32_t op = graph_begin_op(g, OP_SOFTMAX, &x, 1);
+    graph_set_int(g, op, ATTR_AXIS, 0);
+    assert_int_equal(graph_finish_op(g, op, NULL, NULL, &d), 0);
+    int32_t s = graph_result(g, op, 0);
+    int32_t c = graph_begin_op(g, OP_CAST, &s, 1);
+    graph_set_dtype(g, c, ATTR_TO, DT_F8E5M2);
+    graph_set_int(g, c, ATTR_SCALE, -3);
+    const char *names[1] = {"s8"};
+    assert_int_equal(graph_finish_op(g, c, names, NULL, &d), 0);
+    int32_t out = graph_result(g, c, 0);
+    graph_add_output(g, &out, 1);
+    assert_int_equal(graph_verify(g, &d), 0);
+    char *text = graph_print(g);
+    assert_non_null(strstr(text, "%s8 = cast(%t1) {to = f8e5m2, scale = -3} : f8e5m2[8, 16]\n"));
+    graph *h = parse(text, &d);
+    assert_non_null(h);
+    char *again = graph_print(h);
+    assert_string_equal(text, again);
+    assert_int_equal(graph_val(h, graph_lookup(h, "s8"))->type.scale, -3);
+    free(text);
+    free(again);
+    graph_free(g);
+    graph_free(h);
+}
+
+/* The verifier catches what a buggy builder or pass could leave behind. */
+static void verifier_rejects_broken_graphs(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = parse("graph g\ninput %x : f16[4, 8]\n%y = gelu(%x) : f16[4, 8]\noutput %y\n", &d);
+    assert_non_null(g);
+    assert_int_equal(graph_verify(g, &d), 0);
+    /* A result whose recorded type no longer matches its op. */
+    graph_val(g, graph_lookup(g, "y"))->type.dim[1] = 9;
+    assert_int_equal(graph_verify(g, &d), -1);
+    assert_non_null(strstr(d.text, "result 1 has type f16[4, 9] but gelu gives f16[4, 8]"));
+    assert_non_null(strstr(d.text, "t.tsl:3:6: error:"));
+    graph_val(g, graph_lookup(g, "y"))->type.dim[1] = 8;
+    /* An operand used before its definition. */
+    graph_op *gl = graph_opr(g, graph_val(g, graph_lookup(g, "y"))->def);
+    gl->in[0] = graph_lookup(g, "y");
+    diag d2 = {0};
+    assert_int_equal(graph_verify(g, &d2), -1);
+    assert_non_null(strstr(d2.text, "'%y' is used before it is defined"));
+    graph_free(g);
+}
+
+static void verifier_names_built_ops(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = graph_new("g", "zoo:test");
+    int64_t dims[1] = {4};
+    int32_t x = graph_result(g, graph_add_input(g, "x", graph_type_make(DT_F16, 1, dims)), 0);
+    int32_t op = graph_begin_op(g, OP_TRANSPOSE, &x, 1);
+    int64_t perm[1] = {1};
+    graph_set_ints(g, op, ATTR_PERM, perm, 1);
+    const char *names[1] = {"bad"};
+    assert_int_equal(graph_finish_op(g, op, names, NULL, &d), -1);
+    assert_string_equal(d.text, "zoo:test: error: transpose 'transpose': perm must be a permutation of 0..0\n");
+    graph_free(g);
+}
+
+static void parse_errors_are_located(void **state) {
+    (void)state;
+    struct {
+        const char *text, *want;
+    } cases[] = {
+        {"graph g\ninput %x : f16[4]\n%y = gelu(%x, %x) : f16[4]\noutput %y\n", "t.tsl:3:6: error: gelu takes 1 operand, got 2"},
+        {"graph g\ninput %x : f16[0]\noutput %x\n", "t.tsl:2:16: error: dimension 0 must be between 1 and 2^40"},
+        {"graph g\ninput %x : f16[4]\n%a, %b = gelu(%x) : f16[4], f16[4]\noutput %a\n",
+         "t.tsl:3:1: error: gelu with 1 operand gives 1 result, not 2"},
+        {"graph g\ninput %x : f16[4]\noutput %x\n}\n", "t.tsl:4:1: error: '}' without an open repeat"},
+        {"graph g\nparam %w : f16[4] = uniform\noutput %w\n",
+         "t.tsl:2:21: error: unknown initializer 'uniform' (normal, zeros, ones, npy)"},
+        {"graph g\nparam %w : f16[4] = normal(0.0, -1.0, seed = 1)\noutput %w\n",
+         "t.tsl:2:33: error: standard deviation must be >= 0"},
+        {"graph g\ninput %x : f16[4]\n%y = cast(%x) {to = f16, scale = 2} : f16[4]\noutput %y\n",
+         "t.tsl:3:6: error: scale and saturate apply to 8-bit targets only"},
+        {"graph g\ninput %x : f16[4]\n%y = softmax(%x) {axis = 1} : f16[4]\noutput %y\n",
+         "t.tsl:3:6: error: axis 1 is out of range for rank 1"},
+        {"graph g\ninput %x : f143[4] {scale = 1}\n%y = gelu(%x) : f143[4]\noutput %y\n",
+         "t.tsl:3:6: error: operand 1 of gelu must be f32, f16 or bf16, not f143"},
+        {"graph g\ninput %x : f16[4]\n%y = scale(%x) {by = 1e999} : f16[4]\noutput %y\n",
+         "t.tsl:3:22: error: number '1e999' is not finite"},
+        {"graph g\ninput %x : f16[4]\n%y = repeat 2 carry(%x = %x) {\n  yield %x\n}\noutput %y\n",
+         "t.tsl:3:21: error: '%x' is already defined (line 2)"},
+        {"graph g\ninput %x : f16[4]\n%y = repeat 2 carry(%h = %x) {\n  %y = gelu(%h) : f16[4]\n  yield %y\n}\noutput %y\n",
+         "t.tsl:3:1: error: '%y' is also defined inside the repeat body"},
+        {"graph g\ninput %x : f16[4]\noutput %x\n\x01\n", "t.tsl:4:1: error: expected a statement, found '?'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        diag d = {0};
+        graph *g = parse(cases[i].text, &d);
+        if (g || strncmp(d.text, cases[i].want, strlen(cases[i].want)) != 0)
+            fail_msg("case %zu: want \"%s\"\n got \"%s\"", i, cases[i].want, d.text);
+    }
+}
+
+/* Every zoo model builds, verifies and prints text that parses back to the
+ * same text (so the zoo and the format describe the same graphs). */
+static void zoo_models_round_trip(void **state) {
+    (void)state;
+    const char *specs[] = {
+        "zoo:mlp",
+        "zoo:mlp:tokens=7,width=32,hidden=48,precision=fp8",
+        "zoo:qk",
+        "zoo:qk:qk=fp8,pv=fp8",
+        "zoo:vit:layers=2,width=48,heads=3,mlp=64,image=32,patch=8",
+        "zoo:vit:layers=1,width=32,heads=2,mlp=40,image=16,patch=8,batch=2,precision=fp8",
+        "zoo:train-mlp",
+        "zoo:train-mlp:optimizer=adamw,clip=global_norm,tokens=5,width=8,hidden=12",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        diag d = {0};
+        graph *g = models_load(specs[i], &d);
+        if (!g) fail_msg("%s: %s", specs[i], d.text);
+        char *text = graph_print(g);
+        graph *h = parse(text, &d);
+        if (!h) fail_msg("%s printed text does not parse: %s", specs[i], d.text);
+        char *again = graph_print(h);
+        assert_string_equal(text, again);
+        free(text);
+        free(again);
+        graph_free(g);
+        graph_free(h);
+    }
+}
+
+static void zoo_vit_structure(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = models_load("zoo:vit", &d);
+    assert_non_null(g);
+    /* Defaults: SigLIP So400m/14 at 384 px: 729 tokens, 27 layers in one repeat. */
+    int32_t pix = graph_lookup(g, "patches");
+    assert_int_equal(graph_val(g, pix)->type.dim[1], 729);
+    assert_int_equal(graph_val(g, pix)->type.dim[2], 588);
+    int repeats = 0;
+    for (int32_t i = 0; i < g->body.n; i++) {
+        const graph_op *o = graph_opr(g, g->body.v[i]);
+        if (o->kind == OP_REPEAT) {
+            repeats++;
+            assert_int_equal(o->count, 27);
+        }
+    }
+    assert_int_equal(repeats, 1);
+    const graph_type *w1 = &graph_val(g, graph_lookup(g, "layers.w1"))->type;
+    assert_int_equal(w1->rank, 3);
+    assert_int_equal(w1->dim[0], 27);
+    assert_int_equal(w1->dim[1], 1152);
+    assert_int_equal(w1->dim[2], 4304);
+    assert_int_equal(w1->dtype, DT_F16);
+    graph_free(g);
+    /* FP8: weights in f143 with the scale their largest value asks for. */
+    g = models_load("zoo:mlp:precision=fp8", &d);
+    assert_non_null(g);
+    const graph_type *w = &graph_val(g, graph_lookup(g, "w1"))->type;
+    assert_int_equal(w->dtype, DT_F143);
+    float *vals = malloc(sizeof(float) * 768 * 3072);
+    assert_int_equal(graph_param_values(g, graph_val(g, graph_lookup(g, "w1"))->def, true, vals, &d), 0);
+    float mx = 0;
+    for (int i = 0; i < 768 * 3072; i++) mx = fabsf(vals[i]) > mx ? fabsf(vals[i]) : mx;
+    assert_true(mx <= 240.0f * ldexpf(1, w->scale));
+    assert_true(mx > 240.0f * ldexpf(1, w->scale - 1));
+    free(vals);
+    graph_free(g);
+}
+
+static void zoo_spec_errors(void **state) {
+    (void)state;
+    struct {
+        const char *spec, *want;
+    } cases[] = {
+        {"zoo:resnet", "zoo:resnet: error: unknown zoo model 'resnet' (mlp, qk, vit, train-mlp; see tessel zoo)\n"},
+        {"zoo:mlp:tokns=3", "zoo:mlp:tokns=3: error: model 'mlp' has no parameter 'tokns' (tokens, width, hidden, precision)\n"},
+        {"zoo:mlp:tokens=0", "zoo:mlp:tokens=0: error: tokens must be an integer between 1 and 2^24, not '0'\n"},
+        {"zoo:mlp:tokens=12x", "zoo:mlp:tokens=12x: error: tokens must be an integer between 1 and 2^24, not '12x'\n"},
+        {"zoo:mlp:precision=int4", "zoo:mlp:precision=int4: error: precision must be one of f16|fp8, not 'int4'\n"},
+        {"zoo:mlp:tokens", "zoo:mlp:tokens: error: expected key=value, found 'tokens'\n"},
+        {"zoo:vit:width=100,heads=3", "zoo:vit:width=100,heads=3: error: width 100 is not a multiple of heads 3\n"},
+        {"model.onnx", "model.onnx: error: a model is a .tsl file or zoo:NAME[:key=value,...]\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        diag d = {0};
+        graph *g = models_load(cases[i].spec, &d);
+        assert_null(g);
+        assert_string_equal(d.text, cases[i].want);
+    }
+}
+
+static void shortest_float_text(void **state) {
+    (void)state;
+    struct {
+        double x;
+        const char *s;
+    } cases[] = {{0.0, "0.0"}, {0.02, "0.02"}, {1e-6, "1e-6"}, {-2.5, "-2.5"}, {1e20, "1e20"}, {100.0, "100.0"},
+                 {0.1 + 0.2, "0.30000000000000004"}, {1.0 / 3, "0.3333333333333333"}, {-1e-300, "-1e-300"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[48];
+        fmt_double(buf, sizeof buf, cases[i].x);
+        assert_string_equal(buf, cases[i].s);
+        assert_true(strtod(buf, NULL) == cases[i].x);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(example_parses_with_its_structure),
+        cmocka_unit_test(trivia_round_trips),
+        cmocka_unit_test(builder_output_round_trips),
+        cmocka_unit_test(verifier_rejects_broken_graphs),
+        cmocka_unit_test(verifier_names_built_ops),
+        cmocka_unit_test(parse_errors_are_located),
+        cmocka_unit_test(zoo_models_round_trip),
+        cmocka_unit_test(zoo_vit_structure),
+        cmocka_unit_test(zoo_spec_errors),
+        cmocka_unit_test(shortest_float_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

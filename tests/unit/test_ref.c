@@ -1,0 +1,358 @@
+/* test_ref.c: the FP32 reference interpreter against computations written
+ * out independently here (naive loops, hand-evaluated formulas). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/graph.h"
+
+/* Runs text with the given input data (NULL: seeded defaults) and returns
+ * its outputs; the graph is kept in *gp for shapes. */
+static float **run(const char *text, float **inputs_given, bool strip, graph **gp) {
+    diag d = {0};
+    graph *g = graph_parse("t.tsl", text, strlen(text), &d);
+    if (!g) fail_msg("%s", d.text);
+    int32_t ids[64], nin = graph_inputs(g, ids, 64), nout = graph_outputs(g, NULL, 0);
+    float **in = calloc(64, sizeof(float *));
+    for (int32_t k = 0; k < nin; k++) {
+        int64_t n = graph_type_numel(&graph_val(g, ids[k])->type);
+        in[k] = malloc(sizeof(float) * (size_t)n);
+        if (inputs_given && inputs_given[k]) memcpy(in[k], inputs_given[k], sizeof(float) * (size_t)n);
+        else graph_input_default(g, ids[k], k, in[k]);
+    }
+    float **out = calloc((size_t)nout + 1, sizeof(float *));
+    ref_options o = {.strip_precision = strip, .quiet = true};
+    if (ref_run(g, &o, in, out, &d)) fail_msg("%s", d.text);
+    if (inputs_given)
+        for (int32_t k = 0; k < nin; k++)
+            if (!inputs_given[k]) inputs_given[k] = in[k], in[k] = NULL;
+    for (int32_t k = 0; k < nin; k++) free(in[k]);
+    free(in);
+    *gp = g;
+    return out;
+}
+
+static void free_out(graph *g, float **out) {
+    int32_t n = graph_outputs(g, NULL, 0);
+    for (int32_t i = 0; i < n; i++) free(out[i]);
+    free(out);
+    graph_free(g);
+}
+
+static void near(float got, double want, double tol, const char *what, int i) {
+    if (!(fabs(got - want) <= tol * (1 + fabs(want)))) fail_msg("%s[%d]: got %.9g want %.9g", what, i, got, want);
+}
+
+static void matmul_broadcast_and_transposes(void **state) {
+    (void)state;
+    graph *g;
+    float *in[2] = {NULL, NULL};
+    float **out = run("graph g\ninput %a : f32[2, 1, 3, 4]\ninput %b : f32[3, 5, 4]\n"
+                      "%c = matmul(%a, %b) {transpose_b = true} : f32[2, 3, 3, 5]\n"
+                      "%d = matmul(%a, %a) {transpose_a = true} : f32[2, 1, 4, 4]\noutput %c, %d\n",
+                      in, false, &g);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int m = 0; m < 3; m++)
+                for (int n = 0; n < 5; n++) {
+                    double s = 0;
+                    for (int k = 0; k < 4; k++) s += (double)in[0][(i * 3 + m) * 4 + k] * in[1][(j * 5 + n) * 4 + k];
+                    near(out[0][((i * 3 + j) * 3 + m) * 5 + n], s, 1e-5, "c", n);
+                }
+    for (int i = 0; i < 2; i++)
+        for (int m = 0; m < 4; m++)
+            for (int n = 0; n < 4; n++) {
+                double s = 0;
+                for (int k = 0; k < 3; k++) s += (double)in[0][(i * 3 + k) * 4 + m] * in[0][(i * 3 + k) * 4 + n];
+                near(out[1][(i * 4 + m) * 4 + n], s, 1e-5, "d", n);
+            }
+    free(in[0]);
+    free(in[1]);
+    free_out(g, out);
+}
+
+static void elementwise_broadcasting(void **state) {
+    (void)state;
+    graph *g;
+    float *in[2] = {NULL, NULL};
+    float **out = run("graph g\ninput %a : f32[2, 3, 4]\ninput %b : f32[3, 1]\n%s = add(%a, %b) : f32[2, 3, 4]\n"
+                      "%d = sub(%b, %a) : f32[2, 3, 4]\n%m = mul(%a, %a) : f32[2, 3, 4]\noutput %s, %d, %m\n",
+                      in, false, &g);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) {
+                int e = (i * 3 + j) * 4 + k;
+                float a = in[0][e], b = in[1][j];
+                assert_true(out[0][e] == a + b);
+                assert_true(out[1][e] == b - a);
+                assert_true(out[2][e] == a * a);
+            }
+    free(in[0]);
+    free(in[1]);
+    free_out(g, out);
+}
+
+static void softmax_layer_norm_gelu(void **state) {
+    (void)state;
+    graph *g;
+    float *in[3] = {NULL, NULL, NULL};
+    float **out = run("graph g\ninput %x : f32[2, 3, 5]\ninput %ga : f32[5]\ninput %be : f32[5]\n"
+                      "%s = softmax(%x) {axis = 1} : f32[2, 3, 5]\n"
+                      "%n = layer_norm(%x, %ga, %be) {eps = 0.001} : f32[2, 3, 5]\n"
+                      "%e = gelu(%x) : f32[2, 3, 5]\n%gg = gelu_grad(%x, %x) : f32[2, 3, 5]\noutput %s, %n, %e, %gg\n",
+                      in, false, &g);
+    const float *x = in[0];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 5; k++) {
+            double mx = -1e30, sum = 0;
+            for (int j = 0; j < 3; j++) mx = fmax(mx, x[(i * 3 + j) * 5 + k]);
+            for (int j = 0; j < 3; j++) sum += exp(x[(i * 3 + j) * 5 + k] - mx);
+            for (int j = 0; j < 3; j++) near(out[0][(i * 3 + j) * 5 + k], exp(x[(i * 3 + j) * 5 + k] - mx) / sum, 1e-6, "softmax", j);
+        }
+    for (int r = 0; r < 6; r++) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < 5; c++) mean += x[r * 5 + c] / 5.0;
+        for (int c = 0; c < 5; c++) var += (x[r * 5 + c] - mean) * (x[r * 5 + c] - mean) / 5.0;
+        for (int c = 0; c < 5; c++)
+            near(out[1][r * 5 + c], (x[r * 5 + c] - mean) / sqrt(var + 0.001) * in[1][c] + in[2][c], 1e-5, "layer_norm", c);
+    }
+    for (int e = 0; e < 30; e++) {
+        double v = x[e], t = tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v));
+        near(out[2][e], 0.5 * v * (1 + t), 1e-6, "gelu", e);
+        /* The derivative by central differences of the same formula. */
+        double h = 1e-5, vp = v + h, vm = v - h;
+        double gp = 0.5 * vp * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (vp + 0.044715 * vp * vp * vp)));
+        double gm = 0.5 * vm * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (vm + 0.044715 * vm * vm * vm)));
+        near(out[3][e], (gp - gm) / (2 * h) * v, 1e-4, "gelu_grad", e);
+    }
+    free(in[0]);
+    free(in[1]);
+    free(in[2]);
+    free_out(g, out);
+    /* Two values worth knowing by heart. */
+    float one[1] = {1.0f}, minus[1] = {-1.0f};
+    float *in1[1] = {one};
+    out = run("graph g\ninput %x : f32[1]\n%e = gelu(%x) : f32[1]\noutput %e\n", in1, false, &g);
+    near(out[0][0], 0.8411919906082768, 1e-6, "gelu(1)", 0);
+    free_out(g, out);
+    in1[0] = minus;
+    out = run("graph g\ninput %x : f32[1]\n%e = gelu(%x) : f32[1]\noutput %e\n", in1, false, &g);
+    near(out[0][0], -0.15880800939172324, 1e-6, "gelu(-1)", 0);
+    free_out(g, out);
+}
+
+/* Layout ops against explicit index arithmetic. */
+static void layout_ops(void **state) {
+    (void)state;
+    graph *g;
+    float a[24];
+    for (int i = 0; i < 24; i++) a[i] = (float)i;
+    float *in[1] = {a};
+    float **out = run("graph g\ninput %a : f32[2, 3, 4]\n"
+                      "%t = transpose(%a) {perm = [2, 0, 1]} : f32[4, 2, 3]\n"
+                      "%s = slice(%a) {start = [1, 0, 1], end = [2, 3, 3]} : f32[1, 3, 2]\n"
+                      "%p = pad(%a) {low = [0, 1, 0], high = [1, 0, 2], value = -1.5} : f32[3, 4, 6]\n"
+                      "%c = concat(%a, %a) {axis = 1} : f32[2, 6, 4]\n"
+                      "%r = reduce_sum(%a) {axes = [0, 2], keepdims = true} : f32[1, 3, 1]\n"
+                      "%q = reduce_sum(%a) {axes = [1]} : f32[2, 4]\n"
+                      "%sc = scale(%a) {by = 0.5} : f32[2, 3, 4]\n"
+                      "output %t, %s, %p, %c, %r, %q, %sc\n",
+                      in, false, &g);
+#define A(i, j, k) a[((i) * 3 + (j)) * 4 + (k)]
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) assert_true(out[0][(k * 2 + i) * 3 + j] == A(i, j, k));
+    for (int j = 0; j < 3; j++)
+        for (int k = 0; k < 2; k++) assert_true(out[1][j * 2 + k] == A(1, j, k + 1));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 6; k++) {
+                bool inside = i < 2 && j >= 1 && k < 4;
+                assert_true(out[2][(i * 4 + j) * 6 + k] == (inside ? A(i, j - 1, k) : -1.5f));
+            }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 6; j++)
+            for (int k = 0; k < 4; k++) assert_true(out[3][(i * 6 + j) * 4 + k] == A(i, j % 3, k));
+    for (int j = 0; j < 3; j++) {
+        float s = 0;
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 4; k++) s += A(i, j, k);
+        assert_true(out[4][j] == s);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) assert_true(out[5][i * 4 + k] == A(i, 0, k) + A(i, 1, k) + A(i, 2, k));
+    for (int e = 0; e < 24; e++) assert_true(out[6][e] == a[e] * 0.5f);
+#undef A
+    free_out(g, out);
+}
+
+static void casts_round_and_strip(void **state) {
+    (void)state;
+    graph *g;
+    float x[5] = {1.0f / 3, 300.0f, -0.001f, 0.1f, 500.0f};
+    float *in[1] = {x};
+    const char *text = "graph g\ninput %x : f32[5]\n%h = cast(%x) {to = f16} : f16[5]\n"
+                       "%q = cast(%x) {to = f143, scale = -2} : f143[5]\n"
+                       "%u = cast(%x) {to = f8e4m3, saturate = false} : f8e4m3[5]\noutput %h, %q, %u\n";
+    float **out = run(text, in, false, &g);
+    /* Hand-rounded: 1/3 in f16 is 0x3555. */
+    assert_true(out[0][0] == 0.333251953125f && out[0][1] == 300.0f);
+    /* f143 at scale -2 stores x * 4: 1.333 -> 1.375, 1.6 -> 1.625 (3 mantissa
+     * bits), -0.004 -> -4 * 2^-10 (subnormal), and saturates at 240 / 4 = 60. */
+    float want_q[5] = {0.34375f, 60.0f, -0.0009765625f, 0.1015625f, 60.0f};
+    /* f8e4m3 unsaturated: 300 -> 288, -0.001 -> -2^-9, 500 overflows to NaN. */
+    float want_u[4] = {0.34375f, 288.0f, -0.001953125f, 0.1015625f};
+    for (int i = 0; i < 5; i++) assert_true(out[1][i] == want_q[i]);
+    for (int i = 0; i < 4; i++) assert_true(out[2][i] == want_u[i]);
+    assert_true(isnan(out[2][4]));
+    free_out(g, out);
+    out = run(text, in, true, &g);
+    for (int i = 0; i < 5; i++) {
+        assert_true(out[0][i] == x[i]);
+        assert_true(out[1][i] == x[i]);
+        assert_true(out[2][i] == x[i]);
+    }
+    free_out(g, out);
+}
+
+static void optimizer_ops_follow_pytorch(void **state) {
+    (void)state;
+    graph *g;
+    float w[3] = {0.5f, -1.0f, 2.0f}, gr[3] = {0.1f, 0.2f, -0.3f}, m[3] = {0.01f, 0.0f, -0.02f}, v[3] = {0.001f, 0.0f, 0.004f};
+    float *in[4] = {w, gr, m, v};
+    float **out = run("graph g\ninput %w : f32[3]\ninput %g : f32[3]\ninput %m : f32[3]\ninput %v : f32[3]\n"
+                      "%w1, %m1, %v1 = adamw(%w, %g, %m, %v) {lr = 0.01, beta1 = 0.8, beta2 = 0.95, eps = 0.001, "
+                      "weight_decay = 0.1, step = 3} : f32[3], f32[3], f32[3]\n"
+                      "%w2, %b2 = sgd(%w, %g, %m) {lr = 0.1, momentum = 0.9, weight_decay = 0.01} : f32[3], f32[3]\n"
+                      "%w3 = sgd(%w, %g) {lr = 0.1} : f32[3]\n"
+                      "%c1, %c2 = global_norm_clip(%g, %w) {max_norm = 1.0} : f32[3], f32[3]\n"
+                      "output %w1, %m1, %v1, %w2, %b2, %w3, %c1, %c2\n",
+                      in, false, &g);
+    double norm = 0;
+    for (int i = 0; i < 3; i++) norm += (double)gr[i] * gr[i] + (double)w[i] * w[i];
+    norm = sqrt(norm);
+    for (int i = 0; i < 3; i++) {
+        /* torch.optim.AdamW, one step at t = 3. */
+        double mm = 0.8 * m[i] + 0.2 * gr[i], vv = 0.95 * v[i] + 0.05 * gr[i] * gr[i];
+        double ww = w[i] * (1 - 0.01 * 0.1) - (0.01 / (1 - pow(0.8, 3))) * mm / (sqrt(vv) / sqrt(1 - pow(0.95, 3)) + 0.001);
+        near(out[0][i], ww, 1e-6, "adamw w", i);
+        near(out[1][i], mm, 1e-6, "adamw m", i);
+        near(out[2][i], vv, 1e-6, "adamw v", i);
+        /* torch.optim.SGD with momentum and weight decay. */
+        double gg = gr[i] + 0.01 * w[i], buf = 0.9 * m[i] + gg;
+        near(out[3][i], w[i] - 0.1 * buf, 1e-6, "sgd w", i);
+        near(out[4][i], buf, 1e-6, "sgd buf", i);
+        near(out[5][i], w[i] - 0.1 * gr[i], 1e-6, "sgd plain", i);
+        double c = fmin(1.0, 1.0 / (norm + 1e-6));
+        near(out[6][i], gr[i] * c, 1e-6, "clip g", i);
+        near(out[7][i], w[i] * c, 1e-6, "clip w", i);
+    }
+    free_out(g, out);
+}
+
+/* A repeat adds slice i of a stack to its carried value in iteration i,
+ * and reads an outer value; nested repeats multiply iterations. */
+static void repeat_semantics(void **state) {
+    (void)state;
+    graph *g;
+    float x[2] = {1.0f, 2.0f}, s[6] = {10, 20, 30, 40, 50, 60}, c[2] = {0.5f, 0.25f};
+    float *in[3] = {x, s, c};
+    float **out = run("graph g\ninput %x : f32[2]\ninput %s : f32[3, 2]\ninput %c : f32[2]\n"
+                      "%y, %z = repeat 3 carry(%h = %x, %k = %c) slice(%sl = %s) {\n"
+                      "  %h1 = add(%h, %sl) : f32[2]\n"
+                      "  %h2 = add(%h1, %c) : f32[2]\n"
+                      "  %in = repeat 2 carry(%j = %k) {\n"
+                      "    %j2 = add(%j, %j) : f32[2]\n"
+                      "    yield %j2\n"
+                      "  }\n"
+                      "  yield %h2, %in\n"
+                      "}\n"
+                      "output %y, %z, %x\n",
+                      in, false, &g);
+    for (int i = 0; i < 2; i++) {
+        assert_true(out[0][i] == x[i] + s[i] + s[2 + i] + s[4 + i] + 3 * c[i]);
+        assert_true(out[1][i] == c[i] * 64); /* doubled 2 x 3 times */
+        assert_true(out[2][i] == x[i]);      /* the input is untouched */
+    }
+    free_out(g, out);
+}
+
+static void param_initializers(void **state) {
+    (void)state;
+    /* normal(): the stream is counter-based; any window equals the whole. */
+    enum { N = 1 << 20 };
+    float *all = malloc(sizeof(float) * N), *part = malloc(sizeof(float) * 100);
+    graph_normal_fill(42, 0.0, 1.0, all, N);
+    graph_normal_fill_at(42, 0.0, 1.0, 777, part, 100);
+    assert_memory_equal(all + 777, part, sizeof(float) * 100);
+    double mean = 0, sq = 0;
+    for (int i = 0; i < N; i++) mean += all[i] / N;
+    for (int i = 0; i < N; i++) sq += (all[i] - mean) * (all[i] - mean) / N;
+    assert_true(fabs(mean) < 0.005 && fabs(sqrt(sq) - 1) < 0.005);
+    graph_normal_fill(43, 0.0, 1.0, part, 100);
+    assert_true(memcmp(all, part, sizeof(float) * 100) != 0);
+    free(all);
+    free(part);
+
+    /* npy(): relative to the .tsl file, converted to the parameter's dtype. */
+    char dir[] = "/tmp/tessel_refXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char npy[300], tsl[300];
+    snprintf(npy, sizeof npy, "%s/w.npy", dir);
+    snprintf(tsl, sizeof tsl, "%s/m.tsl", dir);
+    float vals[3] = {1.0f / 3, 2.0f, -7.0f};
+    npy_array a = {.dtype = DT_F32, .rank = 1, .dim = {3}, .numel = 3, .data = vals};
+    FILE *f = fopen(npy, "wb");
+    assert_int_equal(npy_write(f, &a), 0);
+    fclose(f);
+    f = fopen(tsl, "w");
+    fputs("graph g\nparam %w : f16[3] = npy(\"w.npy\")\nparam %z : f32[2, 2] = ones\noutput %w, %z\n", f);
+    fclose(f);
+    diag d = {0};
+    graph *g = graph_parse_file(tsl, &d);
+    assert_non_null(g);
+    float **out = calloc(2, sizeof(float *));
+    ref_options o = {.quiet = true};
+    assert_int_equal(ref_run(g, &o, NULL, out, &d), 0);
+    assert_true(out[0][0] == 0.333251953125f && out[0][1] == 2.0f && out[0][2] == -7.0f);
+    for (int i = 0; i < 4; i++) assert_true(out[1][i] == 1.0f);
+    free(out[0]);
+    free(out[1]);
+    graph_free(g);
+    /* A wrong shape names the parameter and the file. */
+    f = fopen(tsl, "w");
+    fputs("graph g\nparam %w : f16[4] = npy(\"w.npy\")\noutput %w\n", f);
+    fclose(f);
+    g = graph_parse_file(tsl, &d);
+    assert_non_null(g);
+    assert_int_equal(ref_run(g, &o, NULL, out, &d), -1);
+    assert_non_null(strstr(d.text, "m.tsl:2:1: error:"));
+    assert_non_null(strstr(d.text, "w.npy holds a tensor of rank 1"));
+    graph_free(g);
+    free(out);
+    remove(npy);
+    remove(tsl);
+    rmdir(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matmul_broadcast_and_transposes),
+        cmocka_unit_test(elementwise_broadcasting),
+        cmocka_unit_test(softmax_layer_norm_gelu),
+        cmocka_unit_test(layout_ops),
+        cmocka_unit_test(casts_round_and_strip),
+        cmocka_unit_test(optimizer_ops_follow_pytorch),
+        cmocka_unit_test(repeat_semantics),
+        cmocka_unit_test(param_initializers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
