@@ -135,6 +135,7 @@ static const opt_spec ref_opts[] = {
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
     {"--output-dir", "DIR", "write each output as DIR/NAME.npy (f32)", false},
     {"--strip-precision", NULL, "run the pure FP32 model: no casts, f32 parameters", false},
+    {"--against-fp32", NULL, "also run the pure FP32 model on the same inputs and compare", false},
     {"--quiet", NULL, "no progress line", false},
     {0}};
 
@@ -255,6 +256,14 @@ static int run_ref(const cmd *c, int argc, char **argv) {
     rc = load_inputs(c, &p, g, in_ids, nin, inputs, source, &d);
     if (rc == 0) rc = ref_run(g, &o, inputs, outputs, &d);
     double t2 = util_now_seconds();
+    /* The pure FP32 model on the same inputs, to show what precision costs. */
+    float **pure = NULL;
+    if (rc == 0 && opt_flag(c, &p, "--against-fp32")) {
+        pure = xcalloc((size_t)nout + 1, sizeof(float *));
+        ref_options po = o;
+        po.strip_precision = true;
+        rc = ref_run(g, &po, inputs, pure, &d);
+    }
     const char *dir = opt_value(c, &p, "--output-dir");
     if (rc == 0 && dir) rc = write_outputs(dir, g, out_ids, nout, outputs, &d);
     if (rc == 0) {
@@ -278,11 +287,20 @@ static int run_ref(const cmd *c, int argc, char **argv) {
             char note[300] = "";
             if (dir) snprintf(note, sizeof note, "-> %s/%s.npy", dir, graph_val(g, out_ids[j])->name);
             print_stats("output", g, out_ids[j], outputs[j], dir ? note : NULL);
+            if (pure) {
+                num_diff df = num_compare(outputs[j], pure[j], (size_t)graph_type_numel(&graph_val(g, out_ids[j])->type));
+                printf("  %-6s %-14s vs pure FP32: cosine %.6f, max abs err %.4g, rms err %.4g (output rms %.4g)\n", "",
+                       "", df.cosine, df.max_abs_err, df.rms_err, df.want_rms);
+            }
         }
         printf("reference: %.2f s (load %.2f s), peak memory %s\n", t2 - t1, t1 - t0, mem);
     }
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
-    for (int32_t j = 0; j < nout; j++) free(outputs[j]);
+    for (int32_t j = 0; j < nout; j++) {
+        free(outputs[j]);
+        if (pure) free(pure[j]);
+    }
+    free(pure);
     free(inputs);
     free(outputs);
     free(source);

@@ -69,6 +69,19 @@ void num_round_buf(dtype t, int scale, float *x, size_t n);  /* in place */
 void num_encode_buf(dtype t, int scale, const float *src, void *dst, size_t n);
 void num_decode_buf(dtype t, int scale, const void *src, float *dst, size_t n);
 
+/* ---- compare.c -------------------------------------------------------- */
+
+/* How far a tensor is from a reference: the figures every check reports. */
+typedef struct num_diff {
+    double cosine;       /* of the two as vectors; 1 when both are all zero */
+    double max_abs_err;  /* largest |got - want| */
+    double rms_err;      /* root mean square of got - want */
+    double want_rms;     /* root mean square of want, to put errors in scale */
+    int64_t nonfinite;   /* elements where either side is NaN or infinite */
+} num_diff;
+
+num_diff num_compare(const float *got, const float *want, size_t n);
+
 /* ---- npy.c ------------------------------------------------------------ */
 
 /* A host tensor as it crosses the command line: NumPy .npy, C order,

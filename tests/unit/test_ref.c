@@ -343,6 +343,21 @@ static void param_initializers(void **state) {
     rmdir(dir);
 }
 
+static void compare_figures(void **state) {
+    (void)state;
+    float want[4] = {1, 2, 3, 4}, same[4] = {1, 2, 3, 4}, off[4] = {1, 2, 3, 5}, neg[4] = {-1, -2, -3, -4};
+    num_diff d = num_compare(same, want, 4);
+    assert_true(d.cosine == 1.0 && d.max_abs_err == 0 && d.rms_err == 0);
+    d = num_compare(off, want, 4);
+    assert_true(fabs(d.cosine - 34.0 / sqrt(39.0 * 30.0)) < 1e-12);
+    assert_true(d.max_abs_err == 1.0 && fabs(d.rms_err - 0.5) < 1e-12 && fabs(d.want_rms - sqrt(7.5)) < 1e-12);
+    d = num_compare(neg, want, 4);
+    assert_true(d.cosine == -1.0 && d.max_abs_err == 8.0);
+    off[2] = NAN;
+    d = num_compare(off, want, 4);
+    assert_true(d.nonfinite == 1 && isnan(d.cosine) && isinf(d.max_abs_err));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_broadcast_and_transposes),
@@ -353,6 +368,7 @@ int main(void) {
         cmocka_unit_test(optimizer_ops_follow_pytorch),
         cmocka_unit_test(repeat_semantics),
         cmocka_unit_test(param_initializers),
+        cmocka_unit_test(compare_figures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
