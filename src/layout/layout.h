@@ -1,0 +1,130 @@
+/* layout: how a logical tensor lies over tiles, and the ownership math every
+ * later stage shares (expansion, estimation, lowering, the simulator's host
+ * bindings, the tests).
+ *
+ *   tensor dim[0..rank)      e.g. [17, 40] f16
+ *   partition  parts[a] shards along axis a, each `block[a]` elements long:
+ *              shard i covers [i*block, min(dim, (i+1)*block)); block >=
+ *              ceil(dim/parts), so 17 rows over 4 shards are 5, 5, 5, 2.
+ *              Every shard is stored with the full block extent (the tail
+ *              shard's storage is padded), so all shards have one size.
+ *   replicas   rep[k] copies of every shard along replica axis k
+ *   tiles      tile(shard s, replica r) = tile_base + sum_a s[a]*tile_stride[a]
+ *                                                  + sum_k r[k]*rep_stride[k]
+ *   encoding   inside one shard the last axis is cut into panels of `pw`
+ *              elements; storage is [panel][rows][pw], rows = the other axes'
+ *              blocks in row-major order:
+ *                ROW_MAJOR  pw = block[last]        (one panel: plain row-major)
+ *                AMP_LEFT   pw = 32 bytes / element (16 f16, 32 8-bit, 8 f32)
+ *                AMP_OUT    pw = 16 elements        (AMP output micro-panels)
+ *              the last axis is padded to whole panels.
+ *
+ *   element e of shard s at local coordinates l = e - s*block:
+ *     offset(l) = ((l[last] / pw) * rows + row(l)) * pw * bytes + (l[last] % pw) * bytes
+ *
+ * Copies between two layouts (optionally through a view: transposes, slices,
+ * pads, concats) come out of layout_runs as ownership runs: byte spans that are
+ * contiguous on both the source and the destination tile.
+ */
+#ifndef TESSEL_LAYOUT_H
+#define TESSEL_LAYOUT_H
+
+#include "../num/num.h"
+#include "../util/util.h"
+
+enum { LAYOUT_MAX_RANK = 6, LAYOUT_AMP_PANEL_BYTES = 32, LAYOUT_AMP_OUT_COLS = 16 };
+
+typedef enum { ENC_ROW_MAJOR, ENC_AMP_LEFT, ENC_AMP_OUT } layout_encoding;
+
+typedef struct layout {
+    int32_t rank;                        /* >= 1 (scalars are [1]) */
+    int32_t elem_bytes;                  /* bytes per element: 1, 2 or 4 */
+    layout_encoding enc;
+    int64_t dim[LAYOUT_MAX_RANK];        /* logical extent, elements */
+    int64_t parts[LAYOUT_MAX_RANK];      /* shards along the axis */
+    int64_t block[LAYOUT_MAX_RANK];      /* elements per shard along the axis */
+    int32_t tile_stride[LAYOUT_MAX_RANK];/* tiles per shard step along the axis */
+    int32_t nrep;                        /* replica axes in use */
+    int64_t rep[LAYOUT_MAX_RANK];        /* copies along replica axis k */
+    int32_t rep_stride[LAYOUT_MAX_RANK]; /* tiles per replica step along axis k */
+    int32_t tile_base;                   /* tile of shard 0, replica 0 */
+} layout;
+
+/* A row-major layout of dims over one tile (tile 0, no replicas). */
+layout layout_single(int rank, const int64_t *dim, int elem_bytes);
+/* Splits axis a into at most `parts` shards: block = ceil(dim / parts), and
+ * parts = ceil(dim / block) so no shard is empty (10 over 6 gives 5 of 2). */
+void layout_split(layout *l, int axis, int64_t parts, int32_t tile_stride);
+/* Adds a replica axis of n copies, tile_stride apart. */
+void layout_replicate(layout *l, int64_t n, int32_t tile_stride);
+
+/* Checks the layout is well formed for a machine of `tiles` tiles: blocks
+ * cover the tensor without empty shards, every (shard, replica) has its own
+ * tile in [0, tiles). The message names the first problem. */
+int layout_check(const layout *l, int32_t tiles, diag *d);
+bool layout_equal(const layout *a, const layout *b);
+
+int64_t layout_shards(const layout *l);        /* product of parts */
+int64_t layout_replicas(const layout *l);      /* product of rep */
+int64_t layout_panel_width(const layout *l);   /* pw, elements */
+int64_t layout_shard_bytes(const layout *l);   /* storage of one shard, padding included */
+/* Tile of the shard with per-axis index s, replica with per-axis index r. */
+int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r);
+/* Byte offset of element e (global coordinates) inside the shard holding it. */
+int64_t layout_offset(const layout *l, const int64_t *e);
+/* Tiles holding element e (every replica): returns the count, fills tiles
+ * (capacity cap) in replica order. */
+int64_t layout_owners(const layout *l, const int64_t *e, int32_t *tiles, int64_t cap);
+/* The valid extent of shard s along each axis (the tail shard is shorter). */
+void layout_shard_extent(const layout *l, const int64_t *s, int64_t *lo, int64_t *hi);
+
+/* ---- copies ---------------------------------------------------------------- */
+
+/* A view maps each destination coordinate to a source coordinate:
+ * src[axis[i]] = dst[i] + off[i] for destination axes i; source axes no
+ * destination axis maps to are fixed at src_fix[]. A destination element
+ * whose source coordinate falls outside the source tensor has no source (a
+ * pad fills it). NULL means identity (same tensor, same dims). */
+typedef struct layout_view {
+    int32_t axis[LAYOUT_MAX_RANK];
+    int64_t off[LAYOUT_MAX_RANK];
+    int64_t src_fix[LAYOUT_MAX_RANK];
+} layout_view;
+
+layout_view layout_view_identity(int rank);
+
+typedef struct layout_run {
+    int32_t src_tile, dst_tile;
+    int64_t src_off, dst_off;  /* bytes inside the shard */
+    int64_t bytes;
+} layout_run;
+
+/* Emits maximal runs, in destination tile order then destination storage
+ * order, covering every destination element (on every replica) that has a
+ * source. The source replica for a destination tile is the one on that tile
+ * if there is one, else replica (dst shard linear index + dst replica linear
+ * index) mod source replicas, so transfers spread over the replicas. Both
+ * layouts need the same element size. sink returns nonzero to stop early;
+ * layout_runs returns that value, or 0 once every run was emitted. Both
+ * layouts must pass layout_check; view axes must be distinct source axes. */
+typedef int (*layout_run_sink)(void *ctx, const layout_run *r);
+int layout_runs(const layout *src, const layout *dst, const layout_view *view, layout_run_sink sink, void *ctx);
+
+/* The source replica layout_runs uses for destination shard / replica indices
+ * (exposed so tests and estimators agree with it). */
+void layout_pick_source(const layout *src, const int64_t *src_shard, int32_t dst_tile, int64_t dst_shard_lin,
+                        int64_t dst_rep_lin, int64_t *src_rep);
+
+/* ---- spans.c ----------------------------------------------------------------- */
+
+/* Walks the valid elements of one shard (or, with shard NULL, of every
+ * shard) in storage order, one span at a time: consecutive elements along
+ * the last axis inside one panel, so contiguous in storage. fn gets the shard
+ * index, the span's byte offset inside the shard, the row-major index of its
+ * first element in the whole tensor, and its length in elements. Replicas
+ * hold identical bytes and are not visited separately (layout_owners lists
+ * their tiles). */
+typedef void (*layout_span_fn)(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n);
+void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void *ctx);
+
+#endif
