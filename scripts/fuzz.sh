@@ -7,8 +7,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 declare -A seeds=(
   [fuzz_tsl]="$root/tests/tsl $root/tests/lit/errors"
   [fuzz_npy]="$root/fuzz/corpus/npy"
+  [fuzz_pkg]="$root/fuzz/corpus/pkg"
 )
-for t in fuzz_tsl fuzz_npy; do
+for t in fuzz_tsl fuzz_npy fuzz_pkg; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
   mkdir -p "$work"

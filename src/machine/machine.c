@@ -513,22 +513,35 @@ static int load_object(const src_text *s, json_t *root, machine *m, diag *d) {
     return 0;
 }
 
+/* Parses NUL-terminated text (len bytes before the NUL); the key scan in
+ * key_offset may look one byte past an unterminated string, at the NUL. */
+static int load_text(const char *text, size_t len, const char *path, machine *m, diag *d) {
+    src_text s = {path, text, len};
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return diag_fail_at(d, &s, err.line < 1 ? 1 : err.line, err.column < 1 ? 1 : err.column, "%s", err.text);
+    machine tmp;
+    int rc = load_object(&s, root, &tmp, d);
+    if (rc == 0) *m = tmp;  /* m is untouched on error */
+    json_decref(root);
+    return rc;
+}
+
+int machine_from_json(const char *text, size_t len, const char *path, machine *m, diag *d) {
+    char *copy = xmalloc(len + 1);  /* the text may be a slice of a larger buffer */
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    int rc = load_text(copy, len, path, m, d);
+    free(copy);
+    return rc;
+}
+
 static int load_file(const char *path, machine *m, diag *d) {
     char *text;
     size_t len;
     if (file_read_all(path, &text, &len, d) != 0) return -1;
-    src_text s = {path, text, len};
-    json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    int rc;
-    if (!root) {
-        rc = diag_fail_at(d, &s, err.line < 1 ? 1 : err.line, err.column < 1 ? 1 : err.column, "%s", err.text);
-    } else {
-        machine tmp;
-        rc = load_object(&s, root, &tmp, d);
-        if (rc == 0) *m = tmp;  /* m is untouched on error */
-        json_decref(root);
-    }
+    int rc = load_text(text, len, path, m, d);
     free(text);
     return rc;
 }

@@ -104,6 +104,10 @@ const char *machine_preset_name(int i);  /* i-th preset, NULL past the end */
  * machine file; NULL means the default preset. Errors name the file and the
  * line:col of the offending key. */
 int machine_resolve(const char *spec, machine *m, diag *d);
+/* Loads a machine from JSON text of len bytes (not necessarily
+ * NUL-terminated), as a machine file would be; path names it in errors.
+ * The package reader uses it for the machine a package carries. */
+int machine_from_json(const char *text, size_t len, const char *path, machine *m, diag *d);
 
 /* Checks every field range and the memory map; the message names the field. */
 int machine_validate(const machine *m, diag *d);

@@ -1,0 +1,129 @@
+/* write.c: a package to bytes: the header, then every section in its fixed
+ * order, records through the one codec; the same package gives the same bytes. */
+#include "format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What one image is made of: per section the records (or raw bytes). */
+typedef struct image_parts {
+    const void *data[SEC_COUNT];
+    uint64_t n[SEC_COUNT];  /* records, or bytes for raw sections */
+    char *machine_json;     /* malloc'd */
+    char *strings;          /* malloc'd: the program's labels, then binding names not among them */
+    strmap offsets;         /* each string of `strings` -> offset of its first occurrence */
+} image_parts;
+
+/* The string table: the program's own, then each binding name that is not
+ * already a string of it. Names already present reuse their offset, so a
+ * loaded package (whose table holds the names) writes back the same bytes. */
+static void gather_strings(const package *p, image_parts *w) {
+    const char *t = p->prog.strings.v;
+    size_t n = (size_t)p->prog.strings.n, cap = n;
+    TS_ASSERT(n == 0 || t[n - 1] == 0);
+    for (int32_t i = 0; i < p->bindings.n; i++) {
+        TS_ASSERT(p->bindings.v[i].name);
+        cap += strlen(p->bindings.v[i].name) + 1;
+    }
+    w->strings = xmalloc(cap + 1);
+    if (n) memcpy(w->strings, t, n);
+    for (size_t at = 0; at < n; at += strlen(t + at) + 1)
+        if (!strmap_get(&w->offsets, t + at, NULL)) strmap_put(&w->offsets, t + at, (int32_t)at);
+    size_t len = n;
+    for (int32_t i = 0; i < p->bindings.n; i++) {
+        const char *name = p->bindings.v[i].name;
+        if (strmap_get(&w->offsets, name, NULL)) continue;
+        size_t k = strlen(name) + 1;
+        memcpy(w->strings + len, name, k);
+        strmap_put(&w->offsets, name, (int32_t)len);
+        len += k;
+    }
+    TS_ASSERT(len <= INT32_MAX);  /* offsets are u32 in the file, int32 in the map */
+    w->data[SEC_STRINGS] = w->strings;
+    w->n[SEC_STRINGS] = len;
+}
+
+static void gather(const package *p, image_parts *w) {
+    memset(w, 0, sizeof *w);
+    w->machine_json = machine_to_json(&p->machine);
+    const char *meta = p->meta ? p->meta : "";
+#define PART(s, ptr, count) (w->data[s] = (ptr), w->n[s] = (uint64_t)(count))
+    PART(SEC_MACHINE, w->machine_json, strlen(w->machine_json));
+    gather_strings(p, w);
+    PART(SEC_STEPS, p->prog.steps.v, p->prog.steps.n);
+    PART(SEC_RUNS, p->prog.runs.v, p->prog.runs.n);
+    PART(SEC_FRAGS, p->prog.frags.v, p->prog.frags.n);
+    PART(SEC_DSTS, p->prog.dst_tiles.v, p->prog.dst_tiles.n);
+    PART(SEC_BUFS, p->prog.bufs.v, p->prog.bufs.n);
+    PART(SEC_SEGMENTS, p->segments.v, p->segments.n);
+    PART(SEC_BLOB, p->blob, p->blob_bytes);
+    PART(SEC_BINDINGS, p->bindings.v, p->bindings.n);
+    PART(SEC_META, meta, strlen(meta));
+#undef PART
+}
+
+static void release(image_parts *w) {
+    free(w->machine_json);
+    free(w->strings);
+    strmap_free(&w->offsets);
+}
+
+static uint64_t payload_bytes(const image_parts *w, int s) {
+    const pkg_record *rec = pkg_sections[s].rec;
+    return rec ? w->n[s] * pkg_record_file_bytes(rec) : w->n[s];
+}
+
+static uint8_t *put(uint8_t *at, uint64_t v, int bytes) {
+    pkg_put_le(at, v, bytes);
+    return at + bytes;
+}
+
+static uint8_t *put_section(uint8_t *at, const image_parts *w, int s) {
+    const pkg_record *rec = pkg_sections[s].rec;
+    at = put(at, pkg_sections[s].tag, 4);
+    at = put(at, 0, 4);  /* reserved */
+    at = put(at, payload_bytes(w, s), 8);
+    if (!rec) {
+        if (w->n[s]) memcpy(at, w->data[s], w->n[s]);
+        return at + w->n[s];
+    }
+    uint64_t rec_bytes = pkg_record_file_bytes(rec);
+    for (uint64_t i = 0; i < w->n[s]; i++, at += rec_bytes)
+        pkg_encode(at, rec, (const uint8_t *)w->data[s] + i * rec->mem_bytes, &w->offsets);
+    return at;
+}
+
+uint8_t *package_image(const package *p, size_t *len) {
+    image_parts w;
+    gather(p, &w);
+    uint64_t total = PKG_HEADER_BYTES;
+    for (int s = 0; s < SEC_COUNT; s++) total += PKG_SECTION_HEADER_BYTES + payload_bytes(&w, s);
+    uint8_t *img = xmalloc((size_t)total), *at = img;
+    memcpy(at, pkg_magic, PKG_MAGIC_BYTES);
+    at = put(at + PKG_MAGIC_BYTES, PACKAGE_VERSION, 4);
+    at = put(at, SEC_COUNT, 4);
+    at = put(at, machine_fingerprint(&p->machine), 8);
+    for (int s = 0; s < SEC_COUNT; s++) at = put_section(at, &w, s);
+    TS_ASSERT(at == img + total);
+    release(&w);
+    *len = (size_t)total;
+    return img;
+}
+
+/* Checked first: the compiler never writes a package the simulator refuses. */
+int package_save(const package *p, const char *path, diag *d) {
+    if (pkg_check(p, path, d) != 0) return -1;
+    size_t len;
+    uint8_t *img = package_image(p, &len);
+    outset o = {0};
+    int rc = -1;
+    FILE *f = outset_open(&o, path, d);
+    if (f) {
+        fwrite(img, 1, len, f);  /* a short write sets the error flag outset_close reports */
+        rc = outset_close(&o, f, path, d);
+        if (rc == 0) rc = outset_commit(&o, d);
+    }
+    if (rc != 0) outset_abort(&o);
+    free(img);
+    return rc;
+}

@@ -1,0 +1,691 @@
+/* test_package.c: a hand-built placed package on the tiny machine survives
+ * save and load unchanged and byte for byte; every kind of damage (truncation,
+ * bad header, bad sections, addresses out of memory, overlapping segments,
+ * bad bindings) is refused with a message naming the file. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "package/package.h"
+
+#define PATH "t.tpk"
+
+/* ---- the package -------------------------------------------------------- */
+
+/* tiny: tile memory 0x4c000..0x6c000, interleaved from 0x5c000, loader
+ * limit 0x6bbb0, 256-byte sends, 16 tiles. */
+enum { BASE = 0x4c000, INTERLEAVED = 0x5c000 };
+
+/* Labels: "" at 0, then these. */
+enum { L_MAIN = 1, L_LAYER = 6, L_XCHG = 12 };
+static const char STRINGS[] = "\0main\0layer\0xchg";  /* the literal's own NUL ends "xchg" */
+
+static low_addr at(uint32_t addr, int32_t stride) { return (low_addr){LOW_ABSOLUTE, addr, stride}; }
+
+static low_run run_on(uint32_t tile, low_kernel k) {
+    low_run r;
+    memset(&r, 0, sizeof r);  /* padding too, so loaded runs compare with memcmp */
+    r.tile = tile;
+    r.kernel = (uint8_t)k;
+    return r;
+}
+
+static void add_step(package *p, low_step_kind kind, uint32_t first, uint32_t count, uint32_t iterations,
+                     uint32_t label) {
+    low_step s;
+    memset(&s, 0, sizeof s);
+    s.kind = (uint8_t)kind;
+    s.first = first;
+    s.count = count;
+    s.iterations = iterations;
+    s.label = label;
+    vec_push(&p->arena, &p->prog.steps, s);
+}
+
+static void add_fill(package *p, uint32_t tile, uint32_t addr) {
+    low_run r = run_on(tile, LOW_K_FILL);
+    r.dt[0] = DT_F32;
+    r.ptr[0] = at(addr, 0);
+    r.n[0] = 64;  /* 256 bytes */
+    r.f[0] = 0.5f;
+    vec_push(&p->arena, &p->prog.runs, r);
+}
+
+/* Before the repeat: fills on tiles 5 and 6 and a copy on tile 3. */
+static void add_prologue(package *p) {
+    add_fill(p, 5, BASE + 0x400);
+    low_run r = run_on(3, LOW_K_COPY);
+    r.ptr[0] = at(BASE + 0xa00, 0);
+    r.ptr[1] = at(INTERLEAVED + 0x1000, 0);
+    r.n[0] = 64;
+    vec_push(&p->arena, &p->prog.runs, r);
+    add_fill(p, 6, BASE + 0x400);
+}
+
+/* Layer i of 4: C = x . W[i] (W stacked in the interleaved region, 1 KiB per
+ * layer), then out = C + bias, all on tile 3. */
+static void add_layer(package *p) {
+    low_run g = run_on(3, LOW_K_GEMM);
+    g.dt[0] = DT_F16, g.dt[1] = DT_F16, g.dt[2] = DT_F32, g.acc = DT_F32;
+    g.n[0] = 1, g.n[1] = 16, g.n[2] = 16, g.n[3] = 32;  /* 16 x 32 times 32 x 16 */
+    g.ptr[0] = at(BASE, 0);                              /* AMP-left x: two 16-column panels */
+    g.stride[0][1] = 16 * 32;
+    g.ptr[1] = at(INTERLEAVED, 1024);                    /* W[i]: rows of 16 f16 */
+    g.stride[1][1] = 32;
+    g.ptr[2] = at(BASE + 0x400, 0);                      /* C: rows of 16 f32 */
+    g.stride[2][1] = 64;
+    vec_push(&p->arena, &p->prog.runs, g);
+
+    low_run e = run_on(3, LOW_K_EWISE);
+    e.op = LOW_EW_ADD;
+    e.dt[0] = e.dt[1] = e.dt[2] = DT_F32;
+    e.n[0] = 1, e.n[1] = 1, e.n[2] = 16, e.n[3] = 16;
+    e.ptr[0] = at(BASE + 0x800, 0);
+    e.ptr[1] = at(BASE + 0x400, 0);
+    e.ptr[2] = at(INTERLEAVED + 0x1000, 0);              /* bias row, broadcast over rows */
+    for (int i = 0; i < 3; i++) e.stride[i][3] = 4;
+    e.stride[0][2] = e.stride[1][2] = 64;
+    vec_push(&p->arena, &p->prog.runs, e);
+}
+
+static void add_frag(package *p, uint32_t src_tile, low_addr src, low_addr dst, uint32_t bytes, uint32_t dst0,
+                     uint32_t ndst) {
+    low_frag f;
+    memset(&f, 0, sizeof f);
+    f.src_tile = src_tile, f.src = src, f.dst = dst, f.bytes = bytes, f.dst0 = dst0, f.ndst = ndst;
+    vec_push(&p->arena, &p->prog.frags, f);
+}
+
+/* Each layer multicasts rows 4i..4i+3 of its output to tiles 4, 5, 6 (the
+ * address walks with the iteration) and sends a fixed block to tile 7. */
+static void add_exchange(package *p) {
+    static const uint32_t dsts[] = {4, 5, 6, 7};
+    for (size_t i = 0; i < TS_COUNT(dsts); i++) vec_push(&p->arena, &p->prog.dst_tiles, dsts[i]);
+    add_frag(p, 3, at(BASE + 0x800, 256), at(BASE, 256), 256, 0, 3);
+    add_frag(p, 3, at(BASE + 0x900, 0), at(BASE, 0), 256, 3, 1);
+}
+
+/* After the repeat: softmax over the 16 x 16 f32 rows tile 4 received. */
+static void add_epilogue(package *p) {
+    low_run s = run_on(4, LOW_K_SOFTMAX);
+    s.dt[0] = s.dt[1] = DT_F32;
+    s.n[0] = 16, s.n[1] = 16;
+    s.ptr[0] = at(BASE + 0x400, 0);
+    s.ptr[1] = at(BASE, 0);
+    s.stride[0][0] = s.stride[1][0] = 64;
+    vec_push(&p->arena, &p->prog.runs, s);
+}
+
+static void add_segment(package *p, uint32_t tile, uint32_t addr, uint32_t bytes, uint64_t blob_off) {
+    pkg_segment s;
+    memset(&s, 0, sizeof s);
+    s.tile = tile, s.addr = addr, s.bytes = bytes, s.blob_off = blob_off;
+    vec_push(&p->arena, &p->segments, s);
+}
+
+/* Weights (4 KiB) and bias (64 bytes) on tile 3; a replica of the bias on
+ * tile 4 shares its blob bytes. */
+static void add_image(package *p) {
+    p->blob_bytes = 4096 + 64;
+    p->blob = arena_alloc(&p->arena, (size_t)p->blob_bytes);
+    for (uint64_t i = 0; i < p->blob_bytes; i++) p->blob[i] = (uint8_t)(i * 37 + 11);
+    add_segment(p, 3, INTERLEAVED, 4096, 0);
+    add_segment(p, 3, INTERLEAVED + 0x1000, 64, 4096);
+    add_segment(p, 4, INTERLEAVED + 0x1000, 64, 4096);
+}
+
+static void add_binding(package *p, const char *name, bool output, dtype t, layout l, uint32_t addr) {
+    pkg_binding b;
+    memset(&b, 0, sizeof b);
+    b.name = arena_strdup(&p->arena, name);
+    b.output = output;
+    b.dtype = t;
+    b.layout = l;
+    b.addr = addr;
+    vec_push(&p->arena, &p->bindings, b);
+}
+
+/* Input x [16, 32] f16 on tile 3; output y [32, 16] f32 in two row blocks
+ * on tiles 4 and 5. "main" doubles as a binding name already in the table. */
+static void add_bindings(package *p) {
+    int64_t xd[] = {16, 32}, yd[] = {32, 16}, md[] = {16};
+    layout x = layout_single(2, xd, 2);
+    x.tile_base = 3;
+    layout y = layout_single(2, yd, 4);
+    layout_split(&y, 0, 2, 1);
+    y.tile_base = 4;
+    add_binding(p, "x", false, DT_F16, x, BASE);
+    add_binding(p, "main", false, DT_F16, layout_single(1, md, 2), BASE + 0x1000);
+    add_binding(p, "y", true, DT_F32, y, BASE + 0x400);
+}
+
+/*   step 0  compute 'main'   fill (5), copy (3), fill (6)
+ *   step 1  repeat 'layer' x4
+ *   step 2    compute         gemm (3), ewise add (3)
+ *   step 3    exchange 'xchg' multicast 3 -> 4,5,6; 3 -> 7
+ *   step 4  end
+ *   step 5  compute           softmax (4)                                  */
+static void build(package *p) {
+    package_init(p);
+    assert_int_equal(machine_preset("tiny", &p->machine), 0);
+    p->fingerprint = machine_fingerprint(&p->machine);
+    for (size_t i = 0; i < sizeof STRINGS; i++) vec_push(&p->arena, &p->prog.strings, STRINGS[i]);
+    add_prologue(p);
+    add_layer(p);
+    add_epilogue(p);
+    add_exchange(p);
+    add_step(p, LOW_STEP_COMPUTE, 0, 3, 0, L_MAIN);
+    add_step(p, LOW_STEP_REPEAT, 0, 0, 4, L_LAYER);
+    add_step(p, LOW_STEP_COMPUTE, 3, 2, 0, 0);
+    add_step(p, LOW_STEP_EXCHANGE, 0, 2, 0, L_XCHG);
+    add_step(p, LOW_STEP_END, 0, 0, 0, 0);
+    add_step(p, LOW_STEP_COMPUTE, 5, 1, 0, 0);
+    low_buf b = {1024, L_LAYER, 2, 3};
+    vec_push(&p->arena, &p->prog.bufs, b);
+    add_image(p);
+    add_bindings(p);
+    p->meta = arena_strdup(&p->arena, "{\"model\": \"test\", \"cycles\": 1234}");
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Parses from an exactly-sized heap copy, so a sanitizer sees any overread. */
+static int parse_exact(const uint8_t *img, size_t len, package *out, diag *d) {
+    uint8_t *copy = malloc(len ? len : 1);
+    if (len) memcpy(copy, img, len);
+    int rc = package_parse(copy, len, PATH, out, d);
+    free(copy);
+    return rc;
+}
+
+/* A refused image leaves the package empty and says why, naming the file. */
+static void expect_refused(const uint8_t *img, size_t len, const char *want) {
+    package q;
+    diag d = {0};
+    int rc = parse_exact(img, len, &q, &d);
+    if (rc != -1 || !d.set || strncmp(d.text, PATH, strlen(PATH)) != 0 || (want && !strstr(d.text, want)))
+        fail_msg("length %zu: want an error with '%s', got rc %d: %s", len, want ? want : "", rc, d.text);
+    assert_null(q.arena.head);
+    assert_int_equal(q.prog.runs.n, 0);
+    package_free(&q);
+}
+
+typedef void (*mutator)(package *p);
+
+/* Damages a fresh package in memory; both the reader and the writer must
+ * refuse it with the same message. */
+static void expect_bad(mutator damage, const char *want) {
+    package p;
+    build(&p);
+    damage(&p);
+    size_t len;
+    uint8_t *img = package_image(&p, &len);
+    expect_refused(img, len, want);
+    diag d = {0};
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tessel-pkg-bad-%ld.tpk", (long)getpid());
+    assert_int_equal(package_save(&p, path, &d), -1);
+    assert_non_null(strstr(d.text, want));
+    assert_int_not_equal(access(path, F_OK), 0);  /* nothing written */
+    free(img);
+    package_free(&p);
+}
+
+/* Byte offset of section `tag`'s header in an image. */
+static size_t section_at(const uint8_t *img, size_t len, const char *tag) {
+    size_t at = 24;
+    while (at + 16 <= len) {
+        uint64_t bytes = 0;
+        for (int i = 0; i < 8; i++) bytes |= (uint64_t)img[at + 8 + i] << (8 * i);
+        if (memcmp(img + at, tag, 4) == 0) return at;
+        at += 16 + (size_t)bytes;
+    }
+    fail_msg("no section %s", tag);
+    return 0;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint8_t *good_image(size_t *len) {
+    package p;
+    build(&p);
+    uint8_t *img = package_image(&p, len);
+    package_free(&p);
+    return img;
+}
+
+/* ---- round trip --------------------------------------------------------- */
+
+#define SAME_ARRAY(a, b)                                                         \
+    do {                                                                         \
+        assert_int_equal((a).n, (b).n);                                          \
+        if ((a).n) assert_memory_equal((a).v, (b).v, (size_t)(a).n * sizeof *(a).v); \
+    } while (0)
+
+static void expect_equal(const package *a, const package *b) {
+    assert_true(machine_equal(&a->machine, &b->machine));
+    assert_true(a->fingerprint == b->fingerprint);
+    SAME_ARRAY(a->prog.steps, b->prog.steps);
+    SAME_ARRAY(a->prog.runs, b->prog.runs);
+    SAME_ARRAY(a->prog.frags, b->prog.frags);
+    SAME_ARRAY(a->prog.dst_tiles, b->prog.dst_tiles);
+    SAME_ARRAY(a->prog.bufs, b->prog.bufs);
+    SAME_ARRAY(a->segments, b->segments);
+    /* b's string table may hold binding names after a's labels. */
+    assert_true(b->prog.strings.n >= a->prog.strings.n);
+    assert_memory_equal(a->prog.strings.v, b->prog.strings.v, (size_t)a->prog.strings.n);
+    assert_true(a->blob_bytes == b->blob_bytes);
+    assert_memory_equal(a->blob, b->blob, (size_t)a->blob_bytes);
+    assert_int_equal(a->bindings.n, b->bindings.n);
+    for (int32_t i = 0; i < a->bindings.n; i++) {
+        const pkg_binding *x = &a->bindings.v[i], *y = &b->bindings.v[i];
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->output, y->output);
+        assert_int_equal(x->dtype, y->dtype);
+        assert_int_equal(x->scale, y->scale);
+        assert_int_equal(x->addr, y->addr);
+        assert_true(layout_equal(&x->layout, &y->layout));
+        assert_memory_equal(&x->layout, &y->layout, sizeof x->layout);
+    }
+    assert_string_equal(a->meta, b->meta);
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    package p, q, r;
+    build(&p);
+    size_t len1, len2, len3;
+    uint8_t *img1 = package_image(&p, &len1);
+    diag d = {0};
+    if (parse_exact(img1, len1, &q, &d) != 0) fail_msg("%s", d.text);
+    expect_equal(&p, &q);
+    /* Binding names: "main" reused the label's offset, x and y were appended. */
+    assert_true(q.bindings.v[1].name == q.prog.strings.v + L_MAIN);
+    assert_int_equal(q.prog.strings.n, (int32_t)sizeof STRINGS + 4);
+    uint8_t *img2 = package_image(&q, &len2);
+    assert_int_equal(len1, len2);
+    assert_memory_equal(img1, img2, len1);
+
+    /* Through a file, and once more: still the same bytes. */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tessel-pkg-%ld.tpk", (long)getpid());
+    if (package_save(&q, path, &d) != 0) fail_msg("%s", d.text);
+    if (package_load(path, &r, &d) != 0) fail_msg("%s", d.text);
+    expect_equal(&q, &r);
+    uint8_t *img3 = package_image(&r, &len3);
+    assert_int_equal(len1, len3);
+    assert_memory_equal(img1, img3, len1);
+    unlink(path);
+
+    /* Seeds for fuzz/corpus/pkg, written on request. */
+    const char *corpus = getenv("TESSEL_PKG_CORPUS");
+    if (corpus) {
+        char *f = path_join(corpus, "ok_tiny.tpk");
+        assert_int_equal(package_save(&p, f, &d), 0);
+        free(f);
+    }
+    free(img1);
+    free(img2);
+    free(img3);
+    package_free(&p);
+    package_free(&q);
+    package_free(&r);
+}
+
+/* The record sizes docs/package.md gives, pinned: header 24, section
+ * headers 16, step 17, run 205, fragment 40, destination 4, buffer 16,
+ * segment 20, binding 274 bytes. */
+static void test_documented_sizes(void **state) {
+    (void)state;
+    package p;
+    build(&p);
+    size_t len;
+    uint8_t *img = package_image(&p, &len);
+    char *json = machine_to_json(&p.machine);
+    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + 6 * 17 + 6 * 205 + 2 * 40 + 4 * 4 + 1 * 16 +
+                  3 * 20 + (size_t)p.blob_bytes + 3 * 274 + strlen(p.meta);
+    assert_int_equal(len, want);
+    assert_memory_equal(img, "TESSPKG\0\1\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img + 24, "MACH\0\0\0\0", 8);
+    assert_memory_equal(img + 40, json, strlen(json));
+    free(json);
+    free(img);
+    package_free(&p);
+}
+
+/* An empty program on a machine is a valid package too. */
+static void test_empty(void **state) {
+    (void)state;
+    package p, q;
+    package_init(&p);
+    machine_preset("c600", &p.machine);
+    size_t len;
+    uint8_t *img = package_image(&p, &len);
+    diag d = {0};
+    if (parse_exact(img, len, &q, &d) != 0) fail_msg("%s", d.text);
+    assert_int_equal(q.machine.tiles, 1472);
+    assert_string_equal(q.meta, "");
+    assert_int_equal(q.prog.steps.n + q.prog.runs.n + q.bindings.n + q.segments.n, 0);
+    const char *corpus = getenv("TESSEL_PKG_CORPUS");
+    if (corpus) {
+        char *f = path_join(corpus, "ok_empty_c600.tpk");
+        assert_int_equal(package_save(&p, f, &d), 0);
+        free(f);
+    }
+    free(img);
+    package_free(&p);
+    package_free(&q);
+}
+
+static void test_load_errors(void **state) {
+    (void)state;
+    package q;
+    diag d = {0};
+    assert_int_equal(package_load("/nonexistent/x.tpk", &q, &d), -1);
+    assert_non_null(strstr(d.text, "/nonexistent/x.tpk: error: cannot open"));
+    package_free(&q);
+
+    package p;
+    build(&p);
+    d = (diag){0};
+    assert_int_equal(package_save(&p, "/nonexistent/x.tpk", &d), -1);
+    assert_non_null(strstr(d.text, "/nonexistent/x.tpk: error: cannot create"));
+    /* The writer checks what package_image would assert on. */
+    p.prog.strings.v[p.prog.strings.n - 1] = 'x';
+    d = (diag){0};
+    assert_int_equal(package_save(&p, "/tmp/never-written.tpk", &d), -1);
+    assert_string_equal(d.text, "/tmp/never-written.tpk: error: the string table does not end with a NUL byte\n");
+    package_free(&p);
+}
+
+/* ---- damaged bytes ------------------------------------------------------ */
+
+static void test_truncation(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *img = good_image(&len);
+    const char *corpus = getenv("TESSEL_PKG_CORPUS");
+    if (corpus) {
+        char *f = path_join(corpus, "bad_truncated.tpk");
+        FILE *out = fopen(f, "wb");
+        assert_non_null(out);
+        assert_int_equal(fwrite(img, 1, len / 2, out), len / 2);
+        fclose(out);
+        free(f);
+    }
+    for (size_t n = 0; n < len; n++) expect_refused(img, n, NULL);
+    expect_refused(img, 10, "truncated header: the file has 10 bytes");
+    expect_refused(img, 24, "truncated: section 0 (of 11) has its header at byte 24, but only 0 bytes remain");
+    expect_refused(img, 30, "truncated: section 0 (of 11) has its header at byte 24, but only 6 bytes remain");
+    expect_refused(img, len - 1, "truncated: section META");
+    free(img);
+}
+
+static void test_header(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *img = good_image(&len);
+
+    img[0] = 'X';
+    expect_refused(img, len, "not a tessel package");
+    img[0] = 'T';
+
+    put_u32(img + 8, 2);
+    expect_refused(img, len, "package format version 2, but this tessel reads only version 1");
+    put_u32(img + 8, PACKAGE_VERSION);
+
+    img[16] ^= 1;
+    expect_refused(img, len, "the header's machine fingerprint");
+    img[16] ^= 1;
+
+    put_u32(img + 12, 10);  /* one section fewer */
+    expect_refused(img, len, "missing section META");
+    put_u32(img + 12, 12);
+    expect_refused(img, len, "truncated: section 11 (of 12)");
+    put_u32(img + 12, 11);
+
+    uint8_t *longer = malloc(len + 1);
+    memcpy(longer, img, len);
+    longer[len] = 0;
+    expect_refused(longer, len + 1, "1 unexpected byte after the last section, at byte");
+    free(longer);
+    free(img);
+}
+
+static void test_sections(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *img = good_image(&len);
+    size_t mach = section_at(img, len, "MACH"), strs = section_at(img, len, "STRS");
+
+    put_u64(img + mach + 8, (uint64_t)1 << 40);
+    expect_refused(img, len, "truncated: section MACH at byte 24 holds 1099511627776 bytes, but only");
+    free(img);
+    img = good_image(&len);
+
+    put_u64(img + mach + 8, strs - mach - 16 - 1);  /* one byte short: STRS's header is misread */
+    expect_refused(img, len, "unknown section tag");
+    put_u64(img + mach + 8, strs - mach - 16);
+
+    memcpy(img + strs, "MACH", 4);
+    expect_refused(img, len, "duplicate section MACH");
+    memcpy(img + strs, "RUNS", 4);
+    expect_refused(img, len, "section STEP at byte");  /* STEP after RUNS: out of order */
+    memcpy(img + strs, "STRS", 4);
+
+    img[strs + 4] = 1;
+    expect_refused(img, len, "reserved field is 0x1, not 0");
+    img[strs + 4] = 0;
+
+    /* The machine's JSON: a syntax error points into the section; a changed
+     * value no longer matches the header's fingerprint. */
+    uint8_t *json = img + mach + 16;
+    char *tiles = strstr((char *)json, "\"tiles\": 16");
+    assert_non_null(tiles);
+    tiles[10] = '7';
+    expect_refused(img, len, "does not match the machine in the package");
+    tiles[10] = '6';
+    json[0] = '[';
+    expect_refused(img, len, PATH " (machine section):");
+    json[0] = '{';
+
+    size_t meta = section_at(img, len, "META");
+    img[meta + 16 + 3] = 0;
+    expect_refused(img, len, "holds a NUL byte at offset 3");
+    free(img);
+}
+
+/* Removes the last byte of a section's payload (and from its length). */
+static uint8_t *shorten_section(const uint8_t *img, size_t len, const char *tag, size_t *out_len) {
+    size_t s = section_at(img, len, tag);
+    uint64_t bytes = 0;
+    for (int i = 0; i < 8; i++) bytes |= (uint64_t)img[s + 8 + i] << (8 * i);
+    assert_true(bytes > 0);
+    uint8_t *out = malloc(len - 1);
+    size_t cut = s + 16 + (size_t)bytes - 1;
+    memcpy(out, img, cut);
+    memcpy(out + cut, img + cut + 1, len - cut - 1);
+    put_u64(out + s + 8, bytes - 1);
+    *out_len = len - 1;
+    return out;
+}
+
+static void test_records(void **state) {
+    (void)state;
+    size_t len, short_len;
+    uint8_t *img = good_image(&len);
+
+    uint8_t *cut = shorten_section(img, len, "STEP", &short_len);
+    expect_refused(cut, short_len, "section STEP holds 101 bytes, not a whole number of 17-byte step records");
+    free(cut);
+    cut = shorten_section(img, len, "STRS", &short_len);
+    expect_refused(cut, short_len, "the string table (section STRS) does not end with a NUL byte");
+    free(cut);
+
+    /* Binding record: name u32, output u8, dtype u32, ... */
+    size_t bind = section_at(img, len, "BIND") + 16;
+    put_u32(img + bind, 9999);
+    expect_refused(img, len, "binding 0: field name = 9999 is outside the string table (21 bytes)");
+    put_u32(img + bind, 0);
+    expect_refused(img, len, "binding 0 has no name");
+    free(img);
+    img = good_image(&len);
+    img[bind + 4] = 2;
+    expect_refused(img, len, "binding 0: field output = 2 is out of range (at most 1)");
+    img[bind + 4] = 0;
+    put_u32(img + bind + 5, 200);
+    expect_refused(img, len, "binding 0: field dtype = 200 is out of range (at most 6)");
+    put_u32(img + bind + 5, DT_F16);
+    /* layout.enc follows rank and elem_bytes */
+    put_u32(img + bind + 10 + 8, 7);
+    expect_refused(img, len, "binding 0: field layout.enc = 7 is out of range (at most 2)");
+    free(img);
+}
+
+/* ---- damaged programs --------------------------------------------------- */
+
+static low_run *run(package *p, int i) { return &p->prog.runs.v[i]; }
+
+static void gemm_c_past_end(package *p) { run(p, 3)->ptr[2].off = 0x6bf00; }
+static void gemm_w_walks_out(package *p) { run(p, 3)->ptr[1].iter_stride = 0x6000; }
+static void gemm_x_walks_below(package *p) { run(p, 3)->ptr[0].iter_stride = -0x8000; }
+static void fill_stride_outside(package *p) { run(p, 0)->ptr[0].iter_stride = 4; }
+static void copy_unplaced(package *p) { run(p, 1)->ptr[1].buf = 2; }
+static void run_tile_16(package *p) { run(p, 5)->tile = 16; }
+static void run_kernel_99(package *p) { run(p, 5)->kernel = 99; }
+static void run_bad_dtype(package *p) { run(p, 3)->dt[1] = DT_I32; }
+static void runs_not_grouped(package *p) { run(p, 2)->tile = 5; }
+static void frag_too_long(package *p) { p->prog.frags.v[0].bytes = 260; }
+static void frag_empty(package *p) { p->prog.frags.v[1].bytes = 0; }
+static void frag_dst_walks_out(package *p) { p->prog.frags.v[0].dst.iter_stride = 0xb000; }
+static void frag_dst_list(package *p) { p->prog.frags.v[1].ndst = 2; }
+static void frag_no_dst(package *p) { p->prog.frags.v[1].ndst = 0; }
+static void dst_tile_16(package *p) { p->prog.dst_tiles.v[2] = 16; }
+static void step_range_past(package *p) { p->prog.steps.v[5].count = 2; }
+static void step_claims_twice(package *p) { p->prog.steps.v[5].first = 4; }
+static void run_unclaimed(package *p) { p->prog.steps.v[5].count = 0; }
+static void frag_unclaimed(package *p) { p->prog.steps.v[3].count = 1; }
+static void repeat_no_end(package *p) { p->prog.steps.v[4].kind = LOW_STEP_EXCHANGE; }
+static void end_no_repeat(package *p) { p->prog.steps.v[1].kind = LOW_STEP_END; }
+static void repeat_zero(package *p) { p->prog.steps.v[1].iterations = 0; }
+static void step_kind_9(package *p) { p->prog.steps.v[2].kind = 9; }
+static void step_label(package *p) { p->prog.steps.v[0].label = 999; }
+static void buf_label(package *p) { p->prog.bufs.v[0].label = 999; }
+static void segments_overlap(package *p) { p->segments.v[1].addr = INTERLEAVED + 0xff0; }
+static void segment_past_loader(package *p) { p->segments.v[2].addr = 0x6bb80; }
+static void segment_past_blob(package *p) { p->segments.v[2].blob_off = 4097; }
+static void segment_tile(package *p) { p->segments.v[0].tile = 99; }
+static void names_twice(package *p) { p->bindings.v[1].name = "x"; }
+static void input_after_output(package *p) {
+    pkg_binding t = p->bindings.v[1];
+    p->bindings.v[1] = p->bindings.v[2];
+    p->bindings.v[2] = t;
+}
+static void binding_i32(package *p) { p->bindings.v[0].dtype = DT_I32; }
+static void binding_scale(package *p) { p->bindings.v[0].scale = 3; }
+static void binding_f8_scale(package *p) {
+    p->bindings.v[1].dtype = DT_F8E4M3;
+    p->bindings.v[1].layout.elem_bytes = 1;
+    p->bindings.v[1].scale = 20;
+}
+static void binding_elem(package *p) { p->bindings.v[0].layout.elem_bytes = 4; }
+static void binding_tiles(package *p) { p->bindings.v[2].layout.tile_base = 15; }
+static void binding_rank(package *p) { p->bindings.v[0].layout.rank = 7; }
+static void binding_past_end(package *p) { p->bindings.v[2].addr = 0x6bd00; }
+static void machine_bad(package *p) { p->machine.tile_memory_end = 0x4c000; }
+
+static const struct {
+    mutator damage;
+    const char *want;
+} BAD[] = {
+    {gemm_c_past_end, "run 3 (gemm on tile 3): operand 2 spans 0x6bf00..0x6c300, past the end of tile memory 0x6c000"},
+    {gemm_w_walks_out,
+     "run 3 (gemm on tile 3): operand 1 at iteration 3 (of 4) spans 0x6e000..0x6e400, past the end of tile memory"},
+    {gemm_x_walks_below, "operand 0 at iteration 3 (of 4) starts at 0x34000, below the start of tile memory 0x4c000"},
+    {fill_stride_outside, "run 0 (fill on tile 5): operand 0 has an iteration stride of 4 bytes outside any repeat"},
+    {copy_unplaced, "run 1 (copy on tile 3): operand 1 is in buffer 2, not at an absolute address"},
+    {run_tile_16, "run 5 (softmax on tile 16): tile 16 is outside the machine's 16 tiles"},
+    {run_kernel_99, "run 5 (kernel 99 on tile 4): unknown kernel"},
+    {run_bad_dtype, "run 3 (gemm on tile 3): bad operand dtype"},
+    {runs_not_grouped, "run 2 (fill on tile 5): tile 5 already ran run 0 in step 0, not just before"},
+    {frag_too_long, "fragment 0 (tile 3 to 3 tiles): it sends 260 bytes; a fragment sends 1..256 (max_send_bytes)"},
+    {frag_empty, "fragment 1 (tile 3 to 1 tile): it sends 0 bytes"},
+    {frag_dst_walks_out, "fragment 0 (tile 3 to 3 tiles): the destination at iteration 3 (of 4) spans 0x6d000..0x6d100, past the end of tile memory 0x6c000"},
+    {frag_dst_list, "destinations 3..5 run past the 4 entries of the destination list"},
+    {frag_no_dst, "fragment 1 (tile 3 to 0 tiles): it has no destination tiles"},
+    {dst_tile_16, "destination list entry 2 is tile 16, outside the machine's 16 tiles"},
+    {step_range_past, "step 5 (compute): runs 5..7 run past the 6 runs of the package"},
+    {step_claims_twice, "step 5 (compute): run 4 also belongs to an earlier step"},
+    {run_unclaimed, "run 5 (softmax on tile 4): no compute step runs it"},
+    {frag_unclaimed, "fragment 1 (tile 3 to 1 tile): no exchange step sends it"},
+    {repeat_no_end, "step 1 (repeat 'layer'): this REPEAT has no matching END"},
+    {end_no_repeat, "step 1 (end 'layer'): an END with no open REPEAT"},
+    {repeat_zero, "step 1 (repeat 'layer'): a repeat needs at least 1 iteration"},
+    {step_kind_9, "step 2 (kind 9): unknown step kind"},
+    {step_label, "step 0 (compute): label offset 999 is outside the string table"},
+    {buf_label, "buffer 0: label offset 999 is outside the string table"},
+    {segments_overlap, "segment 1 (tile 3, 0x5cff0..0x5d030) overlaps segment 0 (0x5c000..0x5d000)"},
+    {segment_past_loader, "segment 2 (tile 4, 0x6bb80, 64 bytes): it spans 0x6bb80..0x6bbc0, past the loader limit 0x6bbb0"},
+    {segment_past_blob, "segment 2 (tile 4, 0x5d000, 64 bytes): blob bytes 4097..4161 run past the 4160-byte blob"},
+    {segment_tile, "segment 0 (tile 99, 0x5c000, 4096 bytes): tile 99 is outside the machine's 16 tiles"},
+    {names_twice, "binding 1: the name 'x' is also binding 0's"},
+    {input_after_output, "binding 2 ('main'): an input after an output (inputs come first)"},
+    {binding_i32, "binding 0 ('x'): dtype 6 is not f32, f16, bf16 or an 8-bit float"},
+    {binding_scale, "binding 0 ('x'): scale 3 is not 0 (only 8-bit types are scaled)"},
+    {binding_f8_scale, "binding 1 ('main'): scale 20 is not in -16..15"},
+    {binding_elem, "binding 0 ('x'): layout element size 4 bytes is not the f16's 2"},
+    {binding_tiles, "binding 2 ('y'): layout: shard (1, 0) lands on tile 16, outside [0, 16)"},
+    {binding_rank, "binding 0 ('x'): layout: rank 7 is outside [1, 6]"},
+    {binding_past_end, "binding 2 ('y'): its buffer spans 0x6bd00..0x6c100, past the end of tile memory 0x6c000"},
+    {machine_bad, "tile_memory_end (0x4c000) must be above tile_memory_base"},
+};
+
+static void test_bad_programs(void **state) {
+    (void)state;
+    for (size_t i = 0; i < TS_COUNT(BAD); i++) {
+        print_message("case %zu: %s\n", i, BAD[i].want);
+        expect_bad(BAD[i].damage, BAD[i].want);
+    }
+}
+
+/* Damage the writer cannot produce: a machine the reader refuses outright. */
+static void test_bad_machine_bytes(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *img = good_image(&len);
+    size_t mach = section_at(img, len, "MACH") + 16;
+    char *tiles = strstr((char *)img + mach, "\"tiles\": 16");
+    assert_non_null(tiles);
+    memcpy(tiles, "\"tiles\":  0", 11);
+    expect_refused(img, len, PATH " (machine section):3:3: error: tiles must be at least 1");
+    free(img);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_documented_sizes),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_header),
+        cmocka_unit_test(test_sections),
+        cmocka_unit_test(test_records),
+        cmocka_unit_test(test_bad_programs),
+        cmocka_unit_test(test_bad_machine_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
