@@ -1,0 +1,145 @@
+/* kernels.c: the kernel tables and the footprint of each kernel run, shared
+ * by the lowering (its own checks), the package reader (validation) and the
+ * simulator. */
+#include "low.h"
+
+const char *const low_kernel_names[LOW_K_COUNT] = {
+#define X(id, name, nops) [LOW_K_##id] = #name,
+    LOW_KERNELS(X)
+#undef X
+};
+
+const int low_kernel_operands[LOW_K_COUNT] = {
+#define X(id, name, nops) [LOW_K_##id] = nops,
+    LOW_KERNELS(X)
+#undef X
+};
+
+const char *const low_ew_names[LOW_EW_COUNT] = {
+#define X(id, name, arity) [LOW_EW_##id] = #name,
+    LOW_EW_OPS(X)
+#undef X
+};
+
+const int low_ew_arity[LOW_EW_COUNT] = {
+#define X(id, name, arity) [LOW_EW_##id] = arity,
+    LOW_EW_OPS(X)
+#undef X
+};
+
+_Static_assert(LOW_K_COUNT == 12, "a new kernel needs its extent here and its simulator function");
+
+bool low_run_uses(const low_run *r, int i) {
+    if (i < 0 || r->kernel >= LOW_K_COUNT || i >= low_kernel_operands[r->kernel]) return false;
+    if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
+    if (r->kernel == LOW_K_EWISE && i == 2) return r->op < LOW_EW_COUNT && low_ew_arity[r->op] == 2;
+    return true;
+}
+
+static uint64_t esize(const low_run *r, int i) { return r->dt[i] < DT_COUNT ? (uint64_t)dtype_bytes((dtype)r->dt[i]) : 0; }
+
+/* Last byte reached through box axes [0, nd) with operand i's strides, plus
+ * the span of one innermost item. */
+static uint64_t boxed(const low_run *r, int i, int nd, uint64_t item) {
+    uint64_t e = item;
+    for (int d = 0; d < nd; d++)
+        if (r->n[d]) e += (uint64_t)(r->n[d] - 1) * (uint64_t)r->stride[i][d];
+    return e;
+}
+
+uint64_t low_run_extent(const low_run *r, int i) {
+    if (!low_run_uses(r, i)) return 0;
+    const uint32_t *n = r->n;
+    switch ((low_kernel)r->kernel) {
+    case LOW_K_GEMM:
+        if (i == 0) {
+            uint64_t w = LOW_AMP_PANEL_BYTES / esize(r, 0);
+            return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[0][0] + (uint64_t)((n[3] - 1) / w) * (uint64_t)r->stride[0][1] +
+                   (uint64_t)(n[1] - 1) * LOW_AMP_PANEL_BYTES + LOW_AMP_PANEL_BYTES;
+        }
+        if (i == 1)
+            return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + (uint64_t)(n[3] - 1) * (uint64_t)r->stride[1][1] +
+                   n[2] * esize(r, 1);
+        return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[2][0] + (uint64_t)(n[1] - 1) * (uint64_t)r->stride[2][1] +
+               n[2] * esize(r, 2);
+    case LOW_K_REDUCE:
+        return i == 1 ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + n[1] * esize(r, 1) : n[1] * esize(r, 0);
+    case LOW_K_EWISE:
+    case LOW_K_REDUCE_SUM: return boxed(r, i, LOW_MAX_BOX, esize(r, i));
+    case LOW_K_SOFTMAX: return boxed(r, i, 1, n[1] * esize(r, i));
+    case LOW_K_LAYER_NORM: return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
+    case LOW_K_FILL: return n[0] * esize(r, 0);
+    case LOW_K_COPY: return n[0];
+    case LOW_K_SGD:
+    case LOW_K_ADAMW: return n[0] * esize(r, i);
+    case LOW_K_SUMSQ: return i == 0 ? 4 : n[0] * esize(r, 1);
+    case LOW_K_CLIP_COEF: return i == 0 ? 4 : (uint64_t)n[0] * 4;
+    case LOW_K_COUNT: break;
+    }
+    return 0;
+}
+
+static bool why(char *buf, size_t cap, const char *msg) {
+    snprintf(buf, cap, "%s", msg);
+    return false;
+}
+
+bool low_run_valid(const low_run *r, char *w, size_t cap) {
+    if (r->kernel >= LOW_K_COUNT) return why(w, cap, "unknown kernel");
+    int nops = low_kernel_operands[r->kernel];
+    for (int i = 0; i < nops; i++)
+        if (low_run_uses(r, i) && (r->dt[i] >= DT_COUNT || r->dt[i] == DT_I32)) return why(w, cap, "bad operand dtype");
+    for (int i = 0; i < nops; i++)
+        if (low_run_uses(r, i) && dtype_is_f8((dtype)r->dt[i]) && (r->scale[i] < NUM_SCALE_MIN || r->scale[i] > NUM_SCALE_MAX))
+            return why(w, cap, "8-bit scale out of range");
+    for (int i = 0; i < LOW_STRIDED_OPERANDS; i++)
+        for (int d = 0; d < LOW_MAX_BOX; d++)
+            if (r->stride[i][d] < 0) return why(w, cap, "negative stride");
+    for (int d = 0; d < LOW_MAX_BOX; d++)
+        if (r->n[d] > (1u << 30)) return why(w, cap, "box too large");
+    uint64_t work = 1;
+    for (int d = 0; d < LOW_MAX_BOX; d++) work *= r->n[d];
+    if (work > (1ull << 40)) return why(w, cap, "too much work in one run");
+    switch ((low_kernel)r->kernel) {
+    case LOW_K_GEMM: {
+        dtype a = (dtype)r->dt[0], b = (dtype)r->dt[1];
+        if (!r->n[0] || !r->n[1] || !r->n[2] || !r->n[3]) return why(w, cap, "empty GEMM");
+        if (dtype_is_f8(a) != dtype_is_f8(b) || (!dtype_is_f8(a) && a != b)) return why(w, cap, "mixed GEMM operands");
+        if (a == DT_BF16) return why(w, cap, "bf16 GEMM operands");
+        if (dtype_is_f8((dtype)r->dt[2])) return why(w, cap, "8-bit GEMM result");
+        if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
+        return true;
+    }
+    case LOW_K_REDUCE:
+        if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
+        if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
+        return true;
+    case LOW_K_EWISE:
+        if (r->op >= LOW_EW_COUNT) return why(w, cap, "unknown elementwise op");
+        /* fall through */
+    case LOW_K_REDUCE_SUM:
+        if (work > (1ull << 32)) return why(w, cap, "box too large");
+        for (int d = 0; d < LOW_MAX_BOX; d++) {
+            if (!r->n[d]) return why(w, cap, "empty box");
+            /* An elementwise result written twice at one address is a broken program. */
+            if (r->kernel == LOW_K_EWISE && r->n[d] > 1 && r->stride[0][d] == 0) return why(w, cap, "result stride 0");
+        }
+        return true;
+    case LOW_K_SOFTMAX:
+    case LOW_K_LAYER_NORM:
+        if (!r->n[0] || !r->n[1]) return why(w, cap, "empty rows");
+        return true;
+    case LOW_K_ADAMW:
+        if (r->n[1] < 1) return why(w, cap, "adamw step counts from 1");
+        break;
+    case LOW_K_CLIP_COEF:
+        if (r->dt[1] != DT_F32) return why(w, cap, "norm state must be f32");
+        /* fall through */
+    case LOW_K_SUMSQ:
+        if (r->dt[0] != DT_F32) return why(w, cap, "norm state must be f32");
+        break;
+    default: break;
+    }
+    if (!r->n[0]) return why(w, cap, "empty run");
+    return true;
+}

@@ -1,0 +1,176 @@
+/* low: per-tile programs, the last representation before placement.
+ *
+ *   program ── steps[]   in order, the same on every tile (bulk-synchronous):
+ *                COMPUTE   a compute set: runs[first, first+count), grouped by
+ *                          tile; runs of one compute set are independent
+ *                EXCHANGE  an exchange phase: frags[first, first+count); every
+ *                          fragment reads the memory as it was before the phase
+ *                REPEAT    runs the steps up to the matching END `iterations` times
+ *                END       closes the innermost REPEAT
+ *          ── runs[]    kernel runs: one kernel on one tile with its operands
+ *          ── frags[]   exchange fragments: bytes from one tile to one or more
+ *          ── dst_tiles[] destination tile lists of multicast fragments
+ *          ── bufs[]    buffers: one address range, the same on every tile
+ *                       that uses it, placed later
+ *
+ *   An address is (buffer, byte offset, iteration stride): inside a REPEAT the
+ *   effective address adds iteration * stride (the innermost repeat's count),
+ *   which is how a body lowered once reads layer i of stacked weights. After
+ *   placement buf is LOW_ABSOLUTE and off is the byte address on the tile.
+ *
+ * Kernel semantics (the simulator implements exactly these; the cycle cost
+ * is the simulator's business). All arithmetic is in f32 unless `acc` says
+ * f16; results round once to their dtype. Box shapes n[] are outermost first,
+ * strides are in bytes.
+ */
+#ifndef TESSEL_LOW_H
+#define TESSEL_LOW_H
+
+#include "../num/num.h"
+#include "../util/util.h"
+
+/*  id          name        operands  what it computes
+ *  GEMM        gemm        3  C[g][m][n] = sum_k A[g][m][k] * B[g][k][n] for g<n[0], m<n[1], n<n[2], k<n[3]
+ *                             A: AMP-left, element (m,k) at ptr0 + g*stride[0][0] + (k/w)*stride[0][1]
+ *                                + m*32 + (k%w)*bytes, w = 32/bytes;  B: ptr1 + g*stride[1][0]
+ *                                + k*stride[1][1] + n*bytes;  C: ptr2 + g*stride[2][0] + m*stride[2][1]
+ *                                + n*bytes. dt[0], dt[1] operands (8-bit scales add), dt[2] the
+ *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
+ *  REDUCE      reduce      2  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
+ *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending
+ *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is LOW_EW_*); operand i at
+ *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
+ *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE
+ *  SOFTMAX     softmax     2  per row r<n[0]: out[r][:] = softmax(x[r][:]) over n[1] elements;
+ *                             ptr0 = out, ptr1 = x; rows stride[i][0] bytes apart; max and sum in f32
+ *  LAYER_NORM  layer_norm  4  per row r<n[0] of n[1]: out = (x - mean) / sqrt(var + f[0]) * gamma + beta;
+ *                             ptr0 = out, ptr1 = x (rows stride[i][0] apart), ptr2 = gamma, ptr3 = beta;
+ *                             statistics in f32
+ *  REDUCE_SUM  reduce_sum  2  out[o] = sum of in over the box n[0..4) where out's stride is 0 on the
+ *                             summed axes: ptr0 = out, ptr1 = in; accumulated in f32
+ *  FILL        fill        1  n[0] elements of dt[0] at ptr0 set to f[0]
+ *  COPY        copy        2  n[0] bytes from ptr1 to ptr0
+ *  SGD         sgd         5  per e<n[0]: g' = g + f[2] w; buf' = f[1] buf + g'; w' = w - f[0] (buf' or g')
+ *                             ptr0 = w', ptr1 = buf' (momentum only), ptr2 = w, ptr3 = g, ptr4 = buf
+ *  ADAMW       adamw       7  per e<n[0], PyTorch AdamW at step n[1]: ptr0 = w', ptr1 = m', ptr2 = v',
+ *                             ptr3 = w, ptr4 = g, ptr5 = m, ptr6 = v; f = lr, beta1, beta2, eps; wd in f[4]
+ *  SUMSQ       sumsq       2  f32 out[0] = sum over e<n[0] of in[e]^2 (ptr0 = out f32, ptr1 = in)
+ *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
+ */
+#define LOW_KERNELS(X)                \
+    X(GEMM, gemm, 3)                  \
+    X(REDUCE, reduce, 2)              \
+    X(EWISE, ewise, 3)                \
+    X(SOFTMAX, softmax, 2)            \
+    X(LAYER_NORM, layer_norm, 4)      \
+    X(REDUCE_SUM, reduce_sum, 2)      \
+    X(FILL, fill, 1)                  \
+    X(COPY, copy, 2)                  \
+    X(SGD, sgd, 5)                    \
+    X(ADAMW, adamw, 7)                \
+    X(SUMSQ, sumsq, 2)                \
+    X(CLIP_COEF, clip_coef, 2)
+
+typedef enum {
+#define X(id, name, nops) LOW_K_##id,
+    LOW_KERNELS(X)
+#undef X
+    LOW_K_COUNT
+} low_kernel;
+
+/* EWISE ops: unary ones ignore operand b. */
+#define LOW_EW_OPS(X)                  \
+    X(ADD, add, 2)                     \
+    X(SUB, sub, 2)                     \
+    X(MUL, mul, 2)                     \
+    X(GELU, gelu, 1)                   \
+    X(GELU_GRAD, gelu_grad, 2)         \
+    X(SCALE, scale, 1)                 \
+    X(CAST, cast, 1)
+
+typedef enum {
+#define X(id, name, arity) LOW_EW_##id,
+    LOW_EW_OPS(X)
+#undef X
+    LOW_EW_COUNT
+} low_ew_op;
+
+extern const char *const low_kernel_names[LOW_K_COUNT];
+extern const int low_kernel_operands[LOW_K_COUNT];
+extern const char *const low_ew_names[LOW_EW_COUNT];
+extern const int low_ew_arity[LOW_EW_COUNT];
+
+enum { LOW_MAX_OPERANDS = 7, LOW_MAX_BOX = 4, LOW_STRIDED_OPERANDS = 4, LOW_AMP_PANEL_BYTES = 32 };
+#define LOW_ABSOLUTE 0xffffffffu
+
+typedef struct low_addr {
+    uint32_t buf;         /* buffer id, or LOW_ABSOLUTE once placed */
+    uint32_t off;         /* bytes into the buffer, or the address once placed */
+    int32_t iter_stride;  /* bytes added per iteration of the innermost repeat */
+} low_addr;
+
+typedef struct low_run {
+    uint32_t tile;
+    uint8_t kernel;                          /* low_kernel */
+    uint8_t op;                              /* low_ew_op for EWISE */
+    uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE) */
+    uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
+    int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */
+    low_addr ptr[LOW_MAX_OPERANDS];
+    uint32_t n[LOW_MAX_BOX];                 /* box shape, elements, outermost first */
+    int32_t stride[LOW_STRIDED_OPERANDS][LOW_MAX_BOX]; /* bytes per box step */
+    float f[5];                              /* float parameters, per kernel */
+} low_run;
+
+typedef struct low_frag {
+    uint32_t src_tile;
+    low_addr src, dst;      /* the same destination address on every destination tile */
+    uint32_t bytes;         /* at most the machine's max_send_bytes */
+    uint32_t dst0, ndst;    /* destination tiles: dst_tiles[dst0, dst0 + ndst) */
+} low_frag;
+
+typedef enum { LOW_STEP_COMPUTE, LOW_STEP_EXCHANGE, LOW_STEP_REPEAT, LOW_STEP_END } low_step_kind;
+
+typedef struct low_step {
+    uint8_t kind;          /* low_step_kind */
+    uint32_t first, count; /* runs (COMPUTE) or frags (EXCHANGE) */
+    uint32_t iterations;   /* REPEAT */
+    uint32_t label;        /* byte offset of a NUL-terminated name in the string table */
+} low_step;
+
+typedef struct low_buf {
+    uint32_t bytes;        /* per tile */
+    uint32_t label;        /* string table offset of its name */
+    int32_t first, last;   /* steps that first and last touch it, for placement */
+} low_buf;
+
+typedef struct low_program {
+    VEC(low_step) steps;
+    VEC(low_run) runs;
+    VEC(low_frag) frags;
+    VEC(uint32_t) dst_tiles;
+    VEC(low_buf) bufs;
+    VEC(char) strings;     /* NUL-terminated labels */
+} low_program;
+
+/* ---- lower.c -------------------------------------------------------------- */
+
+struct mid_program;
+struct machine;
+/* Lowers an expanded program; storage tensors get buffers (buf_of[t], -1 for
+ * tensors without storage of their own), allocated in arena a. */
+int low_lower(const struct mid_program *p, const struct machine *m, arena *a, low_program *out, int32_t *buf_of,
+              diag *d);
+
+/* ---- kernels.c ---------------------------------------------------------- */
+
+/* Whether run r uses operand i (SGD without momentum skips its buffers). */
+bool low_run_uses(const low_run *r, int i);
+/* Bytes operand i of r spans from its address (0 if unused); strides are
+ * non-negative, so the footprint is [address, address + extent). */
+uint64_t low_run_extent(const low_run *r, int i);
+/* Checks the shape and parameters of r make sense for its kernel (operand
+ * dtypes, nonzero sizes, non-negative strides); used on untrusted packages. */
+bool low_run_valid(const low_run *r, char *why, size_t cap);
+
+#endif

@@ -1,0 +1,718 @@
+/* lower.c: mid -> low. Each prim becomes compute sets of kernel runs (one
+ * run per tile share, from the layouts' shards) and, for copies, an exchange
+ * phase of fragments cut from the ownership runs. Repeat bodies are lowered
+ * once inside REPEAT ... END; a stacked slice advances one shard per
+ * iteration through its address's iteration stride. */
+#include "low.h"
+
+#include "../mid/mid.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lx {
+    const mid_program *p;
+    const machine *m;
+    low_program *out;
+    arena *a;
+    diag *d;
+    int32_t *buf_of;    /* storage tensor -> buffer id, -1 if none yet */
+    int32_t repeat;     /* innermost repeat prim being lowered, -1 at top */
+    int32_t prim;       /* prim being lowered, for labels and messages */
+} lx;
+
+static uint32_t intern(lx *x, const char *s) {
+    uint32_t off = (uint32_t)x->out->strings.n;
+    for (const char *c = s;; c++) {
+        vec_push(x->a, &x->out->strings, *c);
+        if (!*c) break;
+    }
+    return off;
+}
+
+/* ---- addresses ---------------------------------------------------------------- */
+
+static int32_t buffer(lx *x, int32_t t) {
+    int32_t s = mid_storage(x->p, t);
+    if (x->buf_of[s] < 0) {
+        const mid_tensor *mt = mid_t(x->p, s);
+        int64_t bytes = layout_shard_bytes(&mt->lay) * mt->stack;
+        TS_ASSERT(bytes < (1ll << 32));
+        low_buf b = {.bytes = (uint32_t)bytes, .label = intern(x, mt->name), .first = -1, .last = -1};
+        vec_push(x->a, &x->out->bufs, b);
+        x->buf_of[s] = x->out->bufs.n - 1;
+    }
+    return x->buf_of[s];
+}
+
+static void touch(lx *x, int32_t buf) {
+    low_buf *b = &x->out->bufs.v[buf];
+    int32_t step = x->out->steps.n; /* the step being built */
+    if (b->first < 0) b->first = step;
+    b->last = step;
+}
+
+/* Tensor t at byte offset off inside its shard. */
+static low_addr addr(lx *x, int32_t t, int64_t off) {
+    const mid_tensor *mt = mid_t(x->p, t);
+    int32_t b = buffer(x, t);
+    touch(x, b);
+    low_addr a = {.buf = (uint32_t)b, .off = (uint32_t)off, .iter_stride = 0};
+    if (mt->slice_of >= 0) a.iter_stride = (int32_t)layout_shard_bytes(&mt->lay);
+    return a;
+}
+
+/* Bytes between neighbours along axis a inside a shard (for the last axis:
+ * within one panel). */
+static int64_t axis_stride(const layout *l, int a) {
+    int64_t s = l->elem_bytes * layout_panel_width(l);
+    if (a == l->rank - 1) return l->elem_bytes;
+    for (int i = a + 1; i < l->rank - 1; i++) s *= l->block[i];
+    return s;
+}
+
+static int64_t panel_stride(const layout *l) {
+    int64_t rows = 1;
+    for (int i = 0; i < l->rank - 1; i++) rows *= l->block[i];
+    return rows * layout_panel_width(l) * l->elem_bytes;
+}
+
+/* ---- shards ---------------------------------------------------------------------- */
+
+/* Calls fn for every shard of l (replica 0), in tile order of the shard grid. */
+typedef void (*shard_fn)(lx *x, const int64_t *s, int32_t tile, void *ctx);
+static void each_shard(lx *x, const layout *l, shard_fn fn, void *ctx) {
+    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0};
+    for (;;) {
+        fn(x, s, layout_tile(l, s, r), ctx);
+        int a = l->rank - 1;
+        for (; a >= 0; a--) {
+            if (++s[a] < l->parts[a]) break;
+            s[a] = 0;
+        }
+        if (a < 0) return;
+    }
+}
+
+/* ---- steps and runs -------------------------------------------------------------------- */
+
+static void label_step(lx *x, low_step *st, const char *what) {
+    char name[300];
+    const mid_prim *pr = mid_p(x->p, x->prim);
+    snprintf(name, sizeof name, "%s:%s", graph_op_name(x->p->g, pr->origin), what);
+    st->label = intern(x, name);
+}
+
+/* Closes a compute set made of the runs from `first` on (sorted by tile,
+ * stable in emission order within a tile). */
+static void end_compute(lx *x, uint32_t first, const char *what) {
+    uint32_t n = (uint32_t)x->out->runs.n - first;
+    if (!n) return;
+    /* Stable: qsort is not, so sort (tile, index) keys. */
+    low_run *r = x->out->runs.v + first;
+    bool sorted = true;
+    for (uint32_t i = 1; i < n && sorted; i++) sorted = r[i - 1].tile <= r[i].tile;
+    if (!sorted) {
+        low_run *tmp = xmalloc(sizeof(low_run) * n);
+        uint32_t *idx = xmalloc(sizeof(uint32_t) * n);
+        /* Counting sort by tile keeps emission order within a tile. */
+        uint32_t tiles = x->m->tiles, *count = xcalloc(tiles + 1, sizeof(uint32_t));
+        for (uint32_t i = 0; i < n; i++) count[r[i].tile + 1]++;
+        for (uint32_t t = 0; t < tiles; t++) count[t + 1] += count[t];
+        for (uint32_t i = 0; i < n; i++) idx[count[r[i].tile]++] = i;
+        for (uint32_t i = 0; i < n; i++) tmp[i] = r[idx[i]];
+        memcpy(r, tmp, sizeof(low_run) * n);
+        free(tmp);
+        free(idx);
+        free(count);
+    }
+    low_step st = {.kind = LOW_STEP_COMPUTE, .first = first, .count = n};
+    label_step(x, &st, what);
+    vec_push(x->a, &x->out->steps, st);
+}
+
+static low_run *new_run(lx *x, low_kernel k, int32_t tile) {
+    low_run r;
+    memset(&r, 0, sizeof r);
+    r.kernel = (uint8_t)k;
+    r.tile = (uint32_t)tile;
+    r.acc = DT_F32;
+    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    vec_push(x->a, &x->out->runs, r);
+    return &x->out->runs.v[x->out->runs.n - 1];
+}
+
+static void set_operand(lx *x, low_run *r, int i, int32_t t, int64_t off) {
+    const mid_tensor *mt = mid_t(x->p, t);
+    r->ptr[i] = addr(x, t, off);
+    r->dt[i] = (uint8_t)mt->dtype;
+    r->scale[i] = mt->scale;
+}
+
+/* ---- boxes: elementwise-like kernels over up to four strided axes ------------------------ */
+
+typedef struct box {
+    int rank;
+    int64_t n[LAYOUT_MAX_RANK];                      /* extents */
+    int64_t st[LOW_STRIDED_OPERANDS][LAYOUT_MAX_RANK];/* byte strides per operand */
+    int nops;
+} box;
+
+/* Drops extent-1 axes and merges neighbours every operand walks contiguously. */
+static void box_collapse(box *b) {
+    int k = 0;
+    for (int a = 0; a < b->rank; a++) {
+        if (b->n[a] == 1 && b->rank > 1) continue;
+        if (k > 0) {
+            bool merge = true;
+            for (int i = 0; i < b->nops; i++) merge &= b->st[i][k - 1] == b->st[i][a] * b->n[a];
+            if (merge) {
+                b->n[k - 1] *= b->n[a];
+                for (int i = 0; i < b->nops; i++) b->st[i][k - 1] = b->st[i][a];
+                continue;
+            }
+        }
+        b->n[k] = b->n[a];
+        for (int i = 0; i < b->nops; i++) b->st[i][k] = b->st[i][a];
+        k++;
+    }
+    if (k == 0) {
+        b->n[0] = 1;
+        for (int i = 0; i < b->nops; i++) b->st[i][0] = 0;
+        k = 1;
+    }
+    b->rank = k;
+}
+
+/* Emits one run per index of the axes beyond the kernel's `keep` innermost
+ * ones; the template gives kernel, dtypes and parameters, base offsets come
+ * from off[]. */
+typedef struct box_emit {
+    low_kernel kernel;
+    int32_t tile;
+    int32_t t[LOW_STRIDED_OPERANDS];   /* tensors per operand */
+    int64_t off[LOW_STRIDED_OPERANDS]; /* base offsets */
+    int keep;                          /* innermost axes one run can take */
+    const low_run *tmpl;
+} box_emit;
+
+static void emit_box(lx *x, const box *b, const box_emit *e) {
+    int outer = b->rank > e->keep ? b->rank - e->keep : 0;
+    int64_t idx[LAYOUT_MAX_RANK] = {0};
+    for (;;) {
+        low_run *r = new_run(x, e->kernel, e->tile);
+        uint32_t tile = r->tile;
+        *r = *e->tmpl;
+        r->tile = tile;
+        r->kernel = (uint8_t)e->kernel;
+        int inner = b->rank - outer;
+        for (int i = 0; i < b->nops; i++) {
+            int64_t off = e->off[i];
+            for (int a = 0; a < outer; a++) off += idx[a] * b->st[i][a];
+            set_operand(x, r, i, e->t[i], off);
+            for (int d = 0; d < LOW_MAX_BOX; d++) r->stride[i][d] = 0;
+            for (int a = 0; a < inner; a++) r->stride[i][LOW_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
+        }
+        for (int d = 0; d < LOW_MAX_BOX; d++) r->n[d] = 1;
+        for (int a = 0; a < inner; a++) r->n[LOW_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
+        int a = outer - 1;
+        for (; a >= 0; a--) {
+            if (++idx[a] < b->n[a]) break;
+            idx[a] = 0;
+        }
+        if (a < 0) return;
+    }
+}
+
+/* ---- prims ------------------------------------------------------------------------------- */
+
+typedef struct ew_ctx {
+    const mid_prim *pr;
+    const low_run *tmpl;
+} ew_ctx;
+
+/* Operand strides of tensor t (aligned to out, broadcast axes 0) along
+ * out's axes. */
+static void aligned_strides(lx *x, int32_t t, const layout *out, int64_t *st) {
+    const layout *l = &mid_t(x->p, t)->lay;
+    int off = out->rank - l->rank;
+    for (int j = 0; j < out->rank; j++) {
+        int i = j - off;
+        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? axis_stride(l, i) : 0;
+    }
+}
+
+static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    ew_ctx *c = vctx;
+    const mid_prim *pr = c->pr;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
+    int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(lo, s, lo_, hi);
+    box b = {.rank = lo->rank, .nops = 1 + pr->nin};
+    for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
+    aligned_strides(x, pr->out[0], lo, b.st[0]);
+    for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
+    box_collapse(&b);
+    box_emit e = {.kernel = LOW_K_EWISE, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = c->tmpl};
+    e.t[0] = pr->out[0];
+    for (int i = 0; i < pr->nin; i++) e.t[1 + i] = pr->in[i];
+    emit_box(x, &b, &e);
+}
+
+static void lower_ewise(lx *x, const mid_prim *pr) {
+    low_run tmpl;
+    memset(&tmpl, 0, sizeof tmpl);
+    tmpl.op = (uint8_t)pr->ew;
+    tmpl.f[0] = pr->f[0];
+    ew_ctx c = {pr, &tmpl};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, ewise_shard, &c);
+    end_compute(x, first, low_ew_names[pr->ew]);
+}
+
+/* Softmax and layer norm: rows of the whole last axis. */
+static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    ew_ctx *c = vctx;
+    const mid_prim *pr = c->pr;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
+    int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(lo, s, lo_, hi);
+    int last = lo->rank - 1;
+    box b = {.rank = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
+    if (lo->rank == 1) {
+        b.n[0] = 1;
+    } else {
+        for (int a = 0; a < last; a++) b.n[a] = hi[a] - lo_[a];
+    }
+    for (int a = 0; a < b.rank && lo->rank > 1; a++) {
+        b.st[0][a] = axis_stride(lo, a);
+        b.st[1][a] = axis_stride(&mid_t(x->p, pr->in[0])->lay, a);
+    }
+    box_collapse(&b);
+    low_run tmpl = *c->tmpl;
+    box_emit e = {.kernel = pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM, .tile = tile, .keep = 1, .tmpl = &tmpl};
+    e.t[0] = pr->out[0];
+    e.t[1] = pr->in[0];
+    if (pr->kind == MID_LAYER_NORM) {
+        /* gamma and beta ride along as operands 2 and 3, unstrided. */
+        b.nops = 4;
+        for (int a = 0; a < b.rank; a++) b.st[2][a] = b.st[3][a] = 0;
+        e.t[2] = pr->in[1];
+        e.t[3] = pr->in[2];
+    }
+    /* The kernel's row count is n[0] with stride[i][0]; emit_box fills the
+     * innermost box axis, so move it to the front. */
+    size_t before = (size_t)x->out->runs.n;
+    emit_box(x, &b, &e);
+    for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
+        low_run *r = &x->out->runs.v[i];
+        r->n[0] = r->n[LOW_MAX_BOX - 1];
+        r->n[1] = (uint32_t)lo->dim[last];
+        r->n[2] = r->n[3] = 1;
+        for (int k = 0; k < LOW_STRIDED_OPERANDS; k++) {
+            r->stride[k][0] = r->stride[k][LOW_MAX_BOX - 1];
+            r->stride[k][1] = r->stride[k][2] = r->stride[k][3] = 0;
+        }
+        if (lo->rank == 1) r->n[1] = (uint32_t)lo->dim[0];
+    }
+}
+
+static void lower_rows(lx *x, const mid_prim *pr) {
+    low_run tmpl;
+    memset(&tmpl, 0, sizeof tmpl);
+    tmpl.f[0] = pr->f[0];
+    ew_ctx c = {pr, &tmpl};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, rows_shard, &c);
+    end_compute(x, first, mid_kind_names[pr->kind]);
+}
+
+/* GEMM: one run per result shard (per outer batch index beyond the kernel's
+ * one batch axis); the A and B shards on the same tile are its operands. */
+static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    const mid_prim *pr = ((ew_ctx *)vctx)->pr;
+    const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
+    const layout *lc = &mid_t(x->p, pr->out[0])->lay;
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(lc, s, lo, hi);
+    /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */
+    int rc = lc->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2;
+    int cb = rc - 2 - nb; /* 1 when the result carries the partials axis */
+    int64_t K = la->dim[la->rank - 1], kpart = cb ? s[0] : 0;
+    int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
+    if (k1 > K) k1 = K;
+    box b = {.rank = nb > 0 ? nb : 1, .nops = 3};
+    for (int j = 0; j < nb; j++) {
+        b.n[j] = hi[cb + j] - lo[cb + j];
+        int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
+        b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? axis_stride(la, ia) : 0;
+        b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? axis_stride(lb, ib) : 0;
+        b.st[2][j] = axis_stride(lc, cb + j);
+    }
+    if (nb == 0) b.n[0] = 1;
+    low_run tmpl;
+    memset(&tmpl, 0, sizeof tmpl);
+    tmpl.acc = (uint8_t)pr->acc;
+    box_emit e = {.kernel = LOW_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
+    e.t[0] = pr->in[0];
+    e.t[1] = pr->in[1];
+    e.t[2] = pr->out[0];
+    size_t before = (size_t)x->out->runs.n;
+    emit_box(x, &b, &e);
+    for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
+        low_run *r = &x->out->runs.v[i];
+        uint32_t g = r->n[LOW_MAX_BOX - 1];
+        int32_t sa = r->stride[0][LOW_MAX_BOX - 1], sb = r->stride[1][LOW_MAX_BOX - 1], sc = r->stride[2][LOW_MAX_BOX - 1];
+        r->n[0] = g;
+        r->n[1] = (uint32_t)(hi[rc - 2] - lo[rc - 2]);
+        r->n[2] = (uint32_t)(hi[rc - 1] - lo[rc - 1]);
+        r->n[3] = (uint32_t)(k1 - k0);
+        memset(r->stride, 0, sizeof r->stride);
+        r->stride[0][0] = sa;
+        r->stride[0][1] = (int32_t)panel_stride(la);
+        r->stride[1][0] = sb;
+        r->stride[1][1] = (int32_t)axis_stride(lb, lb->rank - 2);
+        r->stride[2][0] = sc;
+        r->stride[2][1] = (int32_t)axis_stride(lc, rc - 2);
+    }
+}
+
+static void lower_gemm(lx *x, const mid_prim *pr) {
+    ew_ctx c = {pr, NULL};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, gemm_shard, &c);
+    end_compute(x, first, "gemm");
+}
+
+static int64_t block_elems(const layout *l) {
+    int64_t n = 1;
+    for (int a = 0; a < l->rank; a++) n *= l->block[a];
+    return n;
+}
+
+/* Whole-shard kernels: the partial sums, the optimizers, sums of squares.
+ * They sweep every stored element; padding is zero and stays zero. */
+typedef struct flat_ctx {
+    const mid_prim *pr;
+} flat_ctx;
+
+static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    (void)s;
+    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
+    low_run *r;
+    switch (pr->kind) {
+    case MID_REDUCE: {
+        const layout *lq = &mid_t(x->p, pr->in[0])->lay;
+        r = new_run(x, LOW_K_REDUCE, tile);
+        r->acc = (uint8_t)pr->acc;
+        set_operand(x, r, 0, pr->out[0], 0);
+        set_operand(x, r, 1, pr->in[0], 0);
+        r->n[0] = (uint32_t)lq->dim[0];
+        r->n[1] = (uint32_t)block_elems(lo);
+        r->stride[1][0] = (int32_t)axis_stride(lq, 0);
+        return;
+    }
+    case MID_SGD:
+        r = new_run(x, LOW_K_SGD, tile);
+        set_operand(x, r, 0, pr->out[0], 0);
+        set_operand(x, r, 2, pr->in[0], 0);
+        set_operand(x, r, 3, pr->in[1], 0);
+        if (pr->nin == 3) {
+            set_operand(x, r, 1, pr->out[1], 0);
+            set_operand(x, r, 4, pr->in[2], 0);
+        }
+        break;
+    case MID_ADAMW:
+        r = new_run(x, LOW_K_ADAMW, tile);
+        for (int i = 0; i < 3; i++) set_operand(x, r, i, pr->out[i], 0);
+        for (int i = 0; i < 4; i++) set_operand(x, r, 3 + i, pr->in[i], 0);
+        r->n[1] = (uint32_t)pr->step;
+        break;
+    default: TS_UNREACHABLE();
+    }
+    r->n[0] = (uint32_t)block_elems(lo);
+    memcpy(r->f, pr->f, sizeof r->f);
+}
+
+static void sumsq_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    (void)s;
+    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
+    low_run *r = new_run(x, LOW_K_SUMSQ, tile);
+    set_operand(x, r, 0, pr->out[0], (int64_t)pr->column * 4);
+    set_operand(x, r, 1, pr->in[0], 0);
+    r->n[0] = (uint32_t)block_elems(&mid_t(x->p, pr->in[0])->lay);
+}
+
+static void lower_flat(lx *x, const mid_prim *pr) {
+    flat_ctx c = {pr};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    if (pr->kind == MID_SUMSQ) each_shard(x, &mid_t(x->p, pr->in[0])->lay, sumsq_shard, &c);
+    else each_shard(x, &mid_t(x->p, pr->out[0])->lay, flat_shard, &c);
+    end_compute(x, first, mid_kind_names[pr->kind]);
+}
+
+static void lower_clip_coef(lx *x, const mid_prim *pr) {
+    uint32_t first = (uint32_t)x->out->runs.n;
+    const layout *l = &mid_t(x->p, pr->in[0])->lay;
+    low_run *r = new_run(x, LOW_K_CLIP_COEF, layout_tile(l, (int64_t[LAYOUT_MAX_RANK]){0}, (int64_t[LAYOUT_MAX_RANK]){0}));
+    set_operand(x, r, 0, pr->out[0], 0);
+    set_operand(x, r, 1, pr->in[0], 0);
+    r->n[0] = (uint32_t)block_elems(l);
+    r->f[0] = pr->f[0];
+    end_compute(x, first, "clip_coef");
+}
+
+/* reduce_sum: the input shard's box, with the result's strides 0 along the
+ * summed axes. */
+static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
+    const layout *li = &mid_t(x->p, pr->in[0])->lay, *lo = &mid_t(x->p, pr->out[0])->lay;
+    int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK];
+    layout_shard_extent(li, s, a0, a1);
+    box b = {.rank = li->rank, .nops = 2};
+    int j = 0;
+    for (int a = 0; a < li->rank; a++) {
+        b.n[a] = a1[a] - a0[a];
+        b.st[1][a] = axis_stride(li, a);
+        bool red = pr->axes >> a & 1;
+        if (red) {
+            b.st[0][a] = 0;
+            if (pr->keepdims && j < lo->rank) j++;
+        } else {
+            b.st[0][a] = j < lo->rank ? axis_stride(lo, j) : 0;
+            j++;
+        }
+    }
+    box_collapse(&b);
+    low_run tmpl;
+    memset(&tmpl, 0, sizeof tmpl);
+    box_emit e = {.kernel = LOW_K_REDUCE_SUM, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = &tmpl};
+    e.t[0] = pr->out[0];
+    e.t[1] = pr->in[0];
+    emit_box(x, &b, &e);
+}
+
+static void lower_reduce_sum(lx *x, const mid_prim *pr) {
+    flat_ctx c = {pr};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->in[0])->lay, reduce_sum_shard, &c);
+    end_compute(x, first, "reduce_sum");
+}
+
+/* FILL: the valid box of every shard and replica, in contiguous spans. */
+typedef struct fill_ctx {
+    lx *x;
+    const mid_prim *pr;
+    int32_t tile;
+    int64_t start, len;  /* pending span, bytes */
+} fill_ctx;
+
+static void fill_flush(fill_ctx *c) {
+    if (!c->len) return;
+    const mid_tensor *t = mid_t(c->x->p, c->pr->out[0]);
+    low_run *r = new_run(c->x, LOW_K_FILL, c->tile);
+    set_operand(c->x, r, 0, c->pr->out[0], c->start);
+    r->n[0] = (uint32_t)(c->len / t->lay.elem_bytes);
+    r->f[0] = c->pr->f[0];
+    c->len = 0;
+}
+
+static void fill_shard_replicas(lx *x, const mid_prim *pr, const layout *l, const int64_t *s) {
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], e[LAYOUT_MAX_RANK];
+    layout_shard_extent(l, s, lo, hi);
+    int32_t tiles[4096];
+    int64_t nt = layout_owners(l, lo, tiles, 4096);
+    TS_ASSERT(nt <= 4096);
+    for (int64_t k = 0; k < nt; k++) {
+        fill_ctx c = {x, pr, tiles[k], 0, 0};
+        /* Walk the valid box in storage order one element run along the last
+         * axis at a time, merging runs that are adjacent in memory. */
+        memcpy(e, lo, sizeof e);
+        int last = l->rank - 1;
+        for (;;) {
+            int64_t n = hi[last] - lo[last], pw = layout_panel_width(l);
+            /* Split at panel boundaries: each piece is contiguous. */
+            for (int64_t i = 0; i < n;) {
+                int64_t take = pw - i % pw < n - i ? pw - i % pw : n - i;
+                int64_t e2[LAYOUT_MAX_RANK];
+                memcpy(e2, e, sizeof e2);
+                e2[last] += i;
+                int64_t off = layout_offset(l, e2);
+                if (c.len && c.start + c.len == off) c.len += take * l->elem_bytes;
+                else {
+                    fill_flush(&c);
+                    c.start = off;
+                    c.len = take * l->elem_bytes;
+                }
+                i += take;
+            }
+            int a = last - 1;
+            for (; a >= 0; a--) {
+                if (++e[a] < hi[a]) break;
+                e[a] = lo[a];
+            }
+            if (a < 0) break;
+        }
+        fill_flush(&c);
+    }
+}
+
+static void fill_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    (void)tile;
+    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
+    fill_shard_replicas(x, pr, &mid_t(x->p, pr->out[0])->lay, s);
+}
+
+static void lower_fill(lx *x, const mid_prim *pr) {
+    flat_ctx c = {pr};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, fill_shard, &c);
+    end_compute(x, first, "fill");
+}
+
+/* ---- copies ----------------------------------------------------------------------------------- */
+
+typedef struct remote {
+    int32_t src_tile, dst_tile;
+    int64_t src_off, dst_off, bytes;
+} remote;
+
+typedef struct copy_ctx {
+    lx *x;
+    const mid_prim *pr;
+    VEC(remote) rem;
+} copy_ctx;
+
+static int copy_sink(void *vctx, const layout_run *run) {
+    copy_ctx *c = vctx;
+    lx *x = c->x;
+    if (run->src_tile == run->dst_tile) {
+        low_run *r = new_run(x, LOW_K_COPY, run->dst_tile);
+        set_operand(x, r, 0, c->pr->out[0], run->dst_off);
+        set_operand(x, r, 1, c->pr->in[0], run->src_off);
+        r->dt[0] = r->dt[1] = DT_F32; /* bytes: the dtype is immaterial to a copy */
+        r->n[0] = (uint32_t)run->bytes;
+        return 0;
+    }
+    remote rm = {run->src_tile, run->dst_tile, run->src_off, run->dst_off, run->bytes};
+    vec_push(x->a, &c->rem, rm);
+    return 0;
+}
+
+static int cmp_remote(const void *a, const void *b) {
+    const remote *x = a, *y = b;
+    if (x->src_tile != y->src_tile) return x->src_tile < y->src_tile ? -1 : 1;
+    if (x->src_off != y->src_off) return x->src_off < y->src_off ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    if (x->dst_off != y->dst_off) return x->dst_off < y->dst_off ? -1 : 1;
+    return x->dst_tile < y->dst_tile ? -1 : x->dst_tile > y->dst_tile;
+}
+
+/* Remote runs with the same source span and destination offset become one
+ * multicast fragment; fragments are cut at the machine's largest send. */
+static void emit_fragments(lx *x, const mid_prim *pr, remote *rem, int32_t n) {
+    qsort(rem, (size_t)n, sizeof *rem, cmp_remote);
+    uint32_t first = (uint32_t)x->out->frags.n, maxb = x->m->max_send_bytes;
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && rem[j].src_tile == rem[i].src_tile && rem[j].src_off == rem[i].src_off &&
+               rem[j].bytes == rem[i].bytes && rem[j].dst_off == rem[i].dst_off)
+            j++;
+        uint32_t dst0 = (uint32_t)x->out->dst_tiles.n;
+        for (int32_t k = i; k < j; k++) vec_push(x->a, &x->out->dst_tiles, (uint32_t)rem[k].dst_tile);
+        for (int64_t at = 0; at < rem[i].bytes; at += maxb) {
+            int64_t take = rem[i].bytes - at < maxb ? rem[i].bytes - at : maxb;
+            low_frag f = {.src_tile = (uint32_t)rem[i].src_tile,
+                          .src = addr(x, pr->in[0], rem[i].src_off + at),
+                          .dst = addr(x, pr->out[0], rem[i].dst_off + at),
+                          .bytes = (uint32_t)take,
+                          .dst0 = dst0,
+                          .ndst = (uint32_t)(j - i)};
+            vec_push(x->a, &x->out->frags, f);
+        }
+        i = j;
+    }
+    uint32_t count = (uint32_t)x->out->frags.n - first;
+    if (!count) return;
+    low_step st = {.kind = LOW_STEP_EXCHANGE, .first = first, .count = count};
+    label_step(x, &st, "exchange");
+    vec_push(x->a, &x->out->steps, st);
+}
+
+static void lower_copy(lx *x, const mid_prim *pr) {
+    copy_ctx c = {.x = x, .pr = pr};
+    const layout *ls = &mid_t(x->p, pr->in[0])->lay, *ld = &mid_t(x->p, pr->out[0])->lay;
+    uint32_t first = (uint32_t)x->out->runs.n;
+    layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
+    /* The exchange phase, then the on-tile copies: they write disjoint bytes. */
+    emit_fragments(x, pr, c.rem.v, c.rem.n);
+    end_compute(x, first, "copy");
+}
+
+/* ---- structure ------------------------------------------------------------------------------ */
+
+static int lower_block(lx *x, const mid_block *b);
+
+static int check_slices(lx *x, const mid_prim *pr) {
+    for (int i = 0; i < pr->nin; i++) {
+        const mid_tensor *t = mid_t(x->p, pr->in[i]);
+        if (t->slice_of >= 0 && t->scope != x->repeat)
+            return graph_fail_op(x->p->g, pr->origin, x->d,
+                                 "a repeat slice read inside a nested repeat is not supported by the compiler yet");
+    }
+    return 0;
+}
+
+static int lower_prim(lx *x, int32_t id) {
+    const mid_prim *pr = mid_p(x->p, id);
+    x->prim = id;
+    if (check_slices(x, pr)) return -1;
+    switch (pr->kind) {
+    case MID_COPY: lower_copy(x, pr); return 0;
+    case MID_FILL: lower_fill(x, pr); return 0;
+    case MID_GEMM: lower_gemm(x, pr); return 0;
+    case MID_EWISE: lower_ewise(x, pr); return 0;
+    case MID_SOFTMAX:
+    case MID_LAYER_NORM: lower_rows(x, pr); return 0;
+    case MID_REDUCE_SUM: lower_reduce_sum(x, pr); return 0;
+    case MID_REDUCE:
+    case MID_SGD:
+    case MID_ADAMW:
+    case MID_SUMSQ: lower_flat(x, pr); return 0;
+    case MID_CLIP_COEF: lower_clip_coef(x, pr); return 0;
+    case MID_REPEAT: {
+        low_step st = {.kind = LOW_STEP_REPEAT, .iterations = (uint32_t)pr->count};
+        label_step(x, &st, "repeat");
+        vec_push(x->a, &x->out->steps, st);
+        int32_t saved = x->repeat;
+        x->repeat = id;
+        int rc = lower_block(x, &pr->body);
+        x->repeat = saved;
+        x->prim = id;
+        low_step end = {.kind = LOW_STEP_END};
+        label_step(x, &end, "end");
+        vec_push(x->a, &x->out->steps, end);
+        return rc;
+    }
+    case MID_COUNT: break;
+    }
+    TS_UNREACHABLE();
+}
+
+static int lower_block(lx *x, const mid_block *b) {
+    for (int32_t i = 0; i < b->n; i++)
+        if (lower_prim(x, b->v[i])) return -1;
+    return 0;
+}
+
+int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of, diag *d) {
+    memset(out, 0, sizeof *out);
+    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .repeat = -1, .prim = -1};
+    for (int32_t t = 0; t < p->tensors.n; t++) buf_of[t] = -1;
+    vec_push(a, &out->strings, 0); /* offset 0: the empty label */
+    /* Every tensor the host or the data touches gets its buffer, used or not. */
+    for (int32_t t = 0; t < p->tensors.n; t++)
+        if (mid_t(p, t)->kind != MT_TEMP && mid_t(p, t)->placed) buffer(&x, t);
+    return lower_block(&x, &p->top);
+}

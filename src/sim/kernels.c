@@ -1,0 +1,853 @@
+/* kernels.c: the simulator's tile kernels (low.h's arithmetic, bit for bit) and their cycle model.
+ *
+ * Numerics: the machine's arithmetic, which the tests check bit for bit against a scalar
+ * definition (docs/sim.md has the same rules with the reasons):
+ *
+ *   - Operands are read in their dtype (8-bit: decode(code) * 2^scale); every result is written
+ *     in its dtype with one round-to-nearest-even (8-bit results saturate, as num_encode_buf does).
+ *     All arithmetic is f32 (x86 SSE/AVX, no excess precision, no contraction: the file is built
+ *     with -ffp-contract=off and sets FP_CONTRACT off for clang).
+ *   - GEMM: each output element is one chain acc = acc + a*b over k ascending from acc = 0. With
+ *     acc f16 the chain rounds to f16 after every step. f16 x f16 and 8-bit x 8-bit products are
+ *     exact in f32, so the chain may use FMA; any other pairing (f32, bf16, mixed) multiplies and
+ *     adds separately, so the result never depends on FMA. 8-bit operands are decoded unscaled
+ *     and the final sum is multiplied by 2^(sa+sb) (exact: a power of two in range), as the AMP
+ *     applies the two scales after accumulating; this matters only for acc f16.
+ *   - REDUCE: the same chain over j ascending, in acc. REDUCE_SUM: one f32 chain per output
+ *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order.
+ *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
+ *     gelu_grad are src/graph/ref.c's expressions (tanh form, tanhf). scale is a * f[0]; cast is a.
+ *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
+ *     24 >= 2*11 + 2 bits, so the double rounding is innocuous).
+ *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max), f32 sum in order, out = e / sum.
+ *   - LAYER_NORM: mean = (f32 sum in order) / n; var = (f32 sum of (x - mean)^2 in order) / n
+ *     (two passes, biased); out = (x - mean) * (1 / sqrtf(var + eps)) * gamma + beta.
+ *   - SGD, ADAMW: f32 per element in the order of low.h; the bias corrections 1 - beta^step in
+ *     double, then f32. Updated states are rounded to their stored dtype before they feed w'
+ *     (what the next step reads back; a no-op for f32 states).
+ *
+ * Speed: GEMM decodes B (and A unless it is 8-bit, which the block reads through a 256-entry
+ * table) once per K chunk into f32 scratch and runs a 6x16 AVX2 register block; every other
+ * kernel streams rows through small f32 chunks with the bulk converters of num.h. Scratch is per thread (a pthread key whose destructor frees it), so runs on different
+ * threads never share memory and a run allocates only when a buffer has to grow.
+ */
+#include "sim_kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* ---- cycle constants the machine description does not have yet ------------------------- */
+
+/* Each of these should become a machine field; docs/sim.md gives the fit behind the values. */
+#define SIM_VEC_RUN_CYCLES 850u /* cycles/run: supervisor and worker setup of a vector kernel */
+#define SIM_VEC_ROW_CYCLES 12u  /* cycles/row/pass: loop and pointer setup of one row */
+#define SIM_FUNC_CYCLES 4u      /* cycles/evaluation: tanh, exp, or a sqrt and a divide */
+
+/* ---- per-thread scratch ------------------------------------------------------------------ */
+
+enum { SCR_A, SCR_B, SCR_C, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_COUNT };
+
+typedef struct scratch {
+    float *p[SCR_COUNT];
+    size_t cap[SCR_COUNT]; /* floats */
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v) {
+    scratch *s = v;
+    for (int i = 0; i < SCR_COUNT; i++) free(s->p[i]);
+    free(s);
+}
+
+static void scratch_key_make(void) { TS_ASSERT(pthread_key_create(&scratch_key, scratch_free) == 0); }
+
+/* At least n floats of this thread's slot, 64-byte aligned; contents are not kept on growth. */
+static float *scratch_floats(int slot, size_t n) {
+    pthread_once(&scratch_once, scratch_key_make);
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = xcalloc(1, sizeof *s);
+        TS_ASSERT(pthread_setspecific(scratch_key, s) == 0);
+    }
+    if (s->cap[slot] < n) {
+        size_t cap = s->cap[slot] * 2 > n ? s->cap[slot] * 2 : n;
+        cap = (cap + 15) & ~(size_t)15; /* whole cache lines, as aligned_alloc requires */
+        free(s->p[slot]);
+        s->p[slot] = aligned_alloc(64, cap * sizeof(float));
+        TS_ASSERT(s->p[slot] != NULL); /* out of host memory, as xmalloc treats it */
+        s->cap[slot] = cap;
+    }
+    return s->p[slot];
+}
+
+/* ---- operands: strided runs of elements in any dtype ------------------------------------ */
+
+/* One operand as the kernels see it: element e lies at p + e * step. */
+typedef struct opnd {
+    uint8_t *p;
+    dtype t;
+    int scale;    /* 8-bit scale exponent; ignored for other dtypes */
+    int64_t step; /* bytes between consecutive elements; 0 broadcasts one element */
+} opnd;
+
+static opnd opnd_of(const low_run *r, uint8_t *p, int i, int64_t step) {
+    return (opnd){p, (dtype)r->dt[i], dtype_is_f8((dtype)r->dt[i]) ? r->scale[i] : 0, step};
+}
+
+/* Operand i of r as a contiguous array. */
+static opnd opnd_dense(const low_run *r, uint8_t *const ptr[], int i) {
+    return opnd_of(r, ptr[i], i, dtype_bytes((dtype)r->dt[i]));
+}
+
+static float elem_get(dtype t, int scale, const uint8_t *p) {
+    uint16_t h;
+    float x;
+    switch (t) {
+    case DT_F32: memcpy(&x, p, 4); return x;
+    case DT_F16: memcpy(&h, p, 2); return f16_to_f32(h);
+    case DT_BF16: memcpy(&h, p, 2); return bf16_to_f32(h);
+    case DT_F8E4M3:
+    case DT_F8E5M2:
+    case DT_F143: return f8_decode(t, *p, scale);
+    default: TS_UNREACHABLE(); /* i32 operands are rejected by low_run_valid */
+    }
+}
+
+static void elem_put(dtype t, int scale, uint8_t *p, float x) {
+    uint16_t h;
+    switch (t) {
+    case DT_F32: memcpy(p, &x, 4); return;
+    case DT_F16: h = f32_to_f16(x); memcpy(p, &h, 2); return;
+    case DT_BF16: h = f32_to_bf16(x); memcpy(p, &h, 2); return;
+    case DT_F8E4M3:
+    case DT_F8E5M2:
+    case DT_F143: *p = f8_encode(t, x, scale, true); return;
+    default: TS_UNREACHABLE();
+    }
+}
+
+/* Elements [first, first + n) of o, decoded to f32. */
+static void opnd_read(const opnd *o, uint64_t first, size_t n, float *dst) {
+    const uint8_t *p = o->p + (int64_t)first * o->step;
+    if (o->step == dtype_bytes(o->t)) {
+        num_decode_buf(o->t, o->scale, p, dst, n);
+    } else if (o->step == 0) {
+        float x = elem_get(o->t, o->scale, p);
+        for (size_t i = 0; i < n; i++) dst[i] = x;
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = elem_get(o->t, o->scale, p + (int64_t)i * o->step);
+    }
+}
+
+/* Elements [first, first + n) of o, rounded from f32. */
+static void opnd_write(const opnd *o, uint64_t first, size_t n, const float *src) {
+    uint8_t *p = o->p + (int64_t)first * o->step;
+    if (o->step == dtype_bytes(o->t)) {
+        num_encode_buf(o->t, o->scale, src, p, n);
+    } else {
+        for (size_t i = 0; i < n; i++) elem_put(o->t, o->scale, p + (int64_t)i * o->step, src[i]);
+    }
+}
+
+/* Elements per chunk of the streaming kernels: a few f32 rows that stay in L1. */
+enum { CHUNK = 512 };
+
+/* ---- boxes: the strided iteration space of EWISE and REDUCE_SUM -------------------------- */
+
+enum { BOX_MAX_OPS = 3 };
+
+typedef struct box {
+    int nd;                                  /* axes, outermost first; at least 1 */
+    int nops;                                /* operands that walk the box */
+    uint64_t n[LOW_MAX_BOX];                 /* elements per axis */
+    int64_t step[BOX_MAX_OPS][LOW_MAX_BOX];  /* bytes per step along each axis, per operand */
+} box;
+
+/* Drops unit axes and merges an axis into the next inner one wherever every operand is
+ * contiguous across the pair, so dense boxes become one long row. The order of elements, and
+ * so every summation order, is unchanged. */
+static void box_collapse(box *b) {
+    int m = 0;
+    for (int d = 0; d < b->nd; d++) {
+        if (b->n[d] == 1) continue;
+        bool merge = m > 0;
+        for (int i = 0; i < b->nops && merge; i++) merge = b->step[i][m - 1] == b->step[i][d] * (int64_t)b->n[d];
+        if (merge) {
+            b->n[m - 1] *= b->n[d];
+            for (int i = 0; i < b->nops; i++) b->step[i][m - 1] = b->step[i][d];
+            continue;
+        }
+        b->n[m] = b->n[d];
+        for (int i = 0; i < b->nops; i++) b->step[i][m] = b->step[i][d];
+        m++;
+    }
+    if (m == 0) { /* a single element */
+        b->n[0] = 1;
+        for (int i = 0; i < b->nops; i++) b->step[i][0] = 0;
+        m = 1;
+    }
+    b->nd = m;
+}
+
+/* The box of r over operands ops[0..nops) (their strides), collapsed. */
+static box box_of_run(const low_run *r, const int *ops, int nops) {
+    box b = {.nd = LOW_MAX_BOX, .nops = nops};
+    for (int d = 0; d < LOW_MAX_BOX; d++) b.n[d] = r->n[d];
+    for (int i = 0; i < nops; i++)
+        for (int d = 0; d < LOW_MAX_BOX; d++) b.step[i][d] = r->stride[ops[i]][d];
+    box_collapse(&b);
+    return b;
+}
+
+static uint64_t box_rows(const box *b) {
+    uint64_t rows = 1;
+    for (int d = 0; d + 1 < b->nd; d++) rows *= b->n[d];
+    return rows;
+}
+
+/* Called once per innermost row: p[i] is operand i's first element, step[i] its bytes per
+ * element along the row. */
+typedef void row_fn(void *ctx, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]);
+
+/* Visits the rows of b in box order (outer axes odometer-style). */
+static void box_walk(const box *b, uint8_t *const base[BOX_MAX_OPS], row_fn *fn, void *ctx) {
+    int inner = b->nd - 1;
+    uint64_t idx[LOW_MAX_BOX] = {0};
+    int64_t step[BOX_MAX_OPS] = {0};
+    for (int i = 0; i < b->nops; i++) step[i] = b->step[i][inner];
+    for (;;) {
+        uint8_t *p[BOX_MAX_OPS] = {0};
+        for (int i = 0; i < b->nops; i++) {
+            int64_t off = 0;
+            for (int d = 0; d < inner; d++) off += (int64_t)idx[d] * b->step[i][d];
+            p[i] = base[i] + off;
+        }
+        fn(ctx, p, b->n[inner], step);
+        int d = inner - 1;
+        for (; d >= 0; d--) {
+            if (++idx[d] < b->n[d]) break;
+            idx[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
+/* ---- GEMM --------------------------------------------------------------------------------- */
+
+/* Register block GEMM_MR x GEMM_NR (12 accumulators of 8 lanes, padded rows and columns
+ * computed and dropped); K is taken in chunks of GEMM_KC so one packed B panel (16 KiB) stays in
+ * L1 while A streams from L2. Chunks keep k ascending: the f32 partial sums between chunks are
+ * the chain's own values, so chunking changes nothing. */
+enum { GEMM_MR = 6, GEMM_NR = 16, GEMM_KC = 256 };
+
+/* One step of an output element's chain: exact products may fuse (same result), others
+ * round the product first; an f16 accumulator rounds after the add. */
+static inline __attribute__((always_inline)) __m256 gemm_step(__m256 c, __m256 a, __m256 b, bool exact, bool f16acc) {
+    c = exact ? _mm256_fmadd_ps(a, b, c) : _mm256_add_ps(c, _mm256_mul_ps(a, b));
+    if (f16acc) c = _mm256_cvtph_ps(_mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT));
+    return c;
+}
+
+/* Where a register block reads A: rows of decoded floats, or (8-bit operands) the raw codes
+ * looked up in a 256-entry table, so A is never decoded into scratch. */
+typedef struct gemm_a {
+    const float *f;         /* decoded: row r, k = q*w + kk at f[q*panel + r*w + kk] */
+    const uint8_t *code;    /* coded: row r, k = q*w + kk at code[q*panel + row[r] + kk] */
+    const float *table;     /* coded: the unscaled value of every code */
+    size_t panel;           /* floats (decoded) or bytes (coded) from one K panel to the next */
+    int w;                  /* k per panel */
+    size_t row[GEMM_MR];    /* coded: byte offset of each row, clamped to the last real row */
+} gemm_a;
+
+/* c[6][16] = (load_c ? c : 0) + A * b over kc values of k; b holds 16 floats per k. */
+static inline __attribute__((always_inline)) void gemm_block(const gemm_a *a, int kc, const float *b, float *c, size_t ldc,
+                                                             bool load_c, bool exact, bool f16acc, bool coded) {
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+#define GEMM_LOAD(r)                                                                   \
+    c##r##0 = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();             \
+    c##r##1 = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+    GEMM_LOAD(0) GEMM_LOAD(1) GEMM_LOAD(2) GEMM_LOAD(3) GEMM_LOAD(4) GEMM_LOAD(5)
+#undef GEMM_LOAD
+    const int w = a->w;
+    const float *table = a->table;
+    const size_t ro0 = a->row[0], ro1 = a->row[1], ro2 = a->row[2], ro3 = a->row[3], ro4 = a->row[4], ro5 = a->row[5];
+    for (int k0 = 0; k0 < kc; k0 += w) {
+        const float *ap = coded ? NULL : a->f + (size_t)(k0 / w) * a->panel;
+        const uint8_t *cp = coded ? a->code + (size_t)(k0 / w) * a->panel : NULL;
+        const float *bk = b + (size_t)k0 * GEMM_NR;
+        int kn = kc - k0 < w ? kc - k0 : w;
+        for (int kk = 0; kk < kn; kk++, bk += GEMM_NR) {
+            __m256 b0 = _mm256_load_ps(bk), b1 = _mm256_load_ps(bk + 8);
+#define GEMM_ROW(r)                                                                                      \
+    {                                                                                                    \
+        __m256 ar = coded ? _mm256_broadcast_ss(table + cp[ro##r + kk]) : _mm256_broadcast_ss(ap + r * w + kk); \
+        c##r##0 = gemm_step(c##r##0, ar, b0, exact, f16acc);                                             \
+        c##r##1 = gemm_step(c##r##1, ar, b1, exact, f16acc);                                             \
+    }
+            GEMM_ROW(0) GEMM_ROW(1) GEMM_ROW(2) GEMM_ROW(3) GEMM_ROW(4) GEMM_ROW(5)
+#undef GEMM_ROW
+        }
+    }
+#define GEMM_STORE(r)                               \
+    _mm256_storeu_ps(c + r * ldc, c##r##0);         \
+    _mm256_storeu_ps(c + r * ldc + 8, c##r##1);
+    GEMM_STORE(0) GEMM_STORE(1) GEMM_STORE(2) GEMM_STORE(3) GEMM_STORE(4) GEMM_STORE(5)
+#undef GEMM_STORE
+}
+
+typedef void gemm_block_fn(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool load_c);
+
+/* The arithmetic variants, each compiled with its choices folded in. 8-bit products are exact,
+ * so the coded variants always fuse. */
+#define GEMM_VARIANT(name, exact, f16acc, coded)                                                   \
+    static void block_##name(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool ld) { \
+        gemm_block(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                    \
+    }
+GEMM_VARIANT(fma, true, false, false)
+GEMM_VARIANT(muladd, false, false, false)
+GEMM_VARIANT(fma_f16, true, true, false)
+GEMM_VARIANT(muladd_f16, false, true, false)
+GEMM_VARIANT(code, true, false, true)
+GEMM_VARIANT(code_f16, true, true, true)
+#undef GEMM_VARIANT
+
+/* Unscaled values of every 8-bit code, per format, built once. */
+static float f8_tables[3][256];
+static pthread_once_t f8_tables_once = PTHREAD_ONCE_INIT;
+
+static void f8_tables_build(void) {
+    static const dtype f8[3] = {DT_F8E4M3, DT_F8E5M2, DT_F143};
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < 256; c++) f8_tables[i][c] = f8_decode(f8[i], (uint8_t)c, 0);
+}
+
+static const float *f8_table(dtype t) {
+    pthread_once(&f8_tables_once, f8_tables_build);
+    TS_ASSERT(dtype_is_f8(t));
+    return f8_tables[t == DT_F8E4M3 ? 0 : t == DT_F8E5M2 ? 1 : 2];
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
+    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1], tc = (dtype)r->dt[2];
+    bool f8 = dtype_is_f8(ta);
+    bool exact = f8 || (ta == DT_F16 && tb == DT_F16);
+    bool f16acc = r->acc == DT_F16;
+    gemm_block_fn *block = f8      ? (f16acc ? block_code_f16 : block_code)
+                           : exact ? (f16acc ? block_fma_f16 : block_fma)
+                                   : (f16acc ? block_muladd_f16 : block_muladd);
+    /* The AMP applies the 8-bit scales to the finished sum: 2^(sa+sb), exact in f32. */
+    float post = f8 ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
+    size_t M = r->n[1], N = r->n[2], K = r->n[3];
+    int w = LOW_AMP_PANEL_BYTES / dtype_bytes(ta);
+    size_t Mp = round_up(M, GEMM_MR), Np = round_up(N, GEMM_NR);
+    size_t kc_max = K < GEMM_KC ? round_up(K, (size_t)w) : GEMM_KC;
+    size_t a_panel = Mp * (size_t)w; /* floats per decoded K panel */
+    float *a = f8 ? NULL : scratch_floats(SCR_A, Mp * kc_max);
+    float *bp = scratch_floats(SCR_B, Np * kc_max);
+    float *c = scratch_floats(SCR_C, Mp * Np);
+    float *row = scratch_floats(SCR_T0, Np);
+    for (size_t j = N; j < Np; j++) row[j] = 0; /* padding columns stay zero */
+    _Static_assert(GEMM_KC % LOW_AMP_PANEL_BYTES == 0, "K chunks hold whole A panels (w divides 32)");
+    for (uint32_t g = 0; g < r->n[0]; g++) {
+        const uint8_t *A = ptr[0] + (int64_t)g * r->stride[0][0];
+        const uint8_t *B = ptr[1] + (int64_t)g * r->stride[1][0];
+        uint8_t *C = ptr[2] + (int64_t)g * r->stride[2][0];
+        for (size_t k0 = 0; k0 < K; k0 += GEMM_KC) {
+            size_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            /* A: 8-bit A stays coded, the block looks each code up as it goes. Otherwise each K
+             * panel (M rows of 32 bytes, contiguous) is decoded whole; the last panel's lanes
+             * past K are decoded too (they are inside the operand) but never used. */
+            const uint8_t *Ak = A + (int64_t)(k0 / (size_t)w) * r->stride[0][1];
+            gemm_a ga = {.f = a, .panel = a_panel, .w = w};
+            if (f8) {
+                ga = (gemm_a){.code = Ak, .table = f8_table(ta), .panel = (size_t)r->stride[0][1], .w = w};
+            } else {
+                for (size_t q = 0; q * (size_t)w < kc; q++) {
+                    float *dst = a + q * a_panel;
+                    num_decode_buf(ta, 0, Ak + (int64_t)q * r->stride[0][1], dst, M * (size_t)w);
+                    memset(dst + M * (size_t)w, 0, (Mp - M) * (size_t)w * sizeof(float));
+                }
+            }
+            /* B: rows of N, decoded and dealt into 16-column panels of kc rows. */
+            for (size_t k = 0; k < kc; k++) {
+                num_decode_buf(tb, 0, B + (int64_t)(k0 + k) * r->stride[1][1], row, N);
+                for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
+                    memcpy(bp + (jp * kc + k) * GEMM_NR, row + jp * GEMM_NR, GEMM_NR * sizeof(float));
+            }
+            for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
+                for (size_t i = 0; i < Mp; i += GEMM_MR) {
+                    gemm_a gi = ga;
+                    if (f8)
+                        for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * LOW_AMP_PANEL_BYTES;
+                    else
+                        gi.f = a + i * (size_t)w;
+                    block(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
+                }
+        }
+        opnd out = opnd_of(r, NULL, 2, dtype_bytes(tc));
+        for (size_t m = 0; m < M; m++) {
+            float *cm = c + m * Np;
+            if (post != 1.0f)
+                for (size_t j = 0; j < N; j++) cm[j] *= post;
+            out.p = C + (int64_t)m * r->stride[2][1];
+            opnd_write(&out, 0, N, cm);
+        }
+    }
+}
+
+/* ---- REDUCE ------------------------------------------------------------------------------- */
+
+/* Operand 0 is the output, operand 1 the input (slices stride[1][0] apart). */
+static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
+    size_t n = r->n[1];
+    float *acc = scratch_floats(SCR_T0, n), *x = scratch_floats(SCR_T1, n);
+    memset(acc, 0, n * sizeof(float));
+    opnd in = opnd_dense(r, ptr, 1);
+    for (uint32_t j = 0; j < r->n[0]; j++) {
+        in.p = ptr[1] + (int64_t)j * r->stride[1][0];
+        opnd_read(&in, 0, n, x);
+        for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
+        if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
+    }
+    opnd out = opnd_dense(r, ptr, 0);
+    opnd_write(&out, 0, n, acc);
+}
+
+/* ---- EWISE -------------------------------------------------------------------------------- */
+
+static const float GELU_C = (float)0.7978845608028654; /* sqrt(2 / pi), rounded as ref.c rounds it */
+
+static float gelu(float x) {
+    float u = GELU_C * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+/* d/dx of the tanh form, ref.c's expression. */
+static float gelu_deriv(float x) {
+    float u = GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+static void ew_apply(low_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
+    switch (op) {
+    case LOW_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
+    case LOW_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
+    case LOW_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
+    case LOW_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = gelu(a[i]); return;
+    case LOW_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = gelu_deriv(a[i]) * b[i]; return;
+    case LOW_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
+    case LOW_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
+    case LOW_EW_COUNT: break;
+    }
+    TS_UNREACHABLE();
+}
+
+typedef struct ew_ctx {
+    const low_run *r;
+    int nops; /* out, a and (binary ops) b */
+} ew_ctx;
+
+static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
+    const ew_ctx *x = v;
+    float *f[3] = {scratch_floats(SCR_T0, CHUNK), scratch_floats(SCR_T1, CHUNK), scratch_floats(SCR_T2, CHUNK)};
+    opnd o[3];
+    for (int i = 0; i < x->nops; i++) o[i] = opnd_of(x->r, p[i], i, step[i]);
+    for (uint64_t at = 0; at < len; at += CHUNK) {
+        size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
+        for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
+        ew_apply((low_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
+        opnd_write(&o[0], at, n, f[0]);
+    }
+}
+
+static const int EW_OPS[3] = {0, 1, 2};
+
+static void run_ewise(const low_run *r, uint8_t *const ptr[]) {
+    ew_ctx x = {r, 1 + low_ew_arity[r->op]};
+    box b = box_of_run(r, EW_OPS, x.nops);
+    box_walk(&b, ptr, ew_row, &x);
+}
+
+/* ---- SOFTMAX, LAYER_NORM ------------------------------------------------------------------ */
+
+static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
+    size_t n = r->n[1];
+    float *x = scratch_floats(SCR_T0, n);
+    for (uint32_t row = 0; row < r->n[0]; row++) {
+        opnd in = opnd_dense(r, ptr, 1), out = opnd_dense(r, ptr, 0);
+        in.p += (int64_t)row * r->stride[1][0];
+        out.p += (int64_t)row * r->stride[0][0];
+        opnd_read(&in, 0, n, x);
+        float mx = -INFINITY, sum = 0.0f;
+        for (size_t e = 0; e < n; e++)
+            if (x[e] > mx) mx = x[e];
+        for (size_t e = 0; e < n; e++) {
+            x[e] = expf(x[e] - mx);
+            sum = sum + x[e];
+        }
+        for (size_t e = 0; e < n; e++) x[e] = x[e] / sum;
+        opnd_write(&out, 0, n, x);
+    }
+}
+
+static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
+    size_t n = r->n[1];
+    float *x = scratch_floats(SCR_T0, n), *gamma = scratch_floats(SCR_T1, n), *beta = scratch_floats(SCR_T2, n);
+    opnd g = opnd_dense(r, ptr, 2), bt = opnd_dense(r, ptr, 3);
+    opnd_read(&g, 0, n, gamma);
+    opnd_read(&bt, 0, n, beta);
+    float eps = r->f[0];
+    for (uint32_t row = 0; row < r->n[0]; row++) {
+        opnd in = opnd_dense(r, ptr, 1), out = opnd_dense(r, ptr, 0);
+        in.p += (int64_t)row * r->stride[1][0];
+        out.p += (int64_t)row * r->stride[0][0];
+        opnd_read(&in, 0, n, x);
+        float sum = 0.0f, sq = 0.0f;
+        for (size_t e = 0; e < n; e++) sum = sum + x[e];
+        float mean = sum / (float)n;
+        for (size_t e = 0; e < n; e++) {
+            float d = x[e] - mean;
+            sq = sq + d * d;
+        }
+        float rstd = 1.0f / sqrtf(sq / (float)n + eps);
+        for (size_t e = 0; e < n; e++) x[e] = (x[e] - mean) * rstd * gamma[e] + beta[e];
+        opnd_write(&out, 0, n, x);
+    }
+}
+
+/* ---- REDUCE_SUM --------------------------------------------------------------------------- */
+
+/* The summation walks (in, acc) where acc is a host f32 array with one element per output
+ * element: its stride is 0 on the summed axes (those where out's stride is 0) and compact on the
+ * others; a second walk over the kept axes writes acc to out. */
+static void sum_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
+    const low_run *r = v;
+    float *x = scratch_floats(SCR_T0, CHUNK);
+    opnd in = opnd_of(r, p[0], 1, step[0]);
+    float *acc = (float *)(void *)p[1];
+    int64_t as = step[1] / (int64_t)sizeof(float); /* 0 when the row itself is summed */
+    for (uint64_t at = 0; at < len; at += CHUNK) {
+        size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
+        opnd_read(&in, at, n, x);
+        float *ap = acc + (int64_t)at * as;
+        for (size_t i = 0; i < n; i++) ap[(int64_t)i * as] = ap[(int64_t)i * as] + x[i];
+    }
+}
+
+static void store_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
+    const low_run *r = v;
+    opnd out = opnd_of(r, p[0], 0, step[0]);
+    opnd acc = {p[1], DT_F32, 0, step[1]};
+    float *x = scratch_floats(SCR_T0, CHUNK);
+    for (uint64_t at = 0; at < len; at += CHUNK) {
+        size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
+        opnd_read(&acc, at, n, x);
+        opnd_write(&out, at, n, x);
+    }
+}
+
+static void run_reduce_sum(const low_run *r, uint8_t *const ptr[]) {
+    box sum = {.nd = LOW_MAX_BOX, .nops = 2}, keep = {.nd = LOW_MAX_BOX, .nops = 2};
+    uint64_t outs = 1;
+    for (int d = LOW_MAX_BOX - 1; d >= 0; d--) {
+        bool kept = r->stride[0][d] != 0;
+        sum.n[d] = r->n[d];
+        sum.step[0][d] = r->stride[1][d];
+        sum.step[1][d] = kept ? (int64_t)(outs * sizeof(float)) : 0;
+        keep.n[d] = kept ? r->n[d] : 1;
+        keep.step[0][d] = r->stride[0][d];
+        keep.step[1][d] = sum.step[1][d];
+        if (kept) outs *= r->n[d];
+    }
+    float *acc = scratch_floats(SCR_T3, outs);
+    memset(acc, 0, outs * sizeof(float));
+    box_collapse(&sum);
+    box_collapse(&keep);
+    box_walk(&sum, (uint8_t *const[BOX_MAX_OPS]){ptr[1], (uint8_t *)acc, NULL}, sum_row, (void *)r);
+    box_walk(&keep, (uint8_t *const[BOX_MAX_OPS]){ptr[0], (uint8_t *)acc, NULL}, store_row, (void *)r);
+}
+
+/* ---- FILL, COPY --------------------------------------------------------------------------- */
+
+static void run_fill(const low_run *r, uint8_t *const ptr[]) {
+    dtype t = (dtype)r->dt[0];
+    size_t bytes = (size_t)dtype_bytes(t);
+    uint8_t code[4];
+    elem_put(t, dtype_is_f8(t) ? r->scale[0] : 0, code, r->f[0]);
+    for (uint32_t e = 0; e < r->n[0]; e++) memcpy(ptr[0] + e * bytes, code, bytes);
+}
+
+static void run_copy(const low_run *r, uint8_t *const ptr[]) { memmove(ptr[0], ptr[1], r->n[0]); }
+
+/* ---- optimizers and norms ----------------------------------------------------------------- */
+
+/* Chunked over n[0]; every input of a chunk is read before any output of it is written, so an
+ * output may alias its own input (w' over w). */
+static void run_sgd(const low_run *r, uint8_t *const ptr[]) {
+    float lr = r->f[0], mom = r->f[1], wd = r->f[2];
+    bool momentum = mom != 0.0f;
+    float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *buf = scratch_floats(SCR_T2, CHUNK);
+    opnd ow = opnd_dense(r, ptr, 0), ob = momentum ? opnd_dense(r, ptr, 1) : ow;
+    opnd iw = opnd_dense(r, ptr, 2), ig = opnd_dense(r, ptr, 3), ib = momentum ? opnd_dense(r, ptr, 4) : iw;
+    for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
+        size_t n = r->n[0] - at < CHUNK ? (size_t)(r->n[0] - at) : CHUNK;
+        opnd_read(&iw, at, n, w);
+        opnd_read(&ig, at, n, g);
+        if (momentum) opnd_read(&ib, at, n, buf);
+        for (size_t i = 0; i < n; i++) g[i] = g[i] + wd * w[i];
+        if (momentum) {
+            for (size_t i = 0; i < n; i++) buf[i] = mom * buf[i] + g[i];
+            num_round_buf(ob.t, ob.scale, buf, n); /* the state as stored feeds w' */
+            opnd_write(&ob, at, n, buf);
+        }
+        const float *step = momentum ? buf : g;
+        for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * step[i];
+        opnd_write(&ow, at, n, w);
+    }
+}
+
+static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
+    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
+    double t = (double)r->n[1];
+    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
+    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *m = scratch_floats(SCR_T2, CHUNK),
+          *v = scratch_floats(SCR_T3, CHUNK);
+    opnd ow = opnd_dense(r, ptr, 0), om = opnd_dense(r, ptr, 1), ov = opnd_dense(r, ptr, 2);
+    opnd iw = opnd_dense(r, ptr, 3), ig = opnd_dense(r, ptr, 4), im = opnd_dense(r, ptr, 5), iv = opnd_dense(r, ptr, 6);
+    for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
+        size_t n = r->n[0] - at < CHUNK ? (size_t)(r->n[0] - at) : CHUNK;
+        opnd_read(&iw, at, n, w);
+        opnd_read(&ig, at, n, g);
+        opnd_read(&im, at, n, m);
+        opnd_read(&iv, at, n, v);
+        for (size_t i = 0; i < n; i++) {
+            m[i] = b1 * m[i] + c1 * g[i];
+            v[i] = b2 * v[i] + c2 * g[i] * g[i];
+        }
+        num_round_buf(om.t, om.scale, m, n);
+        num_round_buf(ov.t, ov.scale, v, n);
+        for (size_t i = 0; i < n; i++) w[i] = w[i] * decay - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+        opnd_write(&ow, at, n, w);
+        opnd_write(&om, at, n, m);
+        opnd_write(&ov, at, n, v);
+    }
+}
+
+/* sum of in[e] (squared when `square`) over e < n[0], one f32 chain. */
+static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square) {
+    float *x = scratch_floats(SCR_T0, CHUNK), s = 0.0f;
+    opnd in = opnd_dense(r, ptr, 1);
+    for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
+        size_t n = r->n[0] - at < CHUNK ? (size_t)(r->n[0] - at) : CHUNK;
+        opnd_read(&in, at, n, x);
+        if (square)
+            for (size_t i = 0; i < n; i++) s = s + x[i] * x[i];
+        else
+            for (size_t i = 0; i < n; i++) s = s + x[i];
+    }
+    return s;
+}
+
+static void run_sumsq(const low_run *r, uint8_t *const ptr[]) {
+    float s = chain_sum(r, ptr, true);
+    memcpy(ptr[0], &s, sizeof s);
+}
+
+/* A NaN coefficient stays NaN (as torch.clamp keeps it), so a NaN gradient is not hidden. */
+static void run_clip_coef(const low_run *r, uint8_t *const ptr[]) {
+    float c = r->f[0] / (sqrtf(chain_sum(r, ptr, false)) + 1e-6f);
+    if (c > 1.0f) c = 1.0f;
+    memcpy(ptr[0], &c, sizeof c);
+}
+
+/* ---- cycle model ------------------------------------------------------------------------ */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static uint32_t load_rate(const machine *m, const bool *interleaved, int i) {
+    return interleaved && interleaved[i] ? m->interleaved_load_bytes_per_cycle : m->load_bytes_per_cycle;
+}
+
+static uint64_t ebytes(const low_run *r, int i) { return (uint64_t)dtype_bytes((dtype)r->dt[i]); }
+
+/* What a vector kernel moves and evaluates; vw_cycles turns it into cycles. */
+typedef struct vwork {
+    uint64_t vec_bytes;                    /* bytes read and written through the vector unit */
+    uint64_t load_bytes[LOW_MAX_OPERANDS]; /* bytes loaded, per operand */
+    uint64_t rows;                         /* row loops entered, each pass counted */
+    uint64_t funcs;                        /* transcendental (or sqrt + divide) evaluations */
+} vwork;
+
+static void vw_read(vwork *w, const low_run *r, int i, uint64_t elems) {
+    w->vec_bytes += elems * ebytes(r, i);
+    w->load_bytes[i] += elems * ebytes(r, i);
+}
+
+static void vw_write(vwork *w, const low_run *r, int i, uint64_t elems) { w->vec_bytes += elems * ebytes(r, i); }
+
+/* run + rows * row + max(vector bytes / vector rate + functions, loads / their load rates). */
+static uint64_t vw_cycles(const vwork *w, const machine *m, const bool *interleaved) {
+    uint64_t vec = ceil_div(w->vec_bytes, m->vector_bytes_per_cycle) + w->funcs * SIM_FUNC_CYCLES, load = 0;
+    for (int i = 0; i < LOW_MAX_OPERANDS; i++) load += ceil_div(w->load_bytes[i], load_rate(m, interleaved, i));
+    return SIM_VEC_RUN_CYCLES + w->rows * SIM_VEC_ROW_CYCLES + max_u64(vec, load);
+}
+
+/* machine.h's AMP formula with K padded to whole amp_k_block blocks, per batch entry, floored by
+ * the loads of A (once per column panel) and B (once). */
+static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *interleaved) {
+    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
+    uint64_t macs_a = machine_amp_macs(m, ta), macs_b = machine_amp_macs(m, tb);
+    uint64_t macs = macs_a < macs_b ? macs_a : macs_b;
+    if (macs == 0) return SIM_CYCLES_UNSUPPORTED;
+    /* Mixed widths (not emitted today) run at the narrower panel of the wider operand. */
+    uint64_t depth = machine_amp_panel_depth(m, dtype_bytes(ta) >= dtype_bytes(tb) ? ta : tb);
+    uint64_t batch = r->n[0], rows = r->n[1], cols = r->n[2], K = r->n[3];
+    uint64_t kp = ceil_div(K, m->amp_k_block) * m->amp_k_block;
+    uint64_t col_panels = ceil_div(cols, m->amp_col_panel);
+    uint64_t panels = ceil_div(kp, depth) * col_panels;
+    uint64_t per_panel = m->gemm_panel_cycles + rows * m->gemm_row_cycles + ceil_div(rows * depth * m->amp_col_panel, macs);
+    uint64_t amp = m->gemm_run_cycles + batch * panels * per_panel;
+    uint64_t a_bytes = batch * col_panels * rows * kp * ebytes(r, 0), b_bytes = batch * kp * cols * ebytes(r, 1);
+    uint64_t load = ceil_div(a_bytes, load_rate(m, interleaved, 0)) + ceil_div(b_bytes, load_rate(m, interleaved, 1));
+    return max_u64(amp, load);
+}
+
+static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = r->n[0]};
+    vw_read(&w, r, 1, (uint64_t)r->n[0] * r->n[1]);
+    vw_write(&w, r, 0, r->n[1]);
+    return vw_cycles(&w, m, interleaved);
+}
+
+static uint64_t box_elems(const low_run *r) {
+    uint64_t e = 1;
+    for (int d = 0; d < LOW_MAX_BOX; d++) e *= r->n[d];
+    return e;
+}
+
+/* One pass: read a (and b), write out; tanh-based ops pay a function per element. */
+static uint64_t cycles_ewise(const low_run *r, const machine *m, const bool *interleaved) {
+    int nops = 1 + low_ew_arity[r->op];
+    box b = box_of_run(r, EW_OPS, nops);
+    uint64_t e = box_elems(r);
+    vwork w = {.rows = box_rows(&b)};
+    for (int i = 1; i < nops; i++) vw_read(&w, r, i, e);
+    vw_write(&w, r, 0, e);
+    if (r->op == LOW_EW_GELU || r->op == LOW_EW_GELU_GRAD) w.funcs = e;
+    return vw_cycles(&w, m, interleaved);
+}
+
+/* Three passes per row: max (read x); exp and sum (read x, write out); normalise (read and
+ * write out). One exp per element and one reciprocal per row. */
+static uint64_t cycles_softmax(const low_run *r, const machine *m, const bool *interleaved) {
+    uint64_t e = (uint64_t)r->n[0] * r->n[1];
+    vwork w = {.rows = 3 * (uint64_t)r->n[0], .funcs = e + r->n[0]};
+    vw_read(&w, r, 1, 2 * e);
+    vw_read(&w, r, 0, e);
+    vw_write(&w, r, 0, 2 * e);
+    return vw_cycles(&w, m, interleaved);
+}
+
+/* Three passes per row: mean (read x); variance (read x); apply (read x, gamma, beta; write
+ * out). One reciprocal square root per row. */
+static uint64_t cycles_layer_norm(const low_run *r, const machine *m, const bool *interleaved) {
+    uint64_t e = (uint64_t)r->n[0] * r->n[1];
+    vwork w = {.rows = 3 * (uint64_t)r->n[0], .funcs = r->n[0]};
+    vw_read(&w, r, 1, 3 * e);
+    vw_read(&w, r, 2, e);
+    vw_read(&w, r, 3, e);
+    vw_write(&w, r, 0, e);
+    return vw_cycles(&w, m, interleaved);
+}
+
+static const int SUM_OPS[2] = {0, 1};
+
+static uint64_t cycles_reduce_sum(const low_run *r, const machine *m, const bool *interleaved) {
+    box b = box_of_run(r, SUM_OPS, 2);
+    uint64_t outs = 1;
+    for (int d = 0; d < LOW_MAX_BOX; d++)
+        if (r->stride[0][d]) outs *= r->n[d];
+    vwork w = {.rows = box_rows(&b)};
+    vw_read(&w, r, 1, box_elems(r));
+    vw_write(&w, r, 0, outs);
+    return vw_cycles(&w, m, interleaved);
+}
+
+static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = 1};
+    vw_write(&w, r, 0, r->n[0]);
+    return vw_cycles(&w, m, interleaved);
+}
+
+/* A copy moves bytes at copy_bytes_per_cycle, no faster than it can load them. */
+static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
+    return SIM_VEC_RUN_CYCLES + max_u64(ceil_div(r->n[0], m->copy_bytes_per_cycle), ceil_div(r->n[0], load_rate(m, interleaved, 1)));
+}
+
+static uint64_t cycles_sgd(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = 1};
+    for (int i = 2; i < 5; i++)
+        if (low_run_uses(r, i)) vw_read(&w, r, i, r->n[0]);
+    for (int i = 0; i < 2; i++)
+        if (low_run_uses(r, i)) vw_write(&w, r, i, r->n[0]);
+    return vw_cycles(&w, m, interleaved);
+}
+
+/* Reads w, g, m, v; writes w', m', v'; a square root and a divide per element. */
+static uint64_t cycles_adamw(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = 1, .funcs = r->n[0]};
+    for (int i = 3; i < 7; i++) vw_read(&w, r, i, r->n[0]);
+    for (int i = 0; i < 3; i++) vw_write(&w, r, i, r->n[0]);
+    return vw_cycles(&w, m, interleaved);
+}
+
+static uint64_t cycles_sumsq(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = 1};
+    vw_read(&w, r, 1, r->n[0]);
+    vw_write(&w, r, 0, 1);
+    return vw_cycles(&w, m, interleaved);
+}
+
+static uint64_t cycles_clip_coef(const low_run *r, const machine *m, const bool *interleaved) {
+    vwork w = {.rows = 1, .funcs = 1};
+    vw_read(&w, r, 1, r->n[0]);
+    vw_write(&w, r, 0, 1);
+    return vw_cycles(&w, m, interleaved);
+}
+
+/* ---- the kernel table --------------------------------------------------------------------- */
+
+typedef struct sim_kernel {
+    void (*run)(const low_run *r, uint8_t *const ptr[]);
+    uint64_t (*cycles)(const low_run *r, const machine *m, const bool *interleaved);
+} sim_kernel;
+
+_Static_assert(LOW_K_COUNT == 12, "a new kernel needs a run and a cycles function here");
+static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
+#define X(id, name, nops) [LOW_K_##id] = {run_##name, cycles_##name},
+    LOW_KERNELS(X)
+#undef X
+};
+
+void sim_kernel_run(const low_run *r, uint8_t *const ptr[LOW_MAX_OPERANDS]) {
+    TS_ASSERT(r->kernel < LOW_K_COUNT);
+    SIM_KERNELS[r->kernel].run(r, ptr);
+}
+
+uint64_t sim_kernel_cycles(const low_run *r, const machine *m, const bool interleaved[LOW_MAX_OPERANDS]) {
+    TS_ASSERT(r->kernel < LOW_K_COUNT);
+    return SIM_KERNELS[r->kernel].cycles(r, m, interleaved);
+}

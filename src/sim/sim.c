@@ -1,0 +1,345 @@
+/* sim.c: the bulk-synchronous executor: tile memories, steps, repeats,
+ * exchanges, host inputs and outputs, cycle accounting. The kernels and
+ * their cycle model live in kernels.c. */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_kernels.h"
+
+enum { MAX_DEPTH = 16 };
+
+typedef struct sim {
+    const package *p;
+    const machine *m;
+    uint8_t *mem;         /* tiles * tile_bytes, tile t's memory at t * tile_bytes */
+    uint64_t tile_bytes;
+    uint32_t iter;        /* innermost repeat's iteration (0 outside repeats) */
+    sim_stats *st;
+    bool *used;           /* per tile: ran a kernel or moved bytes */
+    uint64_t *peak;       /* per tile: highest byte touched, as an address */
+    uint8_t *stage;       /* exchange staging buffer */
+    uint64_t stage_cap;
+    uint64_t *sent, *recv, *fsent, *frecv; /* per tile, per exchange phase */
+    uint64_t *frag_at;    /* staging offset per fragment of the phase */
+    uint64_t frag_cap;
+} sim;
+
+int64_t sim_binding_numel(const pkg_binding *b) {
+    int64_t n = 1;
+    for (int a = 0; a < b->layout.rank; a++) n *= b->layout.dim[a];
+    return n;
+}
+
+static uint64_t eff(const sim *s, low_addr a) { return (uint64_t)((int64_t)a.off + (int64_t)s->iter * a.iter_stride); }
+
+static uint8_t *at(const sim *s, uint32_t tile, uint64_t addr) {
+    return s->mem + tile * s->tile_bytes + (addr - s->m->tile_memory_base);
+}
+
+static void note_peak(uint64_t *peak, uint32_t tile, uint64_t end) {
+    if (end > peak[tile]) peak[tile] = end;
+}
+
+/* ---- compute sets ----------------------------------------------------------------- */
+
+typedef struct compute_job {
+    sim *s;
+    const low_run *runs;
+    const uint32_t *gstart;  /* group g is runs [gstart[g], gstart[g+1]) on one tile */
+    uint64_t *gcycles;
+    uint64_t *gmacs;
+} compute_job;
+
+static void run_groups(void *ctx, int64_t b, int64_t e) {
+    compute_job *j = ctx;
+    sim *s = j->s;
+    for (int64_t g = b; g < e; g++) {
+        uint64_t cyc = 0, macs = 0;
+        for (uint32_t i = j->gstart[g]; i < j->gstart[g + 1]; i++) {
+            const low_run *r = &j->runs[i];
+            uint8_t *ptr[LOW_MAX_OPERANDS] = {0};
+            bool inter[LOW_MAX_OPERANDS] = {0};
+            for (int k = 0; k < LOW_MAX_OPERANDS; k++) {
+                if (!low_run_uses(r, k)) continue;
+                uint64_t a = eff(s, r->ptr[k]);
+                ptr[k] = at(s, r->tile, a);
+                inter[k] = machine_addr_interleaved(s->m, (uint32_t)a);
+                note_peak(s->peak, r->tile, a + low_run_extent(r, k));
+            }
+            sim_kernel_run(r, ptr);
+            cyc += s->m->launch_cycles + sim_kernel_cycles(r, s->m, inter);
+            if (r->kernel == LOW_K_GEMM) macs += (uint64_t)r->n[0] * r->n[1] * r->n[2] * r->n[3];
+        }
+        j->gcycles[g] = cyc;
+        j->gmacs[g] = macs;
+        s->used[j->runs[j->gstart[g]].tile] = true;
+    }
+}
+
+static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest) {
+    const low_run *runs = s->p->prog.runs.v + st->first;
+    uint32_t n = st->count, ng = 0;
+    uint32_t *gstart = xmalloc(sizeof(uint32_t) * (n + 1));
+    for (uint32_t i = 0; i < n; i++)
+        if (i == 0 || runs[i].tile != runs[i - 1].tile) gstart[ng++] = i;
+    gstart[ng] = n;
+    uint64_t *gcycles = xcalloc(ng + 1, sizeof(uint64_t)), *gmacs = xcalloc(ng + 1, sizeof(uint64_t));
+    compute_job j = {s, runs, gstart, gcycles, gmacs};
+    double t0 = util_now_seconds();
+    util_parallel(ng, 1, run_groups, &j);
+    s->st->kernel_seconds += util_now_seconds() - t0;
+    uint64_t worst = 0;
+    *busiest = ng ? runs[0].tile : 0;
+    for (uint32_t g = 0; g < ng; g++) {
+        s->st->macs += gmacs[g];
+        if (gcycles[g] > worst) {
+            worst = gcycles[g];
+            *busiest = runs[gstart[g]].tile;
+        }
+    }
+    s->st->runs += n;
+    free(gstart);
+    free(gcycles);
+    free(gmacs);
+    return worst;
+}
+
+/* ---- exchange phases ------------------------------------------------------------------ */
+
+typedef struct gather_job {
+    sim *s;
+    const low_frag *f;
+} gather_job;
+
+static void gather(void *ctx, int64_t b, int64_t e) {
+    gather_job *j = ctx;
+    for (int64_t i = b; i < e; i++) {
+        const low_frag *f = &j->f[i];
+        memcpy(j->s->stage + j->s->frag_at[i], at(j->s, f->src_tile, eff(j->s, f->src)), f->bytes);
+    }
+}
+
+static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
+    const low_frag *f = s->p->prog.frags.v + st->first;
+    const uint32_t *dst = s->p->prog.dst_tiles.v;
+    uint32_t n = st->count, tiles = s->m->tiles;
+    if (n > s->frag_cap) {
+        s->frag_cap = n;
+        s->frag_at = xrealloc(s->frag_at, sizeof(uint64_t) * n);
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        s->frag_at[i] = total;
+        total += f[i].bytes;
+    }
+    if (total > s->stage_cap) {
+        s->stage_cap = total;
+        s->stage = xrealloc(s->stage, total);
+    }
+    /* Every fragment reads memory as it was before the phase. */
+    gather_job j = {s, f};
+    util_parallel(n, 256, gather, &j);
+    memset(s->sent, 0, sizeof(uint64_t) * tiles);
+    memset(s->recv, 0, sizeof(uint64_t) * tiles);
+    memset(s->fsent, 0, sizeof(uint64_t) * tiles);
+    memset(s->frecv, 0, sizeof(uint64_t) * tiles);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t src = eff(s, f[i].src), da = eff(s, f[i].dst);
+        s->sent[f[i].src_tile] += f[i].bytes;
+        s->fsent[f[i].src_tile]++;
+        s->used[f[i].src_tile] = true;
+        note_peak(s->peak, f[i].src_tile, src + f[i].bytes);
+        for (uint32_t k = 0; k < f[i].ndst; k++) {
+            uint32_t t = dst[f[i].dst0 + k];
+            memcpy(at(s, t, da), s->stage + s->frag_at[i], f[i].bytes);
+            s->recv[t] += f[i].bytes;
+            s->frecv[t]++;
+            s->used[t] = true;
+            note_peak(s->peak, t, da + f[i].bytes);
+        }
+    }
+    uint64_t worst = 0, bw = s->m->exchange_bytes_per_cycle;
+    *busiest = 0;
+    for (uint32_t t = 0; t < tiles; t++) {
+        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
+        uint64_t frags = s->fsent[t] > s->frecv[t] ? s->fsent[t] : s->frecv[t];
+        uint64_t c = (bytes + bw - 1) / bw, fc = frags * s->m->fragment_cycles;
+        if (fc > c) c = fc;
+        if (c > worst) {
+            worst = c;
+            *busiest = t;
+        }
+    }
+    s->st->fragments += n;
+    s->st->exchange_bytes += total;
+    s->st->sync_cycles += s->m->sync_cycles;
+    return s->m->sync_cycles + worst;
+}
+
+/* ---- host data ---------------------------------------------------------------------------- */
+
+typedef struct host_io {
+    sim *s;
+    const pkg_binding *b;
+    float *values;
+} host_io;
+
+static void scatter_span(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n) {
+    host_io *h = ctx;
+    const layout *l = &h->b->layout;
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(l, shard, lo, hi);
+    int32_t tiles[4096];
+    int64_t nt = layout_owners(l, lo, tiles, 4096);
+    TS_ASSERT(nt <= 4096);
+    uint8_t *first = at(h->s, (uint32_t)tiles[0], h->b->addr + (uint64_t)off);
+    num_encode_buf(h->b->dtype, h->b->scale, h->values + elem, first, (size_t)n);
+    size_t bytes = (size_t)n * (size_t)dtype_bytes(h->b->dtype);
+    for (int64_t r = 1; r < nt; r++) memcpy(at(h->s, (uint32_t)tiles[r], h->b->addr + (uint64_t)off), first, bytes);
+}
+
+static void gather_span(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n) {
+    host_io *h = ctx;
+    int64_t r0[LAYOUT_MAX_RANK] = {0};
+    int32_t tile = layout_tile(&h->b->layout, shard, r0);
+    num_decode_buf(h->b->dtype, h->b->scale, at(h->s, (uint32_t)tile, h->b->addr + (uint64_t)off), h->values + elem, (size_t)n);
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static uint64_t count_steps(const low_step *steps, uint32_t n) {
+    uint64_t total = 0, mult[MAX_DEPTH + 1] = {1};
+    int depth = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (steps[i].kind == LOW_STEP_REPEAT) {
+            mult[depth + 1] = mult[depth] * steps[i].iterations;
+            depth++;
+        } else if (steps[i].kind == LOW_STEP_END) {
+            depth--;
+        } else {
+            total += mult[depth];
+        }
+    }
+    return total;
+}
+
+static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest, int64_t *cap) {
+    if (s->st->nevents == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        s->st->events = xrealloc(s->st->events, sizeof(sim_event) * (size_t)*cap);
+    }
+    sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest};
+    s->st->events[s->st->nevents++] = e;
+}
+
+static void execute(sim *s, const sim_options *o) {
+    const low_step *steps = s->p->prog.steps.v;
+    uint32_t n = (uint32_t)s->p->prog.steps.n;
+    struct {
+        uint32_t begin, iter, count;
+    } stack[MAX_DEPTH];
+    int depth = 0;
+    int64_t cap = 0;
+    progress pr;
+    progress_begin(&pr, "simulate", (int64_t)count_steps(steps, n), o->quiet);
+    int64_t done = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const low_step *st = &steps[i];
+        uint64_t cyc = 0;
+        uint32_t busiest = 0;
+        switch ((low_step_kind)st->kind) {
+        case LOW_STEP_REPEAT:
+            stack[depth].begin = i;
+            stack[depth].iter = 0;
+            stack[depth].count = st->iterations;
+            depth++;
+            s->iter = 0;
+            continue;
+        case LOW_STEP_END:
+            if (++stack[depth - 1].iter < stack[depth - 1].count) {
+                s->iter = stack[depth - 1].iter;
+                i = stack[depth - 1].begin;
+            } else {
+                depth--;
+                s->iter = depth ? stack[depth - 1].iter : 0;
+            }
+            continue;
+        case LOW_STEP_COMPUTE:
+            cyc = run_compute(s, st, &busiest);
+            s->st->compute_cycles += cyc;
+            break;
+        case LOW_STEP_EXCHANGE:
+            cyc = run_exchange(s, st, &busiest);
+            s->st->exchange_cycles += cyc;
+            break;
+        }
+        if (o->trace) record(s, st, cyc, busiest, &cap);
+        s->st->cycles += cyc;
+        progress_step(&pr, ++done, s->p->prog.strings.v + st->label);
+    }
+    progress_end(&pr);
+}
+
+int sim_run(const package *p, const sim_options *o, float *const *inputs, float **outputs, sim_stats *st, diag *d) {
+    memset(st, 0, sizeof *st);
+    const machine *m = &p->machine;
+    sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m)};
+    uint64_t bytes = s.tile_bytes * m->tiles;
+    s.mem = calloc(1, bytes);
+    if (!s.mem) {
+        char b[32];
+        fmt_bytes(b, sizeof b, (double)bytes);
+        return diag_fail(d, "tessel: error: cannot allocate %s of simulated tile memory", b);
+    }
+    double t0 = util_now_seconds();
+    s.used = xcalloc(m->tiles, sizeof(bool));
+    s.peak = xcalloc(m->tiles, sizeof(uint64_t));
+    s.sent = xcalloc(m->tiles, sizeof(uint64_t));
+    s.recv = xcalloc(m->tiles, sizeof(uint64_t));
+    s.fsent = xcalloc(m->tiles, sizeof(uint64_t));
+    s.frecv = xcalloc(m->tiles, sizeof(uint64_t));
+    for (int32_t i = 0; i < p->segments.n; i++) {
+        const pkg_segment *g = &p->segments.v[i];
+        memcpy(at(&s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
+        note_peak(s.peak, g->tile, (uint64_t)g->addr + g->bytes);
+    }
+    int k = 0, j = 0;
+    for (int32_t i = 0; i < p->bindings.n; i++) {
+        const pkg_binding *b = &p->bindings.v[i];
+        if (b->output) continue;
+        host_io h = {&s, b, inputs[k++]};
+        layout_spans(&b->layout, NULL, scatter_span, &h);
+    }
+    execute(&s, o);
+    for (int32_t i = 0; i < p->bindings.n; i++) {
+        const pkg_binding *b = &p->bindings.v[i];
+        if (!b->output) continue;
+        outputs[j] = xcalloc((size_t)sim_binding_numel(b), sizeof(float));
+        host_io h = {&s, b, outputs[j++]};
+        layout_spans(&b->layout, NULL, gather_span, &h);
+    }
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        st->tiles_used += s.used[t];
+        if (s.peak[t] > m->tile_memory_base && s.peak[t] - m->tile_memory_base > st->peak_tile_bytes)
+            st->peak_tile_bytes = (uint32_t)(s.peak[t] - m->tile_memory_base);
+    }
+    st->host_seconds = util_now_seconds() - t0;
+    free(s.mem);
+    free(s.used);
+    free(s.peak);
+    free(s.sent);
+    free(s.recv);
+    free(s.fsent);
+    free(s.frecv);
+    free(s.stage);
+    free(s.frag_at);
+    return 0;
+}
+
+void sim_stats_free(sim_stats *st) {
+    free(st->events);
+    st->events = NULL;
+    st->nevents = 0;
+}

@@ -1,0 +1,61 @@
+/* sim: runs a package with bulk-synchronous semantics and counts cycles.
+ *
+ *   tile memories   one image per tile at its real addresses, zeroed, then
+ *                   filled from the package's segments and the host inputs
+ *   COMPUTE step    every tile runs its kernel runs in order; tiles run in
+ *                   parallel host threads (results never depend on how many);
+ *                   the step takes its slowest tile's cycles, each run paying
+ *                   the machine's launch cost on top of its kernel cycles
+ *   EXCHANGE step   all fragments read a snapshot taken before the phase,
+ *                   then write their destinations; the phase takes the sync
+ *                   cost plus its busiest tile: bytes sent or received over
+ *                   the exchange bandwidth, or fragments sent or received
+ *                   times the per-fragment cost, whichever is larger
+ *   REPEAT          the body runs `iterations` times; cycles add up
+ *
+ * The simulator reads only the package: never the graph or the reference.
+ */
+#ifndef TESSEL_SIM_H
+#define TESSEL_SIM_H
+
+#include "../package/package.h"
+
+typedef struct sim_event {
+    const char *label;     /* the step's name, from the package */
+    uint8_t kind;          /* low_step_kind: COMPUTE or EXCHANGE */
+    uint64_t start;        /* cycle the step starts */
+    uint64_t cycles;       /* its duration */
+    uint32_t busiest_tile; /* the tile that set the duration */
+} sim_event;
+
+typedef struct sim_stats {
+    uint64_t cycles;           /* total */
+    uint64_t compute_cycles;   /* of which compute sets */
+    uint64_t exchange_cycles;  /* of which exchange phases, sync included */
+    uint64_t sync_cycles;      /* of which syncs */
+    uint64_t runs, fragments;  /* executed, repeats counted */
+    uint64_t exchange_bytes;   /* payload sent, a multicast counted once */
+    uint64_t macs;             /* GEMM multiply-adds simulated */
+    int32_t tiles_used;        /* tiles that ran a kernel or sent or received */
+    uint32_t peak_tile_bytes;  /* highest byte any tile touches, from tile_memory_base */
+    double host_seconds;       /* wall time of the run itself */
+    double kernel_seconds;     /* of which compute sets */
+    sim_event *events;         /* malloc'd, one per step executed (with trace on) */
+    int64_t nevents;
+} sim_stats;
+
+typedef struct sim_options {
+    bool trace;   /* record one event per executed step */
+    bool quiet;   /* no progress line */
+} sim_options;
+
+/* Runs p. inputs[k] holds the k-th input binding's values as f32 (rounded
+ * to the binding's dtype on the way in); outputs[j] receives a malloc'd f32
+ * array for the j-th output binding. */
+int sim_run(const package *p, const sim_options *o, float *const *inputs, float **outputs, sim_stats *st, diag *d);
+void sim_stats_free(sim_stats *st);
+
+/* Elements of a binding's tensor. */
+int64_t sim_binding_numel(const pkg_binding *b);
+
+#endif

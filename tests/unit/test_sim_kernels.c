@@ -1,0 +1,878 @@
+/* test_sim_kernels.c: every simulator kernel against a scalar transcription of low.h, bit for bit;
+ * the shape of the cycle model; the GEMM kernel's host throughput (printed, not asserted).
+ *
+ * Each case builds a memory image with random operands (random dtypes and scales, odd sizes,
+ * padded, permuted and broadcast strides, unaligned bases), runs the kernel on it and the
+ * reference below on a copy, and compares the whole images: values and "nothing else written".
+ * The references follow low.h and docs/sim.md one element at a time with num.h's scalar
+ * conversions, in the same f32 operation order, so every kernel is expected to be exact.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "machine/machine.h"
+#include "sim/sim_kernels.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1du;
+static uint64_t rng(void) { /* xorshift64*: deterministic test inputs */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1du;
+}
+static int rnd(int lo, int hi) { return lo + (int)(rng() % (uint64_t)(hi - lo + 1)); } /* inclusive */
+static float rnd_unit(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0); }
+static float rnd_val(float mag) { /* roughly normal, mean 0 */
+    return mag * (rnd_unit() + rnd_unit() + rnd_unit() - 1.5f) * 2.0f;
+}
+
+static const dtype FLOAT_TYPES[] = {DT_F32, DT_F16, DT_BF16, DT_F8E4M3, DT_F8E5M2, DT_F143};
+static const dtype WIDE_TYPES[] = {DT_F32, DT_F16, DT_BF16};
+static const dtype F8_TYPES[] = {DT_F8E4M3, DT_F8E5M2, DT_F143};
+#define PICK(a) ((a)[rng() % TS_COUNT(a)])
+
+static int rnd_scale(dtype t) { return dtype_is_f8(t) ? rnd(-4, 3) : 0; }
+static int bytes_of(dtype t) { return dtype_bytes(t); }
+
+/* Scalar element access, independent of the kernels' bulk paths. */
+static float ld(dtype t, int scale, const uint8_t *p) {
+    uint16_t h;
+    float x;
+    switch (t) {
+    case DT_F32: memcpy(&x, p, 4); return x;
+    case DT_F16: memcpy(&h, p, 2); return f16_to_f32(h);
+    case DT_BF16: memcpy(&h, p, 2); return bf16_to_f32(h);
+    default: return f8_decode(t, *p, scale);
+    }
+}
+
+static void st(dtype t, int scale, uint8_t *p, float x) {
+    uint16_t h;
+    switch (t) {
+    case DT_F32: memcpy(p, &x, 4); return;
+    case DT_F16: h = f32_to_f16(x); memcpy(p, &h, 2); return;
+    case DT_BF16: h = f32_to_bf16(x); memcpy(p, &h, 2); return;
+    default: *p = f8_encode(t, x, scale, true); return;
+    }
+}
+
+static float f16r(float x) { return f16_to_f32(f32_to_f16(x)); }
+
+/* A memory image: random garbage everywhere, operands bump-allocated with a random odd gap so
+ * bases are unaligned (relative to their element size they stay aligned). */
+typedef struct image {
+    uint8_t *mem, *ref;
+    size_t size, top;
+} image;
+
+static image image_new(size_t size) {
+    image im = {malloc(size), malloc(size), size, 0};
+    for (size_t i = 0; i < size; i++) im.mem[i] = (uint8_t)rng();
+    return im;
+}
+
+static void image_free(image *im) {
+    free(im->mem);
+    free(im->ref);
+}
+
+static uint32_t image_alloc(image *im, uint64_t bytes, int align) {
+    size_t at = im->top + (size_t)rnd(0, 3) * (size_t)align + (size_t)align;
+    at = (at + (size_t)align - 1) / (size_t)align * (size_t)align;
+    im->top = at + bytes;
+    assert_true(im->top <= im->size);
+    return (uint32_t)at;
+}
+
+/* Fills the bytes [off, off + bytes) with random values of t (element by element). */
+static void image_fill(image *im, uint32_t off, uint64_t bytes, dtype t, int scale, float mag) {
+    for (uint64_t e = 0; e + (uint64_t)bytes_of(t) <= bytes; e += (uint64_t)bytes_of(t)) st(t, scale, im->mem + off + e, rnd_val(mag));
+}
+
+/* Places operand i of r in the image (its extent from low_run_extent), fills inputs, and points
+ * ptr[i] at it. */
+static uint32_t place(image *im, const low_run *r, int i, bool input, float mag) {
+    uint64_t ext = low_run_extent(r, i);
+    uint32_t off = image_alloc(im, ext, bytes_of((dtype)r->dt[i]));
+    if (input) image_fill(im, off, ext, (dtype)r->dt[i], r->scale[i], mag);
+    return off;
+}
+
+/* Runs r again on operands copied into heap blocks of exactly low_run_extent bytes, so that
+ * AddressSanitizer sees any access outside an operand's extent (inside the image it cannot). */
+static void run_isolated(const low_run *r, uint8_t *const p[LOW_MAX_OPERANDS]) {
+    uint8_t *own[LOW_MAX_OPERANDS] = {0};
+    for (int i = 0; i < LOW_MAX_OPERANDS; i++)
+        if (p[i]) {
+            own[i] = malloc(low_run_extent(r, i));
+            memcpy(own[i], p[i], low_run_extent(r, i));
+        }
+    sim_kernel_run(r, own);
+    for (int i = 0; i < LOW_MAX_OPERANDS; i++) free(own[i]);
+}
+
+/* Runs the kernel on the image and `ref` on a copy, then compares every byte. */
+typedef void ref_fn(const low_run *r, uint8_t *const p[LOW_MAX_OPERANDS]);
+
+static void check_run(image *im, const low_run *r, const uint32_t off[LOW_MAX_OPERANDS], ref_fn *ref) {
+    char why[128];
+    assert_true(low_run_valid(r, why, sizeof why));
+    memcpy(im->ref, im->mem, im->size);
+    uint8_t *p[LOW_MAX_OPERANDS] = {0}, *q[LOW_MAX_OPERANDS] = {0};
+    for (int i = 0; i < LOW_MAX_OPERANDS; i++)
+        if (low_run_uses(r, i)) {
+            p[i] = im->mem + off[i];
+            q[i] = im->ref + off[i];
+        }
+    sim_kernel_run(r, p);
+    ref(r, q);
+    run_isolated(r, p);
+    if (memcmp(im->mem, im->ref, im->size) != 0) {
+        size_t at = 0;
+        while (im->mem[at] == im->ref[at]) at++;
+        fail_msg("%s (op %d): byte %zu differs: got %02x want %02x (n = %u %u %u %u, dt %d %d %d)", low_kernel_names[r->kernel],
+                 r->op, at, im->mem[at], im->ref[at], r->n[0], r->n[1], r->n[2], r->n[3], r->dt[0], r->dt[1], r->dt[2]);
+    }
+}
+
+/* ---- GEMM --------------------------------------------------------------------------------- */
+
+static void ref_gemm(const low_run *r, uint8_t *const p[]) {
+    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1], tc = (dtype)r->dt[2];
+    bool f8 = dtype_is_f8(ta);
+    int w = 32 / bytes_of(ta);
+    float post = f8 ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
+    for (uint32_t g = 0; g < r->n[0]; g++)
+        for (uint32_t m = 0; m < r->n[1]; m++)
+            for (uint32_t n = 0; n < r->n[2]; n++) {
+                float acc = 0.0f;
+                for (uint32_t k = 0; k < r->n[3]; k++) {
+                    /* 8-bit operands unscaled: the scales apply to the finished sum. */
+                    float a = ld(ta, 0, p[0] + g * r->stride[0][0] + (k / w) * r->stride[0][1] + m * 32 + (k % w) * bytes_of(ta));
+                    float b = ld(tb, 0, p[1] + g * r->stride[1][0] + k * r->stride[1][1] + n * bytes_of(tb));
+                    float prod = a * b;
+                    acc = acc + prod;
+                    if (r->acc == DT_F16) acc = f16r(acc);
+                }
+                st(tc, 0, p[2] + g * r->stride[2][0] + m * r->stride[2][1] + n * bytes_of(tc), acc * post);
+            }
+}
+
+/* A GEMM run with padded strides (pad* in elements or panels); operands placed and filled. */
+static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, uint32_t M, uint32_t N, uint32_t K) {
+    low_run r = {.kernel = LOW_K_GEMM, .acc = (uint8_t)acc, .dt = {(uint8_t)ta, (uint8_t)tb, (uint8_t)tc}};
+    r.scale[0] = (int8_t)rnd_scale(ta);
+    r.scale[1] = (int8_t)rnd_scale(tb);
+    r.n[0] = batch, r.n[1] = M, r.n[2] = N, r.n[3] = K;
+    uint32_t w = (uint32_t)(32 / bytes_of(ta)), panels = (K + w - 1) / w;
+    r.stride[0][1] = (int32_t)(M * 32 + (uint32_t)rnd(0, 2) * 32 + (uint32_t)rnd(0, 1) * 4);
+    r.stride[0][0] = (int32_t)(panels * (uint32_t)r.stride[0][1] + (uint32_t)rnd(0, 2) * 32);
+    r.stride[1][1] = (int32_t)((N + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(tb));
+    r.stride[1][0] = (int32_t)(K * (uint32_t)r.stride[1][1] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tb));
+    r.stride[2][1] = (int32_t)((N + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(tc));
+    r.stride[2][0] = (int32_t)(M * (uint32_t)r.stride[2][1] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tc));
+    size_t need = 256;
+    for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
+    image im = image_new(need);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    /* acc f16 with 8-bit operands sums unscaled codes up to 57344^2: keep 8-bit values small
+     * enough that most sums stay finite, yet let some cases saturate. */
+    float mag_a = dtype_is_f8(ta) ? ldexpf(1.0f, -r.scale[0]) * 2.0f : 2.0f;
+    float mag_b = dtype_is_f8(tb) ? ldexpf(1.0f, -r.scale[1]) * 2.0f : 2.0f;
+    off[0] = place(&im, &r, 0, true, mag_a);
+    off[1] = place(&im, &r, 1, true, mag_b);
+    off[2] = place(&im, &r, 2, false, 0);
+    check_run(&im, &r, off, ref_gemm);
+    image_free(&im);
+}
+
+/* The register block is 6 x 16 and K runs in chunks of 256 (panels of 8, 16 or 32): sizes on
+ * both sides of every edge. */
+static void gemm_edges(void **state) {
+    (void)state;
+    static const uint32_t shapes[][3] = {{1, 1, 1},   {6, 16, 32},  {7, 17, 33}, {5, 7, 3},    {13, 8, 300}, {12, 33, 257},
+                                         {1, 48, 64}, {18, 15, 31}, {2, 3, 256}, {19, 31, 513}, {6, 1, 65},  {11, 24, 17}};
+    for (size_t s = 0; s < TS_COUNT(shapes); s++)
+        for (int acc = 0; acc < 2; acc++) {
+            dtype ac = acc ? DT_F16 : DT_F32;
+            gemm_case(DT_F16, DT_F16, DT_F16, ac, 1, shapes[s][0], shapes[s][1], shapes[s][2]);
+            gemm_case(DT_F143, DT_F143, DT_F32, ac, 1, shapes[s][0], shapes[s][1], shapes[s][2]);
+            gemm_case(DT_F32, DT_F32, DT_F32, ac, 1, shapes[s][0], shapes[s][1], shapes[s][2]);
+        }
+}
+
+static void gemm_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 300; c++) {
+        dtype ta, tb;
+        switch (rnd(0, 2)) {
+        case 0: ta = tb = DT_F16; break;
+        case 1: ta = tb = DT_F32; break;
+        default: ta = PICK(F8_TYPES), tb = PICK(F8_TYPES); break;
+        }
+        dtype tc = PICK(WIDE_TYPES), acc = rnd(0, 1) ? DT_F16 : DT_F32;
+        uint32_t K = (uint32_t)(rnd(0, 4) ? rnd(1, 70) : rnd(200, 300));
+        gemm_case(ta, tb, tc, acc, (uint32_t)rnd(1, 3), (uint32_t)rnd(1, 20), (uint32_t)rnd(1, 40), K);
+    }
+}
+
+/* Runs no AMP or kernel can take are rejected before they reach a kernel. */
+static void invalid_runs_rejected(void **state) {
+    (void)state;
+    char why[64];
+    low_run g = {.kernel = LOW_K_GEMM, .acc = DT_F32, .n = {1, 2, 3, 4}, .dt = {DT_BF16, DT_BF16, DT_F32}};
+    assert_false(low_run_valid(&g, why, sizeof why));
+    g.dt[0] = DT_F32, g.dt[1] = DT_F16;
+    assert_false(low_run_valid(&g, why, sizeof why));
+    assert_string_equal(why, "mixed GEMM operands");
+    g.dt[0] = DT_F16;
+    assert_true(low_run_valid(&g, why, sizeof why));
+    low_run a = {.kernel = LOW_K_ADAMW, .n = {8, 0, 1, 1}};
+    for (int i = 0; i < 7; i++) a.dt[i] = DT_F32;
+    assert_false(low_run_valid(&a, why, sizeof why));
+    a.n[1] = 1;
+    assert_true(low_run_valid(&a, why, sizeof why));
+    low_run e = {.kernel = LOW_K_EWISE, .op = LOW_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
+    e.stride[0][3] = 2;
+    assert_false(low_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
+    e.stride[0][2] = 8;
+    assert_true(low_run_valid(&e, why, sizeof why));
+    low_run c = {.kernel = LOW_K_CLIP_COEF, .n = {4, 1, 1, 1}, .dt = {DT_F32, DT_F16}};
+    assert_false(low_run_valid(&c, why, sizeof why));
+}
+
+/* ---- EWISE -------------------------------------------------------------------------------- */
+
+static const float GELU_C = (float)0.7978845608028654;
+
+static float ref_gelu(float x) {
+    float u = GELU_C * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+static float ref_gelu_grad(float x, float dy) {
+    float u = GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
+    float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+    return d * dy;
+}
+
+static float ew(const low_run *r, float a, float b) {
+    switch ((low_ew_op)r->op) {
+    case LOW_EW_ADD: return a + b;
+    case LOW_EW_SUB: return a - b;
+    case LOW_EW_MUL: return a * b;
+    case LOW_EW_GELU: return ref_gelu(a);
+    case LOW_EW_GELU_GRAD: return ref_gelu_grad(a, b);
+    case LOW_EW_SCALE: return a * r->f[0];
+    default: return a;
+    }
+}
+
+static const uint8_t *at4(const low_run *r, uint8_t *const p[], int i, const uint32_t idx[4]) {
+    int64_t off = 0;
+    for (int d = 0; d < 4; d++) off += (int64_t)idx[d] * r->stride[i][d];
+    return p[i] + off;
+}
+
+static void ref_ewise(const low_run *r, uint8_t *const p[]) {
+    bool binary = low_ew_arity[r->op] == 2;
+    uint32_t idx[4];
+    for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < r->n[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < r->n[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < r->n[3]; idx[3]++) {
+                    float a = ld((dtype)r->dt[1], r->scale[1], at4(r, p, 1, idx));
+                    float b = binary ? ld((dtype)r->dt[2], r->scale[2], at4(r, p, 2, idx)) : 0.0f;
+                    st((dtype)r->dt[0], r->scale[0], (uint8_t *)at4(r, p, 0, idx), ew(r, a, b));
+                }
+}
+
+/* Strides for operand i over the box: compact in a random axis order (a transpose) with random
+ * padding, or (broadcast) 0 on random axes. */
+static void box_strides(low_run *r, int i, bool permute, bool pad, bool broadcast) {
+    int order[4] = {0, 1, 2, 3};
+    if (permute)
+        for (int k = 3; k > 0; k--) {
+            int j = rnd(0, k), t = order[k];
+            order[k] = order[j];
+            order[j] = t;
+        }
+    int64_t s = bytes_of((dtype)r->dt[i]);
+    for (int k = 3; k >= 0; k--) {
+        int d = order[k];
+        r->stride[i][d] = broadcast && rnd(0, 2) == 0 ? 0 : (int32_t)s;
+        s *= r->n[d];
+        if (pad && rnd(0, 1)) s += (int64_t)rnd(1, 3) * bytes_of((dtype)r->dt[i]);
+    }
+}
+
+static void random_box(low_run *r) {
+    for (int d = 0; d < 3; d++) r->n[d] = (uint32_t)(rnd(0, 2) ? rnd(1, 4) : 1);
+    r->n[3] = (uint32_t)(rnd(0, 5) ? rnd(1, 40) : rnd(500, 1100)); /* long rows cross the 512 chunk */
+}
+
+static void ewise_case(low_ew_op op) {
+    low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op};
+    for (int i = 0; i < 3; i++) {
+        r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
+        r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
+    }
+    r.f[0] = rnd_val(3.0f);
+    random_box(&r);
+    bool dense = rnd(0, 3) == 0;
+    box_strides(&r, 0, !dense && rnd(0, 1), !dense, false);
+    box_strides(&r, 1, !dense && rnd(0, 1), !dense, !dense);
+    box_strides(&r, 2, !dense && rnd(0, 1), !dense, !dense);
+    if (low_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
+    size_t need = 256;
+    for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
+    image im = image_new(need);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    for (int i = 1; i < 1 + low_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
+    off[0] = place(&im, &r, 0, false, 0);
+    check_run(&im, &r, off, ref_ewise);
+    image_free(&im);
+}
+
+static void ewise_random(void **state) {
+    (void)state;
+    for (int op = 0; op < LOW_EW_COUNT; op++)
+        for (int c = 0; c < 60; c++) ewise_case((low_ew_op)op);
+}
+
+/* out over its own input: each chunk is read before it is written. */
+static void ewise_in_place(void **state) {
+    (void)state;
+    low_run r = {.kernel = LOW_K_EWISE, .op = LOW_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
+    box_strides(&r, 0, false, true, false);
+    memcpy(r.stride[1], r.stride[0], sizeof r.stride[0]);
+    box_strides(&r, 2, false, false, false);
+    image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 2) + 256);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    off[0] = off[1] = place(&im, &r, 1, true, 4.0f);
+    off[2] = place(&im, &r, 2, true, 4.0f);
+    check_run(&im, &r, off, ref_ewise);
+    image_free(&im);
+}
+
+/* ---- REDUCE, REDUCE_SUM ------------------------------------------------------------------- */
+
+static void ref_reduce(const low_run *r, uint8_t *const p[]) {
+    for (uint32_t e = 0; e < r->n[1]; e++) {
+        float acc = 0.0f;
+        for (uint32_t j = 0; j < r->n[0]; j++) {
+            acc = acc + ld((dtype)r->dt[1], r->scale[1], p[1] + j * r->stride[1][0] + e * bytes_of((dtype)r->dt[1]));
+            if (r->acc == DT_F16) acc = f16r(acc);
+        }
+        st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), acc);
+    }
+}
+
+static void reduce_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 200; c++) {
+        low_run r = {.kernel = LOW_K_REDUCE, .acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32)};
+        r.dt[0] = (uint8_t)PICK(FLOAT_TYPES), r.dt[1] = (uint8_t)PICK(FLOAT_TYPES);
+        r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]), r.scale[1] = (int8_t)rnd_scale((dtype)r.dt[1]);
+        r.n[0] = (uint32_t)rnd(1, 9), r.n[1] = (uint32_t)rnd(1, 100);
+        r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
+        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + 256);
+        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        off[1] = place(&im, &r, 1, true, 4.0f);
+        off[0] = place(&im, &r, 0, false, 0);
+        check_run(&im, &r, off, ref_reduce);
+        image_free(&im);
+    }
+}
+
+/* One f32 accumulator per output element, its terms in box order. */
+static void ref_reduce_sum(const low_run *r, uint8_t *const p[]) {
+    uint64_t outs = 1, ks[4];
+    for (int d = 3; d >= 0; d--) {
+        ks[d] = r->stride[0][d] ? outs : 0;
+        if (r->stride[0][d]) outs *= r->n[d];
+    }
+    float *acc = calloc(outs, sizeof(float));
+    uint8_t **where = calloc(outs, sizeof(uint8_t *));
+    uint32_t idx[4];
+    for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < r->n[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < r->n[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < r->n[3]; idx[3]++) {
+                    uint64_t o = 0;
+                    for (int d = 0; d < 4; d++) o += idx[d] * ks[d];
+                    acc[o] = acc[o] + ld((dtype)r->dt[1], r->scale[1], at4(r, p, 1, idx));
+                    where[o] = (uint8_t *)at4(r, p, 0, idx);
+                }
+    for (uint64_t o = 0; o < outs; o++) st((dtype)r->dt[0], r->scale[0], where[o], acc[o]);
+    free(acc);
+    free(where);
+}
+
+static void reduce_sum_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 200; c++) {
+        low_run r = {.kernel = LOW_K_REDUCE_SUM};
+        r.dt[0] = (uint8_t)PICK(FLOAT_TYPES), r.dt[1] = (uint8_t)PICK(FLOAT_TYPES);
+        r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]), r.scale[1] = (int8_t)rnd_scale((dtype)r.dt[1]);
+        random_box(&r);
+        if (r.n[3] > 200) r.n[3] = 200;
+        box_strides(&r, 1, rnd(0, 1), rnd(0, 1), false);
+        /* out: compact over the kept axes, 0 on the summed ones (at least one of them). */
+        int summed = rnd(1, 15);
+        int64_t s = bytes_of((dtype)r.dt[0]);
+        for (int d = 3; d >= 0; d--) {
+            bool sum = (summed >> d) & 1;
+            r.stride[0][d] = sum ? 0 : (int32_t)s;
+            if (!sum) s = s * r.n[d] + (rnd(0, 1) ? bytes_of((dtype)r.dt[0]) : 0);
+        }
+        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + 256);
+        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        off[1] = place(&im, &r, 1, true, 4.0f);
+        off[0] = place(&im, &r, 0, false, 0);
+        check_run(&im, &r, off, ref_reduce_sum);
+        image_free(&im);
+    }
+}
+
+/* ---- SOFTMAX, LAYER_NORM ------------------------------------------------------------------ */
+
+static void ref_softmax(const low_run *r, uint8_t *const p[]) {
+    uint32_t n = r->n[1];
+    float *e = malloc(n * sizeof(float));
+    dtype tx = (dtype)r->dt[1], to = (dtype)r->dt[0];
+    for (uint32_t row = 0; row < r->n[0]; row++) {
+        const uint8_t *x = p[1] + row * r->stride[1][0];
+        float mx = -INFINITY, sum = 0.0f;
+        for (uint32_t i = 0; i < n; i++) {
+            float v = ld(tx, r->scale[1], x + i * bytes_of(tx));
+            if (v > mx) mx = v;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            e[i] = expf(ld(tx, r->scale[1], x + i * bytes_of(tx)) - mx);
+            sum = sum + e[i];
+        }
+        for (uint32_t i = 0; i < n; i++) st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), e[i] / sum);
+    }
+    free(e);
+}
+
+static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
+    uint32_t n = r->n[1];
+    dtype tx = (dtype)r->dt[1], to = (dtype)r->dt[0], tg = (dtype)r->dt[2], tb = (dtype)r->dt[3];
+    for (uint32_t row = 0; row < r->n[0]; row++) {
+        const uint8_t *x = p[1] + row * r->stride[1][0];
+        float sum = 0.0f, sq = 0.0f;
+        for (uint32_t i = 0; i < n; i++) sum = sum + ld(tx, r->scale[1], x + i * bytes_of(tx));
+        float mean = sum / (float)n;
+        for (uint32_t i = 0; i < n; i++) {
+            float d = ld(tx, r->scale[1], x + i * bytes_of(tx)) - mean;
+            sq = sq + d * d;
+        }
+        float rstd = 1.0f / sqrtf(sq / (float)n + r->f[0]);
+        for (uint32_t i = 0; i < n; i++) {
+            float v = (ld(tx, r->scale[1], x + i * bytes_of(tx)) - mean) * rstd * ld(tg, r->scale[2], p[2] + i * bytes_of(tg)) +
+                      ld(tb, r->scale[3], p[3] + i * bytes_of(tb));
+            st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), v);
+        }
+    }
+}
+
+static void rows_case(low_kernel k) {
+    int nops = low_kernel_operands[k];
+    low_run r = {.kernel = (uint8_t)k, .f = {1e-5f}};
+    for (int i = 0; i < nops; i++) {
+        r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
+        r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
+    }
+    r.n[0] = (uint32_t)rnd(1, 6), r.n[1] = (uint32_t)(rnd(0, 3) ? rnd(1, 80) : rnd(300, 1200));
+    for (int i = 0; i < 2; i++) r.stride[i][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[i]));
+    size_t need = 256;
+    for (int i = 0; i < nops; i++) need += low_run_extent(&r, i) + 64;
+    image im = image_new(need);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    for (int i = 1; i < nops; i++) off[i] = place(&im, &r, i, true, k == LOW_K_SOFTMAX ? 6.0f : 3.0f);
+    off[0] = place(&im, &r, 0, false, 0);
+    check_run(&im, &r, off, k == LOW_K_SOFTMAX ? ref_softmax : ref_layer_norm);
+    image_free(&im);
+}
+
+static void softmax_layer_norm_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 150; c++) {
+        rows_case(LOW_K_SOFTMAX);
+        rows_case(LOW_K_LAYER_NORM);
+    }
+}
+
+/* ---- FILL, COPY --------------------------------------------------------------------------- */
+
+static void ref_fill(const low_run *r, uint8_t *const p[]) {
+    for (uint32_t e = 0; e < r->n[0]; e++) st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), r->f[0]);
+}
+
+static void ref_copy(const low_run *r, uint8_t *const p[]) {
+    for (uint32_t e = 0; e < r->n[0]; e++) p[0][e] = p[1][e];
+}
+
+static void fill_copy_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 100; c++) {
+        low_run r = {.kernel = LOW_K_FILL, .dt = {(uint8_t)PICK(FLOAT_TYPES)}, .n = {(uint32_t)rnd(1, 300)}};
+        r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]);
+        r.f[0] = rnd(0, 4) ? rnd_val(10.0f) : 1e9f; /* 8-bit fills saturate */
+        image im = image_new(low_run_extent(&r, 0) + 64);
+        uint32_t off[LOW_MAX_OPERANDS] = {place(&im, &r, 0, false, 0)};
+        check_run(&im, &r, off, ref_fill);
+        image_free(&im);
+
+        low_run cp = {.kernel = LOW_K_COPY, .dt = {DT_F32, DT_F32}, .n = {(uint32_t)rnd(1, 3000)}};
+        im = image_new(2 * cp.n[0] + 64);
+        uint32_t o2[LOW_MAX_OPERANDS] = {0};
+        o2[1] = image_alloc(&im, cp.n[0], 1);
+        o2[0] = image_alloc(&im, cp.n[0], 1);
+        check_run(&im, &cp, o2, ref_copy);
+        image_free(&im);
+    }
+}
+
+/* ---- SGD, ADAMW, SUMSQ, CLIP_COEF --------------------------------------------------------- */
+
+static void ref_sgd(const low_run *r, uint8_t *const p[]) {
+    float lr = r->f[0], mom = r->f[1], wd = r->f[2];
+    for (uint32_t e = 0; e < r->n[0]; e++) {
+#define EL(i) (p[i] + e * bytes_of((dtype)r->dt[i]))
+        float w = ld((dtype)r->dt[2], r->scale[2], EL(2)), g = ld((dtype)r->dt[3], r->scale[3], EL(3));
+        g = g + wd * w;
+        float step = g;
+        if (mom != 0.0f) {
+            float buf = mom * ld((dtype)r->dt[4], r->scale[4], EL(4)) + g;
+            step = num_round((dtype)r->dt[1], r->scale[1], buf);
+            st((dtype)r->dt[1], r->scale[1], EL(1), step);
+        }
+        st((dtype)r->dt[0], r->scale[0], EL(0), w - lr * step);
+    }
+}
+
+static void ref_adamw(const low_run *r, uint8_t *const p[]) {
+    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
+    float bc1 = (float)(1.0 - pow(b1, (double)r->n[1])), bc2 = (float)(1.0 - pow(b2, (double)r->n[1]));
+    for (uint32_t e = 0; e < r->n[0]; e++) {
+        float w = ld((dtype)r->dt[3], r->scale[3], EL(3)), g = ld((dtype)r->dt[4], r->scale[4], EL(4));
+        float m = ld((dtype)r->dt[5], r->scale[5], EL(5)), v = ld((dtype)r->dt[6], r->scale[6], EL(6));
+        m = num_round((dtype)r->dt[1], r->scale[1], b1 * m + (1.0f - b1) * g);
+        v = num_round((dtype)r->dt[2], r->scale[2], b2 * v + (1.0f - b2) * g * g);
+        float w2 = w * (1.0f - lr * wd) - lr / bc1 * m / (sqrtf(v) / sqrtf(bc2) + eps);
+        st((dtype)r->dt[0], r->scale[0], EL(0), w2);
+        st((dtype)r->dt[1], r->scale[1], EL(1), m);
+        st((dtype)r->dt[2], r->scale[2], EL(2), v);
+#undef EL
+    }
+}
+
+static void ref_sumsq(const low_run *r, uint8_t *const p[]) {
+    float s = 0.0f;
+    for (uint32_t e = 0; e < r->n[0]; e++) {
+        float x = ld((dtype)r->dt[1], r->scale[1], p[1] + e * bytes_of((dtype)r->dt[1]));
+        s = s + x * x;
+    }
+    memcpy(p[0], &s, 4);
+}
+
+static void ref_clip_coef(const low_run *r, uint8_t *const p[]) {
+    float s = 0.0f;
+    for (uint32_t e = 0; e < r->n[0]; e++) s = s + ld(DT_F32, 0, p[1] + 4 * e);
+    float c = r->f[0] / (sqrtf(s) + 1e-6f);
+    c = c > 1.0f ? 1.0f : c;
+    memcpy(p[0], &c, 4);
+}
+
+/* A run over n[0] contiguous elements; state operands (v of adamw, sumsq inputs) positive. */
+static void elems_case(low_kernel k, bool momentum) {
+    int nops = low_kernel_operands[k];
+    low_run r = {.kernel = (uint8_t)k, .n = {(uint32_t)(rnd(0, 3) ? rnd(1, 100) : rnd(500, 1500)), (uint32_t)rnd(1, 12)}};
+    for (int i = 0; i < nops; i++) {
+        r.dt[i] = (uint8_t)(rnd(0, 2) ? DT_F32 : PICK(FLOAT_TYPES));
+        r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
+    }
+    if (k == LOW_K_SUMSQ || k == LOW_K_CLIP_COEF) r.dt[0] = DT_F32;
+    if (k == LOW_K_CLIP_COEF) r.dt[1] = DT_F32;
+    if (k == LOW_K_SGD) r.f[0] = 0.1f, r.f[1] = momentum ? 0.9f : 0.0f, r.f[2] = rnd(0, 1) ? 0.01f : 0.0f;
+    if (k == LOW_K_ADAMW) r.f[0] = 1e-3f, r.f[1] = 0.9f, r.f[2] = 0.999f, r.f[3] = 1e-8f, r.f[4] = 0.01f;
+    if (k == LOW_K_CLIP_COEF) r.f[0] = rnd(0, 1) ? 1.0f : 1e6f; /* below and above the norm */
+    size_t need = 256;
+    for (int i = 0; i < nops; i++) need += low_run_extent(&r, i) + 64;
+    image im = image_new(need);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    int first_in = k == LOW_K_SGD ? 2 : k == LOW_K_ADAMW ? 3 : 1;
+    for (int i = first_in; i < nops; i++)
+        if (low_run_uses(&r, i)) {
+            off[i] = place(&im, &r, i, true, 2.0f);
+            if ((k == LOW_K_ADAMW && i == 6) || k == LOW_K_CLIP_COEF) /* second moments, squared sums: >= 0 */
+                for (uint32_t e = 0; e < r.n[0]; e++) {
+                    uint8_t *q = im.mem + off[i] + e * (uint32_t)bytes_of((dtype)r.dt[i]);
+                    st((dtype)r.dt[i], r.scale[i], q, fabsf(ld((dtype)r.dt[i], r.scale[i], q)));
+                }
+        }
+    for (int i = 0; i < first_in; i++)
+        if (low_run_uses(&r, i)) off[i] = place(&im, &r, i, false, 0);
+    ref_fn *ref = k == LOW_K_SGD ? ref_sgd : k == LOW_K_ADAMW ? ref_adamw : k == LOW_K_SUMSQ ? ref_sumsq : ref_clip_coef;
+    check_run(&im, &r, off, ref);
+    image_free(&im);
+}
+
+static void optimizer_norm_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 60; c++) {
+        elems_case(LOW_K_SGD, false);
+        elems_case(LOW_K_SGD, true);
+        elems_case(LOW_K_ADAMW, false);
+        elems_case(LOW_K_SUMSQ, false);
+        elems_case(LOW_K_CLIP_COEF, false);
+    }
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+/* Kernels on several host threads at once (each with its own scratch, freed when the thread
+ * ends) give the bytes one thread gives. */
+enum { THREAD_JOBS = 16 };
+
+typedef struct thread_job {
+    low_run r;
+    uint8_t *mem;          /* the job's image */
+    uint32_t off[3];
+} thread_job;
+
+static void run_jobs(void *ctx, int64_t begin, int64_t end) {
+    thread_job *jobs = ctx;
+    for (int64_t j = begin; j < end; j++) {
+        uint8_t *p[LOW_MAX_OPERANDS] = {jobs[j].mem + jobs[j].off[0], jobs[j].mem + jobs[j].off[1], jobs[j].mem + jobs[j].off[2]};
+        sim_kernel_run(&jobs[j].r, p);
+    }
+}
+
+static void threads_agree(void **state) {
+    (void)state;
+    thread_job jobs[THREAD_JOBS];
+    image ims[THREAD_JOBS];
+    for (int j = 0; j < THREAD_JOBS; j++) {
+        uint32_t M = (uint32_t)rnd(20, 90), N = (uint32_t)rnd(20, 90), K = (uint32_t)rnd(100, 600);
+        dtype t = j % 2 ? DT_F143 : DT_F16;
+        low_run r = {.kernel = LOW_K_GEMM, .acc = (uint8_t)(j % 4 < 2 ? DT_F32 : DT_F16), .dt = {(uint8_t)t, (uint8_t)t, DT_F32}, .n = {1, M, N, K}};
+        uint32_t w = (uint32_t)(32 / bytes_of(t));
+        r.stride[0][1] = (int32_t)(M * 32), r.stride[0][0] = (int32_t)((K + w - 1) / w * M * 32);
+        r.stride[1][1] = (int32_t)(N * (uint32_t)bytes_of(t)), r.stride[1][0] = (int32_t)K * r.stride[1][1];
+        r.stride[2][1] = (int32_t)(N * 4), r.stride[2][0] = (int32_t)(M * N * 4);
+        ims[j] = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
+        jobs[j] = (thread_job){.r = r, .mem = ims[j].mem};
+        jobs[j].off[0] = place(&ims[j], &r, 0, true, 1.0f);
+        jobs[j].off[1] = place(&ims[j], &r, 1, true, 1.0f);
+        jobs[j].off[2] = place(&ims[j], &r, 2, false, 0);
+        memcpy(ims[j].ref, ims[j].mem, ims[j].size);
+    }
+    run_jobs(jobs, 0, THREAD_JOBS); /* one thread: the expected bytes */
+    for (int j = 0; j < THREAD_JOBS; j++) {
+        uint8_t *t = ims[j].ref; /* swap: results move to ref, inputs come back to mem */
+        ims[j].ref = ims[j].mem;
+        ims[j].mem = t;
+        jobs[j].mem = t;
+    }
+    for (int round = 0; round < 3; round++) util_parallel(THREAD_JOBS, 1, run_jobs, jobs); /* idempotent runs */
+    for (int j = 0; j < THREAD_JOBS; j++) {
+        assert_memory_equal(ims[j].mem, ims[j].ref, ims[j].size);
+        image_free(&ims[j]);
+    }
+}
+
+/* ---- cycle model -------------------------------------------------------------------------- */
+
+static machine preset(const char *name) {
+    machine m;
+    assert_int_equal(machine_preset(name, &m), 0);
+    return m;
+}
+
+static uint64_t gemm_cycles(const machine *m, dtype t, uint32_t M, uint32_t N, uint32_t K, bool interleaved) {
+    low_run r = {.kernel = LOW_K_GEMM, .acc = DT_F32, .dt = {(uint8_t)t, (uint8_t)t, DT_F16}, .n = {1, M, N, K}};
+    bool il[LOW_MAX_OPERANDS] = {interleaved, interleaved, interleaved};
+    return sim_kernel_cycles(&r, m, il);
+}
+
+static void cycles_gemm_shape(void **state) {
+    (void)state;
+    machine c600 = preset("c600");
+    static const dtype ts[] = {DT_F16, DT_F143, DT_F32};
+    for (size_t i = 0; i < TS_COUNT(ts); i++)
+        for (int il = 0; il < 2; il++) {
+            uint64_t prev = 0;
+            for (uint32_t K = 1; K <= 400; K++) { /* monotone in K */
+                uint64_t c = gemm_cycles(&c600, ts[i], 37, 40, K, il);
+                assert_true(c >= prev);
+                prev = c;
+            }
+            prev = 0;
+            for (uint32_t M = 1; M <= 300; M++) {
+                uint64_t c = gemm_cycles(&c600, ts[i], M, 40, 100, il);
+                assert_true(c > prev); /* every row costs AMP time */
+                prev = c;
+            }
+            prev = 0;
+            for (uint32_t N = 1; N <= 300; N++) {
+                uint64_t c = gemm_cycles(&c600, ts[i], 37, N, 100, il);
+                assert_true(c >= prev);
+                prev = c;
+            }
+        }
+    /* A partial K block costs a whole one; the next block costs more. */
+    assert_int_equal(gemm_cycles(&c600, DT_F16, 64, 64, 65, false), gemm_cycles(&c600, DT_F16, 64, 64, 128, false));
+    assert_true(gemm_cycles(&c600, DT_F16, 64, 64, 64, false) < gemm_cycles(&c600, DT_F16, 64, 64, 65, false));
+    /* So does a partial column panel. */
+    assert_int_equal(gemm_cycles(&c600, DT_F16, 64, 17, 128, true), gemm_cycles(&c600, DT_F16, 64, 32, 128, true));
+    /* The machine.h formula, worked: 244 x 128 x 64 f143 (the predecessor's QKV kernel, 18,526
+     * cycles in docs/machine.md): 16 panels of 155 + 244 * 4, plus 430. */
+    assert_int_equal(gemm_cycles(&c600, DT_F143, 244, 64, 128, true), 430 + 16 * (155 + 244 * 4));
+    /* 8-bit AMP work is half of f16's on c600 (twice the rate) once the AMP is the limit. */
+    uint64_t f16 = gemm_cycles(&c600, DT_F16, 256, 64, 512, true), f8 = gemm_cycles(&c600, DT_F143, 256, 64, 512, true);
+    assert_int_equal(f16 - c600.gemm_run_cycles, 2 * (f8 - c600.gemm_run_cycles));
+    /* mk2 has no 8-bit AMP path: the cost says so; f16 is fine there. */
+    machine mk2 = preset("mk2");
+    for (size_t i = 0; i < TS_COUNT(F8_TYPES); i++) assert_true(gemm_cycles(&mk2, F8_TYPES[i], 16, 16, 64, false) == SIM_CYCLES_UNSUPPORTED);
+    assert_true(gemm_cycles(&mk2, DT_F16, 16, 16, 64, false) < 10000);
+    /* bf16 has no AMP path anywhere. */
+    assert_true(gemm_cycles(&c600, DT_BF16, 16, 16, 64, false) == SIM_CYCLES_UNSUPPORTED);
+    /* The load floor: with no per-panel overhead the AMP eats A as fast as ordinary memory
+     * delivers it, so A and B together are load-bound unless they are interleaved. */
+    machine lean = c600;
+    lean.gemm_panel_cycles = 0, lean.gemm_run_cycles = 0;
+    uint64_t plain = gemm_cycles(&lean, DT_F16, 128, 64, 256, false), fast = gemm_cycles(&lean, DT_F16, 128, 64, 256, true);
+    assert_true(plain > fast);
+    assert_int_equal(fast, 4 * 16 * (128 * 4)); /* 16 K panels x 4 column panels at 4 cycles per row */
+    assert_int_equal(plain, 4 * 128 * 256 * 2 / 8 + 256 * 64 * 2 / 8);
+}
+
+static uint64_t ew_cycles(const machine *m, low_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
+    low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
+    for (int i = 0; i < 3; i++) r.stride[i][3] = dtype_bytes(t), r.stride[i][2] = (int32_t)len * dtype_bytes(t) + row_pad;
+    return sim_kernel_cycles(&r, m, NULL);
+}
+
+static void cycles_vector_shape(void **state) {
+    (void)state;
+    machine c600 = preset("c600");
+    uint64_t prev = 0;
+    for (uint32_t n = 1; n <= 3000; n++) {
+        uint64_t c = ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, n, 0);
+        assert_true(c >= prev);
+        prev = c;
+    }
+    /* Pinned, the worked example of docs/sim.md: 576 f16 adds are 850 + 12 + 576 * 6 / 8. */
+    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 576, 0), 850 + 12 + 432);
+    /* gelu pays a function per element; 8-bit moves fewer bytes than f16, f32 more. */
+    assert_true(ew_cycles(&c600, LOW_EW_GELU, DT_F16, 1, 1000, 0) > ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 1000, 0) + 3000);
+    assert_true(ew_cycles(&c600, LOW_EW_CAST, DT_F143, 1, 1000, 0) < ew_cycles(&c600, LOW_EW_CAST, DT_F16, 1, 1000, 0));
+    assert_true(ew_cycles(&c600, LOW_EW_CAST, DT_F32, 1, 1000, 0) > ew_cycles(&c600, LOW_EW_CAST, DT_F16, 1, 1000, 0));
+    /* Dense rows merge into one; padded rows each pay the row overhead. */
+    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 10, 64, 0), ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 640, 0));
+    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 10, 64, 2), ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 640, 0) + 9 * 12);
+    /* Softmax and layer norm grow with rows and row length. */
+    low_run sm = {.kernel = LOW_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {4, 100}};
+    low_run ln = {.kernel = LOW_K_LAYER_NORM, .dt = {DT_F16, DT_F16, DT_F16, DT_F16}, .n = {4, 100}};
+    uint64_t s0 = sim_kernel_cycles(&sm, &c600, NULL), l0 = sim_kernel_cycles(&ln, &c600, NULL);
+    sm.n[0] = ln.n[0] = 5;
+    assert_true(sim_kernel_cycles(&sm, &c600, NULL) > s0 && sim_kernel_cycles(&ln, &c600, NULL) > l0);
+    sm.n[1] = ln.n[1] = 101;
+    assert_true(sim_kernel_cycles(&sm, &c600, NULL) > s0 && sim_kernel_cycles(&ln, &c600, NULL) > l0);
+    /* Interleaved operands never cost more; copies go at copy_bytes_per_cycle. */
+    low_run cp = {.kernel = LOW_K_COPY, .n = {8000}};
+    bool il[LOW_MAX_OPERANDS] = {true, true};
+    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 850 + 1000);
+    assert_true(sim_kernel_cycles(&cp, &c600, il) <= sim_kernel_cycles(&cp, &c600, NULL));
+    /* Every kernel has a cost. */
+    low_run adam = {.kernel = LOW_K_ADAMW, .dt = {0}, .n = {100, 1}};
+    assert_true(sim_kernel_cycles(&adam, &c600, NULL) > 850 + 100 * 4);
+}
+
+/* ---- throughput ------------------------------------------------------------------------- */
+
+/* One tile's share of the big FP8 MLP (729 x 1152 x 4304 over 1472 tiles): 496 x 1152 by
+ * 1152 x 48, f143 operands, f32 accumulation, f16 result. Printed, never asserted. */
+static void gemm_throughput(void **state) {
+    (void)state;
+    const uint32_t M = 496, K = 1152, N = 48, w = 32;
+    low_run r = {.kernel = LOW_K_GEMM, .acc = DT_F32, .dt = {DT_F143, DT_F143, DT_F16}, .scale = {-3, -4}, .n = {1, M, N, K}};
+    r.stride[0][1] = (int32_t)(M * 32), r.stride[0][0] = (int32_t)(K / w * M * 32);
+    r.stride[1][1] = (int32_t)N, r.stride[1][0] = (int32_t)(K * N);
+    r.stride[2][1] = (int32_t)(N * 2), r.stride[2][0] = (int32_t)(M * N * 2);
+    image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 1024);
+    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    off[0] = place(&im, &r, 0, true, 8.0f);
+    off[1] = place(&im, &r, 1, true, 16.0f);
+    off[2] = place(&im, &r, 2, false, 0);
+    uint8_t *p[LOW_MAX_OPERANDS] = {im.mem + off[0], im.mem + off[1], im.mem + off[2]};
+    double fast = INFINITY; /* the best of a few runs: the host may be busy */
+    for (int i = 0; i < 8; i++) {
+        double t0 = util_now_seconds();
+        sim_kernel_run(&r, p);
+        double t = util_now_seconds() - t0;
+        fast = t < fast ? t : fast;
+    }
+
+    /* The naive way: decode everything, then the triple loop of the definition. */
+    double t0 = util_now_seconds();
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t k = 0; k < K; k++) a[m * K + k] = f8_decode(DT_F143, p[0][(k / w) * (uint32_t)r.stride[0][1] + m * 32 + k % w], 0);
+    for (uint32_t k = 0; k < K * N; k++) b[k] = f8_decode(DT_F143, p[1][k], 0);
+    float post = ldexpf(1.0f, -7);
+    bool same = true;
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (uint32_t k = 0; k < K; k++) acc = acc + a[m * K + k] * b[k * N + n];
+            uint16_t h = f32_to_f16(acc * post), got;
+            memcpy(&got, p[2] + m * (uint32_t)r.stride[2][1] + 2 * n, 2);
+            same = same && h == got;
+        }
+    double naive = util_now_seconds() - t0;
+    assert_true(same);
+    double macs = (double)M * N * K;
+    fprintf(stderr, "gemm %ux%ux%u f143: kernel %.2f G multiply-adds/s (%.2f ms), naive triple loop %.2f G/s (%.2f ms): %.1fx\n", M,
+            K, N, macs / fast / 1e9, fast * 1e3, macs / naive / 1e9, naive * 1e3, naive / fast);
+    free(a);
+    free(b);
+    image_free(&im);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gemm_edges),
+        cmocka_unit_test(gemm_random),
+        cmocka_unit_test(invalid_runs_rejected),
+        cmocka_unit_test(ewise_random),
+        cmocka_unit_test(ewise_in_place),
+        cmocka_unit_test(reduce_random),
+        cmocka_unit_test(reduce_sum_random),
+        cmocka_unit_test(softmax_layer_norm_random),
+        cmocka_unit_test(fill_copy_random),
+        cmocka_unit_test(optimizer_norm_random),
+        cmocka_unit_test(threads_agree),
+        cmocka_unit_test(cycles_gemm_shape),
+        cmocka_unit_test(cycles_vector_shape),
+        cmocka_unit_test(gemm_throughput),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
