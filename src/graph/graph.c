@@ -28,7 +28,8 @@ const char *graph_op_name(const graph *g, int32_t op) {
 
 int64_t graph_type_numel(const graph_type *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->dim[i];
+    for (int i = 0; i < t->rank; i++)
+        if (__builtin_mul_overflow(n, t->dim[i], &n)) return INT64_MAX; /* the verifier rejects such types */
     return n;
 }
 
@@ -156,8 +157,7 @@ int graph_finish_op(graph *g, int32_t op, const char *const *names, const graph_
 
 int32_t graph_begin_repeat(graph *g, int64_t count, const int32_t *carried, int32_t ncarry,
                            const int32_t *stacked, int32_t nstacked, const char *const *arg_names) {
-    int32_t in[256];
-    TS_ASSERT(ncarry + nstacked <= (int32_t)TS_COUNT(in));
+    int32_t *in = arena_alloc(&g->arena, sizeof(int32_t) * (size_t)(ncarry + nstacked + 1));
     memcpy(in, carried, sizeof(int32_t) * (size_t)ncarry);
     memcpy(in + ncarry, stacked, sizeof(int32_t) * (size_t)nstacked);
     int32_t op = new_op(g, OP_REPEAT, in, ncarry + nstacked);

@@ -24,6 +24,8 @@
 #include "../util/util.h"
 
 enum { GRAPH_MAX_RANK = 6 };
+#define GRAPH_MAX_DIM (1ll << 40)    /* elements along one axis */
+#define GRAPH_MAX_NUMEL (1ll << 48)  /* elements in one tensor */
 
 /* ---- ops.c: the op and attribute tables ------------------------------- */
 
@@ -278,11 +280,16 @@ int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, di
 /* Default data for input value k (0-based, in program order): normal(0, 1) with
  * seed 1000 + k, rounded to the input's dtype. */
 void graph_input_default(const graph *g, int32_t value, int k, float *out);
+/* The same data from the input's position, dtype and size alone (what a
+ * package run uses when no file is given). */
+void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n);
 
 /* ---- ref.c: the FP32 reference interpreter ----------------------------- */
 
 typedef struct ref_options {
     bool strip_precision;   /* casts become identities, params stay f32 */
+    bool round_results;     /* every op's result rounds to its dtype: the
+                               emulated reference the simulator must match */
     bool quiet;             /* no progress line */
 } ref_options;
 

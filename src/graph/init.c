@@ -71,10 +71,12 @@ static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
     bool same = a.rank == t->rank;
     for (int i = 0; same && i < t->rank; i++) same = a.dim[i] == t->dim[i];
     if (!same) {
-        char want[128];
+        char want[128], got[160] = "[";
         graph_type_str(t, want, sizeof want);
-        graph_fail_op(g, op, d, "%s holds a tensor of rank %d (dims %lld...), the parameter is %s", path, a.rank,
-                      a.rank ? (long long)a.dim[0] : 0LL, want);
+        for (int i = 0; i < a.rank; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)a.dim[i]);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "]");
+        graph_fail_op(g, op, d, "%s has shape %s but parameter '%%%s' is %s", path, got, graph_val(g, o->out[0])->name, want);
         npy_free(&a);
         free(path);
         return -1;
@@ -104,9 +106,12 @@ int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, di
     return 0;
 }
 
+void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n) {
+    graph_normal_fill(1000 + (uint64_t)k, 0.0, 1.0, out, n);
+    num_round_buf(dt, scale, out, (size_t)n);
+}
+
 void graph_input_default(const graph *g, int32_t value, int k, float *out) {
     const graph_type *t = &graph_val(g, value)->type;
-    int64_t n = graph_type_numel(t);
-    graph_normal_fill(1000 + (uint64_t)k, 0.0, 1.0, out, n);
-    num_round_buf(t->dtype, t->scale, out, (size_t)n);
+    graph_default_input_fill(k, t->dtype, t->scale, out, graph_type_numel(t));
 }

@@ -9,8 +9,6 @@
 
 enum { MAX_LIST = 1024 };         /* results, operands, types per statement */
 enum { MAX_NESTING = 8 };         /* repeats inside repeats */
-static const int64_t MAX_DIM = 1ll << 40;     /* elements along one axis */
-static const int64_t MAX_NUMEL = 1ll << 48;   /* elements in one tensor */
 
 typedef struct parser {
     graph *g;
@@ -18,10 +16,29 @@ typedef struct parser {
     const char *p;        /* cursor */
     diag *d;
     int depth;            /* open repeats */
+    const char *pos_at, *pos_bol;  /* position cache: a byte, the start of its line */
+    int32_t pos_line;              /* and that line's number, so positions cost O(distance) */
     const char **res_names[MAX_NESTING], **res_where[MAX_NESTING]; /* their result names */
 } parser;
 
 /* ---- positions and errors ------------------------------------------------ */
+
+/* Line and column of at. Statements are placed in text order, so scanning on
+ * from the previous answer keeps parsing linear (src_line_col rescans from
+ * the start of the file, which made large files quadratic). */
+static void pos_of(parser *ps, const char *at, int32_t *line, int32_t *col) {
+    if (!ps->pos_at || at < ps->pos_at) {
+        ps->pos_at = ps->pos_bol = ps->s;
+        ps->pos_line = 1;
+    }
+    for (; ps->pos_at < at; ps->pos_at++)
+        if (*ps->pos_at == '\n') {
+            ps->pos_line++;
+            ps->pos_bol = ps->pos_at + 1;
+        }
+    *line = ps->pos_line;
+    *col = (int32_t)(at - ps->pos_bol) + 1;
+}
 
 static int fail_at(parser *ps, const char *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail_at(parser *ps, const char *at, const char *fmt, ...) {
@@ -30,16 +47,9 @@ static int fail_at(parser *ps, const char *at, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int line, col;
-    src_line_col(&ps->g->src, (size_t)(at - ps->s), &line, &col);
+    int32_t line, col;
+    pos_of(ps, at, &line, &col);
     return diag_fail_at(ps->d, &ps->g->src, line, col, "%s", msg);
-}
-
-static void pos_of(parser *ps, const char *at, int32_t *line, int32_t *col) {
-    int l, c;
-    src_line_col(&ps->g->src, (size_t)(at - ps->s), &l, &c);
-    *line = l;
-    *col = c;
 }
 
 /* What the cursor is looking at, for "expected X, found Y" messages. */
@@ -195,6 +205,22 @@ static int parse_string(parser *ps, const char **out) {
 
 /* ---- trivia ---------------------------------------------------------------- */
 
+/* Trivia text [b, e) as kept for printing: verbatim but for the CRs ending a
+ * line, so a CRLF file prints with LF line ends throughout (statement lines
+ * lose their CR anyway) instead of a mix. */
+static const char *trivia_dup(parser *ps, const char *b, const char *e) {
+    char *t = arena_alloc(&ps->g->arena, (size_t)(e - b) + 1);
+    size_t n = 0;
+    for (const char *q = b; q < e; q++) {
+        const char *r = q;
+        while (r < e && *r == '\r') r++;
+        if (r > q && (r == e || *r == '\n')) q = r - 1; /* CRs that end a line */
+        else t[n++] = *q;
+    }
+    t[n] = 0;
+    return t;
+}
+
 /* Blank and comment-only lines from the cursor on, verbatim; NULL if none. */
 static const char *lead_trivia(parser *ps) {
     const char *b = ps->p;
@@ -212,17 +238,20 @@ static const char *lead_trivia(parser *ps) {
         break;
     }
     if (ps->p == b) return NULL;
-    return arena_strndup(&ps->g->arena, b, (size_t)(ps->p - b));
+    return trivia_dup(ps, b, ps->p);
 }
 
-/* After a statement: an optional comment, then the end of the line. */
+/* After a statement: an optional comment, then the end of the line. The
+ * tail starts at the blanks after the statement's last token, which an
+ * earlier look-ahead (for ',' or '{') may already have skipped. */
 static int end_of_line(parser *ps, const char **tail) {
     const char *b = ps->p;
+    while (b > ps->s && (b[-1] == ' ' || b[-1] == '\t')) b--;
     skip_ws(ps);
     *tail = NULL;
     if (ps->p < ps->end && *ps->p == '#') {
         while (ps->p < ps->end && *ps->p != '\n') ps->p++;
-        *tail = arena_strndup(&ps->g->arena, b, (size_t)(ps->p - b));
+        *tail = trivia_dup(ps, b, ps->p);
     }
     if (ps->p >= ps->end) return 0;
     if (*ps->p != '\n') return expected(ps, "the end of the line");
@@ -249,9 +278,9 @@ static int parse_type(parser *ps, graph_type *t) {
             const char *db = ps->p;
             int64_t v;
             if (parse_int(ps, &v)) return -1;
-            if (v < 1 || v > MAX_DIM) return fail_at(ps, db, "dimension %lld must be between 1 and 2^40", (long long)v);
+            if (v < 1 || v > GRAPH_MAX_DIM) return fail_at(ps, db, "dimension %lld must be between 1 and 2^40", (long long)v);
             if (t->rank == GRAPH_MAX_RANK) return fail_at(ps, db, "rank exceeds %d", GRAPH_MAX_RANK);
-            if (numel > MAX_NUMEL / v) return fail_at(ps, db, "tensor has more than 2^48 elements");
+            if (numel > GRAPH_MAX_NUMEL / v) return fail_at(ps, db, "tensor has more than 2^48 elements");
             numel *= v;
             t->dim[t->rank++] = v;
         } while (eat(ps, ','));

@@ -333,6 +333,8 @@ static int ref_pad(rt *r, const graph_op *op, float **in, float **out) {
     const graph_type *ti = vtype(r, op->in[0]), *to = vtype(r, op->out[0]);
     int64_t si[GRAPH_MAX_RANK], so[GRAPH_MAX_RANK], base = 0, n = vnumel(r, op->out[0]);
     float v = (float)graph_attr_float(op, ATTR_VALUE);
+    /* An 8-bit tensor holds codes: the padding is the value as its code means. */
+    if (dtype_is_f8(to->dtype) && !r->o->strip_precision) v = num_round(to->dtype, to->scale, v);
     for (int64_t i = 0; i < n; i++) out[0][i] = v;
     contiguous(ti, si);
     contiguous(to, so);
@@ -533,6 +535,11 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
         r->owned[op->out[i]] = true;
     }
     int rc = ref_fns[op->kind](r, op, in, out);
+    if (r->o->round_results)
+        for (int32_t i = 0; i < op->nout; i++) {
+            const graph_type *t = vtype(r, op->out[i]);
+            num_round_buf(t->dtype, t->scale, out[i], (size_t)graph_type_numel(t));
+        }
     progress_step(&r->prog, ++r->done, graph_op_name(r->g, op_id));
     return rc;
 }

@@ -8,6 +8,7 @@ typedef struct vctx {
     const graph *g;
     diag *d;
     bool *defined;  /* per value: defined so far in program order */
+    bool *output;   /* per value: named by an output so far */
 } vctx;
 
 #define FAIL(c, op, ...) graph_fail_op((c)->g, (op), (c)->d, __VA_ARGS__)
@@ -29,7 +30,9 @@ static int check_type(vctx *c, int32_t op, const graph_type *t) {
     if (t->rank < 0 || t->rank > GRAPH_MAX_RANK) return FAIL(c, op, "rank %d is outside [0, %d]", t->rank, GRAPH_MAX_RANK);
     if ((unsigned)t->dtype >= DT_COUNT) return FAIL(c, op, "invalid dtype");
     for (int i = 0; i < t->rank; i++)
-        if (t->dim[i] < 1) return FAIL(c, op, "dimension %d is %lld; dimensions are >= 1", i, (long long)t->dim[i]);
+        if (t->dim[i] < 1 || t->dim[i] > GRAPH_MAX_DIM)
+            return FAIL(c, op, "dimension %d is %lld; dimensions are between 1 and 2^40", i, (long long)t->dim[i]);
+    if (graph_type_numel(t) > GRAPH_MAX_NUMEL) return FAIL(c, op, "a tensor has more than 2^48 elements");
     if (dtype_is_f8(t->dtype) && (t->scale < NUM_SCALE_MIN || t->scale > NUM_SCALE_MAX))
         return FAIL(c, op, "scale %d is outside [%d, %d]", t->scale, NUM_SCALE_MIN, NUM_SCALE_MAX);
     return 0;
@@ -47,8 +50,19 @@ static int check_operands(vctx *c, int32_t op, int32_t block) {
     return 0;
 }
 
+/* Value names print as %NAME and must read back (docs/ir.md: VALUE). */
+static bool name_ok(const char *s) {
+    if (!s || !*s) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.'))
+            return false;
+    return true;
+}
+
 static int define(vctx *c, int32_t op, int32_t v) {
     if (v < 0 || v >= c->g->values.n) return FAIL(c, op, "result is not a value");
+    if (!name_ok(graph_val(c->g, v)->name))
+        return FAIL(c, op, "'%s' is not a value name (letters, digits, '_' and '.')", graph_val(c->g, v)->name ? graph_val(c->g, v)->name : "");
     if (c->defined[v]) return FAIL(c, op, "'%%%s' is defined twice", graph_val(c->g, v)->name);
     c->defined[v] = true;
     return check_type(c, op, &graph_val(c->g, v)->type);
@@ -112,6 +126,11 @@ static int verify_op(vctx *c, int32_t op, int32_t block, bool last) {
     case OP_OUTPUT:
         if (block >= 0) return FAIL(c, op, "output is allowed only at the top level");
         if (o->nin < 1) return FAIL(c, op, "output names no value");
+        /* Outputs are known (and written to files) by their value's name. */
+        for (int32_t i = 0; i < o->nin; i++) {
+            if (c->output[o->in[i]]) return FAIL(c, op, "'%%%s' is an output twice", graph_val(c->g, o->in[i])->name);
+            c->output[o->in[i]] = true;
+        }
         return 0;
     case OP_YIELD:
         if (block < 0 || !last) return FAIL(c, op, "yield must be the last statement of a repeat body");
@@ -157,11 +176,18 @@ static int verify_block(vctx *c, const graph_block *blk, int32_t block) {
 }
 
 int graph_verify(const graph *g, diag *d) {
-    vctx c = {g, d, xcalloc((size_t)(g->values.n ? g->values.n : 1), sizeof(bool))};
+    size_t nv = (size_t)(g->values.n ? g->values.n : 1);
+    vctx c = {g, d, xcalloc(nv, sizeof(bool)), xcalloc(nv, sizeof(bool))};
     int rc = verify_block(&c, &g->body, -1);
     free(c.defined);
+    free(c.output);
     if (rc) return -1;
     int32_t dummy;
-    if (graph_outputs(g, &dummy, 0) == 0) return diag_fail(d, "%s: error: the graph has no output", g->path);
+    if (graph_outputs(g, &dummy, 0) == 0) {
+        if (!g->src.text) return diag_fail(d, "%s: error: the graph has no output", g->path);
+        int line, col; /* where the missing statement belongs: the end of the file */
+        src_line_col(&g->src, g->src.len, &line, &col);
+        return diag_fail_at(d, &g->src, line, col, "the graph has no output (add 'output %%NAME')");
+    }
     return 0;
 }

@@ -161,7 +161,17 @@ static float normal_maxabs(graph_init init, int64_t n) {
 
 /* A weight in the model's GEMM precision: f16, or f143 scaled to its maximum. */
 static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_init init) {
+    if (b->err) return 0;
     if (fp8) {
+        /* The scale needs every value generated: refuse sizes that would take
+         * hours rather than hang (the reference stops at 2^32 elements too). */
+        int64_t n = graph_type_numel(&t);
+        if (n > (1ll << 32)) {
+            diag_fail(b->d, "%s: error: fp8 weight '%s' has %lld elements; the zoo generates at most 2^32", b->g->path,
+                      name, (long long)n);
+            b->err = 1;
+            return 0;
+        }
         t.dtype = DT_F143;
         t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
     } else {
@@ -448,6 +458,7 @@ graph *models_zoo_build(const char *spec, diag *d) {
     strcpy(buf, spec + 4);
     char *params = strchr(buf, ':');
     if (params) *params++ = 0;
+    if (params && !*params) params = NULL; /* "zoo:mlp:" has no parameters */
     const zoo_model *m = NULL;
     for (size_t i = 0; i < TS_COUNT(zoo_models); i++)
         if (strcmp(zoo_models[i].name, buf) == 0) m = &zoo_models[i];
@@ -455,8 +466,11 @@ graph *models_zoo_build(const char *spec, diag *d) {
     zoo_args a = {.spec = spec};
     int np = 0;
     for (; np < MAX_PARAMS && m->params[np].name; np++) a.val[np] = m->params[np].def;
-    char *save = NULL;
-    for (char *kv = params ? strtok_r(params, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
+    bool given[MAX_PARAMS] = {0};
+    /* Items are split by hand: strtok would skip empty items ("a=1,,b=2"). */
+    for (char *kv = params, *next; kv; kv = next) {
+        next = strchr(kv, ',');
+        if (next) *next++ = 0;
         char *eq = strchr(kv, '=');
         if (!eq) return diag_fail(d, "%s: error: expected key=value, found '%s'", spec, kv), NULL;
         *eq = 0;
@@ -471,6 +485,8 @@ graph *models_zoo_build(const char *spec, diag *d) {
             }
             return diag_fail(d, "%s: error: model '%s' has no parameter '%s' (%s)", spec, m->name, kv, known), NULL;
         }
+        if (given[k]) return diag_fail(d, "%s: error: parameter '%s' given twice", spec, kv), NULL;
+        given[k] = true;
         a.val[k] = eq + 1;
     }
     for (int i = 0; i < np; i++) {
@@ -483,7 +499,7 @@ graph *models_zoo_build(const char *spec, diag *d) {
         char *e;
         errno = 0;
         long long v = strtoll(a.val[i], &e, 10);
-        if (!*a.val[i] || *e || errno || v < 1 || v > (1ll << 24))
+        if (a.val[i][0] < '0' || a.val[i][0] > '9' || *e || errno || v < 1 || v > (1ll << 24))
             return diag_fail(d, "%s: error: %s must be an integer between 1 and 2^24, not '%s'", spec, p->name, a.val[i]), NULL;
         a.num[i] = v;
     }

@@ -59,14 +59,23 @@ int diag_fail_at(diag *d, const src_text *src, int line, int col, const char *fm
     if (!p || p > end) return diag_fail(d, "%s:%d:%d: error: %s", src ? src->path : "?", line, col, msg);
     const char *e = memchr(p, '\n', (size_t)(end - p));
     if (!e) e = end;
-    int width = (int)(e - p);
-    if (width > 160) width = 160;
-    char shown[161];
+    if (e > p && e[-1] == '\r') e--; /* a CRLF line end is not part of the line */
+    /* Show at most 160 bytes of the line, a window around the column when
+     * the line is longer; the caret line copies the tabs before the column
+     * so the caret sits under the fault however tabs are displayed. */
+    enum { SHOW = 160 };
+    int len = (int)(e - p), from = 0;
+    if (col - 1 >= SHOW && len > SHOW) from = col - 1 - SHOW / 2 > len - SHOW ? len - SHOW : col - 1 - SHOW / 2;
+    int width = len - from < SHOW ? len - from : SHOW;
+    char shown[SHOW + 1], under[SHOW + 1];
+    int caret = col - 1 - from < 0 ? 0 : (col - 1 - from > width ? width : col - 1 - from);
     for (int i = 0; i < width; i++) {
-        unsigned char ch = (unsigned char)p[i];
+        unsigned char ch = (unsigned char)p[from + i];
         shown[i] = (ch == '\t' || (ch >= 32 && ch < 127)) ? (char)ch : '?';
+        if (i < caret) under[i] = ch == '\t' ? '\t' : ' ';
     }
     shown[width] = 0;
-    int caret = col - 1 < 0 ? 0 : (col - 1 > width ? width : col - 1);
-    return diag_fail(d, "%s:%d:%d: error: %s\n    %s\n    %*s^", src->path, line, col, msg, shown, caret, "");
+    under[caret] = 0;
+    return diag_fail(d, "%s:%d:%d: error: %s\n    %s%s\n    %s%s^", src->path, line, col, msg, from ? "..." : "", shown,
+                     from ? "   " : "", under);
 }

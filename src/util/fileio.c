@@ -42,8 +42,14 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d) {
 }
 
 FILE *outset_open(outset *o, const char *path, diag *d) {
-    char *tmp = xmalloc(strlen(path) + 32);
-    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* The temporary sits in the destination's directory (so the rename stays
+     * in one file system) under a short name of its own: path + ".tmp.PID"
+     * would exceed NAME_MAX for a legal final name of 240-odd bytes. */
+    static long counter;
+    char *dir = path_dirname(path), tmp_name[64];
+    snprintf(tmp_name, sizeof tmp_name, ".tessel-tmp-%ld-%ld", (long)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    char *tmp = path_join(dir, tmp_name);
+    free(dir);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
@@ -96,6 +102,7 @@ int outset_commit(outset *o, diag *d) {
 }
 
 int util_mkdir_p(const char *dir, diag *d) {
+    if (!dir[0]) return diag_fail(d, "error: the directory name is empty");
     char *p = xstrdup(dir);
     for (char *s = p + 1;; s++) {
         if (*s == '/' || *s == 0) {

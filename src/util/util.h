@@ -114,8 +114,8 @@ void src_line_col(const src_text *src, size_t off, int *line, int *col);
 int file_read_all(const char *path, char **data, size_t *len, diag *d);
 
 /* Outputs that appear only if the whole command succeeds: each is written to
- * "path.tmp.PID" and renamed into place by outset_commit; outset_abort (or a
- * failed commit) removes every temporary. */
+ * a temporary ".tessel-tmp-PID-N" next to it and renamed into place by
+ * outset_commit; outset_abort (or a failed commit) removes every temporary. */
 typedef struct outset {
     char **final_paths, **tmp_paths;
     int32_t n, cap;

@@ -278,6 +278,14 @@ static void zoo_spec_errors(void **state) {
         {"zoo:mlp:tokens", "zoo:mlp:tokens: error: expected key=value, found 'tokens'\n"},
         {"zoo:vit:width=100,heads=3", "zoo:vit:width=100,heads=3: error: width 100 is not a multiple of heads 3\n"},
         {"model.onnx", "model.onnx: error: a model is a .tsl file or zoo:NAME[:key=value,...]\n"},
+        {"zoo:mlp:tokens=1,tokens=2", "zoo:mlp:tokens=1,tokens=2: error: parameter 'tokens' given twice\n"},
+        {"zoo:mlp:tokens=1,,width=3", "zoo:mlp:tokens=1,,width=3: error: expected key=value, found ''\n"},
+        {"zoo:mlp:tokens=+5", "zoo:mlp:tokens=+5: error: tokens must be an integer between 1 and 2^24, not '+5'\n"},
+        {"zoo:mlp:tokens= 5", "zoo:mlp:tokens= 5: error: tokens must be an integer between 1 and 2^24, not ' 5'\n"},
+        /* Choosing an fp8 scale generates every weight: a 2^48-element one is refused, not hours of work. */
+        {"zoo:mlp:width=16777216,hidden=16777216,precision=fp8",
+         "zoo:mlp:width=16777216,hidden=16777216,precision=fp8: error: fp8 weight 'w1' has 281474976710656 elements; the zoo "
+         "generates at most 2^32\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         diag d = {0};
@@ -285,6 +293,168 @@ static void zoo_spec_errors(void **state) {
         assert_null(g);
         assert_string_equal(d.text, cases[i].want);
     }
+}
+
+/* The blanks before an end-of-line comment are kept on every kind of
+ * statement, including those whose parser looks ahead for ',' or '{'. */
+static void tail_comment_keeps_its_blanks(void **state) {
+    (void)state;
+    const char *t = "graph g  # a\n"
+                    "input %x : f16[4]   # three\n"
+                    "input %q : f143[4] {scale = 0}\t# tab\n"
+                    "param %w : f16[4] = zeros    # four\n"
+                    "%y = repeat 2 carry(%h = %x) {  # two\n"
+                    "  %h2 = gelu(%h) : f16[4]   # op\n"
+                    "  yield %h2     # five\n"
+                    "}   # brace\n"
+                    "output %y, %w  # out\n";
+    diag d = {0};
+    graph *g = parse(t, &d);
+    if (!g) fail_msg("%s", d.text);
+    char *text = graph_print(g);
+    assert_string_equal(text, t);
+    free(text);
+    graph_free(g);
+}
+
+/* A CRLF file parses, points at the right columns, and prints with LF line
+ * ends throughout (not LF for statements and CRLF for comments). */
+static void crlf_prints_as_lf(void **state) {
+    (void)state;
+    const char *crlf = "# lead\r\n\r\ngraph g # tail\r\ninput %x : f16[4]  # note\r\n%y = gelu(%x) : f16[4]\r\noutput %y\r\n# end\r\n";
+    const char *lf = "# lead\n\ngraph g # tail\ninput %x : f16[4]  # note\n%y = gelu(%x) : f16[4]\noutput %y\n# end\n";
+    diag d = {0};
+    graph *g = parse(crlf, &d);
+    if (!g) fail_msg("%s", d.text);
+    char *text = graph_print(g);
+    assert_string_equal(text, lf);
+    free(text);
+    graph_free(g);
+    diag e = {0};
+    assert_null(parse("graph g\r\ninput %x : f16[4]\r\noutput %z\r\n", &e));
+    assert_string_equal(e.text, "t.tsl:3:8: error: '%z' is not defined\n    output %z\n           ^\n");
+    /* Runs of CRs end a line too, and printing stays a fixed point. */
+    const char *odd = "# a\r\r\n\r\r\ngraph g # b\r\r\ninput %x : f16[4] # c\rd\r\noutput %x\n";
+    diag f = {0};
+    g = parse(odd, &f);
+    if (!g) fail_msg("%s", f.text);
+    text = graph_print(g);
+    assert_string_equal(text, "# a\n\ngraph g # b\ninput %x : f16[4] # c\rd\noutput %x\n");
+    graph *h = parse(text, &f);
+    assert_non_null(h);
+    char *again = graph_print(h);
+    assert_string_equal(again, text);
+    free(again);
+    free(text);
+    graph_free(h);
+    graph_free(g);
+}
+
+/* The caret sits under the fault when the line is indented with tabs, and
+ * a long line is shown as a window around the column. */
+static void caret_under_tabs_and_long_lines(void **state) {
+    (void)state;
+    diag d = {0};
+    assert_null(parse("graph g\ninput %x : f16[4]\n%y = repeat 2 carry(%h = %x) {\n\t%z = gelu(%h, %h) : f16[4]\n\tyield %z\n}\noutput %y\n", &d));
+    assert_string_equal(d.text, "t.tsl:4:7: error: gelu takes 1 operand, got 2\n    \t%z = gelu(%h, %h) : f16[4]\n    \t     ^\n");
+    char text[1024], name[301];
+    memset(name, 'n', 300);
+    name[300] = 0;
+    snprintf(text, sizeof text, "graph g\ninput %%%s : f16[4]\n%%y = add(%%%s, %%q) : f16[4]\noutput %%y\n", name, name);
+    diag e = {0};
+    assert_null(parse(text, &e));
+    /* Column 313 of a 327-byte line: the window ends with the line. */
+    assert_non_null(strstr(e.text, "t.tsl:3:313: error: '%q' is not defined\n    ...nnnn"));
+    /* The caret is as far in as the '%q' of the shown line. */
+    const char *shown = strstr(e.text, "    ...");
+    const char *under = strchr(shown, '\n') + 1;
+    assert_int_equal((int)(strchr(under, '^') - under), (int)(strstr(shown, "%q") - shown));
+}
+
+/* Positions come from a cache that scans forward: parsing is linear, so
+ * a 100,000-statement file parses in well under a second (it took minutes
+ * when every op rescanned the file from its start for its line number). */
+static void large_files_parse_in_linear_time(void **state) {
+    (void)state;
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 40 + 100, n = 0;
+    char *t = malloc(cap);
+    n += (size_t)snprintf(t + n, cap - n, "graph big\ninput %%v0 : f32[4]\n");
+    for (int i = 0; i < N; i++) n += (size_t)snprintf(t + n, cap - n, "%%v%d = gelu(%%v%d) : f32[4]\n", i + 1, i);
+    n += (size_t)snprintf(t + n, cap - n, "output %%v%d\n%%bad\n", N);
+    double t0 = util_now_seconds();
+    diag d = {0};
+    assert_null(parse(t, &d));
+    double secs = util_now_seconds() - t0;
+    /* The error at the end still has the right line. */
+    if (!strstr(d.text, "t.tsl:100004:5: error:")) fail_msg("%s", d.text);
+    if (secs > 10) fail_msg("parsing %d statements took %.1f s", N, secs);
+    t[n - 5] = 0; /* drop "%bad\n" */
+    graph *g = parse(t, &d);
+    assert_non_null(g);
+    assert_int_equal(graph_opr(g, graph_val(g, graph_lookup(g, "v77777"))->def)->line, 77779);
+    graph_free(g);
+    free(t);
+}
+
+/* More carried and sliced values than the builder once had room for. */
+static void repeat_with_many_arguments(void **state) {
+    (void)state;
+    enum { N = 300 };
+    size_t cap = (size_t)N * 40 + 200, n = 0;
+    char *t = malloc(cap);
+    n += (size_t)snprintf(t + n, cap - n, "graph g\ninput %%x : f32[2]\n");
+    for (int i = 0; i < N; i++) n += (size_t)snprintf(t + n, cap - n, "%s%%r%d", i ? ", " : "", i);
+    n += (size_t)snprintf(t + n, cap - n, " = repeat 2 carry(");
+    for (int i = 0; i < N; i++) n += (size_t)snprintf(t + n, cap - n, "%s%%h%d = %%x", i ? ", " : "", i);
+    n += (size_t)snprintf(t + n, cap - n, ") {\n  yield ");
+    for (int i = 0; i < N; i++) n += (size_t)snprintf(t + n, cap - n, "%s%%h%d", i ? ", " : "", i);
+    n += (size_t)snprintf(t + n, cap - n, "\n}\noutput %%r0, %%r299\n");
+    diag d = {0};
+    graph *g = parse(t, &d);
+    if (!g) fail_msg("%s", d.text);
+    char *text = graph_print(g);
+    assert_string_equal(text, t);
+    free(text);
+    graph_free(g);
+    free(t);
+}
+
+/* Outputs are written to files named after their values, so a value is an
+ * output once; and a graph without an output says where one is missing. */
+static void output_rules_are_located(void **state) {
+    (void)state;
+    diag d = {0};
+    assert_null(parse("graph g\ninput %x : f16[4]\n%y = gelu(%x) : f16[4]\noutput %y\noutput %x, %y\n", &d));
+    assert_string_equal(d.text, "t.tsl:5:1: error: '%y' is an output twice\n    output %x, %y\n    ^\n");
+    diag e = {0};
+    assert_null(parse("graph g\ninput %x : f16[4]\n%y = gelu(%x) : f16[4]\n", &e));
+    assert_string_equal(e.text, "t.tsl:4:1: error: the graph has no output (add 'output %NAME')\n    \n    ^\n");
+}
+
+/* Built graphs meet the documented limits and name rules too: a zoo spec
+ * whose tensors exceed them fails cleanly instead of overflowing. */
+static void verifier_enforces_limits_on_built_graphs(void **state) {
+    (void)state;
+    diag d = {0};
+    assert_null(models_load("zoo:vit:image=16777216,patch=1,batch=16777216,layers=1,width=16,heads=1,mlp=16", &d));
+    assert_string_equal(d.text, "zoo:vit:image=16777216,patch=1,batch=16777216,layers=1,width=16,heads=1,mlp=16: error: "
+                                "input 'patches': dimension 1 is 281474976710656; dimensions are between 1 and 2^40\n");
+    graph *g = graph_new("g", "built");
+    int64_t dims[2] = {1 << 25, 1 << 24};
+    int32_t x = graph_result(g, graph_add_input(g, "x", graph_type_make(DT_F16, 2, dims)), 0);
+    graph_add_output(g, &x, 1);
+    diag e = {0};
+    assert_int_equal(graph_verify(g, &e), -1);
+    assert_string_equal(e.text, "built: error: input 'x': a tensor has more than 2^48 elements\n");
+    graph_free(g);
+    g = graph_new("g", "built");
+    x = graph_result(g, graph_add_input(g, "a b", graph_type_make(DT_F16, 1, dims + 1)), 0);
+    graph_add_output(g, &x, 1);
+    diag f = {0};
+    assert_int_equal(graph_verify(g, &f), -1);
+    assert_string_equal(f.text, "built: error: input 'a b': 'a b' is not a value name (letters, digits, '_' and '.')\n");
+    graph_free(g);
 }
 
 static void shortest_float_text(void **state) {
@@ -313,6 +483,13 @@ int main(void) {
         cmocka_unit_test(zoo_models_round_trip),
         cmocka_unit_test(zoo_vit_structure),
         cmocka_unit_test(zoo_spec_errors),
+        cmocka_unit_test(tail_comment_keeps_its_blanks),
+        cmocka_unit_test(crlf_prints_as_lf),
+        cmocka_unit_test(caret_under_tabs_and_long_lines),
+        cmocka_unit_test(large_files_parse_in_linear_time),
+        cmocka_unit_test(repeat_with_many_arguments),
+        cmocka_unit_test(output_rules_are_located),
+        cmocka_unit_test(verifier_enforces_limits_on_built_graphs),
         cmocka_unit_test(shortest_float_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -153,6 +153,34 @@ static void test_round_trip(void **state) {
     }
 }
 
+/* Text that is a slice of a larger buffer (no NUL after it) loads the same
+ * as a file, and its errors name the given path and line. */
+static void test_from_json_text(void **state) {
+    (void)state;
+    machine a, b;
+    diag d = {0};
+    machine_preset("tiny", &a);
+    char *text = machine_to_json(&a);
+    size_t len = strlen(text);
+    char *slice = malloc(len + 8);
+    memcpy(slice, text, len);
+    memset(slice + len, '"', 8);  /* trailing bytes that are not part of the text */
+    if (machine_from_json(slice, len, "pkg (machine)", &b, &d) != 0) fail_msg("%s", d.text);
+    assert_true(machine_equal(&a, &b));
+
+    static const char bad[] = "{\n  \"base\": \"tiny\",\n  \"tiles\": 0\n}\n";
+    machine before = b;
+    assert_int_equal(machine_from_json(bad, strlen(bad), "pkg (machine)", &b, &d), -1);
+    assert_non_null(strstr(d.text, "pkg (machine):3:3: error: tiles must be at least 1"));
+    assert_true(machine_equal(&b, &before));
+
+    d = (diag){0};
+    assert_int_equal(machine_from_json("{\"tiles\": ", 11, "pkg (machine)", &b, &d), -1);
+    assert_non_null(strstr(d.text, "pkg (machine):1:"));
+    free(slice);
+    free(text);
+}
+
 static void test_base_override(void **state) {
     (void)state;
     machine m, c600;
@@ -373,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_preset),
         cmocka_unit_test(test_validate_programmatic),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_from_json_text),
         cmocka_unit_test(test_base_override),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_error_caret),

@@ -223,6 +223,28 @@ static void casts_round_and_strip(void **state) {
     free_out(g, out);
 }
 
+/* An 8-bit tensor holds codes, so padding one holds the code nearest the pad
+ * value (at the tensor's scale), not the raw attribute value. */
+static void pad_of_8bit_rounds_its_value(void **state) {
+    (void)state;
+    graph *g;
+    float x[2] = {1.0f, -2.0f};
+    float *in[1] = {x};
+    const char *text = "graph g\ninput %x : f143[2] {scale = -2}\n"
+                       "%p = pad(%x) {low = [1], high = [1], value = 0.3} : f143[4]\n"
+                       "%s = pad(%x) {low = [0], high = [1], value = 100.0} : f143[3]\noutput %p, %s\n";
+    float **out = run(text, in, false, &g);
+    /* 0.3 * 4 = 1.2 -> 1.25 (3 mantissa bits) -> 0.3125; 100 saturates at 240 / 4. */
+    float want_p[4] = {0.3125f, 1.0f, -2.0f, 0.3125f}, want_s[3] = {1.0f, -2.0f, 60.0f};
+    for (int i = 0; i < 4; i++) near(out[0][i], want_p[i], 0, "p", i);
+    for (int i = 0; i < 3; i++) near(out[1][i], want_s[i], 0, "s", i);
+    free_out(g, out);
+    out = run(text, in, true, &g);  /* stripped: no rounding anywhere */
+    near(out[0][0], 0.3f, 1e-7, "p", 0);
+    near(out[1][2], 100.0f, 0, "s", 2);
+    free_out(g, out);
+}
+
 static void optimizer_ops_follow_pytorch(void **state) {
     (void)state;
     graph *g;
@@ -335,7 +357,7 @@ static void param_initializers(void **state) {
     assert_non_null(g);
     assert_int_equal(ref_run(g, &o, NULL, out, &d), -1);
     assert_non_null(strstr(d.text, "m.tsl:2:1: error:"));
-    assert_non_null(strstr(d.text, "w.npy holds a tensor of rank 1"));
+    assert_non_null(strstr(d.text, "w.npy has shape [3] but parameter '%w' is f16[4]"));
     graph_free(g);
     free(out);
     remove(npy);
@@ -365,6 +387,7 @@ int main(void) {
         cmocka_unit_test(softmax_layer_norm_gelu),
         cmocka_unit_test(layout_ops),
         cmocka_unit_test(casts_round_and_strip),
+        cmocka_unit_test(pad_of_8bit_rounds_its_value),
         cmocka_unit_test(optimizer_ops_follow_pytorch),
         cmocka_unit_test(repeat_semantics),
         cmocka_unit_test(param_initializers),

@@ -1,0 +1,91 @@
+/* args.c: option parsing and the conventions every command shares. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_help(const cmd *c, FILE *f) {
+    fprintf(f, "usage: tessel %s %s\n\n%s\n", c->name, c->usage, c->summary);
+    if (c->opts[0].name) fprintf(f, "\noptions:\n");
+    for (const opt_spec *o = c->opts; o->name; o++) {
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-28s %s\n", lhs, o->help);
+    }
+    fprintf(f, "  %-28s %s\n", "--help", "show this help");
+}
+
+static int usage_error(const cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const cmd *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tessel %s: error: ", c->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'tessel %s --help')\n", c->name);
+    va_end(ap);
+    return EXIT_USER;
+}
+
+int cli_parse(const cmd *c, int argc, char **argv, int npos_min, int npos_max, parsed *p) {
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            p->help = true;
+            return 0;
+        }
+        if (a[0] == '-' && a[1]) {
+            const char *eq = strchr(a, '=');
+            size_t n = eq ? (size_t)(eq - a) : strlen(a);
+            int k = 0;
+            for (; c->opts[k].name; k++)
+                if (strlen(c->opts[k].name) == n && strncmp(c->opts[k].name, a, n) == 0) break;
+            const opt_spec *o = &c->opts[k];
+            if (!o->name) return usage_error(c, "unknown option '%.*s'", (int)n, a);
+            const char *v = NULL;
+            if (o->arg) {
+                if (eq) v = eq + 1;
+                else if (i + 1 < argc) v = argv[++i];
+                else return usage_error(c, "option '%s' needs a value (%s)", o->name, o->arg);
+            } else if (eq) {
+                return usage_error(c, "option '%s' takes no value", o->name);
+            }
+            if (p->nval[k] && !o->repeat) return usage_error(c, "option '%s' given twice", o->name);
+            if (p->nval[k] == MAX_OPT_VALUES) return usage_error(c, "option '%s' given too often", o->name);
+            p->val[k][p->nval[k]++] = v ? v : "";
+            continue;
+        }
+        if (p->npos == (int)TS_COUNT(p->pos) || p->npos == npos_max) return usage_error(c, "unexpected argument '%s'", a);
+        p->pos[p->npos++] = a;
+    }
+    if (p->npos < npos_min) return usage_error(c, "missing %s", c->usage);
+    return 0;
+}
+
+int cli_opt_index(const cmd *c, const char *name) {
+    for (int k = 0; c->opts[k].name; k++)
+        if (strcmp(c->opts[k].name, name) == 0) return k;
+    TS_UNREACHABLE();
+}
+
+const char *cli_opt(const cmd *c, const parsed *p, const char *name) {
+    int k = cli_opt_index(c, name);
+    return p->nval[k] ? p->val[k][0] : NULL;
+}
+
+bool cli_flag(const cmd *c, const parsed *p, const char *name) { return p->nval[cli_opt_index(c, name)] > 0; }
+
+int cli_report(const diag *d) {
+    fflush(stdout);
+    fputs(d->text, stderr);
+    return EXIT_USER;
+}
+
+int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d) {
+    const char *spec = cli_opt(c, p, "--machine");
+    diag md = {0};
+    if (machine_resolve(spec ? spec : "c600", m, &md) == 0) return 0;
+    /* Name the option when the value itself is at fault. */
+    if (strstr(md.text, "unknown machine")) return diag_fail(d, "tessel %s: error: option '--machine %s': %s", c->name, spec, md.text);
+    return diag_fail(d, "%s", md.text);
+}

@@ -1,0 +1,73 @@
+/* cli.h: what the command's files share: option parsing, host tensors on
+ * the command line, and the status conventions (2: a user error). */
+#ifndef TESSEL_CLI_H
+#define TESSEL_CLI_H
+
+#include "tessel.h"
+
+enum { EXIT_USER = 2, EXIT_CHECK_FAILED = 1 };
+
+typedef struct opt_spec {
+    const char *name;  /* "--output-dir" */
+    const char *arg;   /* metavariable, NULL for a flag */
+    const char *help;
+    bool repeat;       /* may be given more than once */
+} opt_spec;
+
+typedef struct cmd {
+    const char *name, *usage, *summary;
+    const opt_spec *opts;
+    int (*run)(const struct cmd *c, int argc, char **argv);
+} cmd;
+
+enum { MAX_OPT_VALUES = 64, MAX_OPTS = 16 };
+
+typedef struct parsed {
+    const char *pos[4];                       /* positional arguments */
+    int npos;
+    const char *val[MAX_OPTS][MAX_OPT_VALUES];/* per option spec: its values */
+    int nval[MAX_OPTS];
+    bool help;
+} parsed;
+
+/* Parses argv for c. Returns 0 (check p->help), or the exit status of a
+ * usage error it already reported. */
+int cli_parse(const cmd *c, int argc, char **argv, int npos_min, int npos_max, parsed *p);
+void cli_help(const cmd *c, FILE *f);
+int cli_opt_index(const cmd *c, const char *name);
+const char *cli_opt(const cmd *c, const parsed *p, const char *name);
+bool cli_flag(const cmd *c, const parsed *p, const char *name);
+/* Prints d and returns EXIT_USER. */
+int cli_report(const diag *d);
+/* A machine from --machine (default c600). */
+int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
+
+/* A tensor crossing the command line. */
+typedef struct host_spec {
+    const char *name;
+    dtype dtype;
+    int scale;
+    int rank;
+    int64_t dim[GRAPH_MAX_RANK];
+} host_spec;
+
+int64_t host_numel(const host_spec *s);
+/* Fills inputs[k] from the command's --input NAME=FILE.npy options, the rest
+ * with the seeded defaults; source[k] is the file or NULL. */
+int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
+                    diag *d);
+/* Writes DIR/NAME.npy (f32) for every tensor, all or nothing. */
+int cli_write_outputs(const char *dir, const host_spec *specs, int32_t n, float *const *data, diag *d);
+/* One summary line: name, type and statistics of x. */
+void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note);
+
+/* The commands. */
+int cmd_graph(const cmd *c, int argc, char **argv);
+int cmd_ref(const cmd *c, int argc, char **argv);
+int cmd_machine(const cmd *c, int argc, char **argv);
+int cmd_zoo(const cmd *c, int argc, char **argv);
+int cmd_compile(const cmd *c, int argc, char **argv);
+int cmd_run(const cmd *c, int argc, char **argv);
+int cmd_check(const cmd *c, int argc, char **argv);
+
+#endif

@@ -1,0 +1,221 @@
+/* cmd_compile.c: compile a model, run a package, check one against the other. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/models.h"
+#include "../report/report.h"
+#include "cli.h"
+
+static void print_compile_summary(const char *model, const machine *m, const compile_info *ci, uint64_t pkg_bytes,
+                                  const char *path) {
+    char used[32], have[32], size[32];
+    fmt_bytes(used, sizeof used, ci->place.tile_bytes);
+    fmt_bytes(have, sizeof have, machine_tile_bytes(m));
+    fmt_bytes(size, sizeof size, (double)pkg_bytes);
+    printf("compiled %s for %s in %.2f s\n", model, m->name, ci->seconds);
+    printf("  program     %lld steps, %lld kernel runs, %lld exchange fragments (repeat bodies once)\n", (long long)ci->steps,
+           (long long)ci->runs, (long long)ci->frags);
+    printf("  tile memory %s of %s per tile (%d buffers, no reuse yet)\n", used, have, ci->place.buffers);
+    if (path) printf("  package     %s, %s\n", path, size);
+}
+
+static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g, machine *m, diag *d) {
+    if (cli_machine(c, p, m, d)) return -1;
+    *g = models_load(spec, d);
+    return *g ? 0 : -1;
+}
+
+int cmd_compile(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    const char *out = cli_opt(c, &p, "-o");
+    diag d = {0};
+    if (!out) return diag_fail(&d, "tessel compile: error: option '-o PKG' is required"), cli_report(&d);
+    graph *g = NULL;
+    machine m;
+    if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
+    package pkg;
+    compile_info ci;
+    rc = tessel_compile(g, &m, p.pos[0], cli_flag(c, &p, "--print-mid") ? stderr : NULL, &pkg, &ci, &d);
+    if (rc == 0) {
+        rc = package_save(&pkg, out, &d);
+        if (rc == 0) {
+            size_t n;
+            uint8_t *img = package_image(&pkg, &n);
+            free(img);
+            print_compile_summary(p.pos[0], &m, &ci, n, out);
+        }
+        package_free(&pkg);
+    }
+    graph_free(g);
+    return rc ? cli_report(&d) : 0;
+}
+
+static host_spec binding_spec(const pkg_binding *b) {
+    host_spec s = {.name = b->name, .dtype = b->dtype, .scale = b->scale, .rank = b->layout.rank};
+    for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
+    return s;
+}
+
+static json_t *sim_json(const sim_stats *st, const machine *m) {
+    return json_pack("{s:I, s:f, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:f, s:f}", "cycles", (json_int_t)st->cycles,
+                     "seconds_at_clock", (double)st->cycles / m->clock_hz, "compute_cycles", (json_int_t)st->compute_cycles,
+                     "exchange_cycles", (json_int_t)st->exchange_cycles, "sync_cycles", (json_int_t)st->sync_cycles,
+                     "tiles_used", st->tiles_used, "peak_tile_bytes", (int)st->peak_tile_bytes, "exchange_bytes",
+                     (json_int_t)st->exchange_bytes, "runs", (json_int_t)st->runs, "macs", (json_int_t)st->macs,
+                     "host_seconds", st->host_seconds, "kernel_seconds", st->kernel_seconds);
+}
+
+static void print_sim_summary(const sim_stats *st, const machine *m) {
+    char used[32], xb[32];
+    fmt_bytes(used, sizeof used, st->peak_tile_bytes);
+    fmt_bytes(xb, sizeof xb, (double)st->exchange_bytes);
+    printf("  cycles      %llu (%.3f ms at %.2f GHz): compute %llu, exchange %llu (sync %llu)\n",
+           (unsigned long long)st->cycles, (double)st->cycles / m->clock_hz * 1e3, m->clock_hz / 1e9,
+           (unsigned long long)st->compute_cycles, (unsigned long long)st->exchange_cycles,
+           (unsigned long long)st->sync_cycles);
+    printf("  tiles       %d of %u used, peak %s per tile, %s exchanged\n", st->tiles_used, m->tiles, used, xb);
+    printf("  host        %.2f s simulating (%.2f s in kernels)\n", st->host_seconds, st->kernel_seconds);
+}
+
+static int write_trace(const char *path, const sim_stats *st, const machine *m, const char *title, diag *d) {
+    outset os = {0};
+    FILE *f = outset_open(&os, path, d);
+    if (!f) return -1;
+    int rc = report_trace_write(f, st, m->clock_hz, title);
+    if (outset_close(&os, f, path, d) || rc) {
+        outset_abort(&os);
+        return d->set ? -1 : diag_fail(d, "%s: error: write failed", path);
+    }
+    return outset_commit(&os, d);
+}
+
+int cmd_run(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    package pkg;
+    if (package_load(p.pos[0], &pkg, &d)) return cli_report(&d);
+    int32_t nin = 0, nout = 0;
+    host_spec *ins = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec)), *outs = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec));
+    for (int32_t i = 0; i < pkg.bindings.n; i++) {
+        if (pkg.bindings.v[i].output) outs[nout++] = binding_spec(&pkg.bindings.v[i]);
+        else ins[nin++] = binding_spec(&pkg.bindings.v[i]);
+    }
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    bool json = cli_flag(c, &p, "--json");
+    const char *trace = cli_opt(c, &p, "--trace"), *dir = cli_opt(c, &p, "--output-dir");
+    sim_options so = {.trace = trace != NULL, .quiet = json};
+    sim_stats st = {0};
+    rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
+    if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
+    if (rc == 0 && dir) rc = cli_write_outputs(dir, outs, nout, outputs, &d);
+    if (rc == 0 && trace) rc = write_trace(trace, &st, &pkg.machine, p.pos[0], &d);
+    if (rc == 0 && json) {
+        json_t *j = sim_json(&st, &pkg.machine);
+        json_object_set_new(j, "package", json_string(p.pos[0]));
+        json_object_set_new(j, "machine", json_string(pkg.machine.name));
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(s);
+        free(s);
+        json_decref(j);
+    } else if (rc == 0) {
+        printf("ran %s on %s\n", p.pos[0], pkg.machine.name);
+        print_sim_summary(&st, &pkg.machine);
+        for (int32_t j = 0; j < nin; j++) {
+            char note[300];
+            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            cli_print_stats("input", &ins[j], inputs[j], note);
+        }
+        for (int32_t j = 0; j < nout; j++) cli_print_stats("output", &outs[j], outputs[j], NULL);
+    }
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    for (int32_t j = 0; j < nout; j++) free(outputs[j]);
+    free(inputs);
+    free(outputs);
+    free(source);
+    free(ins);
+    free(outs);
+    sim_stats_free(&st);
+    package_free(&pkg);
+    return rc ? cli_report(&d) : 0;
+}
+
+static json_t *check_json(const char *model, const machine *m, const compile_info *ci, const check_result *r) {
+    json_t *j = sim_json(&r->sim, m);
+    json_t *outs = json_array();
+    for (int32_t i = 0; i < r->n; i++) {
+        const check_output *o = &r->out[i];
+        json_array_append_new(outs, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:b}", "name", o->name, "cosine",
+                                              o->pure.cosine, "max_abs_err", o->pure.max_abs_err, "emulated_cosine",
+                                              o->emulated.cosine, "emulated_max_abs_err", o->emulated.max_abs_err,
+                                              "min_cosine", o->min_cosine, "pass", o->pass));
+    }
+    json_object_set_new(j, "model", json_string(model));
+    json_object_set_new(j, "machine", json_string(m->name));
+    json_object_set_new(j, "cosine", json_real(r->cosine));
+    json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
+    json_object_set_new(j, "pass", json_boolean(r->pass));
+    json_object_set_new(j, "fp8", json_boolean(r->fp8));
+    json_object_set_new(j, "outputs", outs);
+    json_object_set_new(j, "compile_seconds", json_real(ci->seconds));
+    json_object_set_new(j, "ref_seconds", json_real(r->ref_seconds));
+    json_object_set_new(j, "tile_bytes_placed", json_integer(ci->place.tile_bytes));
+    return j;
+}
+
+int cmd_check(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    graph *g = NULL;
+    machine m;
+    if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
+    bool json = cli_flag(c, &p, "--json");
+    const char *trace = cli_opt(c, &p, "--trace");
+    package built, pkg;
+    compile_info ci;
+    check_result r = {0};
+    rc = tessel_compile(g, &m, p.pos[0], NULL, &built, &ci, &d);
+    if (rc == 0) {
+        /* Through the file format and its reader: what runs is what a file holds. */
+        size_t n;
+        uint8_t *img = package_image(&built, &n);
+        package_free(&built);
+        rc = package_parse(img, n, p.pos[0], &pkg, &d);
+        free(img);
+        if (rc == 0) {
+            sim_options so = {.trace = trace != NULL, .quiet = json};
+            rc = tessel_check(g, &pkg, &so, &r, &d);
+            if (rc == 0 && trace) rc = write_trace(trace, &r.sim, &m, p.pos[0], &d);
+            package_free(&pkg);
+        }
+    }
+    if (rc == 0 && json) {
+        json_t *j = check_json(p.pos[0], &m, &ci, &r);
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(s);
+        free(s);
+        json_decref(j);
+    } else if (rc == 0) {
+        print_compile_summary(p.pos[0], &m, &ci, 0, NULL);
+        print_sim_summary(&r.sim, &m);
+        for (int32_t i = 0; i < r.n; i++) {
+            const check_output *o = &r.out[i];
+            printf("  output %-12s vs pure FP32: cosine %.6f (>= %.3f), max abs err %.4g | vs emulated: cosine %.7f, max abs err %.4g  %s\n",
+                   o->name, o->pure.cosine, o->min_cosine, o->pure.max_abs_err, o->emulated.cosine, o->emulated.max_abs_err,
+                   o->pass ? "ok" : "FAIL");
+        }
+        printf("%s\n", r.pass ? "PASS" : "FAIL");
+    }
+    bool pass = r.pass;
+    check_result_free(&r);
+    graph_free(g);
+    if (rc) return cli_report(&d);
+    return pass ? 0 : EXIT_CHECK_FAILED;
+}

@@ -1,0 +1,132 @@
+/* cmd_graph.c: the commands on graphs and machines: graph, ref, machine, zoo. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/models.h"
+#include "cli.h"
+
+int cmd_graph(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    graph *g = models_load(p.pos[0], &d);
+    if (!g) return cli_report(&d);
+    char *text = graph_print(g);
+    fputs(text, stdout);
+    free(text);
+    graph_free(g);
+    return 0;
+}
+
+/* The graph's inputs (or outputs) as command-line tensors. */
+static host_spec *graph_specs(const graph *g, bool outputs, int32_t *n) {
+    *n = outputs ? graph_outputs(g, NULL, 0) : graph_inputs(g, NULL, 0);
+    int32_t *ids = xcalloc((size_t)*n + 1, sizeof(int32_t));
+    if (outputs) graph_outputs(g, ids, *n);
+    else graph_inputs(g, ids, *n);
+    host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
+    for (int32_t i = 0; i < *n; i++) {
+        const graph_value *v = graph_val(g, ids[i]);
+        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank};
+        memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
+    }
+    free(ids);
+    return s;
+}
+
+int cmd_ref(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    double t0 = util_now_seconds();
+    graph *g = models_load(p.pos[0], &d);
+    if (!g) return cli_report(&d);
+    int32_t nin, nout;
+    host_spec *ins = graph_specs(g, false, &nin), *outs = graph_specs(g, true, &nout);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
+    float **pure = NULL;
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    ref_options o = {.strip_precision = cli_flag(c, &p, "--strip-precision"), .quiet = cli_flag(c, &p, "--quiet")};
+    double t1 = util_now_seconds();
+    rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
+    if (rc == 0) rc = ref_run(g, &o, inputs, outputs, &d);
+    double t2 = util_now_seconds();
+    /* The pure FP32 model on the same inputs, to show what precision costs. */
+    if (rc == 0 && cli_flag(c, &p, "--against-fp32")) {
+        pure = xcalloc((size_t)nout + 1, sizeof(float *));
+        ref_options po = o;
+        po.strip_precision = true;
+        rc = ref_run(g, &po, inputs, pure, &d);
+    }
+    const char *dir = cli_opt(c, &p, "--output-dir");
+    if (rc == 0 && dir) rc = cli_write_outputs(dir, outs, nout, outputs, &d);
+    if (rc == 0) {
+        int64_t nparams = 0, nops = 0;
+        for (int32_t i = 0; i < g->ops.n; i++) {
+            const graph_op *op = graph_opr(g, i);
+            if (op->kind == OP_PARAM) nparams += graph_type_numel(&graph_val(g, op->out[0])->type);
+            else if (!graph_op_infos[op->kind].structural) nops++;
+        }
+        char pc[32], mem[32];
+        fmt_count(pc, sizeof pc, (double)nparams);
+        fmt_bytes(mem, sizeof mem, (double)util_peak_rss_bytes());
+        printf("graph %s (%s): %lld ops, %s parameters%s\n", g->name, p.pos[0], (long long)nops, pc,
+               o.strip_precision ? ", precision stripped (pure FP32)" : "");
+        for (int32_t j = 0; j < nin; j++) {
+            char note[300];
+            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            cli_print_stats("input", &ins[j], inputs[j], note);
+        }
+        for (int32_t j = 0; j < nout; j++) {
+            char note[300] = "";
+            if (dir) snprintf(note, sizeof note, "-> %s/%s.npy", dir, outs[j].name);
+            cli_print_stats("output", &outs[j], outputs[j], dir ? note : NULL);
+            if (pure) {
+                num_diff df = num_compare(outputs[j], pure[j], (size_t)host_numel(&outs[j]));
+                printf("  %-6s %-14s vs pure FP32: cosine %.6f, max abs err %.4g, rms err %.4g (output rms %.4g)\n", "", "",
+                       df.cosine, df.max_abs_err, df.rms_err, df.want_rms);
+            }
+        }
+        printf("reference: %.2f s (load %.2f s), peak memory %s\n", t2 - t1, t1 - t0, mem);
+    }
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    for (int32_t j = 0; j < nout; j++) {
+        free(outputs[j]);
+        if (pure) free(pure[j]);
+    }
+    free(pure);
+    free(inputs);
+    free(outputs);
+    free(source);
+    free(ins);
+    free(outs);
+    graph_free(g);
+    return rc ? cli_report(&d) : 0;
+}
+
+int cmd_machine(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 0, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    machine m;
+    if (machine_resolve(p.npos ? p.pos[0] : "c600", &m, &d)) return cli_report(&d);
+    if (cli_flag(c, &p, "--json")) {
+        char *j = machine_to_json(&m);
+        fputs(j, stdout);
+        free(j);
+    } else {
+        machine_print(stdout, &m);
+    }
+    return 0;
+}
+
+int cmd_zoo(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 0, 0, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    models_zoo_list(stdout);
+    return 0;
+}

@@ -1,0 +1,115 @@
+/* hostio.c: tensors on the command line: .npy inputs, seeded defaults,
+ * output files, one-line summaries. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int64_t host_numel(const host_spec *s) {
+    int64_t n = 1;
+    for (int a = 0; a < s->rank; a++) n *= s->dim[a];
+    return n;
+}
+
+static void shape_str(int rank, const int64_t *dim, char *buf, size_t cap) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int a = 0; a < rank && k < cap; a++) k += (size_t)snprintf(buf + k, cap - k, "%s%lld", a ? ", " : "", (long long)dim[a]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
+                    diag *d) {
+    int k = cli_opt_index(c, "--input");
+    for (int i = 0; i < p->nval[k]; i++) {
+        const char *a = p->val[k][i], *eq = strchr(a, '=');
+        if (!eq || eq == a || !eq[1])
+            return diag_fail(d, "tessel %s: error: option '--input %s': expected NAME=FILE.npy", c->name, a);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+        const char *bare = name[0] == '%' ? name + 1 : name;
+        int32_t j = 0;
+        while (j < n && strcmp(specs[j].name, bare) != 0) j++;
+        if (j == n) {
+            char known[512] = "";
+            for (int32_t t = 0; t < n; t++) {
+                strncat(known, t ? ", " : "", sizeof known - strlen(known) - 1);
+                strncat(known, specs[t].name, sizeof known - strlen(known) - 1);
+            }
+            return diag_fail(d, "tessel %s: error: option '--input %s': there is no input '%s' (inputs: %s)", c->name, a, bare,
+                             n ? known : "none");
+        }
+        if (inputs[j]) return diag_fail(d, "tessel %s: error: option '--input %s': input '%s' given twice", c->name, a, bare);
+        npy_array arr;
+        if (npy_read(eq + 1, &arr, d)) return -1;
+        const host_spec *s = &specs[j];
+        bool same = arr.rank == s->rank;
+        for (int r = 0; same && r < s->rank; r++) same = arr.dim[r] == s->dim[r];
+        if (!same) {
+            char want[128], got[128];
+            shape_str(s->rank, s->dim, want, sizeof want);
+            shape_str(arr.rank, arr.dim, got, sizeof got);
+            npy_free(&arr);
+            return diag_fail(d, "tessel %s: error: option '--input %s': %s has shape %s but input '%s' is %s%s", c->name, a,
+                             eq + 1, got, bare, dtype_name(s->dtype), want);
+        }
+        inputs[j] = xmalloc(sizeof(float) * (size_t)(arr.numel ? arr.numel : 1));
+        num_decode_buf(arr.dtype, 0, arr.data, inputs[j], (size_t)arr.numel);
+        num_round_buf(s->dtype, s->scale, inputs[j], (size_t)arr.numel);
+        source[j] = eq + 1;
+        npy_free(&arr);
+    }
+    for (int32_t j = 0; j < n; j++) {
+        if (inputs[j]) continue;
+        int64_t numel = host_numel(&specs[j]);
+        inputs[j] = xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
+        graph_default_input_fill(j, specs[j].dtype, specs[j].scale, inputs[j], numel);
+        source[j] = NULL;
+    }
+    return 0;
+}
+
+int cli_write_outputs(const char *dir, const host_spec *specs, int32_t n, float *const *data, diag *d) {
+    if (util_mkdir_p(dir, d)) return -1;
+    outset os = {0};
+    for (int32_t j = 0; j < n; j++) {
+        char file[300];
+        snprintf(file, sizeof file, "%s.npy", specs[j].name);
+        char *path = path_join(dir, file);
+        npy_array a = {.dtype = DT_F32, .rank = specs[j].rank, .numel = host_numel(&specs[j]), .data = data[j]};
+        for (int r = 0; r < specs[j].rank; r++) a.dim[r] = specs[j].dim[r];
+        FILE *f = outset_open(&os, path, d);
+        int rc = f ? npy_write(f, &a) : -1;
+        if (f && outset_close(&os, f, path, d)) rc = -1;
+        if (rc && !d->set) diag_fail(d, "%s: error: write failed", path);
+        free(path);
+        if (rc) {
+            outset_abort(&os);
+            return -1;
+        }
+    }
+    return outset_commit(&os, d);
+}
+
+void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note) {
+    int64_t n = host_numel(s), bad = 0;
+    double sum = 0, sq = 0, mn = INFINITY, mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            bad++;
+            continue;
+        }
+        sum += x[i];
+        sq += (double)x[i] * x[i];
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    double cnt = (double)(n - bad), mean = cnt ? sum / cnt : 0, sd = cnt ? sqrt(fmax(0, sq / cnt - mean * mean)) : 0;
+    char ty[160], sh[128];
+    shape_str(s->rank, s->dim, sh, sizeof sh);
+    snprintf(ty, sizeof ty, "%s%s", dtype_name(s->dtype), sh);
+    printf("  %-6s %-14s %-20s mean %+.4g  std %.4g  min %+.4g  max %+.4g", role, s->name, ty, mean, sd, mn, mx);
+    if (bad) printf("  (%lld non-finite)", (long long)bad);
+    if (note) printf("  %s", note);
+    printf("\n");
+}

@@ -1,0 +1,878 @@
+/* expand.c: graph -> mid with the fixed plan (docs/lowering.md).
+ *
+ * Every op picks the layout of its result and asks for its operands in the
+ * layouts it needs; `want` returns the operand as is when it already lies so,
+ * places a parameter or input there when nothing has placed it yet, and
+ * otherwise emits a COPY. Elementwise ops follow their first full-shape
+ * operand, row ops (softmax, layer norm) keep rows whole, a matmul runs on a
+ * (batch, rows, columns, K) tile grid with K partials reduced across tiles. */
+#include "mid.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const mid_kind_names[MID_COUNT] = {
+#define X(id, name) [MID_##id] = #name,
+    MID_KINDS(X)
+#undef X
+};
+
+typedef struct copy_memo {
+    int32_t src, dst;    /* tensors */
+    int32_t block;       /* repeat prim where the copy runs */
+} copy_memo;
+
+typedef struct mx {
+    mid_program *p;
+    const graph *g;
+    const machine *m;
+    diag *d;
+    int32_t *vt;         /* graph value -> tensor holding it */
+    int32_t block;       /* repeat prim being filled, -1 at top level */
+    int32_t open[16];    /* repeat prims being filled, outermost first */
+    int depth;
+    int err;             /* a failure recorded where no status can be returned */
+    int32_t origin;      /* graph op being expanded */
+    int32_t casts;       /* casts emitted for origin so far */
+    VEC(copy_memo) memo; /* copies already made, to reuse */
+} mx;
+
+#define FAIL(x, ...) graph_fail_op((x)->g, (x)->origin, (x)->d, __VA_ARGS__)
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- tensors and prims ------------------------------------------------------ */
+
+int32_t mid_storage(const mid_program *p, int32_t t) {
+    for (;;) {
+        const mid_tensor *x = mid_t(p, t);
+        if (x->alias_of >= 0) t = x->alias_of;
+        else if (x->slice_of >= 0) t = x->slice_of;
+        else return t;
+    }
+}
+
+/* Value types with scalars as [1], the shape every layout needs. */
+static graph_type vtype(const mx *x, int32_t v) {
+    graph_type t = graph_val(x->g, v)->type;
+    if (t.rank == 0) {
+        t.rank = 1;
+        t.dim[0] = 1;
+    }
+    return t;
+}
+
+static int32_t new_tensor(mx *x, const char *name, dtype dt, int scale, const layout *lay, int32_t value) {
+    mid_tensor t = {.name = arena_strdup(&x->p->arena, name), .dtype = dt, .scale = (int8_t)scale, .value = value,
+                    .param_op = -1, .stack = 1, .slice_of = -1, .alias_of = -1, .scope = x->block};
+    if (lay) {
+        t.lay = *lay;
+        t.lay.elem_bytes = dtype_bytes(dt);
+        t.placed = true;
+    }
+    vec_push(&x->p->arena, &x->p->tensors, t);
+    return x->p->tensors.n - 1;
+}
+
+static mid_block *cur_block(mx *x) { return x->block < 0 ? &x->p->top : &mid_p(x->p, x->block)->body; }
+
+static int32_t emit(mx *x, mid_kind k, const int32_t *in, int nin, const int32_t *out, int nout) {
+    mid_prim pr = {.kind = k, .nin = nin, .nout = nout, .origin = x->origin, .cast_ordinal = -1, .acc = DT_F32};
+    TS_ASSERT(nin <= MID_MAX_IN && nout <= MID_MAX_OUT);
+    for (int i = 0; i < nin; i++) pr.in[i] = in[i];
+    for (int i = 0; i < nout; i++) pr.out[i] = out[i];
+    vec_push(&x->p->arena, &x->p->prims, pr);
+    int32_t id = x->p->prims.n - 1;
+    vec_push(&x->p->arena, cur_block(x), id);
+    return id;
+}
+
+/* ---- layout plans ------------------------------------------------------------- */
+
+/* Tile strides row-major over the parts grid, starting at tile 0. */
+static void row_major_tiles(layout *l) {
+    int32_t s = 1;
+    for (int a = l->rank - 1; a >= 0; a--) {
+        l->tile_stride[a] = s;
+        s *= (int32_t)l->parts[a];
+    }
+}
+
+static void set_parts(layout *l, int a, int64_t parts) {
+    l->block[a] = cdiv(l->dim[a], parts);
+    l->parts[a] = cdiv(l->dim[a], l->block[a]);
+}
+
+/* Spread a tensor over the machine: leading axes first; with rows_whole the
+ * last axis stays on one tile (softmax, layer norm need whole rows). */
+static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
+    layout l = layout_single(t->rank, t->dim, dtype_bytes(t->dtype));
+    int64_t left = x->m->tiles;
+    int last = rows_whole ? t->rank - 1 : t->rank;
+    if (last == 0) last = rows_whole ? 0 : 1;
+    for (int a = 0; a < last && left > 1; a++) {
+        int64_t p = min64(t->dim[a], left);
+        set_parts(&l, a, p);
+        left /= l.parts[a];
+    }
+    row_major_tiles(&l);
+    return l;
+}
+
+/* The layout an operand of shape t needs so every tile of out holds the
+ * elements its shard combines with (NumPy broadcasting: size-1 and missing
+ * axes are replicated along out's partition). */
+static layout aligned(const layout *out, const graph_type *t) {
+    layout l = {.rank = t->rank, .elem_bytes = dtype_bytes(t->dtype), .enc = ENC_ROW_MAJOR, .tile_base = out->tile_base};
+    for (int i = 0; i < t->rank; i++) {
+        l.dim[i] = t->dim[i];
+        l.parts[i] = 1;
+        l.block[i] = t->dim[i];
+    }
+    int off = out->rank - t->rank;
+    for (int j = 0; j < out->rank; j++) {
+        int i = j - off;
+        if (i >= 0 && t->dim[i] == out->dim[j]) {
+            l.parts[i] = out->parts[j];
+            l.block[i] = out->block[j];
+            l.tile_stride[i] = out->tile_stride[j];
+        } else if (out->parts[j] > 1) {
+            layout_replicate(&l, out->parts[j], out->tile_stride[j]);
+        }
+    }
+    for (int k = 0; k < out->nrep; k++) layout_replicate(&l, out->rep[k], out->rep_stride[k]);
+    return l;
+}
+
+static layout unreplicated(layout l) {
+    l.nrep = 0;
+    return l;
+}
+
+/* ---- placing and copying ------------------------------------------------------ */
+
+static void place(mx *x, int32_t t, const layout *lay) {
+    mid_tensor *mt = mid_t(x->p, t);
+    TS_ASSERT(!mt->placed);
+    mt->lay = *lay;
+    mt->lay.elem_bytes = dtype_bytes(mt->dtype);
+    mt->placed = true;
+    if (mt->slice_of >= 0) {
+        mid_tensor *st = mid_t(x->p, mt->slice_of);
+        st->lay = mt->lay;
+        st->placed = true;
+    }
+}
+
+/* The tensor holding value v, placed (spread over the machine) if nothing has
+ * placed it yet. */
+static int32_t read(mx *x, int32_t v) {
+    int32_t t = x->vt[v];
+    TS_ASSERT(t >= 0);
+    if (mid_t(x->p, t)->stack > 1 && !x->err)
+        x->err = FAIL(x, "'%%%s' is sliced by a repeat; using it elsewhere is not supported by the compiler yet",
+                      graph_val(x->g, v)->name);
+    if (!mid_t(x->p, t)->placed) {
+        graph_type ty = vtype(x, v);
+        layout l = plan(x, &ty, false);
+        place(x, t, &l);
+    }
+    return t;
+}
+
+/* A copy made in block b is visible here if b is this block or encloses it. */
+static bool visible_from(const mx *x, int32_t b) {
+    if (b < 0) return true;
+    for (int i = 0; i < x->depth; i++)
+        if (x->open[i] == b) return true;
+    return false;
+}
+
+static void emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
+    int32_t pr = emit(x, MID_COPY, &src, 1, &dst, 1);
+    if (view) {
+        mid_p(x->p, pr)->view = *view;
+        mid_p(x->p, pr)->has_view = true;
+    }
+}
+
+/* Value v in exactly layout lay (element size from v's dtype). */
+static int32_t want(mx *x, int32_t v, const layout *lay_in) {
+    layout lay = *lay_in;
+    int32_t t = x->vt[v];
+    mid_tensor *mt = mid_t(x->p, t);
+    lay.elem_bytes = dtype_bytes(mt->dtype);
+    if (mt->stack > 1 && !x->err)
+        x->err = FAIL(x, "'%%%s' is sliced by a repeat; using it elsewhere is not supported by the compiler yet",
+                      graph_val(x->g, v)->name);
+    if (!mt->placed) {
+        place(x, t, &lay);
+        return t;
+    }
+    if (layout_equal(&mt->lay, &lay)) return t;
+    for (int32_t i = 0; i < x->memo.n; i++) {
+        const copy_memo *c = &x->memo.v[i];
+        if (c->src == t && visible_from(x, c->block) && layout_equal(&mid_t(x->p, c->dst)->lay, &lay)) return c->dst;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s@%s", mt->name, graph_op_name(x->g, x->origin));
+    int32_t u = new_tensor(x, name, mt->dtype, mt->scale, &lay, v);
+    emit_copy(x, t, u, NULL);
+    copy_memo c = {t, u, x->block};
+    vec_push(&x->p->arena, &x->memo, c);
+    return u;
+}
+
+/* Value v seen through view (destination -> source coordinates) as a new
+ * tensor of layout lay, e.g. a transposed operand. */
+static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
+    int32_t t = read(x, v);
+    const mid_tensor *mt = mid_t(x->p, t);
+    char name[256];
+    snprintf(name, sizeof name, "%s@%s", mt->name, what);
+    int32_t u = new_tensor(x, name, mt->dtype, mt->scale, lay, v);
+    emit_copy(x, t, u, view);
+    return u;
+}
+
+static int32_t result(mx *x, int32_t v, const layout *lay) {
+    const graph_value *gv = graph_val(x->g, v);
+    int32_t t = new_tensor(x, gv->name, gv->type.dtype, gv->type.scale, lay, v);
+    x->vt[v] = t;
+    return t;
+}
+
+/* ---- elementwise ops ------------------------------------------------------------ */
+
+static bool same_dims(const graph_type *a, const graph_type *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}
+
+/* The result layout of a pointwise op: its first full-shape operand's (when
+ * row-major), else spread over the machine. */
+static layout follow(mx *x, const graph_op *o, bool rows_whole) {
+    graph_type ot = vtype(x, o->out[0]);
+    for (int32_t i = 0; i < o->nin; i++) {
+        graph_type it = vtype(x, o->in[i]);
+        if (!same_dims(&it, &ot)) continue;
+        int32_t t = read(x, o->in[i]);
+        layout l = unreplicated(mid_t(x->p, t)->lay);
+        bool whole = l.parts[l.rank - 1] == 1;
+        if (l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) return l;
+        break;
+    }
+    return plan(x, &ot, rows_whole);
+}
+
+static int expand_ewise(mx *x, const graph_op *o, low_ew_op ew) {
+    layout l = follow(x, o, false);
+    int32_t in[2];
+    for (int32_t i = 0; i < o->nin; i++) {
+        graph_type it = vtype(x, o->in[i]);
+        layout a = aligned(&l, &it);
+        in[i] = want(x, o->in[i], &a);
+    }
+    int32_t out = result(x, o->out[0], &l);
+    int32_t pr = emit(x, MID_EWISE, in, o->nin, &out, 1);
+    mid_prim *p = mid_p(x->p, pr);
+    p->ew = ew;
+    if (ew == LOW_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
+    if (ew == LOW_EW_CAST) p->cast_ordinal = x->casts++;
+    return 0;
+}
+
+static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
+    graph_type it = vtype(x, o->in[0]);
+    if (k == MID_SOFTMAX) {
+        int64_t axis = graph_attr_int(o, ATTR_AXIS);
+        if (axis != -1 && axis != it.rank - 1)
+            return FAIL(x, "softmax over axis %lld (not the last) is not supported by the compiler yet", (long long)axis);
+    }
+    layout l = follow(x, o, true);
+    int32_t in[3];
+    for (int32_t i = 0; i < o->nin; i++) {
+        graph_type t = vtype(x, o->in[i]);
+        layout a = aligned(&l, &t);
+        in[i] = want(x, o->in[i], &a);
+    }
+    int32_t out = result(x, o->out[0], &l);
+    int32_t pr = emit(x, k, in, o->nin, &out, 1);
+    if (k == MID_LAYER_NORM) mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_EPS);
+    return 0;
+}
+
+/* ---- data movement ---------------------------------------------------------------- */
+
+/* Reshape is free when only axes of the common prefix are partitioned and
+ * the storage is plain row-major: the bytes are already in the new order. */
+static int common_prefix(const graph_type *a, const graph_type *b) {
+    int p = 0;
+    while (p < a->rank && p < b->rank && a->dim[p] == b->dim[p]) p++;
+    return p;
+}
+
+static int expand_reshape(mx *x, const graph_op *o) {
+    graph_type it = vtype(x, o->in[0]), ot = vtype(x, o->out[0]);
+    int p = common_prefix(&it, &ot);
+    if (p == it.rank || p == ot.rank) p = (it.rank < ot.rank ? it.rank : ot.rank) - 1;
+    int32_t t = x->vt[o->in[0]];
+    layout src = mid_t(x->p, t)->placed ? mid_t(x->p, t)->lay : plan(x, &it, false);
+    bool free_ = src.enc == ENC_ROW_MAJOR && src.nrep == 0;
+    for (int a = p; a < it.rank && free_; a++) free_ = src.parts[a] == 1;
+    if (!free_) {
+        /* Keep the prefix partition, gather the reshaped axes whole. */
+        for (int a = p; a < it.rank; a++) {
+            src.parts[a] = 1;
+            src.block[a] = it.dim[a];
+        }
+        src.enc = ENC_ROW_MAJOR;
+        src.nrep = 0;
+        row_major_tiles(&src);
+    }
+    t = want(x, o->in[0], &src);
+    layout l = src;
+    l.rank = ot.rank;
+    for (int a = p; a < ot.rank; a++) {
+        l.dim[a] = l.block[a] = ot.dim[a];
+        l.parts[a] = 1;
+        l.tile_stride[a] = 0;
+    }
+    int32_t out = result(x, o->out[0], &l);
+    mid_t(x->p, out)->alias_of = mid_storage(x->p, t);
+    return 0;
+}
+
+static layout_view view_shift(int rank, const int64_t *off) {
+    layout_view v = layout_view_identity(rank);
+    for (int i = 0; i < rank; i++) v.off[i] = off[i];
+    return v;
+}
+
+static int expand_move(mx *x, const graph_op *o) {
+    graph_type ot = vtype(x, o->out[0]);
+    layout l = plan(x, &ot, false);
+    int32_t out = result(x, o->out[0], &l);
+    int rank = ot.rank;
+    int64_t off[LAYOUT_MAX_RANK] = {0};
+    switch (o->kind) {
+    case OP_TRANSPOSE: {
+        layout_view v = layout_view_identity(rank);
+        for (int i = 0; i < rank; i++) v.axis[i] = (int32_t)o->attr[ATTR_PERM].ints.v[i];
+        emit_copy(x, read(x, o->in[0]), out, &v);
+        return 0;
+    }
+    case OP_SLICE:
+        for (int i = 0; i < rank; i++) off[i] = o->attr[ATTR_START].ints.v[i];
+        break;
+    case OP_PAD: {
+        int32_t pr = emit(x, MID_FILL, NULL, 0, &out, 1);
+        mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_VALUE);
+        for (int i = 0; i < rank; i++) off[i] = -o->attr[ATTR_LOW].ints.v[i];
+        break;
+    }
+    case OP_CONCAT: {
+        int axis = (int)graph_attr_int(o, ATTR_AXIS);
+        if (axis < 0) axis += rank;
+        int64_t at = 0;
+        for (int32_t k = 0; k < o->nin; k++) {
+            off[axis] = -at;
+            layout_view v = view_shift(rank, off);
+            emit_copy(x, read(x, o->in[k]), out, &v);
+            at += graph_val(x->g, o->in[k])->type.dim[axis];
+        }
+        return 0;
+    }
+    default: TS_UNREACHABLE();
+    }
+    layout_view v = view_shift(rank, off);
+    emit_copy(x, read(x, o->in[0]), out, &v);
+    return 0;
+}
+
+/* ---- matmul ---------------------------------------------------------------------- */
+
+typedef struct gemm_plan {
+    int nb;                          /* batch axes of the result */
+    int64_t gp[LAYOUT_MAX_RANK];     /* parts per batch axis */
+    int32_t gstride[LAYOUT_MAX_RANK];/* tiles per batch step */
+    int64_t R, C, Kp;                /* row, column, K parts */
+    int64_t bm, bn, bk, sub;         /* blocks; sub = rows per tile after the K reduction */
+} gemm_plan;
+
+/* AMP cycles of one tile's share, the machine's documented formula with K in
+ * blocks of amp_k_block and columns in micro-panels (docs/machine.md). */
+static double amp_cycles(const machine *m, dtype t, int64_t rows, int64_t n, int64_t k) {
+    uint32_t macs = machine_amp_macs(m, t), depth = machine_amp_panel_depth(m, t);
+    if (!macs || !depth) return 1e30;
+    int64_t kr = round_up(k, m->amp_k_block);
+    double panels = (double)cdiv(kr, depth) * (double)cdiv(n, m->amp_col_panel);
+    return m->gemm_run_cycles +
+           panels * (m->gemm_panel_cycles + rows * (m->gemm_row_cycles + (double)depth * m->amp_col_panel / macs));
+}
+
+/* Picks (R, C, Kp) for one batch block by a small model: AMP time, operand
+ * delivery and the partial-sum reduction (docs/lowering.md). */
+static void plan_grid(const machine *m, dtype in, dtype acc, int64_t tiles, int64_t gb, int64_t M, int64_t N, int64_t K,
+                      gemm_plan *best) {
+    double best_cost = 1e300;
+    int es = dtype_bytes(in), ea = dtype_bytes(acc);
+    int64_t kblock = m->amp_k_block;
+    for (int64_t R = 1; R <= min64(M, tiles); R = (R < 8 ? R + 1 : R + cdiv(R, 8))) {
+        int64_t bm0 = cdiv(M, R);
+        for (int64_t C = 1; C <= min64(cdiv(N, 16), tiles / R); C = (C < 8 ? C + 1 : C + cdiv(C, 8))) {
+            int64_t bn = N < 16 ? N : min64(round_up(cdiv(N, C), 16), N);
+            int64_t Cr = cdiv(N, bn);
+            for (int64_t Kp = 1; Kp <= min64(cdiv(K, kblock), tiles / (R * Cr)); Kp = (Kp < 8 ? Kp + 1 : Kp + cdiv(Kp, 8))) {
+                int64_t bk = round_up(cdiv(K, Kp), kblock);
+                if (bk > K) bk = K;
+                int64_t Kr = cdiv(K, bk);
+                int64_t sub = cdiv(bm0, Kr), bm = sub * Kr, Rr = cdiv(M, bm);
+                double amp = gb * amp_cycles(m, in, bm, bn, bk);
+                double bytes_in = (double)gb * ((double)bm * bk + (double)bk * bn) * es;
+                double cost = amp + bytes_in / m->exchange_bytes_per_cycle;
+                if (Kr > 1) {
+                    double part = (double)gb * bm * bn * ea;
+                    cost += part * (Kr - 1) / Kr / m->exchange_bytes_per_cycle + m->sync_cycles +
+                            part / m->vector_bytes_per_cycle;
+                }
+                if (cost < best_cost) {
+                    best_cost = cost;
+                    best->R = Rr;
+                    best->C = Cr;
+                    best->Kp = Kr;
+                    best->bm = bm;
+                    best->bn = bn;
+                    best->bk = bk;
+                    best->sub = sub;
+                }
+            }
+        }
+    }
+}
+
+/* The layout of one GEMM operand or result over the grid. axes[i] names the
+ * role of logical axis i: 'b' + batch index, 'm', 'n', 'k' or 'p' (the
+ * partials axis); roles missing from the tensor become replica axes. */
+typedef struct role {
+    char kind;   /* 'b', 'm', 'n', 'k', 'p' */
+    int batch;   /* batch axis of the result, for 'b' */
+} role;
+
+static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, const int64_t *dim, int es, bool m_fine) {
+    layout l = {.rank = rank, .elem_bytes = es, .enc = ENC_ROW_MAJOR};
+    bool has_b[LAYOUT_MAX_RANK] = {0}, has_m = false, has_n = false, has_k = false;
+    int32_t sm = (int32_t)gp->Kp, sn = (int32_t)(gp->R * gp->Kp), sk = 1;
+    for (int i = 0; i < rank; i++) {
+        l.dim[i] = dim[i];
+        l.parts[i] = 1;
+        l.block[i] = dim[i];
+        l.tile_stride[i] = 0;
+        switch (roles[i].kind) {
+        case 'b':
+            if (dim[i] > 1 || gp->gp[roles[i].batch] == 1) {
+                has_b[roles[i].batch] = true;
+                l.block[i] = cdiv(dim[i], gp->gp[roles[i].batch]);
+                l.parts[i] = cdiv(dim[i], l.block[i]);
+                l.tile_stride[i] = gp->gstride[roles[i].batch];
+            }
+            break;
+        case 'm':
+            has_m = true;
+            l.block[i] = m_fine ? gp->sub : gp->bm;
+            l.parts[i] = cdiv(dim[i], l.block[i]);
+            l.tile_stride[i] = m_fine ? 1 : sm;
+            break;
+        case 'n':
+            has_n = true;
+            l.block[i] = gp->bn;
+            l.parts[i] = cdiv(dim[i], l.block[i]);
+            l.tile_stride[i] = sn;
+            break;
+        case 'k':
+            has_k = true;
+            l.block[i] = gp->bk;
+            l.parts[i] = cdiv(dim[i], l.block[i]);
+            l.tile_stride[i] = sk;
+            break;
+        case 'p':
+            has_k = !m_fine;
+            if (!m_fine) {
+                l.block[i] = 1;
+                l.parts[i] = dim[i];
+                l.tile_stride[i] = 1;
+            }
+            break;
+        }
+    }
+    for (int j = 0; j < gp->nb; j++)
+        if (!has_b[j] && gp->gp[j] > 1) layout_replicate(&l, gp->gp[j], gp->gstride[j]);
+    if (!has_m && gp->R > 1) layout_replicate(&l, gp->R, sm);
+    if (!has_n && gp->C > 1) layout_replicate(&l, gp->C, sn);
+    if (!has_k && !m_fine && gp->Kp > 1) layout_replicate(&l, gp->Kp, sk);
+    return l;
+}
+
+static int expand_matmul(mx *x, const graph_op *o) {
+    const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
+    const graph_type *tc = &graph_val(x->g, o->out[0])->type;
+    bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A), trb = graph_attr_bool(o, ATTR_TRANSPOSE_B);
+    dtype acc = graph_attr_dtype(o, ATTR_ACC), in_dt = ta->dtype;
+    if (!machine_amp_macs(x->m, in_dt))
+        return FAIL(x, "machine '%s' has no AMP path for %s operands", x->m->name, dtype_name(in_dt));
+    int nb = tc->rank - 2;
+    int64_t M = tc->dim[nb], N = tc->dim[nb + 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
+    gemm_plan gp = {.nb = nb};
+    /* Batch axes first, spread like rows; the grid takes what is left. */
+    int64_t left = x->m->tiles, G = 1;
+    for (int j = 0; j < nb; j++) {
+        gp.gp[j] = min64(tc->dim[j], left);
+        gp.gp[j] = cdiv(tc->dim[j], cdiv(tc->dim[j], gp.gp[j]));
+        left /= gp.gp[j];
+        G *= cdiv(tc->dim[j], gp.gp[j]);
+    }
+    gp.R = gp.C = gp.Kp = 1;
+    gp.bm = gp.sub = M, gp.bn = N, gp.bk = K;
+    plan_grid(x->m, in_dt, acc, left, G, M, N, K, &gp);
+    int64_t per_batch = gp.R * gp.C * gp.Kp;
+    for (int j = nb - 1, s = 1; j >= 0; j--) {
+        gp.gstride[j] = (int32_t)(per_batch * s);
+        s *= (int32_t)gp.gp[j];
+    }
+    /* A as [batch..., M, K] AMP-left, B as [batch..., K, N] row-major. */
+    role ra[LAYOUT_MAX_RANK], rb[LAYOUT_MAX_RANK], rc[LAYOUT_MAX_RANK + 1];
+    int64_t da[LAYOUT_MAX_RANK], db[LAYOUT_MAX_RANK], dc[LAYOUT_MAX_RANK + 1];
+    int na = ta->rank - 2, nbb = tb->rank - 2;
+    for (int i = 0; i < na; i++) ra[i] = (role){'b', i + nb - na}, da[i] = ta->dim[i];
+    for (int i = 0; i < nbb; i++) rb[i] = (role){'b', i + nb - nbb}, db[i] = tb->dim[i];
+    ra[na] = (role){'m', 0}, ra[na + 1] = (role){'k', 0};
+    da[na] = M, da[na + 1] = K;
+    rb[nbb] = (role){'k', 0}, rb[nbb + 1] = (role){'n', 0};
+    db[nbb] = K, db[nbb + 1] = N;
+    layout la = grid_layout(&gp, ra, ta->rank, da, dtype_bytes(in_dt), false);
+    la.enc = ENC_AMP_LEFT;
+    layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
+    int32_t a, b;
+    if (tra) {
+        layout_view v = layout_view_identity(ta->rank);
+        v.axis[na] = na + 1, v.axis[na + 1] = na;
+        a = want_view(x, o->in[0], &la, &v, "a_t");
+    } else {
+        a = want(x, o->in[0], &la);
+    }
+    if (trb) {
+        layout_view v = layout_view_identity(tb->rank);
+        v.axis[nbb] = nbb + 1, v.axis[nbb + 1] = nbb;
+        b = want_view(x, o->in[1], &lb, &v, "b_t");
+    } else {
+        b = want(x, o->in[1], &lb);
+    }
+    for (int j = 0; j < nb; j++) rc[j + 1] = (role){'b', j}, dc[j + 1] = tc->dim[j];
+    rc[nb + 1] = (role){'m', 0}, rc[nb + 2] = (role){'n', 0};
+    dc[nb + 1] = M, dc[nb + 2] = N;
+    int32_t in2[2] = {a, b};
+    if (gp.Kp == 1) {
+        layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
+        int32_t out = result(x, o->out[0], &lc);
+        mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1))->acc = acc;
+        return 0;
+    }
+    /* K partials [Kp, batch..., M, N] in the accumulation dtype, moved so each
+     * tile holds all Kp partials of a finer row block, then summed. */
+    rc[0] = (role){'p', 0}, dc[0] = gp.Kp;
+    const char *name = graph_val(x->g, o->out[0])->name;
+    char pn[256];
+    layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(acc), false);
+    snprintf(pn, sizeof pn, "%s.partials", name);
+    int32_t part = new_tensor(x, pn, acc, 0, &lp, -1);
+    mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1))->acc = acc;
+    layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(acc), true);
+    snprintf(pn, sizeof pn, "%s.gathered", name);
+    int32_t gath = new_tensor(x, pn, acc, 0, &lq, -1);
+    emit_copy(x, part, gath, NULL);
+    layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
+    int32_t out = result(x, o->out[0], &lc);
+    mid_p(x->p, emit(x, MID_REDUCE, &gath, 1, &out, 1))->acc = acc;
+    return 0;
+}
+
+/* ---- reductions and training ops --------------------------------------------------- */
+
+/* reduce_sum in up to two stages: each tile sums its shard (into one value per
+ * shard along the reduced axes), then, if reduced axes were split, the
+ * partials are gathered and summed again. */
+static int expand_reduce_sum(mx *x, const graph_op *o) {
+    graph_type it = vtype(x, o->in[0]);
+    uint32_t mask = 0;
+    for (int32_t i = 0; i < o->attr[ATTR_AXES].ints.n; i++) {
+        int64_t a = o->attr[ATTR_AXES].ints.v[i];
+        mask |= 1u << (a < 0 ? a + graph_val(x->g, o->in[0])->type.rank : a);
+    }
+    if (graph_val(x->g, o->in[0])->type.rank == 0) mask = 1;
+    int32_t src = read(x, o->in[0]);
+    layout ls = unreplicated(mid_t(x->p, src)->lay);
+    if (ls.enc != ENC_ROW_MAJOR) ls = plan(x, &it, false);
+    src = want(x, o->in[0], &ls);
+    bool split = false;
+    for (int a = 0; a < it.rank; a++) split |= (mask >> a & 1) && ls.parts[a] > 1;
+    graph_type ot = vtype(x, o->out[0]);
+    if (split) {
+        /* Stage 1: [.., parts, ..] f32 partials where the tiles already are. */
+        graph_type pt = it;
+        pt.dtype = DT_F32;
+        layout lp = ls;
+        lp.elem_bytes = 4;
+        for (int a = 0; a < it.rank; a++)
+            if (mask >> a & 1) {
+                pt.dim[a] = lp.dim[a] = lp.parts[a];
+                lp.block[a] = 1;
+            }
+        char name[256];
+        snprintf(name, sizeof name, "%s.partials", graph_val(x->g, o->out[0])->name);
+        int32_t part = new_tensor(x, name, DT_F32, 0, &lp, -1);
+        int32_t pr = emit(x, MID_REDUCE_SUM, &src, 1, &part, 1);
+        mid_p(x->p, pr)->axes = mask;
+        mid_p(x->p, pr)->keepdims = true;
+        /* Stage 2 input: reduced axes whole on each tile. */
+        layout lq = plan(x, &pt, false);
+        for (int a = 0; a < it.rank; a++)
+            if (mask >> a & 1) {
+                lq.parts[a] = 1;
+                lq.block[a] = pt.dim[a];
+            }
+        row_major_tiles(&lq);
+        snprintf(name, sizeof name, "%s.gathered", graph_val(x->g, o->out[0])->name);
+        src = new_tensor(x, name, DT_F32, 0, &lq, -1);
+        emit_copy(x, part, src, NULL);
+        ls = lq;
+    }
+    /* The output keeps the partition of the kept axes. */
+    layout lo = {.rank = ot.rank, .elem_bytes = dtype_bytes(ot.dtype), .enc = ENC_ROW_MAJOR, .tile_base = ls.tile_base};
+    bool keep = graph_attr_bool(o, ATTR_KEEPDIMS);
+    int j = 0;
+    for (int a = 0; a < it.rank; a++) {
+        bool red = mask >> a & 1;
+        if (red && !keep) continue;
+        if (j >= ot.rank) break;
+        lo.dim[j] = ot.dim[j];
+        lo.parts[j] = red ? 1 : ls.parts[a];
+        lo.block[j] = red ? 1 : ls.block[a];
+        lo.tile_stride[j] = red ? 0 : ls.tile_stride[a];
+        j++;
+    }
+    if (j == 0) { /* everything reduced: a [1] result */
+        lo.dim[0] = lo.block[0] = lo.parts[0] = 1;
+        lo.tile_stride[0] = 0;
+    }
+    int32_t out = result(x, o->out[0], &lo);
+    int32_t pr = emit(x, MID_REDUCE_SUM, &src, 1, &out, 1);
+    mid_p(x->p, pr)->axes = mask;
+    mid_p(x->p, pr)->keepdims = keep || j == 0;
+    return 0;
+}
+
+static int expand_optimizer(mx *x, const graph_op *o) {
+    int32_t w = read(x, o->in[0]);
+    layout l = unreplicated(mid_t(x->p, w)->lay);
+    if (l.enc != ENC_ROW_MAJOR) {
+        graph_type t = vtype(x, o->in[0]);
+        l = plan(x, &t, false);
+    }
+    int32_t in[MID_MAX_IN], out[MID_MAX_OUT];
+    for (int32_t i = 0; i < o->nin; i++) in[i] = want(x, o->in[i], &l);
+    for (int32_t i = 0; i < o->nout; i++) out[i] = result(x, o->out[i], &l);
+    int32_t pr = emit(x, o->kind == OP_SGD ? MID_SGD : MID_ADAMW, in, o->nin, out, o->nout);
+    mid_prim *p = mid_p(x->p, pr);
+    p->f[0] = (float)graph_attr_float(o, ATTR_LR);
+    if (o->kind == OP_SGD) {
+        p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);
+        p->f[2] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
+    } else {
+        p->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
+        p->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
+        p->f[3] = (float)graph_attr_float(o, ATTR_EPS);
+        p->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
+        p->step = graph_attr_int(o, ATTR_STEP);
+    }
+    return 0;
+}
+
+/* global_norm_clip: every tile writes the sum of squares of its shard of
+ * each gradient into its row of an f32 [tiles, n] table; tile 0 gathers the
+ * table, turns it into the clip coefficient, which is then sent to every
+ * gradient's tiles and multiplied in. */
+static int expand_clip(mx *x, const graph_op *o) {
+    int64_t T = x->m->tiles, n = o->nin;
+    int64_t td[2] = {T, n};
+    layout lt = layout_single(2, td, 4);
+    layout_split(&lt, 0, T, 1);
+    int32_t table = new_tensor(x, "clip.sumsq", DT_F32, 0, &lt, -1);
+    mid_p(x->p, emit(x, MID_FILL, NULL, 0, &table, 1))->f[0] = 0;
+    int32_t grads[64];
+    if (n > 64) return FAIL(x, "global_norm_clip over more than 64 tensors is not supported by the compiler yet");
+    for (int32_t i = 0; i < n; i++) {
+        grads[i] = read(x, o->in[i]);
+        layout l = unreplicated(mid_t(x->p, grads[i])->lay);
+        if (l.enc != ENC_ROW_MAJOR) {
+            graph_type t = vtype(x, o->in[i]);
+            l = plan(x, &t, false);
+        }
+        grads[i] = want(x, o->in[i], &l);
+        int32_t pr = emit(x, MID_SUMSQ, &grads[i], 1, &table, 1);
+        mid_p(x->p, pr)->column = i;
+    }
+    layout l0 = layout_single(2, td, 4);
+    int32_t gathered = new_tensor(x, "clip.gathered", DT_F32, 0, &l0, -1);
+    emit_copy(x, table, gathered, NULL);
+    int64_t one = 1;
+    layout lc = layout_single(1, &one, 4);
+    int32_t coef = new_tensor(x, "clip.coef", DT_F32, 0, &lc, -1);
+    mid_p(x->p, emit(x, MID_CLIP_COEF, &gathered, 1, &coef, 1))->f[0] = (float)graph_attr_float(o, ATTR_MAX_NORM);
+    for (int32_t i = 0; i < n; i++) {
+        layout lg = mid_t(x->p, grads[i])->lay;
+        graph_type ct = {.dtype = DT_F32, .rank = 1, .dim = {1}};
+        layout la = aligned(&lg, &ct);
+        char name[256];
+        snprintf(name, sizeof name, "clip.coef@%s", graph_val(x->g, o->out[i])->name);
+        int32_t c = new_tensor(x, name, DT_F32, 0, &la, -1);
+        emit_copy(x, coef, c, NULL);
+        int32_t in[2] = {grads[i], c};
+        int32_t out = result(x, o->out[i], &lg);
+        mid_p(x->p, emit(x, MID_EWISE, in, 2, &out, 1))->ew = LOW_EW_MUL;
+    }
+    return 0;
+}
+
+/* ---- structure ------------------------------------------------------------------------ */
+
+static int expand_block(mx *x, const graph_block *b);
+
+static int expand_repeat(mx *x, int32_t op_id) {
+    const graph_op *o = graph_opr(x->g, op_id);
+    int32_t carried[256];
+    if (o->ncarry > 256) return FAIL(x, "too many carried values");
+    for (int32_t k = 0; k < o->ncarry; k++) {
+        int32_t t0 = read(x, o->in[k]);
+        layout l = unreplicated(mid_t(x->p, t0)->lay);
+        if (l.enc != ENC_ROW_MAJOR) {
+            graph_type t = vtype(x, o->in[k]);
+            l = plan(x, &t, false);
+        }
+        const graph_value *arg = graph_val(x->g, o->args[k]);
+        carried[k] = new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, &l, o->args[k]);
+        emit_copy(x, t0, carried[k], NULL);
+    }
+    for (int32_t j = o->ncarry; j < o->nargs; j++) {
+        int32_t st = x->vt[o->in[j]];
+        mid_tensor *s = mid_t(x->p, st);
+        if (s->placed || s->kind != MT_PARAM)
+            return FAIL(x, "repeat slices '%%%s': the compiler slices only parameters used by nothing else yet",
+                        graph_val(x->g, o->in[j])->name);
+        s->stack = o->count;
+        const graph_value *arg = graph_val(x->g, o->args[j]);
+        int32_t sl = new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, NULL, o->args[j]);
+        mid_t(x->p, sl)->slice_of = st;
+        x->vt[o->args[j]] = sl;
+    }
+    for (int32_t k = 0; k < o->ncarry; k++) x->vt[o->args[k]] = carried[k];
+    int32_t pr = emit(x, MID_REPEAT, NULL, 0, NULL, 0);
+    for (int32_t j = o->ncarry; j < o->nargs; j++) mid_t(x->p, x->vt[o->args[j]])->scope = pr;
+    mid_p(x->p, pr)->count = o->count;
+    int32_t saved = x->block;
+    if (x->depth == (int)TS_COUNT(x->open)) return FAIL(x, "repeats nest too deeply for the compiler");
+    x->open[x->depth++] = pr;
+    x->block = pr;
+    int rc = expand_block(x, &o->body);
+    if (rc == 0) {
+        const graph_op *y = graph_opr(x->g, o->body.v[o->body.n - 1]);
+        x->origin = op_id;
+        for (int32_t k = 0; k < o->ncarry; k++) {
+            int32_t src = read(x, y->in[k]);
+            if (src != carried[k]) emit_copy(x, src, carried[k], NULL);
+        }
+    }
+    x->block = saved;
+    x->depth--;
+    /* A slice nothing in the body used still needs a home for its data. */
+    for (int32_t j = o->ncarry; j < o->nargs && rc == 0; j++) read(x, o->args[j]);
+    for (int32_t k = 0; k < o->ncarry; k++) x->vt[o->out[k]] = carried[k];
+    return rc;
+}
+
+static int expand_op(mx *x, int32_t op_id) {
+    const graph_op *o = graph_opr(x->g, op_id);
+    x->origin = op_id;
+    x->casts = 0;
+    switch (o->kind) {
+    case OP_INPUT:
+    case OP_PARAM: {
+        const graph_value *v = graph_val(x->g, o->out[0]);
+        int32_t t = new_tensor(x, v->name, v->type.dtype, v->type.scale, NULL, o->out[0]);
+        mid_t(x->p, t)->kind = o->kind == OP_INPUT ? MT_INPUT : MT_PARAM;
+        mid_t(x->p, t)->param_op = o->kind == OP_PARAM ? op_id : -1;
+        x->vt[o->out[0]] = t;
+        if (o->kind == OP_INPUT) vec_push(&x->p->arena, &x->p->inputs, t);
+        return 0;
+    }
+    case OP_OUTPUT:
+        for (int32_t i = 0; i < o->nin; i++) vec_push(&x->p->arena, &x->p->outputs, read(x, o->in[i]));
+        return 0;
+    case OP_YIELD: return 0; /* the repeat copies yielded values */
+    case OP_REPEAT: return expand_repeat(x, op_id);
+    case OP_MATMUL: return expand_matmul(x, o);
+    case OP_ADD: return expand_ewise(x, o, LOW_EW_ADD);
+    case OP_SUB: return expand_ewise(x, o, LOW_EW_SUB);
+    case OP_MUL: return expand_ewise(x, o, LOW_EW_MUL);
+    case OP_GELU: return expand_ewise(x, o, LOW_EW_GELU);
+    case OP_GELU_GRAD: return expand_ewise(x, o, LOW_EW_GELU_GRAD);
+    case OP_SCALE: return expand_ewise(x, o, LOW_EW_SCALE);
+    case OP_CAST: return expand_ewise(x, o, LOW_EW_CAST);
+    case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);
+    case OP_LAYER_NORM: return expand_rows(x, o, MID_LAYER_NORM);
+    case OP_RESHAPE: return expand_reshape(x, o);
+    case OP_TRANSPOSE:
+    case OP_SLICE:
+    case OP_PAD:
+    case OP_CONCAT: return expand_move(x, o);
+    case OP_REDUCE_SUM: return expand_reduce_sum(x, o);
+    case OP_SGD:
+    case OP_ADAMW: return expand_optimizer(x, o);
+    case OP_GLOBAL_NORM_CLIP: return expand_clip(x, o);
+    case OP_COUNT: break;
+    }
+    TS_UNREACHABLE();
+}
+
+static int expand_block(mx *x, const graph_block *b) {
+    for (int32_t i = 0; i < b->n; i++)
+        if (expand_op(x, b->v[i]) || x->err) return -1;
+    return 0;
+}
+
+int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    arena_init(&out->arena);
+    out->g = g;
+    out->m = m;
+    mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1};
+    x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
+    for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = -1;
+    int rc = expand_block(&x, &g->body);
+    /* Inputs and parameters nothing consumed still get a layout. */
+    for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)
+        if (!mid_t(out, t)->placed && mid_t(out, t)->value >= 0 && mid_t(out, t)->slice_of < 0 && mid_t(out, t)->stack == 1)
+            read(&x, mid_t(out, t)->value);
+    free(x.vt);
+    if (x.err) rc = -1;
+    if (rc) mid_free(out);
+    return rc;
+}
+
+void mid_free(mid_program *p) {
+    arena_free(&p->arena);
+    memset(p, 0, sizeof *p);
+}

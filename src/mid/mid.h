@@ -1,0 +1,107 @@
+/* mid: graph ops expanded into primitives over tensors with explicit tile
+ * layouts, and a copy at every layout boundary.
+ *
+ *   program ── tensors[]  a value (or temporary) in one layout: dtype, 8-bit
+ *                         scale, layout; params and inputs start unplaced and
+ *                         take the layout their first consumer asks for
+ *           ── prims[]    COPY (retile, transpose, slice, pad, concat: a view
+ *                         from destination to source coordinates), FILL, GEMM
+ *                         partials, REDUCE of partials, EWISE, SOFTMAX,
+ *                         LAYER_NORM, REDUCE_SUM, SGD, ADAMW, SUMSQ,
+ *                         CLIP_COEF, and REPEAT whose body is expanded once
+ *           ── top        prim ids of the top level, in order
+ *
+ * A stacked parameter [L, ...] sliced by a repeat is one tensor holding L
+ * per-layer shards back to back on each tile (`stack` = L); the body's slice
+ * tensor aliases it and advances one shard per iteration. A free reshape
+ * aliases its source's buffer. Every prim records the graph op it came from
+ * (the recipe key) and, for casts, their ordinal inside that op's expansion.
+ */
+#ifndef TESSEL_MID_H
+#define TESSEL_MID_H
+
+#include "../graph/graph.h"
+#include "../layout/layout.h"
+#include "../low/low.h"
+#include "../machine/machine.h"
+
+typedef enum { MT_TEMP, MT_PARAM, MT_INPUT } mid_tensor_kind;
+
+typedef struct mid_tensor {
+    const char *name;
+    dtype dtype;
+    int8_t scale;          /* 8-bit dtypes */
+    layout lay;            /* per layer for stacked tensors */
+    bool placed;           /* lay is decided */
+    mid_tensor_kind kind;
+    int32_t value;         /* graph value held, -1 for temporaries */
+    int32_t param_op;      /* MT_PARAM: the graph param op with its data */
+    int64_t stack;         /* per-layer shards stored back to back (1: not stacked) */
+    int32_t slice_of;      /* iteration slice of this stacked tensor, -1 if not */
+    int32_t alias_of;      /* shares this tensor's buffer (free reshape), -1 if not */
+    int32_t scope;         /* repeat prim whose body made it, -1 at top level */
+} mid_tensor;
+
+#define MID_KINDS(X)                                                     \
+    X(COPY, copy) X(FILL, fill) X(GEMM, gemm) X(REDUCE, reduce)          \
+    X(EWISE, ewise) X(SOFTMAX, softmax) X(LAYER_NORM, layer_norm)        \
+    X(REDUCE_SUM, reduce_sum) X(SGD, sgd) X(ADAMW, adamw)                \
+    X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)
+
+typedef enum {
+#define X(id, name) MID_##id,
+    MID_KINDS(X)
+#undef X
+    MID_COUNT
+} mid_kind;
+
+extern const char *const mid_kind_names[MID_COUNT];
+
+enum { MID_MAX_IN = 4, MID_MAX_OUT = 3 };
+
+typedef VEC(int32_t) mid_block;  /* prim ids in order */
+
+typedef struct mid_prim {
+    mid_kind kind;
+    int32_t in[MID_MAX_IN], nin;      /* tensor ids */
+    int32_t out[MID_MAX_OUT], nout;
+    low_ew_op ew;                      /* EWISE */
+    dtype acc;                         /* GEMM, REDUCE */
+    float f[5];                        /* kernel parameters, as low.h defines them */
+    uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
+    bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
+    int64_t step;                      /* ADAMW: the optimizer step */
+    int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
+    layout_view view;                  /* COPY: destination -> source coordinates */
+    bool has_view;                     /* COPY: view is not the identity */
+    int32_t origin;                    /* graph op it came from */
+    int32_t cast_ordinal;              /* casts: ordinal inside the origin's expansion, else -1 */
+    int64_t count;                     /* REPEAT iterations */
+    mid_block body;                    /* REPEAT */
+} mid_prim;
+
+typedef struct mid_program {
+    arena arena;
+    const graph *g;
+    const machine *m;
+    VEC(mid_tensor) tensors;
+    VEC(mid_prim) prims;
+    mid_block top;
+    VEC(int32_t) inputs;   /* tensor per graph input, program order */
+    VEC(int32_t) outputs;  /* tensor per graph output */
+} mid_program;
+
+/* Expands g for machine m with the fixed plan (docs/lowering.md). User-level
+ * failures (an op the machine cannot run, a model that needs what the
+ * compiler does not do yet) return -1 with d naming the op. */
+int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d);
+void mid_free(mid_program *p);
+/* One line per prim with its tensors and layouts; for --print-after. */
+void mid_print(FILE *f, const mid_program *p);
+
+static inline mid_tensor *mid_t(const mid_program *p, int32_t id) { return &p->tensors.v[id]; }
+static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->prims.v[id]; }
+/* The tensor whose buffer t lives in (through aliases and slices). */
+int32_t mid_storage(const mid_program *p, int32_t t);
+
+#endif

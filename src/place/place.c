@@ -1,0 +1,209 @@
+/* place.c: bump placement of buffers and assembly of the package. */
+#include "place.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { ALIGN = 16 }; /* bytes: every buffer starts on a 16-byte boundary */
+
+typedef struct placer {
+    const mid_program *mp;
+    const low_program *lp;
+    const int32_t *buf_of;
+    const machine *m;
+    package *pkg;
+    uint32_t *addr;      /* per buffer */
+    int32_t *tensor_of;  /* buffer -> its storage tensor */
+    diag *d;
+} placer;
+
+static uint32_t align_up(uint64_t x) { return (uint32_t)((x + ALIGN - 1) / ALIGN * ALIGN); }
+
+
+/* Names the largest buffers in a does-not-fit message. */
+static void largest(const placer *p, char *buf, size_t cap) {
+    int32_t n = p->lp->bufs.n, best[3] = {-1, -1, -1};
+    for (int32_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            if (best[k] < 0 || p->lp->bufs.v[i].bytes > p->lp->bufs.v[best[k]].bytes) {
+                for (int j = 2; j > k; j--) best[j] = best[j - 1];
+                best[k] = i;
+                break;
+            }
+    size_t at = 0;
+    for (int k = 0; k < 3 && best[k] >= 0; k++) {
+        char sz[32];
+        fmt_bytes(sz, sizeof sz, p->lp->bufs.v[best[k]].bytes);
+        at += (size_t)snprintf(buf + at, at < cap ? cap - at : 0, "%s'%s' %s", k ? ", " : "",
+                               p->lp->strings.v + p->lp->bufs.v[best[k]].label, sz);
+    }
+}
+
+static int assign_addresses(placer *p, place_stats *st) {
+    int32_t n = p->lp->bufs.n;
+    uint64_t at = p->m->tile_memory_base;
+    /* Initialised buffers first: the loader writes only below loader_limit. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t b = 0; b < n; b++) {
+            bool init = p->tensor_of[b] >= 0 && mid_t(p->mp, p->tensor_of[b])->kind == MT_PARAM;
+            if (init != (pass == 0)) continue;
+            p->addr[b] = (uint32_t)at;
+            at = align_up(at + p->lp->bufs.v[b].bytes);
+        }
+        if (pass == 0) st->param_bytes = (uint32_t)(at - p->m->tile_memory_base);
+        uint64_t limit = pass == 0 ? p->m->loader_limit : p->m->tile_memory_end;
+        if (at > limit) {
+            char big[512], need[32], have[32];
+            largest(p, big, sizeof big);
+            fmt_bytes(need, sizeof need, (double)(at - p->m->tile_memory_base));
+            fmt_bytes(have, sizeof have, (double)(limit - p->m->tile_memory_base));
+            return diag_fail(p->d,
+                             "%s: error: does not fit: %s needs %s per tile %s, machine '%s' has %s (largest buffers: %s)",
+                             p->mp->g->path, p->mp->g->name, need, pass == 0 ? "of parameters" : "in all", p->m->name,
+                             have, big);
+        }
+    }
+    st->tile_bytes = (uint32_t)(at - p->m->tile_memory_base);
+    st->buffers = n;
+    return 0;
+}
+
+static low_addr absolute(const placer *p, low_addr a) {
+    TS_ASSERT(a.buf < (uint32_t)p->lp->bufs.n);
+    return (low_addr){.buf = LOW_ABSOLUTE, .off = p->addr[a.buf] + a.off, .iter_stride = a.iter_stride};
+}
+
+static void copy_program(placer *p) {
+    low_program *dst = &p->pkg->prog;
+    arena *a = &p->pkg->arena;
+    const low_program *src = p->lp;
+    for (int32_t i = 0; i < src->steps.n; i++) vec_push(a, &dst->steps, src->steps.v[i]);
+    for (int32_t i = 0; i < src->runs.n; i++) {
+        low_run r = src->runs.v[i];
+        for (int k = 0; k < LOW_MAX_OPERANDS; k++)
+            r.ptr[k] = low_run_uses(&r, k) ? absolute(p, r.ptr[k]) : (low_addr){.buf = LOW_ABSOLUTE};
+        vec_push(a, &dst->runs, r);
+    }
+    for (int32_t i = 0; i < src->frags.n; i++) {
+        low_frag f = src->frags.v[i];
+        f.src = absolute(p, f.src);
+        f.dst = absolute(p, f.dst);
+        vec_push(a, &dst->frags, f);
+    }
+    for (int32_t i = 0; i < src->dst_tiles.n; i++) vec_push(a, &dst->dst_tiles, src->dst_tiles.v[i]);
+    for (int32_t i = 0; i < src->strings.n; i++) vec_push(a, &dst->strings, src->strings.v[i]);
+}
+
+/* ---- parameter data ------------------------------------------------------------- */
+
+typedef struct shard_img {
+    const float *values;   /* the whole parameter, row-major */
+    int64_t layer_elems;   /* elements per stacked layer */
+    int64_t layer;
+    dtype dt;
+    int scale;
+    uint8_t *bytes;        /* one shard's storage image per layer, laid out per layer */
+    int64_t shard_bytes;
+} shard_img;
+
+static void encode_span(void *ctx, const int64_t *s, int64_t off, int64_t elem, int64_t n) {
+    (void)s;
+    shard_img *c = ctx;
+    num_encode_buf(c->dt, c->scale, c->values + c->layer * c->layer_elems + elem,
+                   c->bytes + c->layer * c->shard_bytes + off, (size_t)n);
+}
+
+static void blob_append(package *pkg, const uint8_t *b, uint64_t n, uint64_t *cap) {
+    if (pkg->blob_bytes + n > *cap) {
+        while (pkg->blob_bytes + n > *cap) *cap = *cap ? *cap * 2 : 1 << 20;
+        pkg->blob = xrealloc(pkg->blob, *cap);
+    }
+    memcpy(pkg->blob + pkg->blob_bytes, b, n);
+    pkg->blob_bytes += n;
+}
+
+static int add_param(placer *p, int32_t t, uint64_t *cap) {
+    const mid_tensor *mt = mid_t(p->mp, t);
+    const graph *g = p->mp->g;
+    const graph_type *gt = &graph_val(g, mt->value)->type;
+    int64_t numel = graph_type_numel(gt);
+    float *values = xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
+    if (graph_param_values(g, mt->param_op, false, values, p->d)) {
+        free(values);
+        return -1;
+    }
+    const layout *l = &mt->lay;
+    int64_t sb = layout_shard_bytes(l), shards = layout_shards(l);
+    uint8_t *img = xmalloc((size_t)(sb * mt->stack));
+    int64_t s[LAYOUT_MAX_RANK] = {0};
+    int32_t b = p->buf_of[t];
+    for (int64_t k = 0; k < shards; k++) {
+        memset(img, 0, (size_t)(sb * mt->stack));
+        shard_img c = {values, numel / mt->stack, 0, mt->dtype, mt->scale, img, sb};
+        for (c.layer = 0; c.layer < mt->stack; c.layer++) layout_spans(l, s, encode_span, &c);
+        uint64_t off = p->pkg->blob_bytes;
+        blob_append(p->pkg, img, (uint64_t)(sb * mt->stack), cap);
+        int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+        layout_shard_extent(l, s, lo, hi);
+        int32_t tiles[4096];
+        int64_t nt = layout_owners(l, lo, tiles, 4096);
+        TS_ASSERT(nt <= 4096);
+        for (int64_t r = 0; r < nt; r++) {
+            pkg_segment seg = {.tile = (uint32_t)tiles[r], .addr = p->addr[b], .bytes = (uint32_t)(sb * mt->stack), .blob_off = off};
+            vec_push(&p->pkg->arena, &p->pkg->segments, seg);
+        }
+        for (int a = l->rank - 1; a >= 0; a--) {
+            if (++s[a] < l->parts[a]) break;
+            s[a] = 0;
+        }
+    }
+    free(img);
+    free(values);
+    return 0;
+}
+
+static int cmp_segment(const void *a, const void *b) {
+    const pkg_segment *x = a, *y = b;
+    if (x->tile != y->tile) return x->tile < y->tile ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void add_binding(placer *p, int32_t t, bool output) {
+    const mid_tensor *mt = mid_t(p->mp, t);
+    int32_t s = mid_storage(p->mp, t);
+    pkg_binding b = {.name = arena_strdup(&p->pkg->arena, graph_val(p->mp->g, mt->value)->name),
+                     .output = output,
+                     .dtype = mt->dtype,
+                     .scale = mt->scale,
+                     .layout = mt->lay,
+                     .addr = p->addr[p->buf_of[s]]};
+    vec_push(&p->pkg->arena, &p->pkg->bindings, b);
+}
+
+int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const char *meta_json, package *out,
+                  place_stats *st, diag *d) {
+    memset(st, 0, sizeof *st);
+    package_init(out);
+    out->machine = *mp->m;
+    out->fingerprint = machine_fingerprint(mp->m);
+    placer p = {mp, lp, buf_of, mp->m, out, xcalloc((size_t)lp->bufs.n + 1, sizeof(uint32_t)),
+                xmalloc(sizeof(int32_t) * ((size_t)lp->bufs.n + 1)), d};
+    for (int32_t b = 0; b < lp->bufs.n; b++) p.tensor_of[b] = -1;
+    for (int32_t t = 0; t < mp->tensors.n; t++)
+        if (buf_of[t] >= 0) p.tensor_of[buf_of[t]] = t;
+    int rc = assign_addresses(&p, st);
+    if (rc == 0) {
+        copy_program(&p);
+        uint64_t cap = 0;
+        for (int32_t t = 0; t < mp->tensors.n && rc == 0; t++)
+            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) rc = add_param(&p, t, &cap);
+        qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
+        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], false);
+        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], true);
+        out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
+    }
+    free(p.addr);
+    free(p.tensor_of);
+    if (rc) package_free(out);
+    return rc;
+}

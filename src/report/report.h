@@ -1,0 +1,16 @@
+/* report: what a run looked like, for people and tools.
+ *
+ *   trace   Chrome Trace Event JSON: compute sets and exchange phases as
+ *           slices on a microsecond timeline (cycles / clock), opened by
+ *           Perfetto UI or chrome://tracing
+ */
+#ifndef TESSEL_REPORT_H
+#define TESSEL_REPORT_H
+
+#include "../sim/sim.h"
+
+/* Writes the events of st as a Chrome trace to f; clock_hz converts cycles
+ * to microseconds. */
+int report_trace_write(FILE *f, const sim_stats *st, double clock_hz, const char *title);
+
+#endif
