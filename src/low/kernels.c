@@ -69,7 +69,7 @@ uint64_t low_run_extent(const low_run *r, int i) {
     case LOW_K_SOFTMAX: return boxed(r, i, 1, n[1] * esize(r, i));
     case LOW_K_LAYER_NORM: return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
     case LOW_K_FILL: return n[0] * esize(r, 0);
-    case LOW_K_COPY: return n[0];
+    case LOW_K_COPY: return boxed(r, i, LOW_MAX_BOX - 1, n[3]);
     case LOW_K_SGD:
     case LOW_K_ADAMW: return n[0] * esize(r, i);
     case LOW_K_SUMSQ: return i == 0 ? 4 : n[0] * esize(r, 1);
@@ -132,6 +132,10 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_ADAMW:
         if (r->n[1] < 1) return why(w, cap, "adamw step counts from 1");
         break;
+    case LOW_K_COPY:
+        for (int d = 0; d < LOW_MAX_BOX; d++)
+            if (!r->n[d]) return why(w, cap, "empty copy");
+        return true;
     case LOW_K_CLIP_COEF:
         if (r->dt[1] != DT_F32) return why(w, cap, "norm state must be f32");
         /* fall through */

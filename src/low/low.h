@@ -49,7 +49,8 @@
  *  REDUCE_SUM  reduce_sum  2  out[o] = sum of in over the box n[0..4) where out's stride is 0 on the
  *                             summed axes: ptr0 = out, ptr1 = in; accumulated in f32
  *  FILL        fill        1  n[0] elements of dt[0] at ptr0 set to f[0]
- *  COPY        copy        2  n[0] bytes from ptr1 to ptr0
+ *  COPY        copy        2  n[0]*n[1]*n[2] spans of n[3] bytes: span idx goes from ptr1 + sum_d idx[d]*stride[1][d]
+ *                             to ptr0 + sum_d idx[d]*stride[0][d] (d < 3); spans must not overlap
  *  SGD         sgd         5  per e<n[0]: g' = g + f[2] w; buf' = f[1] buf + g'; w' = w - f[0] (buf' or g')
  *                             ptr0 = w', ptr1 = buf' (momentum only), ptr2 = w, ptr3 = g, ptr4 = buf
  *  ADAMW       adamw       7  per e<n[0], PyTorch AdamW at step n[1]: ptr0 = w', ptr1 = m', ptr2 = v',

@@ -581,23 +581,73 @@ typedef struct remote {
 typedef struct copy_ctx {
     lx *x;
     const mid_prim *pr;
-    VEC(remote) rem;
+    VEC(remote) rem;   /* between tiles: exchange fragments */
+    VEC(remote) loc;   /* on one tile: copy programs */
 } copy_ctx;
 
 static int copy_sink(void *vctx, const layout_run *run) {
     copy_ctx *c = vctx;
-    lx *x = c->x;
-    if (run->src_tile == run->dst_tile) {
-        low_run *r = new_run(x, LOW_K_COPY, run->dst_tile);
-        set_operand(x, r, 0, c->pr->out[0], run->dst_off);
-        set_operand(x, r, 1, c->pr->in[0], run->src_off);
-        r->dt[0] = r->dt[1] = DT_F32; /* bytes: the dtype is immaterial to a copy */
-        r->n[0] = (uint32_t)run->bytes;
-        return 0;
-    }
     remote rm = {run->src_tile, run->dst_tile, run->src_off, run->dst_off, run->bytes};
-    vec_push(x->a, &c->rem, rm);
+    if (run->src_tile == run->dst_tile) vec_push(c->x->a, &c->loc, rm);
+    else vec_push(c->x->a, &c->rem, rm);
     return 0;
+}
+
+/* On-tile spans of equal length at constant steps on both sides become one
+ * strided copy: spans of a transpose or a retile cost one run, not one each.
+ * Two passes: spans into rows, rows into planes. */
+typedef struct span_box {
+    int32_t tile;
+    int64_t dst, src, len;
+    int64_t n[2], dstep[2], sstep[2];  /* [0] outer (planes), [1] inner (rows) */
+} span_box;
+
+static bool extends(const span_box *b, int level, int64_t dst, int64_t src) {
+    int64_t k = b->n[level];
+    if (k == 1) return dst > b->dst && src >= b->src;
+    return dst == b->dst + k * b->dstep[level] && src == b->src + k * b->sstep[level];
+}
+
+static void emit_copy_box(lx *x, const mid_prim *pr, const span_box *b) {
+    low_run *r = new_run(x, LOW_K_COPY, b->tile);
+    set_operand(x, r, 0, pr->out[0], b->dst);
+    set_operand(x, r, 1, pr->in[0], b->src);
+    r->dt[0] = r->dt[1] = DT_F32; /* bytes: the dtype is immaterial to a copy */
+    r->n[1] = (uint32_t)b->n[0];
+    r->n[2] = (uint32_t)b->n[1];
+    r->n[3] = (uint32_t)b->len;
+    r->stride[0][1] = (int32_t)b->dstep[0], r->stride[1][1] = (int32_t)b->sstep[0];
+    r->stride[0][2] = (int32_t)b->dstep[1], r->stride[1][2] = (int32_t)b->sstep[1];
+}
+
+static void emit_local_copies(lx *x, const mid_prim *pr, const remote *loc, int32_t n) {
+    span_box *rows = xmalloc(sizeof(span_box) * (size_t)(n ? n : 1));
+    int32_t nrows = 0;
+    for (int32_t i = 0; i < n; i++) {
+        span_box *b = nrows ? &rows[nrows - 1] : NULL;
+        if (b && b->tile == loc[i].dst_tile && b->len == loc[i].bytes && extends(b, 1, loc[i].dst_off, loc[i].src_off)) {
+            if (b->n[1] == 1) b->dstep[1] = loc[i].dst_off - b->dst, b->sstep[1] = loc[i].src_off - b->src;
+            b->n[1]++;
+            continue;
+        }
+        rows[nrows++] = (span_box){loc[i].dst_tile, loc[i].dst_off, loc[i].src_off, loc[i].bytes, {1, 1}, {0, 0}, {0, 0}};
+    }
+    span_box plane = {0};
+    bool open = false;
+    for (int32_t i = 0; i < nrows; i++) {
+        const span_box *r = &rows[i];
+        if (open && plane.tile == r->tile && plane.len == r->len && plane.n[1] == r->n[1] && plane.dstep[1] == r->dstep[1] &&
+            plane.sstep[1] == r->sstep[1] && extends(&plane, 0, r->dst, r->src)) {
+            if (plane.n[0] == 1) plane.dstep[0] = r->dst - plane.dst, plane.sstep[0] = r->src - plane.src;
+            plane.n[0]++;
+            continue;
+        }
+        if (open) emit_copy_box(x, pr, &plane);
+        plane = *r;
+        open = true;
+    }
+    if (open) emit_copy_box(x, pr, &plane);
+    free(rows);
 }
 
 static int cmp_remote(const void *a, const void *b) {
@@ -647,6 +697,7 @@ static void lower_copy(lx *x, const mid_prim *pr) {
     layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
     /* The exchange phase, then the on-tile copies: they write disjoint bytes. */
     emit_fragments(x, pr, c.rem.v, c.rem.n);
+    emit_local_copies(x, pr, c.loc.v, c.loc.n);
     end_compute(x, first, "copy");
 }
 

@@ -286,12 +286,35 @@ static int expand_ewise(mx *x, const graph_op *o, low_ew_op ew) {
     return 0;
 }
 
+/* Softmax over an axis other than the last: move that axis last through a
+ * transposing copy, run the row kernel, and move it back. */
+static int expand_softmax_axis(mx *x, const graph_op *o, int axis) {
+    graph_type it = vtype(x, o->in[0]), pt = it;
+    int last = it.rank - 1;
+    pt.dim[axis] = it.dim[last];
+    pt.dim[last] = it.dim[axis];
+    layout_view swap = layout_view_identity(it.rank); /* its own inverse */
+    swap.axis[axis] = last;
+    swap.axis[last] = axis;
+    layout lp = plan(x, &pt, true);
+    int32_t moved = want_view(x, o->in[0], &lp, &swap, "axis_last");
+    const graph_value *gv = graph_val(x->g, o->out[0]);
+    char name[256];
+    snprintf(name, sizeof name, "%s.axis_last", gv->name);
+    int32_t sm = new_tensor(x, name, gv->type.dtype, 0, &lp, -1);
+    emit(x, MID_SOFTMAX, &moved, 1, &sm, 1);
+    layout lo = plan(x, &it, false);
+    int32_t out = result(x, o->out[0], &lo);
+    emit_copy(x, sm, out, &swap);
+    return 0;
+}
+
 static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
     graph_type it = vtype(x, o->in[0]);
     if (k == MID_SOFTMAX) {
         int64_t axis = graph_attr_int(o, ATTR_AXIS);
-        if (axis != -1 && axis != it.rank - 1)
-            return FAIL(x, "softmax over axis %lld (not the last) is not supported by the compiler yet", (long long)axis);
+        if (axis < 0) axis += graph_val(x->g, o->in[0])->type.rank;
+        if (axis != it.rank - 1 && graph_val(x->g, o->in[0])->type.rank > 0) return expand_softmax_axis(x, o, (int)axis);
     }
     layout l = follow(x, o, true);
     int32_t in[3];

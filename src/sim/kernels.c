@@ -49,6 +49,7 @@
 #define SIM_VEC_RUN_CYCLES 850u /* cycles/run: supervisor and worker setup of a vector kernel */
 #define SIM_VEC_ROW_CYCLES 12u  /* cycles/row/pass: loop and pointer setup of one row */
 #define SIM_FUNC_CYCLES 4u      /* cycles/evaluation: tanh, exp, or a sqrt and a divide */
+#define SIM_COPY_RUN_CYCLES 40u /* cycles/run: setup of an on-tile copy program (estimate; should become a machine field) */
 
 /* ---- per-thread scratch ------------------------------------------------------------------ */
 
@@ -588,7 +589,16 @@ static void run_fill(const low_run *r, uint8_t *const ptr[]) {
     for (uint32_t e = 0; e < r->n[0]; e++) memcpy(ptr[0] + e * bytes, code, bytes);
 }
 
-static void run_copy(const low_run *r, uint8_t *const ptr[]) { memmove(ptr[0], ptr[1], r->n[0]); }
+/* Spans in box order; each span is one contiguous move. */
+static void run_copy(const low_run *r, uint8_t *const ptr[]) {
+    for (uint32_t a = 0; a < r->n[0]; a++)
+        for (uint32_t b = 0; b < r->n[1]; b++)
+            for (uint32_t c = 0; c < r->n[2]; c++) {
+                int64_t d = (int64_t)a * r->stride[0][0] + (int64_t)b * r->stride[0][1] + (int64_t)c * r->stride[0][2];
+                int64_t s = (int64_t)a * r->stride[1][0] + (int64_t)b * r->stride[1][1] + (int64_t)c * r->stride[1][2];
+                memmove(ptr[0] + d, ptr[1] + s, r->n[3]);
+            }
+}
 
 /* ---- optimizers and norms ----------------------------------------------------------------- */
 
@@ -793,8 +803,11 @@ static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *inte
 }
 
 /* A copy moves bytes at copy_bytes_per_cycle, no faster than it can load them. */
+/* A copy program: small setup, a loop step per span, then bytes at the copy rate. */
 static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
-    return SIM_VEC_RUN_CYCLES + max_u64(ceil_div(r->n[0], m->copy_bytes_per_cycle), ceil_div(r->n[0], load_rate(m, interleaved, 1)));
+    uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2], bytes = spans * r->n[3];
+    return SIM_COPY_RUN_CYCLES + spans * SIM_VEC_ROW_CYCLES +
+           max_u64(ceil_div(bytes, m->copy_bytes_per_cycle), ceil_div(bytes, load_rate(m, interleaved, 1)));
 }
 
 static uint64_t cycles_sgd(const low_run *r, const machine *m, const bool *interleaved) {

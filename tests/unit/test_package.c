@@ -64,7 +64,8 @@ static void add_prologue(package *p) {
     low_run r = run_on(3, LOW_K_COPY);
     r.ptr[0] = at(BASE + 0xa00, 0);
     r.ptr[1] = at(INTERLEAVED + 0x1000, 0);
-    r.n[0] = 64;
+    r.n[0] = r.n[1] = r.n[2] = 1;
+    r.n[3] = 64;
     vec_push(&p->arena, &p->prog.runs, r);
     add_fill(p, 6, BASE + 0x400);
 }

@@ -525,7 +525,12 @@ static void ref_fill(const low_run *r, uint8_t *const p[]) {
 }
 
 static void ref_copy(const low_run *r, uint8_t *const p[]) {
-    for (uint32_t e = 0; e < r->n[0]; e++) p[0][e] = p[1][e];
+    for (uint32_t a = 0; a < r->n[0]; a++)
+        for (uint32_t b = 0; b < r->n[1]; b++)
+            for (uint32_t c = 0; c < r->n[2]; c++)
+                for (uint32_t e = 0; e < r->n[3]; e++)
+                    p[0][a * r->stride[0][0] + b * r->stride[0][1] + c * r->stride[0][2] + e] =
+                        p[1][a * r->stride[1][0] + b * r->stride[1][1] + c * r->stride[1][2] + e];
 }
 
 static void fill_copy_random(void **state) {
@@ -539,11 +544,19 @@ static void fill_copy_random(void **state) {
         check_run(&im, &r, off, ref_fill);
         image_free(&im);
 
-        low_run cp = {.kernel = LOW_K_COPY, .dt = {DT_F32, DT_F32}, .n = {(uint32_t)rnd(1, 3000)}};
-        im = image_new(2 * cp.n[0] + 64);
+        /* Spans of n[3] bytes in a strided 3-D box, gaps on both sides. */
+        low_run cp = {.kernel = LOW_K_COPY, .dt = {DT_F32, DT_F32},
+                      .n = {(uint32_t)rnd(1, 3), (uint32_t)rnd(1, 4), (uint32_t)rnd(1, 5), (uint32_t)rnd(1, 300)}};
+        for (int i = 0; i < 2; i++) {
+            cp.stride[i][2] = (int32_t)(cp.n[3] + (uint32_t)rnd(0, 7));
+            cp.stride[i][1] = cp.stride[i][2] * (int32_t)cp.n[2] + (int32_t)rnd(0, 5);
+            cp.stride[i][0] = cp.stride[i][1] * (int32_t)cp.n[1] + (int32_t)rnd(0, 5);
+        }
+        im = image_new(low_run_extent(&cp, 0) + low_run_extent(&cp, 1) + 64);
         uint32_t o2[LOW_MAX_OPERANDS] = {0};
-        o2[1] = image_alloc(&im, cp.n[0], 1);
-        o2[0] = image_alloc(&im, cp.n[0], 1);
+        o2[1] = image_alloc(&im, low_run_extent(&cp, 1), 1);
+        image_fill(&im, o2[1], low_run_extent(&cp, 1), DT_F32, 0, 4.0f);
+        o2[0] = image_alloc(&im, low_run_extent(&cp, 0), 1);
         check_run(&im, &cp, o2, ref_copy);
         image_free(&im);
     }
@@ -797,9 +810,13 @@ static void cycles_vector_shape(void **state) {
     sm.n[1] = ln.n[1] = 101;
     assert_true(sim_kernel_cycles(&sm, &c600, NULL) > s0 && sim_kernel_cycles(&ln, &c600, NULL) > l0);
     /* Interleaved operands never cost more; copies go at copy_bytes_per_cycle. */
-    low_run cp = {.kernel = LOW_K_COPY, .n = {8000}};
+    low_run cp = {.kernel = LOW_K_COPY, .n = {1, 1, 1, 8000}};
     bool il[LOW_MAX_OPERANDS] = {true, true};
-    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 850 + 1000);
+    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 40 + 12 + 1000);
+    cp.n[2] = 10; /* ten spans cost ten loop steps more than one of the same bytes */
+    cp.n[3] = 800;
+    cp.stride[0][2] = cp.stride[1][2] = 800;
+    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 40 + 120 + 1000);
     assert_true(sim_kernel_cycles(&cp, &c600, il) <= sim_kernel_cycles(&cp, &c600, NULL));
     /* Every kernel has a cost. */
     low_run adam = {.kernel = LOW_K_ADAMW, .dt = {0}, .n = {100, 1}};
