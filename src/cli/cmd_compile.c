@@ -60,12 +60,14 @@ static host_spec binding_spec(const pkg_binding *b) {
 }
 
 static json_t *sim_json(const sim_stats *st, const machine *m) {
-    return json_pack("{s:I, s:f, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:f, s:f}", "cycles", (json_int_t)st->cycles,
+    json_t *j = json_pack("{s:I, s:f, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:f, s:f}", "cycles", (json_int_t)st->cycles,
                      "seconds_at_clock", (double)st->cycles / m->clock_hz, "compute_cycles", (json_int_t)st->compute_cycles,
                      "exchange_cycles", (json_int_t)st->exchange_cycles, "sync_cycles", (json_int_t)st->sync_cycles,
                      "tiles_used", st->tiles_used, "peak_tile_bytes", (int)st->peak_tile_bytes, "exchange_bytes",
                      (json_int_t)st->exchange_bytes, "runs", (json_int_t)st->runs, "macs", (json_int_t)st->macs,
                      "host_seconds", st->host_seconds, "kernel_seconds", st->kernel_seconds);
+    json_object_set_new(j, "roofline_cycles", json_real(st->roofline_cycles));
+    return j;
 }
 
 static void print_sim_summary(const sim_stats *st, const machine *m) {
@@ -76,6 +78,9 @@ static void print_sim_summary(const sim_stats *st, const machine *m) {
            (unsigned long long)st->cycles, (double)st->cycles / m->clock_hz * 1e3, m->clock_hz / 1e9,
            (unsigned long long)st->compute_cycles, (unsigned long long)st->exchange_cycles,
            (unsigned long long)st->sync_cycles);
+    if (st->macs)
+        printf("  roofline    %.0f cycles for %.3g multiply-adds at the AMP peak: %.2fx of it\n", st->roofline_cycles,
+               (double)st->macs, st->cycles / st->roofline_cycles);
     printf("  tiles       %d of %u used, peak %s per tile, %s exchanged\n", st->tiles_used, m->tiles, used, xb);
     printf("  host        %.2f s simulating (%.2f s in kernels)\n", st->host_seconds, st->kernel_seconds);
 }

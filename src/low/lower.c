@@ -662,7 +662,7 @@ static int cmp_remote(const void *a, const void *b) {
 /* Remote runs with the same source span and destination offset become one
  * multicast fragment; fragments are cut at the machine's largest send. */
 static void emit_fragments(lx *x, const mid_prim *pr, remote *rem, int32_t n) {
-    qsort(rem, (size_t)n, sizeof *rem, cmp_remote);
+    if (n) qsort(rem, (size_t)n, sizeof *rem, cmp_remote);
     uint32_t first = (uint32_t)x->out->frags.n, maxb = x->m->max_send_bytes;
     for (int32_t i = 0; i < n;) {
         int32_t j = i + 1;

@@ -15,6 +15,8 @@ typedef struct placer {
     uint32_t *addr;      /* per buffer */
     int32_t *tensor_of;  /* buffer -> its storage tensor */
     diag *d;
+    uint8_t *blob;       /* parameter bytes being gathered (malloc'd) */
+    uint64_t blob_bytes, blob_cap;
 } placer;
 
 static uint32_t align_up(uint64_t x) { return (uint32_t)((x + ALIGN - 1) / ALIGN * ALIGN); }
@@ -113,16 +115,16 @@ static void encode_span(void *ctx, const int64_t *s, int64_t off, int64_t elem, 
                    c->bytes + c->layer * c->shard_bytes + off, (size_t)n);
 }
 
-static void blob_append(package *pkg, const uint8_t *b, uint64_t n, uint64_t *cap) {
-    if (pkg->blob_bytes + n > *cap) {
-        while (pkg->blob_bytes + n > *cap) *cap = *cap ? *cap * 2 : 1 << 20;
-        pkg->blob = xrealloc(pkg->blob, *cap);
+static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
+    if (p->blob_bytes + n > p->blob_cap) {
+        while (p->blob_bytes + n > p->blob_cap) p->blob_cap = p->blob_cap ? p->blob_cap * 2 : 1 << 20;
+        p->blob = xrealloc(p->blob, p->blob_cap);
     }
-    memcpy(pkg->blob + pkg->blob_bytes, b, n);
-    pkg->blob_bytes += n;
+    memcpy(p->blob + p->blob_bytes, b, n);
+    p->blob_bytes += n;
 }
 
-static int add_param(placer *p, int32_t t, uint64_t *cap) {
+static int add_param(placer *p, int32_t t) {
     const mid_tensor *mt = mid_t(p->mp, t);
     const graph *g = p->mp->g;
     const graph_type *gt = &graph_val(g, mt->value)->type;
@@ -141,8 +143,8 @@ static int add_param(placer *p, int32_t t, uint64_t *cap) {
         memset(img, 0, (size_t)(sb * mt->stack));
         shard_img c = {values, numel / mt->stack, 0, mt->dtype, mt->scale, img, sb};
         for (c.layer = 0; c.layer < mt->stack; c.layer++) layout_spans(l, s, encode_span, &c);
-        uint64_t off = p->pkg->blob_bytes;
-        blob_append(p->pkg, img, (uint64_t)(sb * mt->stack), cap);
+        uint64_t off = p->blob_bytes;
+        blob_append(p, img, (uint64_t)(sb * mt->stack));
         int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
         layout_shard_extent(l, s, lo, hi);
         int32_t tiles[4096];
@@ -186,24 +188,29 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
     package_init(out);
     out->machine = *mp->m;
     out->fingerprint = machine_fingerprint(mp->m);
-    placer p = {mp, lp, buf_of, mp->m, out, xcalloc((size_t)lp->bufs.n + 1, sizeof(uint32_t)),
-                xmalloc(sizeof(int32_t) * ((size_t)lp->bufs.n + 1)), d};
+    placer p = {.mp = mp, .lp = lp, .buf_of = buf_of, .m = mp->m, .pkg = out, .d = d,
+                .addr = xcalloc((size_t)lp->bufs.n + 1, sizeof(uint32_t)),
+                .tensor_of = xmalloc(sizeof(int32_t) * ((size_t)lp->bufs.n + 1))};
     for (int32_t b = 0; b < lp->bufs.n; b++) p.tensor_of[b] = -1;
     for (int32_t t = 0; t < mp->tensors.n; t++)
         if (buf_of[t] >= 0) p.tensor_of[buf_of[t]] = t;
     int rc = assign_addresses(&p, st);
     if (rc == 0) {
         copy_program(&p);
-        uint64_t cap = 0;
         for (int32_t t = 0; t < mp->tensors.n && rc == 0; t++)
-            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) rc = add_param(&p, t, &cap);
-        qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
+            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) rc = add_param(&p, t);
+        if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
+        /* The package owns its blob through its arena, as a loaded one does. */
+        out->blob = arena_alloc(&out->arena, p.blob_bytes);
+        out->blob_bytes = p.blob_bytes;
+        if (p.blob_bytes) memcpy(out->blob, p.blob, p.blob_bytes);
         for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], false);
         for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], true);
         out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
     }
     free(p.addr);
     free(p.tensor_of);
+    free(p.blob);
     if (rc) package_free(out);
     return rc;
 }

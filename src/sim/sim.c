@@ -50,6 +50,7 @@ typedef struct compute_job {
     const uint32_t *gstart;  /* group g is runs [gstart[g], gstart[g+1]) on one tile */
     uint64_t *gcycles;
     uint64_t *gmacs;
+    double *groof;           /* roofline cycles of the group's GEMMs */
 } compute_job;
 
 static void run_groups(void *ctx, int64_t b, int64_t e) {
@@ -71,6 +72,10 @@ static void run_groups(void *ctx, int64_t b, int64_t e) {
             sim_kernel_run(r, ptr);
             cyc += s->m->launch_cycles + sim_kernel_cycles(r, s->m, inter);
             if (r->kernel == LOW_K_GEMM) macs += (uint64_t)r->n[0] * r->n[1] * r->n[2] * r->n[3];
+            if (r->kernel == LOW_K_GEMM) {
+                uint32_t rate = machine_amp_macs(s->m, (dtype)r->dt[0]);
+                j->groof[g] += rate ? (double)r->n[0] * r->n[1] * r->n[2] * r->n[3] / rate / s->m->tiles : 0;
+            }
         }
         j->gcycles[g] = cyc;
         j->gmacs[g] = macs;
@@ -86,7 +91,8 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest) {
         if (i == 0 || runs[i].tile != runs[i - 1].tile) gstart[ng++] = i;
     gstart[ng] = n;
     uint64_t *gcycles = xcalloc(ng + 1, sizeof(uint64_t)), *gmacs = xcalloc(ng + 1, sizeof(uint64_t));
-    compute_job j = {s, runs, gstart, gcycles, gmacs};
+    double *groof = xcalloc(ng + 1, sizeof(double));
+    compute_job j = {s, runs, gstart, gcycles, gmacs, groof};
     double t0 = util_now_seconds();
     util_parallel(ng, 1, run_groups, &j);
     s->st->kernel_seconds += util_now_seconds() - t0;
@@ -94,6 +100,7 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest) {
     *busiest = ng ? runs[0].tile : 0;
     for (uint32_t g = 0; g < ng; g++) {
         s->st->macs += gmacs[g];
+        s->st->roofline_cycles += groof[g];
         if (gcycles[g] > worst) {
             worst = gcycles[g];
             *busiest = runs[gstart[g]].tile;
@@ -103,6 +110,7 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest) {
     free(gstart);
     free(gcycles);
     free(gmacs);
+    free(groof);
     return worst;
 }
 

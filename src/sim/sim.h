@@ -36,6 +36,7 @@ typedef struct sim_stats {
     uint64_t runs, fragments;  /* executed, repeats counted */
     uint64_t exchange_bytes;   /* payload sent, a multicast counted once */
     uint64_t macs;             /* GEMM multiply-adds simulated */
+    double roofline_cycles;    /* those multiply-adds at every tile's AMP peak rate */
     int32_t tiles_used;        /* tiles that ran a kernel or sent or received */
     uint32_t peak_tile_bytes;  /* highest byte any tile touches, from tile_memory_base */
     double host_seconds;       /* wall time of the run itself */

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs every benchmark under bench/ (pass --smoke for the short CI versions).
+set -euo pipefail
+build=${1:-build}; shift || true
+root=$(cd "$(dirname "$0")/.." && pwd)
+for b in "$root"/bench/sim; do
+  echo "== $(basename "$b")"
+  "$b" "$@" "$build"
+done
