@@ -81,11 +81,28 @@ int cli_report(const diag *d) {
     return EXIT_USER;
 }
 
+/* A preset name that is not a preset: say what the presets are. Files
+ * report their own errors with file:line:col. */
+static bool unknown_preset(const char *spec, char *list, size_t cap) {
+    machine m;
+    if (strchr(spec, '/') || (strlen(spec) > 5 && strcmp(spec + strlen(spec) - 5, ".json") == 0) || machine_preset(spec, &m) == 0)
+        return false;
+    size_t k = 0;
+    for (int i = 0; machine_preset_name(i); i++) k += (size_t)snprintf(list + k, cap - k, "%s%s", i ? ", " : "", machine_preset_name(i));
+    return true;
+}
+
+int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *m, diag *d) {
+    char list[128];
+    if (unknown_preset(spec, list, sizeof list))
+        return diag_fail(d, "tessel %s: error: %s%sunknown machine '%s' (presets: %s; or a .json file)", c->name,
+                         what ? what : "", what ? ": " : "", spec, list);
+    return machine_resolve(spec, m, d);
+}
+
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d) {
     const char *spec = cli_opt(c, p, "--machine");
-    diag md = {0};
-    if (machine_resolve(spec ? spec : "c600", m, &md) == 0) return 0;
-    /* Name the option when the value itself is at fault. */
-    if (strstr(md.text, "unknown machine")) return diag_fail(d, "tessel %s: error: option '--machine %s': %s", c->name, spec, md.text);
-    return diag_fail(d, "%s", md.text);
+    char what[300];
+    snprintf(what, sizeof what, "option '--machine %s'", spec ? spec : "");
+    return cli_machine_spec(c, what, spec ? spec : "c600", m, d);
 }

@@ -41,6 +41,8 @@ bool cli_flag(const cmd *c, const parsed *p, const char *name);
 int cli_report(const diag *d);
 /* A machine from --machine (default c600). */
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
+/* A machine from spec; `what` (or NULL) names where spec came from in messages. */
+int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *m, diag *d);
 
 /* A tensor crossing the command line. */
 typedef struct host_spec {

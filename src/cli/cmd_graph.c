@@ -112,7 +112,7 @@ int cmd_machine(const cmd *c, int argc, char **argv) {
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
     machine m;
-    if (machine_resolve(p.npos ? p.pos[0] : "c600", &m, &d)) return cli_report(&d);
+    if (cli_machine_spec(c, NULL, p.npos ? p.pos[0] : "c600", &m, &d)) return cli_report(&d);
     if (cli_flag(c, &p, "--json")) {
         char *j = machine_to_json(&m);
         fputs(j, stdout);

@@ -21,12 +21,15 @@ static void shape_str(int rank, const int64_t *dim, char *buf, size_t cap) {
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d) {
     int k = cli_opt_index(c, "--input");
+    arena scratch; /* names cut from the options, any length */
+    arena_init(&scratch);
     for (int i = 0; i < p->nval[k]; i++) {
         const char *a = p->val[k][i], *eq = strchr(a, '=');
-        if (!eq || eq == a || !eq[1])
-            return diag_fail(d, "tessel %s: error: option '--input %s': expected NAME=FILE.npy", c->name, a);
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+        if (!eq || eq == a || !eq[1]) {
+            diag_fail(d, "tessel %s: error: option '--input %s': expected NAME=FILE.npy", c->name, a);
+            goto fail;
+        }
+        char *name = arena_strndup(&scratch, a, (size_t)(eq - a));
         const char *bare = name[0] == '%' ? name + 1 : name;
         int32_t j = 0;
         while (j < n && strcmp(specs[j].name, bare) != 0) j++;
@@ -36,22 +39,25 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
                 strncat(known, t ? ", " : "", sizeof known - strlen(known) - 1);
                 strncat(known, specs[t].name, sizeof known - strlen(known) - 1);
             }
-            return diag_fail(d, "tessel %s: error: option '--input %s': there is no input '%s' (inputs: %s)", c->name, a, bare,
-                             n ? known : "none");
+            diag_fail(d, "tessel %s: error: option '--input %s': there is no input '%s' (inputs: %s)", c->name, a, bare,
+                      n ? known : "none");
+            goto fail;
         }
-        if (inputs[j]) return diag_fail(d, "tessel %s: error: option '--input %s': input '%s' given twice", c->name, a, bare);
+        if (inputs[j]) {
+            diag_fail(d, "tessel %s: error: option '--input %s': input '%s' given twice", c->name, a, bare);
+            goto fail;
+        }
         npy_array arr;
-        if (npy_read(eq + 1, &arr, d)) return -1;
+        if (npy_read(eq + 1, &arr, d)) goto fail;
         const host_spec *s = &specs[j];
-        bool same = arr.rank == s->rank;
-        for (int r = 0; same && r < s->rank; r++) same = arr.dim[r] == s->dim[r];
-        if (!same) {
-            char want[128], got[128];
+        char got[160];
+        if (!npy_has_shape(&arr, s->rank, s->dim, got, sizeof got)) {
+            char want[128];
             shape_str(s->rank, s->dim, want, sizeof want);
-            shape_str(arr.rank, arr.dim, got, sizeof got);
             npy_free(&arr);
-            return diag_fail(d, "tessel %s: error: option '--input %s': %s has shape %s but input '%s' is %s%s", c->name, a,
-                             eq + 1, got, bare, dtype_name(s->dtype), want);
+            diag_fail(d, "tessel %s: error: option '--input %s': %s has shape %s but input '%s' is %s%s", c->name, a, eq + 1,
+                      got, bare, dtype_name(s->dtype), want);
+            goto fail;
         }
         inputs[j] = xmalloc(sizeof(float) * (size_t)(arr.numel ? arr.numel : 1));
         num_decode_buf(arr.dtype, 0, arr.data, inputs[j], (size_t)arr.numel);
@@ -59,6 +65,7 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
         source[j] = eq + 1;
         npy_free(&arr);
     }
+    arena_free(&scratch);
     for (int32_t j = 0; j < n; j++) {
         if (inputs[j]) continue;
         int64_t numel = host_numel(&specs[j]);
@@ -67,15 +74,20 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
         source[j] = NULL;
     }
     return 0;
+fail:
+    arena_free(&scratch);
+    return -1;
 }
 
 int cli_write_outputs(const char *dir, const host_spec *specs, int32_t n, float *const *data, diag *d) {
+    if (!dir[0]) return diag_fail(d, "tessel: error: option '--output-dir': the directory name is empty");
     if (util_mkdir_p(dir, d)) return -1;
     outset os = {0};
     for (int32_t j = 0; j < n; j++) {
-        char file[300];
-        snprintf(file, sizeof file, "%s.npy", specs[j].name);
+        char *file = xmalloc(strlen(specs[j].name) + 5);
+        sprintf(file, "%s.npy", specs[j].name);
         char *path = path_join(dir, file);
+        free(file);
         npy_array a = {.dtype = DT_F32, .rank = specs[j].rank, .numel = host_numel(&specs[j]), .data = data[j]};
         for (int r = 0; r < specs[j].rank; r++) a.dim[r] = specs[j].dim[r];
         FILE *f = outset_open(&os, path, d);

@@ -55,6 +55,19 @@ graph_type graph_type_make(dtype t, int rank, const int64_t *dim) {
     return ty;
 }
 
+int32_t graph_value_scope(const graph *g, int32_t v) {
+    const graph_value *x = graph_val(g, v);
+    return x->is_arg ? x->def : graph_opr(g, x->def)->parent;
+}
+
+bool graph_value_visible(const graph *g, int32_t v, int32_t block) {
+    int32_t s = graph_value_scope(g, v);
+    for (int32_t b = block;; b = graph_opr(g, b)->parent) {
+        if (b == s) return true;
+        if (b < 0) return false;
+    }
+}
+
 int32_t graph_lookup(const graph *g, const char *name) {
     int32_t id;
     return strmap_get(&g->names, name, &id) ? id : -1;

@@ -235,6 +235,10 @@ int graph_end_repeat(graph *g, const int32_t *yields, const char *const *result_
 /* Values the builder just made: result i of op. */
 static inline int32_t graph_result(const graph *g, int32_t op, int i) { return g->ops.v[op].out[i]; }
 int32_t graph_lookup(const graph *g, const char *name);   /* value id or -1 */
+/* The repeat whose body defines v (its arguments included), -1 at top level. */
+int32_t graph_value_scope(const graph *g, int32_t v);
+/* Whether v may be used in block (a repeat op id, -1 for the top level). */
+bool graph_value_visible(const graph *g, int32_t v, int32_t block);
 
 /* Attribute accessors with the documented defaults (ops.c). */
 bool graph_attr_bool(const graph_op *op, graph_attr_id a);

@@ -68,14 +68,10 @@ static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
         free(path);
         return -1;
     }
-    bool same = a.rank == t->rank;
-    for (int i = 0; same && i < t->rank; i++) same = a.dim[i] == t->dim[i];
-    if (!same) {
-        char want[128], got[160] = "[";
+    char got[160];
+    if (!npy_has_shape(&a, t->rank, t->dim, got, sizeof got)) {
+        char want[128];
         graph_type_str(t, want, sizeof want);
-        for (int i = 0; i < a.rank; i++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)a.dim[i]);
-        snprintf(got + strlen(got), sizeof got - strlen(got), "]");
         graph_fail_op(g, op, d, "%s has shape %s but parameter '%%%s' is %s", path, got, graph_val(g, o->out[0])->name, want);
         npy_free(&a);
         free(path);

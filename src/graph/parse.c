@@ -355,26 +355,13 @@ static int parse_attrs(parser *ps, int32_t op, uint64_t allowed, const char *opn
 /* ---- values and scopes ------------------------------------------------------ */
 
 /* The repeat op whose body defines v (-1: top level). */
-static int32_t scope_of(const graph *g, int32_t v) {
-    const graph_value *x = graph_val(g, v);
-    return x->is_arg ? x->def : graph_opr(g, x->def)->parent;
-}
-
-static bool visible(const graph *g, int32_t v, int32_t block) {
-    int32_t s = scope_of(g, v);
-    for (int32_t b = block;; b = graph_opr(g, b)->parent) {
-        if (b == s) return true;
-        if (b < 0) return false;
-    }
-}
-
 static int use_value(parser *ps, int32_t *id) {
     const char *name, *where;
     if (value_name(ps, &name, &where)) return -1;
     int32_t v = graph_lookup(ps->g, name);
     if (v < 0) return fail_at(ps, where, "'%%%s' is not defined", name);
-    if (!visible(ps->g, v, ps->g->cur_repeat)) {
-        const graph_op *r = graph_opr(ps->g, scope_of(ps->g, v));
+    if (!graph_value_visible(ps->g, v, ps->g->cur_repeat)) {
+        const graph_op *r = graph_opr(ps->g, graph_value_scope(ps->g, v));
         return fail_at(ps, where, "'%%%s' is defined inside the repeat at line %d and is not visible here", name, r->line);
     }
     *id = v;

@@ -435,9 +435,7 @@ static void release(rt *r, int32_t v) {
  * `user` when it belongs to block `scope`. */
 static void mark_uses(rt *r, const graph_op *op, int32_t user, int32_t scope) {
     for (int32_t i = 0; i < op->nin; i++) {
-        const graph_value *v = graph_val(r->g, op->in[i]);
-        int32_t s = v->is_arg ? v->def : graph_opr(r->g, v->def)->parent;
-        if (s == scope) r->last_user[op->in[i]] = user;
+        if (graph_value_scope(r->g, op->in[i]) == scope) r->last_user[op->in[i]] = user;
     }
     for (int32_t i = 0; i < op->body.n; i++) mark_uses(r, graph_opr(r->g, op->body.v[i]), user, scope);
 }
@@ -564,10 +562,15 @@ static int64_t count_work(const graph *g, const graph_block *b) {
 }
 
 int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **outputs, diag *d) {
-    for (int32_t v = 0; v < g->values.n; v++)
-        if (graph_type_numel(&graph_val(g, v)->type) > MAX_ELEMS)
-            return graph_fail_op(g, graph_val(g, v)->def, d, "'%%%s' has more than 2^32 elements; too large to interpret",
+    for (int32_t v = 0; v < g->values.n; v++) {
+        const graph_type *t = &graph_val(g, v)->type;
+        bool long_axis = false; /* BLAS takes int extents */
+        for (int a = 0; a < t->rank; a++) long_axis |= t->dim[a] > INT32_MAX;
+        if (graph_type_numel(t) > MAX_ELEMS || long_axis)
+            return graph_fail_op(g, graph_val(g, v)->def, d,
+                                 "'%%%s' has more than 2^32 elements or an axis over 2^31; too large to interpret",
                                  graph_val(g, v)->name);
+    }
     size_t nv = (size_t)(g->values.n ? g->values.n : 1);
     rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xmalloc(nv * sizeof(int32_t)), NULL,
             outputs, 0, {0}, 0};

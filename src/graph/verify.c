@@ -13,19 +13,6 @@ typedef struct vctx {
 
 #define FAIL(c, op, ...) graph_fail_op((c)->g, (op), (c)->d, __VA_ARGS__)
 
-static int32_t scope_of(const graph *g, int32_t v) {
-    const graph_value *x = graph_val(g, v);
-    return x->is_arg ? x->def : graph_opr(g, x->def)->parent;
-}
-
-static bool in_scope(const graph *g, int32_t v, int32_t block) {
-    int32_t s = scope_of(g, v);
-    for (int32_t b = block;; b = graph_opr(g, b)->parent) {
-        if (b == s) return true;
-        if (b < 0) return false;
-    }
-}
-
 static int check_type(vctx *c, int32_t op, const graph_type *t) {
     if (t->rank < 0 || t->rank > GRAPH_MAX_RANK) return FAIL(c, op, "rank %d is outside [0, %d]", t->rank, GRAPH_MAX_RANK);
     if ((unsigned)t->dtype >= DT_COUNT) return FAIL(c, op, "invalid dtype");
@@ -44,7 +31,7 @@ static int check_operands(vctx *c, int32_t op, int32_t block) {
         int32_t v = o->in[i];
         if (v < 0 || v >= c->g->values.n) return FAIL(c, op, "operand %d is not a value", i + 1);
         if (!c->defined[v]) return FAIL(c, op, "'%%%s' is used before it is defined", graph_val(c->g, v)->name);
-        if (!in_scope(c->g, v, block))
+        if (!graph_value_visible(c->g, v, block))
             return FAIL(c, op, "'%%%s' is defined inside a repeat body and used outside it", graph_val(c->g, v)->name);
     }
     return 0;

@@ -102,5 +102,8 @@ int npy_read(const char *path, npy_array *out, diag *d);
 /* Writes a version 1.0 .npy image of the tensor to f. */
 int npy_write(FILE *f, const npy_array *a);
 void npy_free(npy_array *a);
+/* Whether a has exactly the shape (rank, dim); if not, writes a's shape as
+ * "[3, 4]" into buf (cap bytes) for the message. */
+bool npy_has_shape(const npy_array *a, int rank, const int64_t *dim, char *buf, size_t cap);
 
 #endif
