@@ -30,7 +30,7 @@ static const field_info FIELDS[MACHINE_FIELD_COUNT] = {
 
 /* Adding a field means a value in every preset below and a row in
  * docs/machine.md; this assert is the reminder. */
-_Static_assert(MACHINE_FIELD_COUNT == 29, "new machine field: update the presets and docs/machine.md");
+_Static_assert(MACHINE_FIELD_COUNT == 33, "new machine field: update the presets and docs/machine.md");
 
 static uint32_t *u32_at(machine *m, int i) { return (uint32_t *)((char *)m + FIELDS[i].offset); }
 static uint32_t u32_of(const machine *m, int i) { return *(const uint32_t *)((const char *)m + FIELDS[i].offset); }
@@ -87,6 +87,10 @@ static const machine C600 = {
     .gemm_run_cycles = 430,              /* fitted estimates, see docs/machine.md */
     .gemm_panel_cycles = 155,
     .gemm_row_cycles = 0,
+    .vector_run_cycles = 850,            /* fitted, with the two below: docs/sim.md */
+    .vector_row_cycles = 12,
+    .vector_func_cycles = 4,
+    .copy_run_cycles = 40,               /* estimate */
 };
 
 static void preset_c600(machine *m) { *m = C600; }

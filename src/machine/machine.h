@@ -70,7 +70,11 @@
     X(U32,  amp_panel_bytes,                  1, "bytes",                    "weights held by the AMP per panel load")    \
     X(U32,  gemm_run_cycles,                  0, "cycles/run",               "GEMM kernel setup and drain, per run")      \
     X(U32,  gemm_panel_cycles,                0, "cycles/panel",             "weight load and pipeline fill, per panel")  \
-    X(U32,  gemm_row_cycles,                  0, "cycles/row/panel",         "row loop overhead beyond AMP issue")
+    X(U32,  gemm_row_cycles,                  0, "cycles/row/panel",         "row loop overhead beyond AMP issue")        \
+    X(U32,  vector_run_cycles,                0, "cycles/run",               "setup of a vector kernel run")              \
+    X(U32,  vector_row_cycles,                0, "cycles/row/pass",          "loop and pointer setup per row")            \
+    X(U32,  vector_func_cycles,               0, "cycles/evaluation",        "exp, tanh, or a sqrt and a divide")         \
+    X(U32,  copy_run_cycles,                  0, "cycles/run",               "setup of an on-tile copy")
 
 enum { MACHINE_NAME_CAP = 64 };  /* bytes of `name`, including the NUL */
 

@@ -46,10 +46,6 @@
 /* ---- cycle constants the machine description does not have yet ------------------------- */
 
 /* Each of these should become a machine field; docs/sim.md gives the fit behind the values. */
-#define SIM_VEC_RUN_CYCLES 850u /* cycles/run: supervisor and worker setup of a vector kernel */
-#define SIM_VEC_ROW_CYCLES 12u  /* cycles/row/pass: loop and pointer setup of one row */
-#define SIM_FUNC_CYCLES 4u      /* cycles/evaluation: tanh, exp, or a sqrt and a divide */
-#define SIM_COPY_RUN_CYCLES 40u /* cycles/run: setup of an on-tile copy program (estimate; should become a machine field) */
 
 /* ---- per-thread scratch ------------------------------------------------------------------ */
 
@@ -710,9 +706,9 @@ static void vw_write(vwork *w, const low_run *r, int i, uint64_t elems) { w->vec
 
 /* run + rows * row + max(vector bytes / vector rate + functions, loads / their load rates). */
 static uint64_t vw_cycles(const vwork *w, const machine *m, const bool *interleaved) {
-    uint64_t vec = ceil_div(w->vec_bytes, m->vector_bytes_per_cycle) + w->funcs * SIM_FUNC_CYCLES, load = 0;
+    uint64_t vec = ceil_div(w->vec_bytes, m->vector_bytes_per_cycle) + w->funcs * m->vector_func_cycles, load = 0;
     for (int i = 0; i < LOW_MAX_OPERANDS; i++) load += ceil_div(w->load_bytes[i], load_rate(m, interleaved, i));
-    return SIM_VEC_RUN_CYCLES + w->rows * SIM_VEC_ROW_CYCLES + max_u64(vec, load);
+    return m->vector_run_cycles + w->rows * m->vector_row_cycles + max_u64(vec, load);
 }
 
 /* machine.h's AMP formula with K padded to whole amp_k_block blocks, per batch entry, floored by
@@ -806,7 +802,7 @@ static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *inte
 /* A copy program: small setup, a loop step per span, then bytes at the copy rate. */
 static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
     uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2], bytes = spans * r->n[3];
-    return SIM_COPY_RUN_CYCLES + spans * SIM_VEC_ROW_CYCLES +
+    return m->copy_run_cycles + spans * m->vector_row_cycles +
            max_u64(ceil_div(bytes, m->copy_bytes_per_cycle), ceil_div(bytes, load_rate(m, interleaved, 1)));
 }
 
