@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../models/models.h"
 #include "../report/report.h"
@@ -42,10 +43,9 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     if (rc == 0) {
         rc = package_save(&pkg, out, &d);
         if (rc == 0) {
-            size_t n;
-            uint8_t *img = package_image(&pkg, &n);
-            free(img);
-            print_compile_summary(p.pos[0], &m, &ci, n, out);
+            /* The file's size, without serialising the package a second time. */
+            struct stat sb;
+            print_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
         }
         package_free(&pkg);
     }

@@ -52,13 +52,23 @@ static void touch(lx *x, int32_t buf) {
     b->last = step;
 }
 
+/* The repeat slice whose bytes t is (itself, or through free reshapes), or
+ * -1. */
+static int32_t slice_through(const mid_program *p, int32_t t) {
+    for (;;) {
+        const mid_tensor *mt = mid_t(p, t);
+        if (mt->slice_of >= 0) return t;
+        if (mt->alias_of < 0) return -1;
+        t = mt->alias_of;
+    }
+}
+
 /* Tensor t at byte offset off inside its shard. */
 static low_addr addr(lx *x, int32_t t, int64_t off) {
-    const mid_tensor *mt = mid_t(x->p, t);
-    int32_t b = buffer(x, t);
+    int32_t b = buffer(x, t), sl = slice_through(x->p, t);
     touch(x, b);
     low_addr a = {.buf = (uint32_t)b, .off = (uint32_t)off, .iter_stride = 0};
-    if (mt->slice_of >= 0) a.iter_stride = (int32_t)layout_shard_bytes(&mt->lay);
+    if (sl >= 0) a.iter_stride = (int32_t)layout_shard_bytes(&mid_t(x->p, sl)->lay);
     return a;
 }
 
@@ -521,9 +531,10 @@ static void fill_flush(fill_ctx *c) {
 static void fill_shard_replicas(lx *x, const mid_prim *pr, const layout *l, const int64_t *s) {
     int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], e[LAYOUT_MAX_RANK];
     layout_shard_extent(l, s, lo, hi);
-    int32_t tiles[4096];
-    int64_t nt = layout_owners(l, lo, tiles, 4096);
-    TS_ASSERT(nt <= 4096);
+    int64_t reps = layout_replicas(l);
+    int32_t *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
+    int64_t nt = layout_owners(l, lo, tiles, reps);
+    TS_ASSERT(nt <= reps);
     for (int64_t k = 0; k < nt; k++) {
         fill_ctx c = {x, pr, tiles[k], 0, 0};
         /* Walk the valid box in storage order one element run along the last
@@ -556,6 +567,7 @@ static void fill_shard_replicas(lx *x, const mid_prim *pr, const layout *l, cons
         }
         fill_flush(&c);
     }
+    free(tiles);
 }
 
 static void fill_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
@@ -583,13 +595,15 @@ typedef struct copy_ctx {
     const mid_prim *pr;
     VEC(remote) rem;   /* between tiles: exchange fragments */
     VEC(remote) loc;   /* on one tile: copy programs */
+    arena rem_a, loc_a;/* their storage, one arena each so they grow in place;
+                          freed once the copy is lowered */
 } copy_ctx;
 
 static int copy_sink(void *vctx, const layout_run *run) {
     copy_ctx *c = vctx;
     remote rm = {run->src_tile, run->dst_tile, run->src_off, run->dst_off, run->bytes};
-    if (run->src_tile == run->dst_tile) vec_push(c->x->a, &c->loc, rm);
-    else vec_push(c->x->a, &c->rem, rm);
+    if (run->src_tile == run->dst_tile) vec_push(&c->loc_a, &c->loc, rm);
+    else vec_push(&c->rem_a, &c->rem, rm);
     return 0;
 }
 
@@ -692,6 +706,8 @@ static void emit_fragments(lx *x, const mid_prim *pr, remote *rem, int32_t n) {
 
 static void lower_copy(lx *x, const mid_prim *pr) {
     copy_ctx c = {.x = x, .pr = pr};
+    arena_init(&c.rem_a);
+    arena_init(&c.loc_a);
     const layout *ls = &mid_t(x->p, pr->in[0])->lay, *ld = &mid_t(x->p, pr->out[0])->lay;
     uint32_t first = (uint32_t)x->out->runs.n;
     layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
@@ -699,6 +715,8 @@ static void lower_copy(lx *x, const mid_prim *pr) {
     emit_fragments(x, pr, c.rem.v, c.rem.n);
     emit_local_copies(x, pr, c.loc.v, c.loc.n);
     end_compute(x, first, "copy");
+    arena_free(&c.rem_a);
+    arena_free(&c.loc_a);
 }
 
 /* ---- structure ------------------------------------------------------------------------------ */
@@ -707,8 +725,8 @@ static int lower_block(lx *x, const mid_block *b);
 
 static int check_slices(lx *x, const mid_prim *pr) {
     for (int i = 0; i < pr->nin; i++) {
-        const mid_tensor *t = mid_t(x->p, pr->in[i]);
-        if (t->slice_of >= 0 && t->scope != x->repeat)
+        int32_t sl = slice_through(x->p, pr->in[i]);
+        if (sl >= 0 && mid_t(x->p, sl)->scope != x->repeat)
             return graph_fail_op(x->p->g, pr->origin, x->d,
                                  "a repeat slice read inside a nested repeat is not supported by the compiler yet");
     }
@@ -762,6 +780,21 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
     lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .repeat = -1, .prim = -1};
     for (int32_t t = 0; t < p->tensors.n; t++) buf_of[t] = -1;
     vec_push(a, &out->strings, 0); /* offset 0: the empty label */
+    /* A buffer of 4 GiB or more fits no tile (tile memory is addressed in 32
+     * bits) nor low.h's 32-bit sizes: say so now; placement names smaller
+     * misfits with the largest buffers. */
+    for (int32_t t = 0; t < p->tensors.n; t++) {
+        const mid_tensor *mt = mid_t(p, t);
+        if (!mt->placed || mid_storage(p, t) != t) continue;
+        double bytes = (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
+        if (bytes >= 4294967296.0) {
+            char need[32], have[32];
+            fmt_bytes(need, sizeof need, bytes);
+            fmt_bytes(have, sizeof have, machine_tile_bytes(m));
+            return diag_fail(d, "%s: error: does not fit: %s needs %s per tile for '%s' alone, machine '%s' has %s",
+                             p->g->path, p->g->name, need, mt->name, m->name, have);
+        }
+    }
     /* Every tensor the host or the data touches gets its buffer, used or not. */
     for (int32_t t = 0; t < p->tensors.n; t++)
         if (mid_t(p, t)->kind != MT_TEMP && mid_t(p, t)->placed) buffer(&x, t);

@@ -331,42 +331,107 @@ static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
 
 /* ---- data movement ---------------------------------------------------------------- */
 
-/* Reshape is free when only axes of the common prefix are partitioned and
- * the storage is plain row-major: the bytes are already in the new order. */
-static int common_prefix(const graph_type *a, const graph_type *b) {
-    int p = 0;
-    while (p < a->rank && p < b->rank && a->dim[p] == b->dim[p]) p++;
-    return p;
+/* A reshape pairs groups of input axes with groups of output axes of equal
+ * element count ([1, 729, 1152] -> [729, 16, 72]: {1, 729} -> {729} and
+ * {1152} -> {16, 72}). It is free (an alias of the same bytes) when the
+ * storage is plain row-major and, in every group, at most the first axis
+ * longer than 1 is partitioned, with a block that covers whole rows of the
+ * output group: each shard then holds one contiguous range of the group in
+ * the new order. */
+typedef struct reshape_groups {
+    int n;
+    int in0[LAYOUT_MAX_RANK + 1], out0[LAYOUT_MAX_RANK + 1]; /* group g: axes [in0[g], in0[g+1]) */
+} reshape_groups;
+
+static reshape_groups group_axes(const graph_type *it, const graph_type *ot) {
+    reshape_groups r = {0};
+    int i = 0, j = 0;
+    while (i < it->rank || j < ot->rank) {
+        TS_ASSERT(r.n < LAYOUT_MAX_RANK); /* each group takes an axis from each side that has one left */
+        r.in0[r.n] = i, r.out0[r.n] = j;
+        int64_t pi = i < it->rank ? it->dim[i++] : 1, po = j < ot->rank ? ot->dim[j++] : 1;
+        while (pi != po) {
+            if (pi < po) pi *= it->dim[i++];
+            else po *= ot->dim[j++];
+        }
+        r.n++;
+    }
+    r.in0[r.n] = i, r.out0[r.n] = j;
+    return r;
+}
+
+static int first_long(const graph_type *t, int a0, int a1) {
+    for (int a = a0; a < a1; a++)
+        if (t->dim[a] > 1) return a;
+    return -1;
+}
+
+static int64_t dims_after(const graph_type *t, int a, int a1) {
+    int64_t n = 1;
+    for (int i = a + 1; i < a1; i++) n *= t->dim[i];
+    return n;
+}
+
+/* The alias layout of src reshaped to ot, or false when the bytes of src are
+ * not already in the reshaped order. */
+static bool reshape_alias(const layout *src, const graph_type *it, const graph_type *ot, layout *out) {
+    if (src->enc != ENC_ROW_MAJOR || src->nrep) return false;
+    reshape_groups g = group_axes(it, ot);
+    layout l = {.rank = ot->rank, .elem_bytes = src->elem_bytes, .enc = ENC_ROW_MAJOR, .tile_base = src->tile_base};
+    for (int a = 0; a < ot->rank; a++) l.dim[a] = l.block[a] = ot->dim[a], l.parts[a] = 1;
+    for (int k = 0; k < g.n; k++) {
+        int A = first_long(it, g.in0[k], g.in0[k + 1]), C = first_long(ot, g.out0[k], g.out0[k + 1]);
+        for (int a = g.in0[k]; a < g.in0[k + 1]; a++)
+            if (a != A && (src->parts[a] != 1 || src->block[a] != it->dim[a])) return false;
+        if (A < 0) continue;
+        int64_t span = src->block[A] * dims_after(it, A, g.in0[k + 1]), rest = dims_after(ot, C, g.out0[k + 1]);
+        if (span % rest) return false;
+        l.block[C] = span / rest;
+        l.parts[C] = src->parts[A];
+        l.tile_stride[C] = src->tile_stride[A];
+    }
+    *out = l;
+    return true;
+}
+
+/* A row-major layout of it spread over the machine from which the reshape to
+ * ot is free: per group, only the first long axis is split, in blocks that
+ * cover whole rows of the output group. */
+static layout reshape_source(const mx *x, const graph_type *it, const graph_type *ot) {
+    layout l = layout_single(it->rank, it->dim, dtype_bytes(it->dtype));
+    reshape_groups g = group_axes(it, ot);
+    int64_t left = x->m->tiles;
+    for (int k = 0; k < g.n && left > 1; k++) {
+        int A = first_long(it, g.in0[k], g.in0[k + 1]), C = first_long(ot, g.out0[k], g.out0[k + 1]);
+        if (A < 0) continue;
+        int64_t in = dims_after(it, A, g.in0[k + 1]), rest = dims_after(ot, C, g.out0[k + 1]);
+        int64_t a = in, b = rest; /* unit = rest / gcd(in, rest) */
+        while (b) {
+            int64_t t = a % b;
+            a = b, b = t;
+        }
+        int64_t unit = rest / a, parts = min64(left, cdiv(it->dim[A], unit));
+        l.block[A] = round_up(cdiv(it->dim[A], parts), unit);
+        l.parts[A] = cdiv(it->dim[A], l.block[A]);
+        left /= l.parts[A];
+    }
+    row_major_tiles(&l);
+    return l;
 }
 
 static int expand_reshape(mx *x, const graph_op *o) {
     graph_type it = vtype(x, o->in[0]), ot = vtype(x, o->out[0]);
-    int p = common_prefix(&it, &ot);
-    if (p == it.rank || p == ot.rank) p = (it.rank < ot.rank ? it.rank : ot.rank) - 1;
     int32_t t = x->vt[o->in[0]];
-    layout src = mid_t(x->p, t)->placed ? mid_t(x->p, t)->lay : plan(x, &it, false);
-    bool free_ = src.enc == ENC_ROW_MAJOR && src.nrep == 0;
-    for (int a = p; a < it.rank && free_; a++) free_ = src.parts[a] == 1;
-    if (!free_) {
-        /* Keep the prefix partition, gather the reshaped axes whole. */
-        for (int a = p; a < it.rank; a++) {
-            src.parts[a] = 1;
-            src.block[a] = it.dim[a];
-        }
-        src.enc = ENC_ROW_MAJOR;
-        src.nrep = 0;
-        row_major_tiles(&src);
+    layout src = mid_t(x->p, t)->placed ? mid_t(x->p, t)->lay : plan(x, &it, false), l;
+    src.elem_bytes = dtype_bytes(it.dtype);
+    if (!reshape_alias(&src, &it, &ot, &l)) {
+        src = reshape_source(x, &it, &ot);
+        bool ok = reshape_alias(&src, &it, &ot, &l);
+        TS_ASSERT(ok);
     }
     t = want(x, o->in[0], &src);
-    layout l = src;
-    l.rank = ot.rank;
-    for (int a = p; a < ot.rank; a++) {
-        l.dim[a] = l.block[a] = ot.dim[a];
-        l.parts[a] = 1;
-        l.tile_stride[a] = 0;
-    }
     int32_t out = result(x, o->out[0], &l);
-    mid_t(x->p, out)->alias_of = mid_storage(x->p, t);
+    mid_t(x->p, out)->alias_of = t; /* not its storage: a repeat slice must stay on the chain */
     return 0;
 }
 
@@ -506,7 +571,9 @@ static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, cons
             break;
         case 'm':
             has_m = true;
-            l.block[i] = m_fine ? gp->sub : gp->bm;
+            /* bm is a multiple of the K parts (each takes bm / Kp rows of the
+             * reduction); a single row block need not store more than M rows. */
+            l.block[i] = min64(m_fine ? gp->sub : gp->bm, dim[i]);
             l.parts[i] = cdiv(dim[i], l.block[i]);
             l.tile_stride[i] = m_fine ? 1 : sm;
             break;
@@ -660,14 +727,15 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
         int32_t pr = emit(x, MID_REDUCE_SUM, &src, 1, &part, 1);
         mid_p(x->p, pr)->axes = mask;
         mid_p(x->p, pr)->keepdims = true;
-        /* Stage 2 input: reduced axes whole on each tile. */
-        layout lq = plan(x, &pt, false);
+        /* Stage 2 input: reduced axes whole on each tile, the kept axes
+         * spread over the machine (planned with the reduced axes as 1, so
+         * they take no share of the tiles). */
+        graph_type kt = pt;
         for (int a = 0; a < it.rank; a++)
-            if (mask >> a & 1) {
-                lq.parts[a] = 1;
-                lq.block[a] = pt.dim[a];
-            }
-        row_major_tiles(&lq);
+            if (mask >> a & 1) kt.dim[a] = 1;
+        layout lq = plan(x, &kt, false);
+        for (int a = 0; a < it.rank; a++)
+            if (mask >> a & 1) lq.dim[a] = lq.block[a] = pt.dim[a];
         snprintf(name, sizeof name, "%s.gathered", graph_val(x->g, o->out[0])->name);
         src = new_tensor(x, name, DT_F32, 0, &lq, -1);
         emit_copy(x, part, src, NULL);
@@ -725,18 +793,18 @@ static int expand_optimizer(mx *x, const graph_op *o) {
 }
 
 /* global_norm_clip: every tile writes the sum of squares of its shard of
- * each gradient into its row of an f32 [tiles, n] table; tile 0 gathers the
- * table, turns it into the clip coefficient, which is then sent to every
- * gradient's tiles and multiplied in. */
+ * each gradient into its row of an f32 [tiles, n] table and sums its row;
+ * tile 0 gathers the [tiles, 1] row sums, turns them into the clip
+ * coefficient, which is then sent to every gradient's tiles and multiplied
+ * in. */
 static int expand_clip(mx *x, const graph_op *o) {
     int64_t T = x->m->tiles, n = o->nin;
-    int64_t td[2] = {T, n};
+    int64_t td[2] = {T, n}, rd[2] = {T, 1};
     layout lt = layout_single(2, td, 4);
     layout_split(&lt, 0, T, 1);
     int32_t table = new_tensor(x, "clip.sumsq", DT_F32, 0, &lt, -1);
     mid_p(x->p, emit(x, MID_FILL, NULL, 0, &table, 1))->f[0] = 0;
-    int32_t grads[64];
-    if (n > 64) return FAIL(x, "global_norm_clip over more than 64 tensors is not supported by the compiler yet");
+    int32_t *grads = arena_alloc(&x->p->arena, sizeof(int32_t) * (size_t)n);
     for (int32_t i = 0; i < n; i++) {
         grads[i] = read(x, o->in[i]);
         layout l = unreplicated(mid_t(x->p, grads[i])->lay);
@@ -748,9 +816,15 @@ static int expand_clip(mx *x, const graph_op *o) {
         int32_t pr = emit(x, MID_SUMSQ, &grads[i], 1, &table, 1);
         mid_p(x->p, pr)->column = i;
     }
-    layout l0 = layout_single(2, td, 4);
+    layout lr = layout_single(2, rd, 4);
+    layout_split(&lr, 0, T, 1);
+    int32_t rows = new_tensor(x, "clip.rows", DT_F32, 0, &lr, -1);
+    int32_t pr = emit(x, MID_REDUCE_SUM, &table, 1, &rows, 1);
+    mid_p(x->p, pr)->axes = 2;
+    mid_p(x->p, pr)->keepdims = true;
+    layout l0 = layout_single(2, rd, 4);
     int32_t gathered = new_tensor(x, "clip.gathered", DT_F32, 0, &l0, -1);
-    emit_copy(x, table, gathered, NULL);
+    emit_copy(x, rows, gathered, NULL);
     int64_t one = 1;
     layout lc = layout_single(1, &one, 4);
     int32_t coef = new_tensor(x, "clip.coef", DT_F32, 0, &lc, -1);
@@ -813,10 +887,26 @@ static int expand_repeat(mx *x, int32_t op_id) {
     if (rc == 0) {
         const graph_op *y = graph_opr(x->g, o->body.v[o->body.n - 1]);
         x->origin = op_id;
+        /* The yield is a parallel assignment: a yielded value that lives in
+         * the buffer of a carried value written before it (yield %b, %a) is
+         * first staged in a temporary, so every copy reads this iteration's
+         * values. */
+        int32_t src[256];
         for (int32_t k = 0; k < o->ncarry; k++) {
-            int32_t src = read(x, y->in[k]);
-            if (src != carried[k]) emit_copy(x, src, carried[k], NULL);
+            src[k] = read(x, y->in[k]);
+            int32_t s = mid_storage(x->p, src[k]);
+            bool clobbered = false;
+            for (int32_t j = 0; j < k && !clobbered; j++) clobbered = s == carried[j] && src[j] != carried[j];
+            if (!clobbered) continue;
+            char name[256];
+            snprintf(name, sizeof name, "%s.next", mid_t(x->p, carried[k])->name);
+            int32_t tmp = new_tensor(x, name, mid_t(x->p, carried[k])->dtype, mid_t(x->p, carried[k])->scale,
+                                     &mid_t(x->p, carried[k])->lay, -1);
+            emit_copy(x, src[k], tmp, NULL);
+            src[k] = tmp;
         }
+        for (int32_t k = 0; k < o->ncarry; k++)
+            if (src[k] != carried[k]) emit_copy(x, src[k], carried[k], NULL);
     }
     x->block = saved;
     x->depth--;

@@ -137,8 +137,8 @@ static int add_param(placer *p, int32_t t) {
     const layout *l = &mt->lay;
     int64_t sb = layout_shard_bytes(l), shards = layout_shards(l);
     uint8_t *img = xmalloc((size_t)(sb * mt->stack));
-    int64_t s[LAYOUT_MAX_RANK] = {0};
-    int32_t b = p->buf_of[t];
+    int64_t s[LAYOUT_MAX_RANK] = {0}, reps = layout_replicas(l);
+    int32_t b = p->buf_of[t], *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
     for (int64_t k = 0; k < shards; k++) {
         memset(img, 0, (size_t)(sb * mt->stack));
         shard_img c = {values, numel / mt->stack, 0, mt->dtype, mt->scale, img, sb};
@@ -147,9 +147,8 @@ static int add_param(placer *p, int32_t t) {
         blob_append(p, img, (uint64_t)(sb * mt->stack));
         int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
         layout_shard_extent(l, s, lo, hi);
-        int32_t tiles[4096];
-        int64_t nt = layout_owners(l, lo, tiles, 4096);
-        TS_ASSERT(nt <= 4096);
+        int64_t nt = layout_owners(l, lo, tiles, reps);
+        TS_ASSERT(nt <= reps);
         for (int64_t r = 0; r < nt; r++) {
             pkg_segment seg = {.tile = (uint32_t)tiles[r], .addr = p->addr[b], .bytes = (uint32_t)(sb * mt->stack), .blob_off = off};
             vec_push(&p->pkg->arena, &p->pkg->segments, seg);
@@ -159,6 +158,7 @@ static int add_param(placer *p, int32_t t) {
             s[a] = 0;
         }
     }
+    free(tiles);
     free(img);
     free(values);
     return 0;
@@ -170,10 +170,13 @@ static int cmp_segment(const void *a, const void *b) {
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static void add_binding(placer *p, int32_t t, bool output) {
+/* Binds tensor t as graph value v: the binding takes the value's name (a
+ * repeat's result lives in the tensor of its body argument, named after
+ * that). */
+static void add_binding(placer *p, int32_t t, int32_t v, bool output) {
     const mid_tensor *mt = mid_t(p->mp, t);
     int32_t s = mid_storage(p->mp, t);
-    pkg_binding b = {.name = arena_strdup(&p->pkg->arena, graph_val(p->mp->g, mt->value)->name),
+    pkg_binding b = {.name = arena_strdup(&p->pkg->arena, graph_val(p->mp->g, v)->name),
                      .output = output,
                      .dtype = mt->dtype,
                      .scale = mt->scale,
@@ -204,8 +207,12 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
         out->blob = arena_alloc(&out->arena, p.blob_bytes);
         out->blob_bytes = p.blob_bytes;
         if (p.blob_bytes) memcpy(out->blob, p.blob, p.blob_bytes);
-        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], false);
-        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], true);
+        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], mid_t(mp, mp->inputs.v[i])->value, false);
+        int32_t nout = graph_outputs(mp->g, NULL, 0), *vals = xmalloc(sizeof(int32_t) * ((size_t)nout + 1));
+        graph_outputs(mp->g, vals, nout);
+        TS_ASSERT(nout == mp->outputs.n);
+        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], vals[i], true);
+        free(vals);
         out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
     }
     free(p.addr);

@@ -192,6 +192,7 @@ typedef struct host_io {
     sim *s;
     const pkg_binding *b;
     float *values;
+    int32_t *tiles;  /* scratch: the replicas of one shard (inputs) */
 } host_io;
 
 static void scatter_span(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n) {
@@ -199,9 +200,9 @@ static void scatter_span(void *ctx, const int64_t *shard, int64_t off, int64_t e
     const layout *l = &h->b->layout;
     int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(l, shard, lo, hi);
-    int32_t tiles[4096];
-    int64_t nt = layout_owners(l, lo, tiles, 4096);
-    TS_ASSERT(nt <= 4096);
+    int32_t *tiles = h->tiles;
+    int64_t nt = layout_owners(l, lo, tiles, layout_replicas(l));
+    TS_ASSERT(nt >= 1 && nt <= layout_replicas(l));
     uint8_t *first = at(h->s, (uint32_t)tiles[0], h->b->addr + (uint64_t)off);
     num_encode_buf(h->b->dtype, h->b->scale, h->values + elem, first, (size_t)n);
     size_t bytes = (size_t)n * (size_t)dtype_bytes(h->b->dtype);
@@ -317,15 +318,16 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     for (int32_t i = 0; i < p->bindings.n; i++) {
         const pkg_binding *b = &p->bindings.v[i];
         if (b->output) continue;
-        host_io h = {&s, b, inputs[k++]};
+        host_io h = {&s, b, inputs[k++], xmalloc(sizeof(int32_t) * (size_t)layout_replicas(&b->layout))};
         layout_spans(&b->layout, NULL, scatter_span, &h);
+        free(h.tiles);
     }
     execute(&s, o);
     for (int32_t i = 0; i < p->bindings.n; i++) {
         const pkg_binding *b = &p->bindings.v[i];
         if (!b->output) continue;
         outputs[j] = xcalloc((size_t)sim_binding_numel(b), sizeof(float));
-        host_io h = {&s, b, outputs[j++]};
+        host_io h = {&s, b, outputs[j++], NULL};
         layout_spans(&b->layout, NULL, gather_span, &h);
     }
     for (uint32_t t = 0; t < m->tiles; t++) {
