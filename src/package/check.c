@@ -344,7 +344,9 @@ static bool binding_ok(const checker *c, const pkg_binding *b, char *why, size_t
 }
 
 static int check_bindings(checker *c) {
-    strmap names = {0};
+    /* Names are unique among inputs and among outputs; a graph may output
+     * one of its inputs under the same name. */
+    strmap names = {0}, out_names = {0};
     bool outputs = false;
     int rc = 0;
     for (int32_t i = 0; i < c->p->bindings.n && rc == 0; i++) {
@@ -353,17 +355,18 @@ static int check_bindings(checker *c) {
         int32_t other;
         if (!b->name || !b->name[0]) {
             rc = fail(c, "binding %" PRId32 " has no name", i);
-        } else if (strmap_get(&names, b->name, &other)) {
+        } else if (strmap_get(b->output ? &out_names : &names, b->name, &other)) {
             rc = fail(c, "binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
         } else if (!b->output && outputs) {
             rc = fail(c, "binding %" PRId32 " ('%.64s'): an input after an output (inputs come first)", i, b->name);
         } else if (!binding_ok(c, b, why, sizeof why)) {
             rc = fail(c, "binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
         } else {
-            strmap_put(&names, b->name, i);
+            strmap_put(b->output ? &out_names : &names, b->name, i);
             outputs = outputs || b->output;
         }
     }
+    strmap_free(&out_names);
     strmap_free(&names);
     return rc;
 }

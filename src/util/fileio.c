@@ -42,6 +42,18 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d) {
 }
 
 FILE *outset_open(outset *o, const char *path, diag *d) {
+    /* A device or pipe (-o /dev/null) is written in place: renaming over it
+     * would replace the device with a file. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) {
+            diag_fail(d, "%s: error: is a directory", path);
+            return NULL;
+        }
+        FILE *f = fopen(path, "wb");
+        if (!f) diag_fail(d, "%s: error: cannot open for writing: %s", path, strerror(errno));
+        return f;
+    }
     /* The temporary sits in the destination's directory (so the rename stays
      * in one file system) under a short name of its own: path + ".tmp.PID"
      * would exceed NAME_MAX for a legal final name of 240-odd bytes. */
