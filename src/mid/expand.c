@@ -32,6 +32,7 @@ typedef struct mx {
     int32_t open[16];    /* repeat prims being filled, outermost first */
     int depth;
     int err;             /* a failure recorded where no status can be returned */
+    int64_t min_pieces;  /* distinct shards a parameter needs so they all fit (>= 1) */
     int32_t origin;      /* graph op being expanded */
     int32_t casts;       /* casts emitted for origin so far */
     VEC(copy_memo) memo; /* copies already made, to reuse */
@@ -107,9 +108,12 @@ static void set_parts(layout *l, int a, int64_t parts) {
 
 /* Spread a tensor over the machine: leading axes first; with rows_whole the
  * last axis stays on one tile (softmax, layer norm need whole rows). */
+enum { MIN_SHARD_BYTES = 1024 }; /* below this a tile's share is all overhead */
+
 static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
     layout l = layout_single(t->rank, t->dim, dtype_bytes(t->dtype));
-    int64_t left = x->m->tiles;
+    int64_t bytes = graph_type_numel(t) * dtype_bytes(t->dtype);
+    int64_t left = min64(x->m->tiles, bytes / MIN_SHARD_BYTES > 1 ? bytes / MIN_SHARD_BYTES : 1);
     int last = rows_whole ? t->rank - 1 : t->rank;
     if (last == 0) last = rows_whole ? 0 : 1;
     for (int a = 0; a < last && left > 1; a++) {
@@ -505,19 +509,32 @@ static double amp_cycles(const machine *m, dtype t, int64_t rows, int64_t n, int
 
 /* Picks (R, C, Kp) for one batch block by a small model: AMP time, operand
  * delivery and the partial-sum reduction (docs/lowering.md). */
+/* Every tile holds one shard of each parameter at the same address, so what
+ * a parameter costs each tile is its size over its number of distinct
+ * shards: a B parameter is cut into C x Kp pieces, an A parameter into
+ * R x Kp. pieces_b and pieces_a are the least that lets every parameter fit
+ * in its share of memory; a grid short of them is taken only if none has them. */
 static void plan_grid(const machine *m, dtype in, dtype acc, int64_t tiles, int64_t gb, int64_t M, int64_t N, int64_t K,
-                      gemm_plan *best) {
+                      int64_t pieces_a, int64_t pieces_b, gemm_plan *best) {
     double best_cost = 1e300;
     int es = dtype_bytes(in), ea = dtype_bytes(acc);
     int64_t kblock = m->amp_k_block;
-    for (int64_t R = 1; R <= min64(M, tiles); R = (R < 8 ? R + 1 : R + cdiv(R, 8))) {
+    /* Every distinct block size once: a part count giving the same block as
+     * the previous one is the same grid. */
+    for (int64_t R = 1, prev_m = 0; R <= min64(M, tiles); R++) {
         int64_t bm0 = cdiv(M, R);
-        for (int64_t C = 1; C <= min64(cdiv(N, 16), tiles / R); C = (C < 8 ? C + 1 : C + cdiv(C, 8))) {
+        if (bm0 == prev_m) continue;
+        prev_m = bm0;
+        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, 16), tiles / R); C++) {
             int64_t bn = N < 16 ? N : min64(round_up(cdiv(N, C), 16), N);
+            if (bn == prev_n) continue;
+            prev_n = bn;
             int64_t Cr = cdiv(N, bn);
-            for (int64_t Kp = 1; Kp <= min64(cdiv(K, kblock), tiles / (R * Cr)); Kp = (Kp < 8 ? Kp + 1 : Kp + cdiv(Kp, 8))) {
+            for (int64_t Kp = 1, prev_k = 0; Kp <= min64(cdiv(K, kblock), tiles / (R * Cr)); Kp++) {
                 int64_t bk = round_up(cdiv(K, Kp), kblock);
                 if (bk > K) bk = K;
+                if (bk == prev_k) continue;
+                prev_k = bk;
                 int64_t Kr = cdiv(K, bk);
                 int64_t sub = cdiv(bm0, Kr), bm = sub * Kr, Rr = cdiv(M, bm);
                 double amp = gb * amp_cycles(m, in, bm, bn, bk);
@@ -528,6 +545,9 @@ static void plan_grid(const machine *m, dtype in, dtype acc, int64_t tiles, int6
                     cost += part * (Kr - 1) / Kr / m->exchange_bytes_per_cycle + m->sync_cycles +
                             part / m->vector_bytes_per_cycle;
                 }
+                int64_t short_b = pieces_b - Cr * Kr, short_a = pieces_a - Rr * Kr;
+                if (short_b > 0) cost += 1e15 * (double)short_b;
+                if (short_a > 0) cost += 1e15 * (double)short_a;
                 if (cost < best_cost) {
                     best_cost = cost;
                     best->R = Rr;
@@ -607,6 +627,13 @@ static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, cons
     return l;
 }
 
+/* Whether value v is (a slice or view of) a parameter: data that stays
+ * resident for the whole run. */
+static bool is_param(const mx *x, int32_t v) {
+    int32_t t = x->vt[v];
+    return t >= 0 && mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
+}
+
 static int expand_matmul(mx *x, const graph_op *o) {
     const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
     const graph_type *tc = &graph_val(x->g, o->out[0])->type;
@@ -617,17 +644,24 @@ static int expand_matmul(mx *x, const graph_op *o) {
     int nb = tc->rank - 2;
     int64_t M = tc->dim[nb], N = tc->dim[nb + 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
     gemm_plan gp = {.nb = nb};
+    /* A parameter operand is copied once per grid part it does not span:
+     * keep that within what memory allows. B lacking the batch axes (a
+     * weight shared by every image) would be copied per batch part too, so
+     * such batches stay on the tiles of one grid. */
+    bool pa = is_param(x, o->in[0]), pb = is_param(x, o->in[1]);
+    int64_t pieces_a = pa ? x->min_pieces : 1, pieces_b = pb ? x->min_pieces : 1;
+    bool keep_batch_local = (pb && tb->rank - 2 < nb) || (pa && ta->rank - 2 < nb);
     /* Batch axes first, spread like rows; the grid takes what is left. */
     int64_t left = x->m->tiles, G = 1;
     for (int j = 0; j < nb; j++) {
-        gp.gp[j] = min64(tc->dim[j], left);
+        gp.gp[j] = keep_batch_local ? 1 : min64(tc->dim[j], left);
         gp.gp[j] = cdiv(tc->dim[j], cdiv(tc->dim[j], gp.gp[j]));
         left /= gp.gp[j];
         G *= cdiv(tc->dim[j], gp.gp[j]);
     }
     gp.R = gp.C = gp.Kp = 1;
     gp.bm = gp.sub = M, gp.bn = N, gp.bk = K;
-    plan_grid(x->m, in_dt, acc, left, G, M, N, K, &gp);
+    plan_grid(x->m, in_dt, acc, left, G, M, N, K, pieces_a, pieces_b, &gp);
     int64_t per_batch = gp.R * gp.C * gp.Kp;
     for (int j = nb - 1, s = 1; j >= 0; j--) {
         gp.gstride[j] = (int32_t)(per_batch * s);
@@ -974,6 +1008,15 @@ int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d) {
     mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1};
     x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
     for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = -1;
+    /* Parameters get at most half of each tile: cut into at least this many
+     * distinct shards, all of them fit. */
+    double params = 0;
+    for (int32_t i = 0; i < g->ops.n; i++)
+        if (graph_opr(g, i)->kind == OP_PARAM) {
+            const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
+            params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
+        }
+    x.min_pieces = (int64_t)(params / (0.5 * machine_tile_bytes(m))) + 1;
     int rc = expand_block(&x, &g->body);
     /* Inputs and parameters nothing consumed still get a layout. */
     for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)
