@@ -281,6 +281,9 @@ void graph_normal_fill_at(uint64_t seed, double mean, double std, int64_t first,
 /* Values of parameter op (numel of its type) as f32: the init's values
  * rounded to the parameter's dtype, or exact when keep_f32. */
 int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d);
+/* Elements [first, first + n) of the same values (row-major), so a stacked
+ * parameter can be generated one layer at a time. */
+int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t first, int64_t n, float *out, diag *d);
 /* Default data for input value k (0-based, in program order): normal(0, 1) with
  * seed 1000 + k, rounded to the input's dtype. */
 void graph_input_default(const graph *g, int32_t value, int k, float *out);

@@ -83,23 +83,34 @@ static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
     return 0;
 }
 
-int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d) {
+int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t first, int64_t n, float *out, diag *d) {
     const graph_op *o = graph_opr(g, op);
     TS_ASSERT(o->kind == OP_PARAM);
     const graph_type *t = &graph_val(g, o->out[0])->type;
-    int64_t n = graph_type_numel(t);
+    int64_t numel = graph_type_numel(t);
+    TS_ASSERT(first >= 0 && n >= 0 && first + n <= numel);
     switch (o->init.kind) {
     case INIT_ZEROS: memset(out, 0, sizeof(float) * (size_t)n); break;
     case INIT_ONES:
         for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
         break;
-    case INIT_NORMAL: graph_normal_fill(o->init.seed, o->init.mean, o->init.std, out, n); break;
-    case INIT_NPY:
-        if (load_npy(g, op, out, d)) return -1;
+    case INIT_NORMAL: graph_normal_fill_at(o->init.seed, o->init.mean, o->init.std, first, out, n); break;
+    case INIT_NPY: {
+        /* The file holds the whole tensor: read it, keep the window. */
+        float *all = first == 0 && n == numel ? out : xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
+        int rc = load_npy(g, op, all, d);
+        if (rc == 0 && all != out) memcpy(out, all + first, sizeof(float) * (size_t)n);
+        if (all != out) free(all);
+        if (rc) return -1;
         break;
+    }
     }
     if (!keep_f32) num_round_buf(t->dtype, t->scale, out, (size_t)n);
     return 0;
+}
+
+int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d) {
+    return graph_param_values_at(g, op, keep_f32, 0, graph_type_numel(&graph_val(g, graph_opr(g, op)->out[0])->type), out, d);
 }
 
 void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n) {

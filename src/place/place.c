@@ -99,20 +99,16 @@ static void copy_program(placer *p) {
 /* ---- parameter data ------------------------------------------------------------- */
 
 typedef struct shard_img {
-    const float *values;   /* the whole parameter, row-major */
-    int64_t layer_elems;   /* elements per stacked layer */
-    int64_t layer;
+    const float *values;   /* one layer of the parameter, row-major */
     dtype dt;
     int scale;
-    uint8_t *bytes;        /* one shard's storage image per layer, laid out per layer */
-    int64_t shard_bytes;
+    uint8_t *bytes;        /* that layer's storage in one shard */
 } shard_img;
 
 static void encode_span(void *ctx, const int64_t *s, int64_t off, int64_t elem, int64_t n) {
     (void)s;
     shard_img *c = ctx;
-    num_encode_buf(c->dt, c->scale, c->values + c->layer * c->layer_elems + elem,
-                   c->bytes + c->layer * c->shard_bytes + off, (size_t)n);
+    num_encode_buf(c->dt, c->scale, c->values + elem, c->bytes + off, (size_t)n);
 }
 
 static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
@@ -124,43 +120,55 @@ static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
     p->blob_bytes += n;
 }
 
+static void next_shard(const layout *l, int64_t *s) {
+    for (int a = l->rank - 1; a >= 0; a--) {
+        if (++s[a] < l->parts[a]) return;
+        s[a] = 0;
+    }
+}
+
+/* A parameter's shards, encoded layer by layer (a stacked parameter is
+ * generated one layer at a time, never whole in f32), then one blob range per
+ * shard that every replica's tile points at. */
 static int add_param(placer *p, int32_t t) {
     const mid_tensor *mt = mid_t(p->mp, t);
     const graph *g = p->mp->g;
-    const graph_type *gt = &graph_val(g, mt->value)->type;
-    int64_t numel = graph_type_numel(gt);
-    float *values = xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
-    if (graph_param_values(g, mt->param_op, false, values, p->d)) {
-        free(values);
-        return -1;
-    }
+    int64_t layer = graph_type_numel(&graph_val(g, mt->value)->type) / mt->stack;
     const layout *l = &mt->lay;
-    int64_t sb = layout_shard_bytes(l), shards = layout_shards(l);
-    uint8_t *img = xmalloc((size_t)(sb * mt->stack));
+    int64_t sb = layout_shard_bytes(l), shards = layout_shards(l), stride = sb * mt->stack;
+    uint8_t *img = xcalloc((size_t)(stride * shards), 1); /* every shard's image, layer after layer */
+    float *values = xmalloc(sizeof(float) * (size_t)(layer ? layer : 1));
     int64_t s[LAYOUT_MAX_RANK] = {0}, reps = layout_replicas(l);
+    for (int64_t i = 0; i < mt->stack; i++) {
+        if (graph_param_values_at(g, mt->param_op, false, i * layer, layer, values, p->d)) {
+            free(values);
+            free(img);
+            return -1;
+        }
+        memset(s, 0, sizeof s);
+        for (int64_t k = 0; k < shards; k++, next_shard(l, s)) {
+            shard_img c = {values, mt->dtype, mt->scale, img + k * stride + i * sb};
+            layout_spans(l, s, encode_span, &c);
+        }
+    }
+    free(values);
     int32_t b = p->buf_of[t], *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
+    memset(s, 0, sizeof s);
     for (int64_t k = 0; k < shards; k++) {
-        memset(img, 0, (size_t)(sb * mt->stack));
-        shard_img c = {values, numel / mt->stack, 0, mt->dtype, mt->scale, img, sb};
-        for (c.layer = 0; c.layer < mt->stack; c.layer++) layout_spans(l, s, encode_span, &c);
         uint64_t off = p->blob_bytes;
-        blob_append(p, img, (uint64_t)(sb * mt->stack));
+        blob_append(p, img + k * stride, (uint64_t)stride);
         int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
         layout_shard_extent(l, s, lo, hi);
         int64_t nt = layout_owners(l, lo, tiles, reps);
         TS_ASSERT(nt <= reps);
         for (int64_t r = 0; r < nt; r++) {
-            pkg_segment seg = {.tile = (uint32_t)tiles[r], .addr = p->addr[b], .bytes = (uint32_t)(sb * mt->stack), .blob_off = off};
+            pkg_segment seg = {.tile = (uint32_t)tiles[r], .addr = p->addr[b], .bytes = (uint32_t)stride, .blob_off = off};
             vec_push(&p->pkg->arena, &p->pkg->segments, seg);
         }
-        for (int a = l->rank - 1; a >= 0; a--) {
-            if (++s[a] < l->parts[a]) break;
-            s[a] = 0;
-        }
+        next_shard(l, s);
     }
     free(tiles);
     free(img);
-    free(values);
     return 0;
 }
 
