@@ -528,8 +528,22 @@ static void fill_flush(fill_ctx *c) {
     c->len = 0;
 }
 
+/* Spans come in storage order; adjacent ones merge into one fill. */
+static void fill_span(void *vctx, const int64_t *s, int64_t off, int64_t elem, int64_t n) {
+    (void)s, (void)elem;
+    fill_ctx *c = vctx;
+    int64_t bytes = n * mid_t(c->x->p, c->pr->out[0])->lay.elem_bytes;
+    if (c->len && c->start + c->len == off) {
+        c->len += bytes;
+        return;
+    }
+    fill_flush(c);
+    c->start = off;
+    c->len = bytes;
+}
+
 static void fill_shard_replicas(lx *x, const mid_prim *pr, const layout *l, const int64_t *s) {
-    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], e[LAYOUT_MAX_RANK];
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(l, s, lo, hi);
     int64_t reps = layout_replicas(l);
     int32_t *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
@@ -537,34 +551,7 @@ static void fill_shard_replicas(lx *x, const mid_prim *pr, const layout *l, cons
     TS_ASSERT(nt <= reps);
     for (int64_t k = 0; k < nt; k++) {
         fill_ctx c = {x, pr, tiles[k], 0, 0};
-        /* Walk the valid box in storage order one element run along the last
-         * axis at a time, merging runs that are adjacent in memory. */
-        memcpy(e, lo, sizeof e);
-        int last = l->rank - 1;
-        for (;;) {
-            int64_t n = hi[last] - lo[last], pw = layout_panel_width(l);
-            /* Split at panel boundaries: each piece is contiguous. */
-            for (int64_t i = 0; i < n;) {
-                int64_t take = pw - i % pw < n - i ? pw - i % pw : n - i;
-                int64_t e2[LAYOUT_MAX_RANK];
-                memcpy(e2, e, sizeof e2);
-                e2[last] += i;
-                int64_t off = layout_offset(l, e2);
-                if (c.len && c.start + c.len == off) c.len += take * l->elem_bytes;
-                else {
-                    fill_flush(&c);
-                    c.start = off;
-                    c.len = take * l->elem_bytes;
-                }
-                i += take;
-            }
-            int a = last - 1;
-            for (; a >= 0; a--) {
-                if (++e[a] < hi[a]) break;
-                e[a] = lo[a];
-            }
-            if (a < 0) break;
-        }
+        layout_spans(l, s, fill_span, &c);
         fill_flush(&c);
     }
     free(tiles);
