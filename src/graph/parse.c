@@ -149,14 +149,20 @@ static int number_token(parser *ps, const char **b, size_t *n) {
     return 0;
 }
 
+/* The next number token as a C string in buf; *b is where it starts. */
+static int number_text(parser *ps, char *buf, size_t cap, const char **b) {
+    size_t n = 0;
+    if (number_token(ps, b, &n)) return -1;
+    if (n >= cap) return fail_at(ps, *b, "number too long");
+    memcpy(buf, *b, n);
+    buf[n] = 0;
+    return 0;
+}
+
 static int parse_int(parser *ps, int64_t *out) {
     const char *b;
-    size_t n;
-    if (number_token(ps, &b, &n)) return -1;
     char buf[64];
-    if (n >= sizeof buf) return fail_at(ps, b, "number too long");
-    memcpy(buf, b, n);
-    buf[n] = 0;
+    if (number_text(ps, buf, sizeof buf, &b)) return -1;
     char *e;
     errno = 0;
     long long v = strtoll(buf, &e, 10);
@@ -168,12 +174,8 @@ static int parse_int(parser *ps, int64_t *out) {
 
 static int parse_float(parser *ps, double *out) {
     const char *b;
-    size_t n;
-    if (number_token(ps, &b, &n)) return -1;
     char buf[64];
-    if (n >= sizeof buf) return fail_at(ps, b, "number too long");
-    memcpy(buf, b, n);
-    buf[n] = 0;
+    if (number_text(ps, buf, sizeof buf, &b)) return -1;
     char *e;
     double v = strtod(buf, &e);
     if (*e || e == buf) return fail_at(ps, b, "malformed number '%s'", buf);
