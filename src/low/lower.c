@@ -161,39 +161,6 @@ static void set_operand(lx *x, low_run *r, int i, int32_t t, int64_t off) {
 
 /* ---- boxes: elementwise-like kernels over up to four strided axes ------------------------ */
 
-typedef struct box {
-    int rank;
-    int64_t n[LAYOUT_MAX_RANK];                      /* extents */
-    int64_t st[LOW_STRIDED_OPERANDS][LAYOUT_MAX_RANK];/* byte strides per operand */
-    int nops;
-} box;
-
-/* Drops extent-1 axes and merges neighbours every operand walks contiguously. */
-static void box_collapse(box *b) {
-    int k = 0;
-    for (int a = 0; a < b->rank; a++) {
-        if (b->n[a] == 1 && b->rank > 1) continue;
-        if (k > 0) {
-            bool merge = true;
-            for (int i = 0; i < b->nops; i++) merge &= b->st[i][k - 1] == b->st[i][a] * b->n[a];
-            if (merge) {
-                b->n[k - 1] *= b->n[a];
-                for (int i = 0; i < b->nops; i++) b->st[i][k - 1] = b->st[i][a];
-                continue;
-            }
-        }
-        b->n[k] = b->n[a];
-        for (int i = 0; i < b->nops; i++) b->st[i][k] = b->st[i][a];
-        k++;
-    }
-    if (k == 0) {
-        b->n[0] = 1;
-        for (int i = 0; i < b->nops; i++) b->st[i][0] = 0;
-        k = 1;
-    }
-    b->rank = k;
-}
-
 /* Emits one run per index of the axes beyond the kernel's `keep` innermost
  * ones; the template gives kernel, dtypes and parameters, base offsets come
  * from off[]. */
@@ -206,8 +173,8 @@ typedef struct box_emit {
     const low_run *tmpl;
 } box_emit;
 
-static void emit_box(lx *x, const box *b, const box_emit *e) {
-    int outer = b->rank > e->keep ? b->rank - e->keep : 0;
+static void emit_box(lx *x, const low_box *b, const box_emit *e) {
+    int outer = b->nd > e->keep ? b->nd - e->keep : 0;
     int64_t idx[LAYOUT_MAX_RANK] = {0};
     for (;;) {
         low_run *r = new_run(x, e->kernel, e->tile);
@@ -215,7 +182,7 @@ static void emit_box(lx *x, const box *b, const box_emit *e) {
         *r = *e->tmpl;
         r->tile = tile;
         r->kernel = (uint8_t)e->kernel;
-        int inner = b->rank - outer;
+        int inner = b->nd - outer;
         for (int i = 0; i < b->nops; i++) {
             int64_t off = e->off[i];
             for (int a = 0; a < outer; a++) off += idx[a] * b->st[i][a];
@@ -258,11 +225,11 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const layout *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
-    box b = {.rank = lo->rank, .nops = 1 + pr->nin};
+    low_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
     for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
     aligned_strides(x, pr->out[0], lo, b.st[0]);
     for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
-    box_collapse(&b);
+    low_box_collapse(&b);
     box_emit e = {.kernel = LOW_K_EWISE, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = c->tmpl};
     e.t[0] = pr->out[0];
     for (int i = 0; i < pr->nin; i++) e.t[1 + i] = pr->in[i];
@@ -288,17 +255,17 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
     int last = lo->rank - 1;
-    box b = {.rank = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
+    low_box b = {.nd = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
     if (lo->rank == 1) {
         b.n[0] = 1;
     } else {
         for (int a = 0; a < last; a++) b.n[a] = hi[a] - lo_[a];
     }
-    for (int a = 0; a < b.rank && lo->rank > 1; a++) {
+    for (int a = 0; a < b.nd && lo->rank > 1; a++) {
         b.st[0][a] = axis_stride(lo, a);
         b.st[1][a] = axis_stride(&mid_t(x->p, pr->in[0])->lay, a);
     }
-    box_collapse(&b);
+    low_box_collapse(&b);
     low_run tmpl = *c->tmpl;
     box_emit e = {.kernel = pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
@@ -306,7 +273,7 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     if (pr->kind == MID_LAYER_NORM) {
         /* gamma and beta ride along as operands 2 and 3, unstrided. */
         b.nops = 4;
-        for (int a = 0; a < b.rank; a++) b.st[2][a] = b.st[3][a] = 0;
+        for (int a = 0; a < b.nd; a++) b.st[2][a] = b.st[3][a] = 0;
         e.t[2] = pr->in[1];
         e.t[3] = pr->in[2];
     }
@@ -351,7 +318,7 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t K = la->dim[la->rank - 1], kpart = cb ? s[0] : 0;
     int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
     if (k1 > K) k1 = K;
-    box b = {.rank = nb > 0 ? nb : 1, .nops = 3};
+    low_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
     for (int j = 0; j < nb; j++) {
         b.n[j] = hi[cb + j] - lo[cb + j];
         int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
@@ -480,7 +447,7 @@ static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) 
     const layout *li = &mid_t(x->p, pr->in[0])->lay, *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK];
     layout_shard_extent(li, s, a0, a1);
-    box b = {.rank = li->rank, .nops = 2};
+    low_box b = {.nd = li->rank, .nops = 2};
     int j = 0;
     for (int a = 0; a < li->rank; a++) {
         b.n[a] = a1[a] - a0[a];
@@ -494,7 +461,7 @@ static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) 
             j++;
         }
     }
-    box_collapse(&b);
+    low_box_collapse(&b);
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     box_emit e = {.kernel = LOW_K_REDUCE_SUM, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = &tmpl};

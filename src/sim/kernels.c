@@ -160,48 +160,17 @@ enum { CHUNK = 512 };
 
 /* ---- boxes: the strided iteration space of EWISE and REDUCE_SUM -------------------------- */
 
-enum { BOX_MAX_OPS = 3 };
+enum { BOX_MAX_OPS = 3 }; /* operands an EWISE or REDUCE_SUM box walks */
 
-typedef struct box {
-    int nd;                                  /* axes, outermost first; at least 1 */
-    int nops;                                /* operands that walk the box */
-    uint64_t n[LOW_MAX_BOX];                 /* elements per axis */
-    int64_t step[BOX_MAX_OPS][LOW_MAX_BOX];  /* bytes per step along each axis, per operand */
-} box;
-
-/* Drops unit axes and merges an axis into the next inner one wherever every operand is
- * contiguous across the pair, so dense boxes become one long row. The order of elements, and
- * so every summation order, is unchanged. */
-static void box_collapse(box *b) {
-    int m = 0;
-    for (int d = 0; d < b->nd; d++) {
-        if (b->n[d] == 1) continue;
-        bool merge = m > 0;
-        for (int i = 0; i < b->nops && merge; i++) merge = b->step[i][m - 1] == b->step[i][d] * (int64_t)b->n[d];
-        if (merge) {
-            b->n[m - 1] *= b->n[d];
-            for (int i = 0; i < b->nops; i++) b->step[i][m - 1] = b->step[i][d];
-            continue;
-        }
-        b->n[m] = b->n[d];
-        for (int i = 0; i < b->nops; i++) b->step[i][m] = b->step[i][d];
-        m++;
-    }
-    if (m == 0) { /* a single element */
-        b->n[0] = 1;
-        for (int i = 0; i < b->nops; i++) b->step[i][0] = 0;
-        m = 1;
-    }
-    b->nd = m;
-}
+typedef low_box box;
 
 /* The box of r over operands ops[0..nops) (their strides), collapsed. */
 static box box_of_run(const low_run *r, const int *ops, int nops) {
     box b = {.nd = LOW_MAX_BOX, .nops = nops};
     for (int d = 0; d < LOW_MAX_BOX; d++) b.n[d] = r->n[d];
     for (int i = 0; i < nops; i++)
-        for (int d = 0; d < LOW_MAX_BOX; d++) b.step[i][d] = r->stride[ops[i]][d];
-    box_collapse(&b);
+        for (int d = 0; d < LOW_MAX_BOX; d++) b.st[i][d] = r->stride[ops[i]][d];
+    low_box_collapse(&b);
     return b;
 }
 
@@ -218,14 +187,14 @@ typedef void row_fn(void *ctx, uint8_t *const p[BOX_MAX_OPS], uint64_t len, cons
 /* Visits the rows of b in box order (outer axes odometer-style). */
 static void box_walk(const box *b, uint8_t *const base[BOX_MAX_OPS], row_fn *fn, void *ctx) {
     int inner = b->nd - 1;
-    uint64_t idx[LOW_MAX_BOX] = {0};
+    int64_t idx[LOW_BOX_AXES] = {0};
     int64_t step[BOX_MAX_OPS] = {0};
-    for (int i = 0; i < b->nops; i++) step[i] = b->step[i][inner];
+    for (int i = 0; i < b->nops; i++) step[i] = b->st[i][inner];
     for (;;) {
         uint8_t *p[BOX_MAX_OPS] = {0};
         for (int i = 0; i < b->nops; i++) {
             int64_t off = 0;
-            for (int d = 0; d < inner; d++) off += (int64_t)idx[d] * b->step[i][d];
+            for (int d = 0; d < inner; d++) off += (int64_t)idx[d] * b->st[i][d];
             p[i] = base[i] + off;
         }
         fn(ctx, p, b->n[inner], step);
@@ -560,17 +529,17 @@ static void run_reduce_sum(const low_run *r, uint8_t *const ptr[]) {
     for (int d = LOW_MAX_BOX - 1; d >= 0; d--) {
         bool kept = r->stride[0][d] != 0;
         sum.n[d] = r->n[d];
-        sum.step[0][d] = r->stride[1][d];
-        sum.step[1][d] = kept ? (int64_t)(outs * sizeof(float)) : 0;
+        sum.st[0][d] = r->stride[1][d];
+        sum.st[1][d] = kept ? (int64_t)(outs * sizeof(float)) : 0;
         keep.n[d] = kept ? r->n[d] : 1;
-        keep.step[0][d] = r->stride[0][d];
-        keep.step[1][d] = sum.step[1][d];
+        keep.st[0][d] = r->stride[0][d];
+        keep.st[1][d] = sum.st[1][d];
         if (kept) outs *= r->n[d];
     }
     float *acc = scratch_floats(SCR_T3, outs);
     memset(acc, 0, outs * sizeof(float));
-    box_collapse(&sum);
-    box_collapse(&keep);
+    low_box_collapse(&sum);
+    low_box_collapse(&keep);
     box_walk(&sum, (uint8_t *const[BOX_MAX_OPS]){ptr[1], (uint8_t *)acc, NULL}, sum_row, (void *)r);
     box_walk(&keep, (uint8_t *const[BOX_MAX_OPS]){ptr[0], (uint8_t *)acc, NULL}, store_row, (void *)r);
 }
