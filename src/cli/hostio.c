@@ -12,12 +12,6 @@ int64_t host_numel(const host_spec *s) {
     return n;
 }
 
-static void shape_str(int rank, const int64_t *dim, char *buf, size_t cap) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int a = 0; a < rank && k < cap; a++) k += (size_t)snprintf(buf + k, cap - k, "%s%lld", a ? ", " : "", (long long)dim[a]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-}
-
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d) {
     int k = cli_opt_index(c, "--input");
@@ -53,7 +47,7 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
         char got[160];
         if (!npy_has_shape(&arr, s->rank, s->dim, got, sizeof got)) {
             char want[128];
-            shape_str(s->rank, s->dim, want, sizeof want);
+            fmt_dims(want, sizeof want, s->rank, s->dim);
             npy_free(&arr);
             diag_fail(d, "tessel %s: error: option '--input %s': %s has shape %s but input '%s' is %s%s", c->name, a, eq + 1,
                       got, bare, dtype_name(s->dtype), want);
@@ -118,7 +112,7 @@ void cli_print_stats(const char *role, const host_spec *s, const float *x, const
     }
     double cnt = (double)(n - bad), mean = cnt ? sum / cnt : 0, sd = cnt ? sqrt(fmax(0, sq / cnt - mean * mean)) : 0;
     char ty[160], sh[128];
-    shape_str(s->rank, s->dim, sh, sizeof sh);
+    fmt_dims(sh, sizeof sh, s->rank, s->dim);
     snprintf(ty, sizeof ty, "%s%s", dtype_name(s->dtype), sh);
     printf("  %-6s %-14s %-20s mean %+.4g  std %.4g  min %+.4g  max %+.4g", role, s->name, ty, mean, sd, mn, mx);
     if (bad) printf("  (%lld non-finite)", (long long)bad);

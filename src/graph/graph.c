@@ -42,10 +42,8 @@ bool graph_type_equal(const graph_type *a, const graph_type *b) {
 }
 
 void graph_type_str(const graph_type *t, char *buf, size_t cap) {
-    size_t k = (size_t)snprintf(buf, cap, "%s[", dtype_name(t->dtype));
-    for (int i = 0; i < t->rank && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)t->dim[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
+    size_t k = (size_t)snprintf(buf, cap, "%s", dtype_name(t->dtype));
+    if (k < cap) fmt_dims(buf + k, cap - k, t->rank, t->dim);
 }
 
 graph_type graph_type_make(dtype t, int rank, const int64_t *dim) {

@@ -651,30 +651,8 @@ bool machine_addr_interleaved(const machine *m, uint32_t addr) {
     return addr >= m->interleaved_base && addr < m->tile_memory_end;
 }
 
-/* Whether t is an 8-bit type, read from num's dtype table (the header
- * alone, so this layer needs none of num's code). */
-static bool is_8bit(dtype t) {
-    switch (t) {
-#define X(id, nm, bytes, fl, b8) \
-    case DT_##id: return b8;
-        NUM_DTYPES(X)
-#undef X
-    default: return false;
-    }
-}
-
-static uint32_t dtype_size(dtype t) {
-    switch (t) {
-#define X(id, nm, bytes, fl, b8) \
-    case DT_##id: return bytes;
-        NUM_DTYPES(X)
-#undef X
-    default: return 0;
-    }
-}
-
 uint32_t machine_amp_macs(const machine *m, dtype t) {
-    if (is_8bit(t)) return m->amp_macs_f8;
+    if (dtype_is_f8(t)) return m->amp_macs_f8;
     if (t == DT_F32) return m->amp_macs_f32;
     if (t == DT_F16) return m->amp_macs_f16;
     return 0;  /* bf16, i32: no AMP path on IPU21; cast first */
@@ -682,7 +660,7 @@ uint32_t machine_amp_macs(const machine *m, dtype t) {
 
 uint32_t machine_amp_panel_depth(const machine *m, dtype t) {
     if (!machine_amp_macs(m, t)) return 0;
-    return m->amp_panel_bytes / (m->amp_col_panel * dtype_size(t));
+    return m->amp_panel_bytes / (m->amp_col_panel * (uint32_t)dtype_bytes(t));
 }
 
 double machine_peak_flops(const machine *m, dtype t) {

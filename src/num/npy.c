@@ -349,8 +349,6 @@ bool npy_has_shape(const npy_array *a, int rank, const int64_t *dim, char *buf, 
     bool same = a->rank == rank;
     for (int i = 0; same && i < rank; i++) same = a->dim[i] == dim[i];
     if (same) return true;
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < a->rank && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)a->dim[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
+    fmt_dims(buf, cap, a->rank, a->dim);
     return false;
 }

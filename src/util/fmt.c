@@ -60,3 +60,9 @@ size_t util_peak_rss_bytes(void) {
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (size_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
 }
+
+void fmt_dims(char *buf, size_t cap, int rank, const int64_t *dim) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)dim[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}

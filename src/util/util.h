@@ -137,6 +137,8 @@ void fmt_double(char *buf, size_t cap, double x);
 /* Human-readable counts: 1.23 G, 456 K; bytes: 1.5 MiB. */
 void fmt_count(char *buf, size_t cap, double x);
 void fmt_bytes(char *buf, size_t cap, double bytes);
+/* A shape as "[3, 4]" ("[]" for a scalar). */
+void fmt_dims(char *buf, size_t cap, int rank, const int64_t *dim);
 double util_now_seconds(void);       /* monotonic */
 size_t util_peak_rss_bytes(void);    /* of this process so far */
 
