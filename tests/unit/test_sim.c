@@ -37,6 +37,19 @@ static void base_package(package *p, uint32_t xaddr, uint32_t yaddr) {
     vec_push(&p->arena, &p->bindings, out);
 }
 
+/* out = a + b, one f32 element on tile t. */
+static void add_f32(package *p, uint32_t t, low_addr out, low_addr a, low_addr b) {
+    low_run r;
+    memset(&r, 0, sizeof r);
+    r.tile = t;
+    r.kernel = LOW_K_EWISE;
+    r.op = LOW_EW_ADD;
+    r.dt[0] = r.dt[1] = r.dt[2] = DT_F32;
+    r.ptr[0] = out, r.ptr[1] = a, r.ptr[2] = b;
+    for (int k = 0; k < LOW_MAX_BOX; k++) r.n[k] = 1;
+    vec_push(&p->arena, &p->prog.runs, r);
+}
+
 static void frag(package *p, uint32_t src_tile, uint32_t src, uint32_t dst_tile, uint32_t dst, uint32_t bytes) {
     low_frag f = {.src_tile = src_tile, .src = at(src, 0), .dst = at(dst, 0), .bytes = bytes,
                   .dst0 = (uint32_t)p->prog.dst_tiles.n, .ndst = 1};
@@ -86,17 +99,7 @@ static void repeat_advances_strides(void **state) {
         vec_push(&p.arena, &p.segments, s);
     }
     step(&p, LOW_STEP_REPEAT, 0, 0, 3);
-    for (uint32_t t = 0; t < 2; t++) {
-        low_run r;
-        memset(&r, 0, sizeof r);
-        r.tile = t;
-        r.kernel = LOW_K_EWISE;
-        r.op = LOW_EW_ADD;
-        r.dt[0] = r.dt[1] = r.dt[2] = DT_F32;
-        r.ptr[0] = at(x, 0), r.ptr[1] = at(x, 0), r.ptr[2] = at(w, 4);
-        for (int k = 0; k < LOW_MAX_BOX; k++) r.n[k] = 1;
-        vec_push(&p.arena, &p.prog.runs, r);
-    }
+    for (uint32_t t = 0; t < 2; t++) add_f32(&p, t, at(x, 0), at(x, 0), at(w, 4));
     step(&p, LOW_STEP_COMPUTE, 0, 2, 0);
     step(&p, LOW_STEP_END, 0, 0, 0);
     float xv[2] = {1, 2}, *in[1] = {xv}, *out[1] = {NULL};
@@ -122,17 +125,7 @@ static void nested_repeats_multiply(void **state) {
     base_package(&p, BASE, BASE);
     step(&p, LOW_STEP_REPEAT, 0, 0, 2);
     step(&p, LOW_STEP_REPEAT, 0, 0, 3);
-    for (uint32_t t = 0; t < 2; t++) {
-        low_run r;
-        memset(&r, 0, sizeof r);
-        r.tile = t;
-        r.kernel = LOW_K_EWISE;
-        r.op = LOW_EW_ADD;
-        r.dt[0] = r.dt[1] = r.dt[2] = DT_F32;
-        r.ptr[0] = r.ptr[1] = r.ptr[2] = at(BASE, 0); /* x = x + x */
-        for (int k = 0; k < LOW_MAX_BOX; k++) r.n[k] = 1;
-        vec_push(&p.arena, &p.prog.runs, r);
-    }
+    for (uint32_t t = 0; t < 2; t++) add_f32(&p, t, at(BASE, 0), at(BASE, 0), at(BASE, 0)); /* x = x + x */
     step(&p, LOW_STEP_COMPUTE, 0, 2, 0);
     step(&p, LOW_STEP_END, 0, 0, 0);
     step(&p, LOW_STEP_END, 0, 0, 0);
