@@ -160,28 +160,15 @@ static int ref_matmul(rt *r, const graph_op *op, float **in, float **out) {
 
 /* ---- pointwise ------------------------------------------------------------ */
 
-static const double GELU_C = 0.7978845608028654; /* sqrt(2 / pi) */
-
-static float gelu(float x) {
-    float u = (float)GELU_C * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
-
-/* d/dx of the tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2). */
-static float gelu_grad(float x) {
-    float u = (float)GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (float)GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
 static int ref_gelu(rt *r, const graph_op *op, float **in, float **out) {
     int64_t n = vnumel(r, op->out[0]);
-    for (int64_t i = 0; i < n; i++) out[0][i] = gelu(in[0][i]);
+    for (int64_t i = 0; i < n; i++) out[0][i] = num_gelu(in[0][i]);
     return 0;
 }
 
 static int ref_gelu_grad(rt *r, const graph_op *op, float **in, float **out) {
     int64_t n = vnumel(r, op->out[0]);
-    for (int64_t i = 0; i < n; i++) out[0][i] = gelu_grad(in[0][i]) * in[1][i];
+    for (int64_t i = 0; i < n; i++) out[0][i] = num_gelu_deriv(in[0][i]) * in[1][i];
     return 0;
 }
 

@@ -69,6 +69,18 @@ void num_round_buf(dtype t, int scale, float *x, size_t n);  /* in place */
 void num_encode_buf(dtype t, int scale, const float *src, void *dst, size_t n);
 void num_decode_buf(dtype t, int scale, const void *src, float *dst, size_t n);
 
+/* ---- pointwise: the scalar functions of the machine's elementwise kernels --
+
+ * One definition serves the tile kernels and every reference, in f32 with
+ * tanhf, evaluated left to right (the build never contracts into FMAs). */
+#define NUM_GELU_C ((float)0.7978845608028654) /* sqrt(2 / pi) */
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh form. */
+float num_gelu(float x);
+/* d gelu / dx of the tanh form:
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2). */
+float num_gelu_deriv(float x);
+
 /* ---- compare.c -------------------------------------------------------- */
 
 /* How far a tensor is from a reference: the figures every check reports. */

@@ -16,7 +16,7 @@
  *   - REDUCE: the same chain over j ascending, in acc. REDUCE_SUM: one f32 chain per output
  *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order.
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
- *     gelu_grad are src/graph/ref.c's expressions (tanh form, tanhf). scale is a * f[0]; cast is a.
+ *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf). scale is a * f[0]; cast is a.
  *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
  *     24 >= 2*11 + 2 bits, so the double rounding is innocuous).
  *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max), f32 sum in order, out = e / sum.
@@ -392,26 +392,13 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
 
 /* ---- EWISE -------------------------------------------------------------------------------- */
 
-static const float GELU_C = (float)0.7978845608028654; /* sqrt(2 / pi), rounded as ref.c rounds it */
-
-static float gelu(float x) {
-    float u = GELU_C * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
-
-/* d/dx of the tanh form, ref.c's expression. */
-static float gelu_deriv(float x) {
-    float u = GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
 static void ew_apply(low_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
     switch (op) {
     case LOW_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
     case LOW_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
     case LOW_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
-    case LOW_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = gelu(a[i]); return;
-    case LOW_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = gelu_deriv(a[i]) * b[i]; return;
+    case LOW_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
+    case LOW_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
     case LOW_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
     case LOW_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
     case LOW_EW_COUNT: break;

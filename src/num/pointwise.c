@@ -1,0 +1,19 @@
+/* pointwise.c: the scalar functions behind the elementwise kernels, defined
+ * once for the simulator and the references (num.h). */
+#include "num.h"
+
+#include <math.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+float num_gelu(float x) {
+    float u = NUM_GELU_C * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+float num_gelu_deriv(float x) {
+    float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * NUM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+}
