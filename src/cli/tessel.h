@@ -21,26 +21,30 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
 
 typedef struct check_output {
     const char *name;
-    num_diff pure;       /* against the pure FP32 model (precision casts stripped) */
-    num_diff emulated;   /* against the reference that rounds where the program does */
-    double min_cosine;   /* the pure-model threshold for this output */
+    num_diff pure;        /* against the pure FP32 model (precision casts stripped) */
+    num_mismatch exact;   /* against the plan-exact emulated reference: must be none */
+    double min_cosine;    /* the pure-model threshold for this output */
     bool pass;
 } check_output;
 
 typedef struct check_result {
     sim_stats sim;
     int32_t n;
-    check_output *out;   /* malloc'd, one per output */
-    bool fp8;            /* the graph has 8-bit values: FP8 thresholds */
+    check_output *out;    /* malloc'd, one per output */
+    bool fp8;             /* the graph has 8-bit values: FP8 thresholds */
     bool pass;
-    double cosine;       /* worst output, against the pure model */
-    double max_abs_err;  /* worst output, against the pure model */
+    int64_t differing;    /* output elements, all outputs, that differ from the plan-exact reference */
+    double cosine;        /* worst output, against the pure model */
+    double max_abs_err;   /* worst output, against the pure model */
     double ref_seconds;
 } check_result;
 
-/* Runs p on g's default inputs, then both references, and compares each
- * output. sim options pass through (trace, quiet). */
-int tessel_check(const graph *g, const package *p, const sim_options *so, check_result *r, diag *d);
+/* Runs p on inputs (given[k] for input k when given and not NULL, else its
+ * seeded default), then the pure FP32 model and the plan-exact reference
+ * (from the plan's numeric decisions in p's metadata), and compares each
+ * output: bit for bit with the plan-exact reference, by cosine with the
+ * pure model. sim options pass through (trace, quiet). */
+int tessel_check(const graph *g, const package *p, float *const *given, const sim_options *so, check_result *r, diag *d);
 void check_result_free(check_result *r);
 
 #endif

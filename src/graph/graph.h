@@ -23,7 +23,7 @@
 #include "../num/num.h"
 #include "../util/util.h"
 
-enum { GRAPH_MAX_RANK = 6 };
+enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside each other */ };
 #define GRAPH_MAX_DIM (1ll << 40)    /* elements along one axis */
 #define GRAPH_MAX_NUMEL (1ll << 48)  /* elements in one tensor */
 
@@ -291,13 +291,82 @@ void graph_input_default(const graph *g, int32_t value, int k, float *out);
  * package run uses when no file is given). */
 void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n);
 
+/* ---- numerics.c: the numeric decisions of a compiled plan ----------------
+ *
+ * What the plan-exact reference takes from a plan: where partial sums split,
+ * in which dtype they chain and are stored, and in which order they are
+ * reduced. Never an address, a layout or an exchange, so a lowering fault
+ * cannot be mirrored in the reference. Keyed by op stable names in JSON:
+ *
+ *   {"format": "tessel-numerics", "version": 1, "ops": [
+ *     {"op": "h", "kind": "matmul", "acc": "f32", "partials": "f32", "k_bounds": [0, 64, 96]},
+ *     {"op": "s", "kind": "reduce_sum", "blocks": [4, 96]},
+ *     {"op": "c", "kind": "global_norm_clip",
+ *      "grads": [{"blocks": [32, 48], "row_base": 0, "row_stride": [1, 0]}]}]}
+ *
+ * matmul: every output element is, per K partition [k_bounds[p], k_bounds[p+1]),
+ *   one chain acc = 0; acc = acc + a*b over k ascending in `acc` (f16 rounds
+ *   every step), on unscaled 8-bit operands, times 2^(sa+sb); one partition
+ *   rounds to the result, several round to `partials` and chain (in `acc`,
+ *   partitions ascending) into the result.
+ * reduce_sum: per input axis the block its elements are summed in (the dim:
+ *   whole); every block of the reduced axes is one f32 chain in row-major
+ *   order, and the block sums chain in row-major block order.
+ * global_norm_clip: each gradient's blocks are f32 chains of squares in
+ *   row-major order; block b goes to row row_base + sum_a b[a]*row_stride[a];
+ *   each row chains its gradients in order, the rows chain ascending, and the
+ *   coefficient is min(1, max_norm / (sqrt(total) + 1e-6)) in f32.
+ * Everything else computes as low.h's kernels do: f32, one rounding per result. */
+typedef struct graph_gemm_plan {
+    dtype acc;             /* chain dtype: f32, or f16 (rounds every step) */
+    dtype partials;        /* dtype partial sums are stored in when K is split */
+    int32_t nk;            /* K partitions */
+    int64_t *k_bounds;     /* nk + 1 ascending bounds, from 0 to K (elements) */
+} graph_gemm_plan;
+
+typedef struct graph_norm_grad {
+    int64_t block[GRAPH_MAX_RANK];      /* elements per block, per axis */
+    int32_t row_base;                    /* row of block 0 */
+    int32_t row_stride[GRAPH_MAX_RANK];  /* rows per block step, per axis */
+} graph_norm_grad;
+
+typedef struct graph_op_plan {
+    graph_op_kind kind;                  /* OP_MATMUL, OP_REDUCE_SUM, OP_GLOBAL_NORM_CLIP; OP_INPUT: none */
+    graph_gemm_plan gemm;
+    int64_t block[GRAPH_MAX_RANK];       /* reduce_sum: elements summed together, per input axis */
+    graph_norm_grad *grads;              /* global_norm_clip: one per gradient (operand) */
+} graph_op_plan;
+
+typedef struct graph_numerics {
+    arena arena;           /* owns the arrays below */
+    int32_t nops;          /* the graph's op count */
+    graph_op_plan *op;     /* per graph op id */
+} graph_numerics;
+
+void graph_numerics_init(graph_numerics *n, const graph *g);
+void graph_numerics_free(graph_numerics *n);
+/* The JSON text above (malloc'd), deterministic: ops in graph order. */
+char *graph_numerics_json(const graph *g, const graph_numerics *n);
+/* Reads the "numerics" member of JSON object text (a package's metadata)
+ * for g. Every entry must name an op of g of its kind and fit its shapes, and
+ * every matmul, reduce_sum and global_norm_clip of g must have one; `what`
+ * names the source in errors. */
+int graph_numerics_parse(const graph *g, const char *meta_json, const char *what, graph_numerics *out, diag *d);
+
 /* ---- ref.c: the FP32 reference interpreter ----------------------------- */
 
 typedef struct ref_options {
     bool strip_precision;   /* casts become identities, params stay f32 */
-    bool round_results;     /* every op's result rounds to its dtype: the
-                               emulated reference the simulator must match */
+    const graph_numerics *plan; /* non-NULL: the plan-exact emulated reference,
+                               the device's arithmetic in the plan's order,
+                               every result rounded to its dtype (emulate.c) */
     bool quiet;             /* no progress line */
+    /* Called with every op result as it is computed (repeat results after
+     * their loop); iters[0..depth) are the iteration indices of the
+     * enclosing repeats, outermost first. A nonzero return stops the run
+     * (ref_run then returns 1 with no diagnostic). */
+    int (*on_value)(void *ctx, int32_t value, const int64_t *iters, int depth, const float *data, int64_t n);
+    void *on_value_ctx;
 } ref_options;
 
 /* Runs g. inputs[k] holds the data of the k-th input (numel of its type,

@@ -8,7 +8,6 @@
 #include <string.h>
 
 enum { MAX_LIST = 1024 };         /* results, operands, types per statement */
-enum { MAX_NESTING = 8 };         /* repeats inside repeats */
 
 typedef struct parser {
     graph *g;
@@ -18,7 +17,7 @@ typedef struct parser {
     int depth;            /* open repeats */
     const char *pos_at, *pos_bol;  /* position cache: a byte, the start of its line */
     int32_t pos_line;              /* and that line's number, so positions cost O(distance) */
-    const char **res_names[MAX_NESTING], **res_where[MAX_NESTING]; /* their result names */
+    const char **res_names[GRAPH_MAX_REPEAT_DEPTH], **res_where[GRAPH_MAX_REPEAT_DEPTH]; /* their result names */
 } parser;
 
 /* ---- positions and errors ------------------------------------------------ */
@@ -554,7 +553,7 @@ static int parse_repeat(parser *ps, const char **names, const char **where, int3
     if (expect(ps, '{', "'{' to open the repeat body")) return -1;
     const char *tail;
     if (end_of_line(ps, &tail)) return -1;
-    if (ps->depth == MAX_NESTING) return fail_at(ps, start, "repeats nest deeper than %d", MAX_NESTING);
+    if (ps->depth == GRAPH_MAX_REPEAT_DEPTH) return fail_at(ps, start, "repeats nest deeper than %d", GRAPH_MAX_REPEAT_DEPTH);
     int32_t op = graph_begin_repeat(ps->g, count, init, ncarry, stack, nstack, argn);
     place(ps, op, start, lead);
     graph_opr(ps->g, op)->tail = tail;

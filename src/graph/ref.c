@@ -1,11 +1,14 @@
-/* ref.c: the FP32 reference interpreter, the oracle every check compares
- * against. It runs the graph as written: casts round to their dtype (that is
- * what a cast means), parameters and inputs hold values of their dtype, and
- * everything else computes in f32 (matmuls through BLAS sgemm; reductions
- * accumulate in double and round once). Kept simple so it is obviously right.
+/* ref.c: the reference interpreter, the oracle every check compares
+ * against. Plainly, it runs the graph as written: casts round to their dtype
+ * (that is what a cast means), parameters and inputs hold values of their
+ * dtype, and everything else computes in f32 (matmuls through BLAS sgemm;
+ * reductions accumulate in double and round once). Kept simple so it is
+ * obviously right. Given a plan's numeric decisions it becomes the plan-exact
+ * emulated reference: the ops whose device arithmetic differs run emulate.c's
+ * kernels and every result rounds to its dtype.
  *
  * Buffers are f32, one per live value, freed after the value's last use. */
-#include "graph.h"
+#include "emulate.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -26,6 +29,9 @@ typedef struct rt {
     int32_t nout_done;
     progress prog;
     int64_t done;
+    int64_t iters[GRAPH_MAX_REPEAT_DEPTH]; /* iteration of each open repeat, outermost first */
+    int depth;
+    bool stopped;        /* on_value asked to stop */
 } rt;
 
 /* ---- shapes and strides ------------------------------------------------- */
@@ -37,21 +43,6 @@ typedef struct shape {
 
 static const graph_type *vtype(const rt *r, int32_t v) { return &graph_val(r->g, v)->type; }
 static int64_t vnumel(const rt *r, int32_t v) { return graph_type_numel(vtype(r, v)); }
-
-/* Element strides of t viewed at rank `rank` (leading axes added, broadcast
- * axes given stride 0). */
-static void bstrides(const graph_type *t, int rank, int64_t *st) {
-    int64_t s = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        int k = i - (rank - t->rank);
-        if (k < 0 || t->dim[k] == 1) {
-            st[i] = 0;
-        } else {
-            st[i] = s;
-        }
-        if (k >= 0) s *= t->dim[k];
-    }
-}
 
 /* Visits every index of dims (rank >= 1) as (outer offsets, inner run): calls
  * fn once per run along the last axis with the start offsets of up to three
@@ -114,8 +105,8 @@ static int ref_binary(rt *r, const graph_op *op, float **in, float **out) {
     const graph_type *to = vtype(r, op->out[0]);
     int64_t so[GRAPH_MAX_RANK], sa[GRAPH_MAX_RANK], sb[GRAPH_MAX_RANK];
     contiguous(to, so);
-    bstrides(vtype(r, op->in[0]), to->rank, sa);
-    bstrides(vtype(r, op->in[1]), to->rank, sb);
+    shape_bstrides(vtype(r, op->in[0]), to->rank, sa);
+    shape_bstrides(vtype(r, op->in[1]), to->rank, sb);
     bin_ctx c = {op->kind, in[0], in[1], out[0], to->rank ? sa[to->rank - 1] : 0, to->rank ? sb[to->rank - 1] : 0};
     walk(to->rank, to->dim, so, sa, sb, bin_run, &c);
     return 0;
@@ -138,8 +129,8 @@ static int ref_matmul(rt *r, const graph_op *op, float **in, float **out) {
     bb.rank -= 2;
     bc.rank -= 2;
     int64_t sa[GRAPH_MAX_RANK], sb[GRAPH_MAX_RANK];
-    bstrides(&ba, bc.rank, sa);
-    bstrides(&bb, bc.rank, sb);
+    shape_bstrides(&ba, bc.rank, sa);
+    shape_bstrides(&bb, bc.rank, sb);
     int64_t batches = graph_type_numel(&bc), idx[GRAPH_MAX_RANK] = {0};
     for (int64_t t = 0; t < batches; t++) {
         int64_t oa = 0, ob = 0;
@@ -195,18 +186,10 @@ static int ref_cast(rt *r, const graph_op *op, float **in, float **out) {
 
 /* ---- reductions along an axis ---------------------------------------------- */
 
-/* Splits t around axis into (outer, len, inner). */
-static void around(const graph_type *t, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
-    *outer = *inner = 1;
-    for (int i = 0; i < axis; i++) *outer *= t->dim[i];
-    *len = t->dim[axis];
-    for (int i = axis + 1; i < t->rank; i++) *inner *= t->dim[i];
-}
-
 static int ref_softmax(rt *r, const graph_op *op, float **in, float **out) {
     const graph_type *t = vtype(r, op->in[0]);
     int64_t ax = graph_attr_int(op, ATTR_AXIS), outer, len, inner;
-    around(t, (int)(ax < 0 ? ax + t->rank : ax), &outer, &len, &inner);
+    shape_around(t, (int)(ax < 0 ? ax + t->rank : ax), &outer, &len, &inner);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             const float *x = in[0] + o * len * inner + i;
@@ -452,6 +435,14 @@ static void free_dead(rt *r, int32_t op_id) {
         if (r->last_user[op->out[i]] < 0) release(r, op->out[i]);
 }
 
+/* Hands op result v to the caller's on_value hook; 1 stops the run. */
+static int observe(rt *r, int32_t v) {
+    if (!r->o->on_value || !r->buf[v]) return 0;
+    if (r->o->on_value(r->o->on_value_ctx, v, r->iters, r->depth, r->buf[v], vnumel(r, v)) == 0) return 0;
+    r->stopped = true;
+    return 1;
+}
+
 static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
     const graph_op *op = graph_opr(r->g, op_id);
     float **carried = xcalloc((size_t)op->ncarry, sizeof(float *));
@@ -459,7 +450,10 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
     for (int32_t k = 0; k < op->ncarry; k++) carried[k] = dup_buf(r->buf[op->in[k]], vnumel(r, op->in[k]));
     float **saved_yield = r->yield_to;
     int rc = 0;
+    TS_ASSERT(r->depth < GRAPH_MAX_REPEAT_DEPTH); /* graph_verify bounds the nesting */
+    r->depth++;
     for (int64_t it = 0; it < op->count && rc == 0; it++) {
+        r->iters[r->depth - 1] = it;
         for (int32_t k = 0; k < op->nargs; k++) {
             int32_t a = op->args[k];
             if (k < op->ncarry) {
@@ -478,10 +472,12 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
         for (int32_t k = 0; k < op->ncarry; k++) carried[k] = next[k];
     }
     r->yield_to = saved_yield;
+    r->depth--;
     for (int32_t k = 0; k < op->ncarry; k++) {
         r->buf[op->out[k]] = carried[k];
         r->owned[op->out[k]] = carried[k] != NULL;
     }
+    for (int32_t k = 0; k < op->ncarry && rc == 0; k++) rc = observe(r, op->out[k]);
     free(carried);
     free(next);
     return rc;
@@ -519,12 +515,15 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
         r->buf[op->out[i]] = out[i];
         r->owned[op->out[i]] = true;
     }
-    int rc = ref_fns[op->kind](r, op, in, out);
-    if (r->o->round_results)
+    const graph_numerics *plan = r->o->plan;
+    emu_fn emu = plan ? emu_kernel(op->kind) : NULL;
+    int rc = emu ? emu(r->g, op, &plan->op[op_id], in, out) : ref_fns[op->kind](r, op, in, out);
+    if (plan)
         for (int32_t i = 0; i < op->nout; i++) {
             const graph_type *t = vtype(r, op->out[i]);
             num_round_buf(t->dtype, t->scale, out[i], (size_t)graph_type_numel(t));
         }
+    for (int32_t i = 0; i < op->nout && rc == 0; i++) rc = observe(r, op->out[i]);
     progress_step(&r->prog, ++r->done, graph_op_name(r->g, op_id));
     return rc;
 }
@@ -532,7 +531,7 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
 static int exec_block(rt *r, const graph_block *b, float *const *inputs, int *input_k) {
     for (int32_t i = 0; i < b->n; i++) {
         int32_t op_id = b->v[i];
-        if (exec_op(r, op_id, inputs, input_k)) return -1;
+        if (exec_op(r, op_id, inputs, input_k)) return r->stopped ? 1 : -1;
         free_dead(r, op_id);
     }
     return 0;
@@ -560,7 +559,7 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
     }
     size_t nv = (size_t)(g->values.n ? g->values.n : 1);
     rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xmalloc(nv * sizeof(int32_t)), NULL,
-            outputs, 0, {0}, 0};
+            outputs, 0, {0}, 0, {0}, 0, false};
     for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
     plan_block(&r, &g->body, -1);
     progress_begin(&r.prog, "reference", count_work(g, &g->body), o->quiet);

@@ -60,6 +60,9 @@ static int verify_block(vctx *c, const graph_block *blk, int32_t block);
 static int verify_repeat(vctx *c, int32_t op) {
     const graph_op *o = graph_opr(c->g, op);
     if (o->count < 1) return FAIL(c, op, "repeat count must be >= 1");
+    int depth = 1;
+    for (int32_t up = o->parent; up >= 0; up = graph_opr(c->g, up)->parent) depth++;
+    if (depth > GRAPH_MAX_REPEAT_DEPTH) return FAIL(c, op, "repeats nest deeper than %d", GRAPH_MAX_REPEAT_DEPTH);
     if (o->ncarry < 1 || o->nargs != o->nin || o->ncarry > o->nin || o->nout != o->ncarry)
         return FAIL(c, op, "repeat needs at least one carried value, and one result per carried value");
     for (int32_t i = 0; i < o->nargs; i++) {

@@ -99,6 +99,10 @@ void mid_free(mid_program *p);
 /* One line per prim with its tensors and layouts; for --print-after. */
 void mid_print(FILE *f, const mid_program *p);
 
+/* numerics.c: the plan's numeric decisions (graph.h), read off the expanded
+ * program: K partitions of every matmul, reduction blocks, clip rows. */
+void mid_numerics(const mid_program *p, graph_numerics *out);
+
 static inline mid_tensor *mid_t(const mid_program *p, int32_t id) { return &p->tensors.v[id]; }
 static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->prims.v[id]; }
 /* The tensor whose buffer t lives in (through aliases and slices). */

@@ -2,6 +2,7 @@
 #include "num.h"
 
 #include <math.h>
+#include <string.h>
 
 num_diff num_compare(const float *got, const float *want, size_t n) {
     num_diff r = {0};
@@ -29,4 +30,20 @@ num_diff num_compare(const float *got, const float *want, size_t n) {
     r.rms_err = n ? sqrt(ee / (double)n) : 0;
     r.want_rms = n ? sqrt(ww / (double)n) : 0;
     return r;
+}
+
+num_mismatch num_mismatches(const float *got, const float *want, size_t n) {
+    num_mismatch m = {0, -1, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &got[i], 4);
+        memcpy(&b, &want[i], 4);
+        if (a == b || (isnan(got[i]) && isnan(want[i]))) continue;
+        if (m.count++ == 0) {
+            m.first = (int64_t)i;
+            m.got = got[i];
+            m.want = want[i];
+        }
+    }
+    return m;
 }

@@ -94,6 +94,16 @@ typedef struct num_diff {
 
 num_diff num_compare(const float *got, const float *want, size_t n);
 
+/* Where two tensors differ bit for bit (every NaN equal to every NaN: a NaN's
+ * payload is not a result). */
+typedef struct num_mismatch {
+    int64_t count;       /* elements that differ */
+    int64_t first;       /* the first of them, -1 if none */
+    float got, want;     /* its two values */
+} num_mismatch;
+
+num_mismatch num_mismatches(const float *got, const float *want, size_t n);
+
 /* ---- npy.c ------------------------------------------------------------ */
 
 /* A host tensor as it crosses the command line: NumPy .npy, C order,

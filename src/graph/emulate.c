@@ -1,0 +1,369 @@
+/* emulate.c: the kernels of the plan-exact emulated reference. Each computes
+ * a graph op over whole tensors with the device's arithmetic (src/low/low.h,
+ * docs/sim.md) in the order the plan's numeric decisions give (graph.h,
+ * "numerics.c"), so that the simulator's outputs must agree bit for bit. The
+ * code is independent of the simulator's: it reads no layout, address or
+ * exchange, only the plan's numeric decisions, so a lowering fault cannot be
+ * mirrored here.
+ *
+ * Rules shared with the tile kernels: f32 arithmetic with no contraction (the
+ * build passes -ffp-contract=off), every result rounded once to its dtype (by
+ * ref.c, after the kernel), 8-bit GEMM operands unscaled and the finished
+ * chain multiplied by 2^(sa+sb), f16 accumulators rounded after every step. */
+#include "emulate.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+static float to_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
+
+/* ---- matmul ------------------------------------------------------------------ */
+
+/* One batch entry: A [M][K] and B packed in 16-column panels [N/16][K][16],
+ * unscaled; C [M][N] receives the rounded result. */
+typedef struct mm_job {
+    const float *a, *bp;
+    float *c;
+    int64_t M, N, K, np;            /* np: 16-column panels */
+    const graph_gemm_plan *pl;
+    float post;                     /* 2^(sa+sb) for 8-bit operands, else 1 */
+    dtype out;
+    int out_scale;
+} mm_job;
+
+enum { MM_ROWS = 4, MM_COLS = 16 };
+
+/* acc[r][j] over k in [k0, k1) for rows i..i+3 (clamped) of one panel. */
+static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[MM_ROWS][MM_COLS]) {
+    const float *rows[MM_ROWS];
+    for (int r = 0; r < MM_ROWS; r++) rows[r] = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K;
+    __m256 c[MM_ROWS][2];
+    for (int r = 0; r < MM_ROWS; r++) c[r][0] = c[r][1] = _mm256_setzero_ps();
+    const float *b = j->bp + jp * j->K * MM_COLS;
+    bool f16 = j->pl->acc == DT_F16;
+    for (int64_t k = k0; k < k1; k++) {
+        __m256 b0 = _mm256_loadu_ps(b + k * MM_COLS), b1 = _mm256_loadu_ps(b + k * MM_COLS + 8);
+        for (int r = 0; r < MM_ROWS; r++) {
+            __m256 a = _mm256_set1_ps(rows[r][k]);
+            /* acc + a*b with the product rounded first: exact products make
+             * this what an FMA gives too, so it holds for every pairing. */
+            c[r][0] = _mm256_add_ps(c[r][0], _mm256_mul_ps(a, b0));
+            c[r][1] = _mm256_add_ps(c[r][1], _mm256_mul_ps(a, b1));
+            if (f16) {
+                c[r][0] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][0], _MM_FROUND_TO_NEAREST_INT));
+                c[r][1] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][1], _MM_FROUND_TO_NEAREST_INT));
+            }
+        }
+    }
+    for (int r = 0; r < MM_ROWS; r++) {
+        _mm256_storeu_ps(acc[r], c[r][0]);
+        _mm256_storeu_ps(acc[r] + 8, c[r][1]);
+    }
+}
+
+static void mm_rows(void *ctx, int64_t b, int64_t e) {
+    const mm_job *j = ctx;
+    const graph_gemm_plan *pl = j->pl;
+    float acc[MM_ROWS][MM_COLS], tot[MM_ROWS][MM_COLS];
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t i = blk * MM_ROWS;
+        for (int64_t jp = 0; jp < j->np; jp++) {
+            memset(tot, 0, sizeof tot);
+            for (int32_t p = 0; p < pl->nk; p++) {
+                mm_chain(j, i, jp, pl->k_bounds[p], pl->k_bounds[p + 1], acc);
+                for (int r = 0; r < MM_ROWS; r++)
+                    for (int q = 0; q < MM_COLS; q++) {
+                        float x = acc[r][q];
+                        if (j->post != 1.0f) x *= j->post;
+                        if (pl->nk == 1) {
+                            tot[r][q] = x;
+                            continue;
+                        }
+                        /* A stored partial, then the reduction's chain. */
+                        x = num_round(pl->partials, 0, x);
+                        float t = tot[r][q] + x;
+                        tot[r][q] = pl->acc == DT_F16 ? to_f16(t) : t;
+                    }
+            }
+            for (int r = 0; r < MM_ROWS && i + r < j->M; r++)
+                for (int q = 0; q < MM_COLS && jp * MM_COLS + q < j->N; q++)
+                    j->c[(i + r) * j->N + jp * MM_COLS + q] = tot[r][q];
+        }
+    }
+}
+
+static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    const graph_type *ta = &graph_val(g, op->in[0])->type, *tb = &graph_val(g, op->in[1])->type;
+    const graph_type *tc = &graph_val(g, op->out[0])->type;
+    bool tra = graph_attr_bool(op, ATTR_TRANSPOSE_A), trb = graph_attr_bool(op, ATTR_TRANSPOSE_B);
+    int64_t M = tc->dim[tc->rank - 2], N = tc->dim[tc->rank - 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
+    int64_t lda = ta->dim[ta->rank - 1], ldb = tb->dim[tb->rank - 1];
+    bool f8 = dtype_is_f8(ta->dtype);
+    float ua = f8 ? ldexpf(1.0f, -ta->scale) : 1.0f, ub = f8 ? ldexpf(1.0f, -tb->scale) : 1.0f;
+    int64_t np = (N + MM_COLS - 1) / MM_COLS;
+    float *a = xmalloc(sizeof(float) * (size_t)(M * K + 1));
+    float *bp = xcalloc((size_t)(np * K * MM_COLS + 1), sizeof(float));
+    graph_type ba = *ta, bb = *tb, bc = *tc;
+    ba.rank -= 2, bb.rank -= 2, bc.rank -= 2;
+    int64_t sa[GRAPH_MAX_RANK], sb[GRAPH_MAX_RANK], idx[GRAPH_MAX_RANK] = {0};
+    shape_bstrides(&ba, bc.rank, sa);
+    shape_bstrides(&bb, bc.rank, sb);
+    int64_t batches = graph_type_numel(&bc);
+    for (int64_t t = 0; t < batches; t++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < bc.rank; i++) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
+        const float *A = in[0] + oa * ta->dim[ta->rank - 1] * ta->dim[ta->rank - 2];
+        const float *B = in[1] + ob * tb->dim[tb->rank - 1] * tb->dim[tb->rank - 2];
+        /* Unscaling by a power of two is exact for every 8-bit value. */
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t k = 0; k < K; k++) a[m * K + k] = (tra ? A[k * lda + m] : A[m * lda + k]) * ua;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++)
+                bp[((n / MM_COLS) * K + k) * MM_COLS + n % MM_COLS] = (trb ? B[n * ldb + k] : B[k * ldb + n]) * ub;
+        mm_job j = {a, bp, out[0] + t * M * N, M, N, K, np, &pl->gemm,
+                    f8 ? ldexpf(1.0f, ta->scale + tb->scale) : 1.0f, tc->dtype, tc->scale};
+        util_parallel((M + MM_ROWS - 1) / MM_ROWS, 8, mm_rows, &j);
+        for (int i = bc.rank - 1; i >= 0; i--) {
+            if (++idx[i] < bc.dim[i]) break;
+            idx[i] = 0;
+        }
+    }
+    free(a);
+    free(bp);
+    return 0;
+}
+
+/* ---- rows: softmax and layer norm ------------------------------------------------ */
+
+static int emu_softmax(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    const graph_type *t = &graph_val(g, op->in[0])->type;
+    int64_t ax = graph_attr_int(op, ATTR_AXIS), outer, len, inner;
+    if (t->rank == 0) outer = len = inner = 1; /* one row of one */
+    else shape_around(t, (int)(ax < 0 ? ax + t->rank : ax), &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *x = in[0] + o * len * inner + i;
+            float *y = out[0] + o * len * inner + i, mx = -INFINITY, sum = 0.0f;
+            for (int64_t k = 0; k < len; k++)
+                if (x[k * inner] > mx) mx = x[k * inner]; /* NaNs skipped: they come back through exp */
+            for (int64_t k = 0; k < len; k++) {
+                y[k * inner] = expf(x[k * inner] - mx);
+                sum = sum + y[k * inner];
+            }
+            for (int64_t k = 0; k < len; k++) y[k * inner] = y[k * inner] / sum;
+        }
+    return 0;
+}
+
+static int emu_layer_norm(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    const graph_type *t = &graph_val(g, op->in[0])->type;
+    int64_t c = t->rank ? t->dim[t->rank - 1] : 1, rows = graph_type_numel(t) / c;
+    float eps = (float)graph_attr_float(op, ATTR_EPS), n = (float)c;
+    for (int64_t row = 0; row < rows; row++) {
+        const float *x = in[0] + row * c;
+        float *y = out[0] + row * c, sum = 0.0f, sq = 0.0f;
+        for (int64_t k = 0; k < c; k++) sum = sum + x[k];
+        float mean = sum / n;
+        for (int64_t k = 0; k < c; k++) {
+            float d = x[k] - mean;
+            sq = sq + d * d;
+        }
+        float rstd = 1.0f / sqrtf(sq / n + eps);
+        for (int64_t k = 0; k < c; k++) y[k] = (x[k] - mean) * rstd * in[1][k] + in[2][k];
+    }
+    return 0;
+}
+
+/* ---- reduce_sum: f32 chains per block of the reduced axes, then over blocks ----- */
+
+static int emu_reduce_sum(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    const graph_type *t = &graph_val(g, op->in[0])->type;
+    const graph_attr *ax = &op->attr[ATTR_AXES];
+    bool red[GRAPH_MAX_RANK] = {0};
+    for (int i = 0; i < ax->ints.n; i++) red[ax->ints.v[i] < 0 ? ax->ints.v[i] + t->rank : ax->ints.v[i]] = true;
+    /* Output offset strides (0 on reduced axes) and block-index strides
+     * (row-major over the reduced axes' blocks, 0 on kept ones). */
+    int64_t ost[GRAPH_MAX_RANK], bst[GRAPH_MAX_RANK], so = 1, sb = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        ost[i] = red[i] ? 0 : so;
+        if (!red[i]) so *= t->dim[i];
+        int64_t nb = (t->dim[i] + pl->block[i] - 1) / pl->block[i];
+        bst[i] = red[i] ? sb : 0;
+        if (red[i]) sb *= nb;
+    }
+    int64_t nout = so, nblk = sb, n = graph_type_numel(t);
+    float *part = xcalloc((size_t)(nout * nblk + 1), sizeof(float));
+    int64_t idx[GRAPH_MAX_RANK] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0, b = 0;
+        for (int i = 0; i < t->rank; i++) o += idx[i] * ost[i], b += idx[i] / pl->block[i] * bst[i];
+        float *p = &part[o * nblk + b];
+        *p = *p + in[0][e];
+        for (int i = t->rank - 1; i >= 0; i--) {
+            if (++idx[i] < t->dim[i]) break;
+            idx[i] = 0;
+        }
+    }
+    for (int64_t o = 0; o < nout; o++) {
+        float s = 0.0f;
+        for (int64_t b = 0; b < nblk; b++) s = s + part[o * nblk + b];
+        out[0][o] = s;
+    }
+    free(part);
+    return 0;
+}
+
+/* ---- elementwise ops whose device form differs from the FP32 reference's ---------- */
+
+static int emu_scale(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    int64_t n = graph_type_numel(&graph_val(g, op->out[0])->type);
+    float by = (float)graph_attr_float(op, ATTR_BY);
+    for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * by;
+    return 0;
+}
+
+/* ---- optimizers: low.h's f32 forms, states rounded before they feed w' ---------- */
+
+static int emu_sgd(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    int64_t n = graph_type_numel(&graph_val(g, op->in[0])->type);
+    float lr = (float)graph_attr_float(op, ATTR_LR), mom = (float)graph_attr_float(op, ATTR_MOMENTUM),
+          wd = (float)graph_attr_float(op, ATTR_WEIGHT_DECAY);
+    const graph_type *tb = op->nin == 3 ? &graph_val(g, op->out[1])->type : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        float w = in[0][i], gr = in[1][i] + wd * w;
+        if (tb) {
+            float buf = num_round(tb->dtype, tb->scale, mom * in[2][i] + gr);
+            out[1][i] = buf;
+            gr = buf;
+        }
+        out[0][i] = w - lr * gr;
+    }
+    return 0;
+}
+
+static int emu_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    int64_t n = graph_type_numel(&graph_val(g, op->in[0])->type);
+    float lr = (float)graph_attr_float(op, ATTR_LR), b1 = (float)graph_attr_float(op, ATTR_BETA1),
+          b2 = (float)graph_attr_float(op, ATTR_BETA2), eps = (float)graph_attr_float(op, ATTR_EPS),
+          wd = (float)graph_attr_float(op, ATTR_WEIGHT_DECAY);
+    double t = (double)graph_attr_int(op, ATTR_STEP);
+    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
+    float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    const graph_type *tm = &graph_val(g, op->out[1])->type, *tv = &graph_val(g, op->out[2])->type;
+    for (int64_t i = 0; i < n; i++) {
+        float gr = in[1][i];
+        float m = num_round(tm->dtype, tm->scale, b1 * in[2][i] + c1 * gr);
+        float v = num_round(tv->dtype, tv->scale, b2 * in[3][i] + c2 * gr * gr);
+        out[0][i] = in[0][i] * decay - step * m / (sqrtf(v) / bc2_sqrt + eps);
+        out[1][i] = m;
+        out[2][i] = v;
+    }
+    return 0;
+}
+
+/* ---- global_norm_clip: partial sums of squares in the plan's rows ------------------ */
+
+typedef struct row_term {
+    int64_t row;
+    int32_t grad;
+    int64_t block;  /* row-major block index within the gradient */
+    float sum;
+} row_term;
+
+static int cmp_term(const void *a, const void *b) {
+    const row_term *x = a, *y = b;
+    if (x->row != y->row) return x->row < y->row ? -1 : 1;
+    if (x->grad != y->grad) return x->grad < y->grad ? -1 : 1;
+    return x->block < y->block ? -1 : x->block > y->block;
+}
+
+static int emu_global_norm_clip(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    VEC(row_term) terms = {0};
+    arena a;
+    arena_init(&a);
+    for (int32_t k = 0; k < op->nin; k++) {
+        const graph_type *t = &graph_val(g, op->in[k])->type;
+        const graph_norm_grad *gr = &pl->grads[k];
+        int rank = t->rank ? t->rank : 1;
+        int64_t dim[GRAPH_MAX_RANK], nb[GRAPH_MAX_RANK], b[GRAPH_MAX_RANK] = {0}, nblocks = 1;
+        int64_t blk[GRAPH_MAX_RANK], rst[GRAPH_MAX_RANK];
+        for (int i = 0; i < rank; i++) {
+            dim[i] = t->rank ? t->dim[i] : 1; /* a scalar is one block of one */
+            blk[i] = t->rank ? gr->block[i] : 1;
+            rst[i] = t->rank ? gr->row_stride[i] : 0;
+            nb[i] = (dim[i] + blk[i] - 1) / blk[i];
+            nblocks *= nb[i];
+        }
+        for (int64_t bi = 0; bi < nblocks; bi++) {
+            /* The block's elements in row-major order, one f32 chain. */
+            int64_t lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK], e[GRAPH_MAX_RANK], row = gr->row_base;
+            for (int i = 0; i < rank; i++) {
+                lo[i] = e[i] = b[i] * blk[i];
+                hi[i] = lo[i] + blk[i] < dim[i] ? lo[i] + blk[i] : dim[i];
+                row += b[i] * rst[i];
+            }
+            float s = 0.0f;
+            for (;;) {
+                int64_t off = 0;
+                for (int i = 0; i < rank; i++) off = off * dim[i] + e[i];
+                float x = in[k][off];
+                s = s + x * x;
+                int i = rank - 1;
+                for (; i >= 0; i--) {
+                    if (++e[i] < hi[i]) break;
+                    e[i] = lo[i];
+                }
+                if (i < 0) break;
+            }
+            row_term rt = {row, k, bi, s};
+            vec_push(&a, &terms, rt);
+            for (int i = rank - 1; i >= 0; i--) {
+                if (++b[i] < nb[i]) break;
+                b[i] = 0;
+            }
+        }
+    }
+    if (terms.n) qsort(terms.v, (size_t)terms.n, sizeof(row_term), cmp_term);
+    /* Each row chains its terms, the rows chain ascending. */
+    float total = 0.0f;
+    for (int32_t i = 0; i < terms.n;) {
+        float rs = 0.0f;
+        int32_t j = i;
+        for (; j < terms.n && terms.v[j].row == terms.v[i].row; j++) rs = rs + terms.v[j].sum;
+        total = total + rs;
+        i = j;
+    }
+    arena_free(&a);
+    float c = (float)graph_attr_float(op, ATTR_MAX_NORM) / (sqrtf(total) + 1e-6f);
+    if (c > 1.0f) c = 1.0f; /* a NaN coefficient stays NaN */
+    for (int32_t k = 0; k < op->nin; k++) {
+        int64_t n = graph_type_numel(&graph_val(g, op->in[k])->type);
+        for (int64_t i = 0; i < n; i++) out[k][i] = in[k][i] * c;
+    }
+    return 0;
+}
+
+emu_fn emu_kernel(graph_op_kind kind) {
+    switch (kind) {
+    case OP_MATMUL: return emu_matmul;
+    case OP_SOFTMAX: return emu_softmax;
+    case OP_LAYER_NORM: return emu_layer_norm;
+    case OP_REDUCE_SUM: return emu_reduce_sum;
+    case OP_SCALE: return emu_scale;
+    case OP_SGD: return emu_sgd;
+    case OP_ADAMW: return emu_adamw;
+    case OP_GLOBAL_NORM_CLIP: return emu_global_norm_clip;
+    default: return NULL;
+    }
+}
