@@ -40,7 +40,8 @@
  *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is LOW_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
- *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE
+ *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
+ *                             for EW_CAST f[0] != 0 leaves an 8-bit result unsaturated (inf or NaN)
  *  SOFTMAX     softmax     2  per row r<n[0]: out[r][:] = softmax(x[r][:]) over n[1] elements;
  *                             ptr0 = out, ptr1 = x; rows stride[i][0] bytes apart; max and sum in f32
  *  LAYER_NORM  layer_norm  4  per row r<n[0] of n[1]: out = (x - mean) / sqrt(var + f[0]) * gamma + beta;

@@ -286,7 +286,10 @@ static int expand_ewise(mx *x, const graph_op *o, low_ew_op ew) {
     mid_prim *p = mid_p(x->p, pr);
     p->ew = ew;
     if (ew == LOW_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
-    if (ew == LOW_EW_CAST) p->cast_ordinal = x->casts++;
+    if (ew == LOW_EW_CAST) {
+        p->cast_ordinal = x->casts++;
+        p->f[0] = dtype_is_f8(graph_val(x->g, o->out[0])->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
+    }
     return 0;
 }
 

@@ -408,7 +408,8 @@ static void ew_apply(low_ew_op op, float f0, const float *restrict a, const floa
 
 typedef struct ew_ctx {
     const low_run *r;
-    int nops; /* out, a and (binary ops) b */
+    int nops;         /* out, a and (binary ops) b */
+    bool unsaturated; /* an unsaturated cast to an 8-bit type */
 } ew_ctx;
 
 static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
@@ -420,14 +421,17 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
         ew_apply((low_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
-        opnd_write(&o[0], at, n, f[0]);
+        if (x->unsaturated)
+            for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
+        else
+            opnd_write(&o[0], at, n, f[0]);
     }
 }
 
 static const int EW_OPS[3] = {0, 1, 2};
 
 static void run_ewise(const low_run *r, uint8_t *const ptr[]) {
-    ew_ctx x = {r, 1 + low_ew_arity[r->op]};
+    ew_ctx x = {r, 1 + low_ew_arity[r->op], r->op == LOW_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
     box b = box_of_run(r, EW_OPS, x.nops);
     box_walk(&b, ptr, ew_row, &x);
 }

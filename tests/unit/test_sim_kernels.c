@@ -296,7 +296,12 @@ static void ref_ewise(const low_run *r, uint8_t *const p[]) {
                 for (idx[3] = 0; idx[3] < r->n[3]; idx[3]++) {
                     float a = ld((dtype)r->dt[1], r->scale[1], at4(r, p, 1, idx));
                     float b = binary ? ld((dtype)r->dt[2], r->scale[2], at4(r, p, 2, idx)) : 0.0f;
-                    st((dtype)r->dt[0], r->scale[0], (uint8_t *)at4(r, p, 0, idx), ew(r, a, b));
+                    uint8_t *o = (uint8_t *)at4(r, p, 0, idx);
+                    /* f[0] != 0: an unsaturated cast, whose 8-bit overflow is inf or NaN */
+                    if (r->op == LOW_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
+                        *o = f8_encode((dtype)r->dt[0], a, r->scale[0], false);
+                    else
+                        st((dtype)r->dt[0], r->scale[0], o, ew(r, a, b));
                 }
 }
 
@@ -330,7 +335,7 @@ static void ewise_case(low_ew_op op) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
     }
-    r.f[0] = rnd_val(3.0f);
+    r.f[0] = op == LOW_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
     random_box(&r);
     bool dense = rnd(0, 3) == 0;
     box_strides(&r, 0, !dense && rnd(0, 1), !dense, false);
