@@ -54,6 +54,8 @@ typedef struct host_spec {
 } host_spec;
 
 int64_t host_numel(const host_spec *s);
+/* The graph's inputs (or outputs) as command-line tensors; malloc'd, *n of them. */
+host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n);
 /* Fills inputs[k] from the command's --input NAME=FILE.npy options, the rest
  * with the seeded defaults; source[k] is the file or NULL. */
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,

@@ -107,8 +107,8 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     int32_t nin = 0, nout = 0;
     host_spec *ins = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec)), *outs = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec));
     for (int32_t i = 0; i < pkg.bindings.n; i++) {
-        if (pkg.bindings.v[i].output) outs[nout++] = binding_spec(&pkg.bindings.v[i]);
-        else ins[nin++] = binding_spec(&pkg.bindings.v[i]);
+        if (pkg.bindings.v[i].role == PKG_OUTPUT) outs[nout++] = binding_spec(&pkg.bindings.v[i]);
+        else if (pkg.bindings.v[i].role == PKG_INPUT) ins[nin++] = binding_spec(&pkg.bindings.v[i]);
     }
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
@@ -150,7 +150,25 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     return rc ? cli_report(&d) : 0;
 }
 
-static json_t *check_json(const char *model, const machine *m, const compile_info *ci, const check_result *r) {
+static json_t *locate_json(const graph *g, const locate_result *l) {
+    if (!l->found) return json_pack("{s:b, s:I, s:i}", "found", 0, "compared", (json_int_t)l->compared, "probes", (int)l->probes);
+    json_t *it = json_array(), *at = json_array();
+    for (int k = 0; k < l->depth; k++) json_array_append_new(it, json_integer(l->iters[k]));
+    for (int a = 0; a < l->rank; a++) json_array_append_new(at, json_integer(l->coord[a]));
+    json_t *j = json_pack("{s:b, s:s, s:s, s:s, s:o, s:b, s:I, s:I}", "found", 1, "op", graph_op_name(g, l->op), "kind",
+                          graph_op_infos[graph_opr(g, l->op)->kind].name, "value", graph_val(g, l->value)->name,
+                          "iterations", it, "missing", l->missing, "elements", (json_int_t)l->numel, "differing",
+                          (json_int_t)l->diff.count);
+    if (l->diff.count)
+        json_object_set_new(j, "first", json_pack("{s:I, s:o, s:i, s:f, s:f}", "index", (json_int_t)l->diff.first, "coords",
+                                                  at, "tile", (int)l->tile, "got", (double)l->diff.got, "want",
+                                                  (double)l->diff.want));
+    else
+        json_decref(at);
+    return j;
+}
+
+static json_t *check_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r) {
     json_t *j = sim_json(&r->sim, m);
     json_t *outs = json_array();
     for (int32_t i = 0; i < r->n; i++) {
@@ -167,13 +185,59 @@ static json_t *check_json(const char *model, const machine *m, const compile_inf
     json_object_set_new(j, "machine", json_string(m->name));
     json_object_set_new(j, "cosine", json_real(r->cosine));
     json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
+    json_object_set_new(j, "exact", json_boolean(r->differing == 0));
+    json_object_set_new(j, "differing", json_integer(r->differing));
     json_object_set_new(j, "pass", json_boolean(r->pass));
     json_object_set_new(j, "fp8", json_boolean(r->fp8));
     json_object_set_new(j, "outputs", outs);
-    json_object_set_new(j, "compile_seconds", json_real(ci->seconds));
+    if (ci) {
+        json_object_set_new(j, "compile_seconds", json_real(ci->seconds));
+        json_object_set_new(j, "tile_bytes_placed", json_integer(ci->place.tile_bytes));
+    }
     json_object_set_new(j, "ref_seconds", json_real(r->ref_seconds));
-    json_object_set_new(j, "tile_bytes_placed", json_integer(ci->place.tile_bytes));
+    if (r->located) json_object_set_new(j, "located", locate_json(g, &r->loc));
     return j;
+}
+
+static void print_check(const graph *g, const check_result *r) {
+    for (int32_t i = 0; i < r->n; i++) {
+        const check_output *o = &r->out[i];
+        char exact[200];
+        if (o->exact.count == 0) snprintf(exact, sizeof exact, "bit-exact");
+        else
+            snprintf(exact, sizeof exact, "%lld elements differ, first [%lld]: got %.9g, want %.9g",
+                     (long long)o->exact.count, (long long)o->exact.first, o->exact.got, o->exact.want);
+        printf("  output %-12s vs pure FP32: cosine %.6f (>= %.3f), max abs err %.4g | vs plan-exact reference: %s  %s\n",
+               o->name, o->pure.cosine, o->min_cosine, o->pure.max_abs_err, exact, o->pass ? "ok" : "FAIL");
+    }
+    if (r->located) tessel_locate_print(stdout, g, &r->loc);
+    printf("%s\n", r->pass ? "PASS" : "FAIL");
+}
+
+/* The package to check: PKG as given, or MODEL compiled and sent through
+ * the file format and its reader (what runs is what a file holds). */
+static int check_package(const cmd *c, const parsed *p, const graph *g, machine *m, package *pkg, compile_info *ci,
+                         bool *compiled, diag *d) {
+    const char *given = cli_opt(c, p, "--package");
+    *compiled = !given;
+    if (given) {
+        if (cli_opt(c, p, "--machine"))
+            return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
+        if (package_load(given, pkg, d)) return -1;
+        *m = pkg->machine;
+        if (tessel_package_matches(g, pkg, given, d) == 0) return 0;
+        package_free(pkg);
+        return -1;
+    }
+    if (cli_machine(c, p, m, d)) return -1;
+    package built;
+    if (tessel_compile(g, m, p->pos[0], NULL, &built, ci, d)) return -1;
+    size_t n;
+    uint8_t *img = package_image(&built, &n);
+    package_free(&built);
+    int rc = package_parse(img, n, p->pos[0], pkg, d);
+    free(img);
+    return rc;
 }
 
 int cmd_check(const cmd *c, int argc, char **argv) {
@@ -181,51 +245,52 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
-    graph *g = NULL;
-    machine m;
-    if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
-    bool json = cli_flag(c, &p, "--json");
+    graph *g = models_load(p.pos[0], &d);
+    if (!g) return cli_report(&d);
+    bool json = cli_flag(c, &p, "--json"), compiled = false;
     const char *trace = cli_opt(c, &p, "--trace");
-    package built, pkg;
-    compile_info ci;
+    int32_t nin;
+    host_spec *specs = cli_graph_specs(g, false, &nin);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    machine m;
+    package pkg;
+    compile_info ci = {0};
     check_result r = {0};
-    rc = tessel_compile(g, &m, p.pos[0], NULL, &built, &ci, &d);
+    rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
+    if (rc == 0) rc = check_package(c, &p, g, &m, &pkg, &ci, &compiled, &d);
     if (rc == 0) {
-        /* Through the file format and its reader: what runs is what a file holds. */
-        size_t n;
-        uint8_t *img = package_image(&built, &n);
-        package_free(&built);
-        rc = package_parse(img, n, p.pos[0], &pkg, &d);
-        free(img);
-        if (rc == 0) {
-            sim_options so = {.trace = trace != NULL, .quiet = json};
-            rc = tessel_check(g, &pkg, NULL, &so, &r, &d);
-            if (rc == 0 && trace) rc = write_trace(trace, &r.sim, &m, p.pos[0], &d);
-            package_free(&pkg);
-        }
+        const char *given = cli_opt(c, &p, "--package");
+        check_options co = {.package = given ? given : p.pos[0],
+                            .inputs = inputs,
+                            .sim = {.trace = trace != NULL, .quiet = json},
+                            .locate = cli_flag(c, &p, "--locate")};
+        rc = tessel_check(g, &pkg, &co, &r, &d);
+        if (rc == 0 && trace) rc = write_trace(trace, &r.sim, &m, p.pos[0], &d);
+        package_free(&pkg);
     }
     if (rc == 0 && json) {
-        json_t *j = check_json(p.pos[0], &m, &ci, &r);
+        json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);
         free(s);
         json_decref(j);
     } else if (rc == 0) {
-        print_compile_summary(p.pos[0], &m, &ci, 0, NULL);
+        if (compiled) print_compile_summary(p.pos[0], &m, &ci, 0, NULL);
+        else printf("checking %s against %s on %s\n", cli_opt(c, &p, "--package"), p.pos[0], m.name);
         print_sim_summary(&r.sim, &m);
-        for (int32_t i = 0; i < r.n; i++) {
-            const check_output *o = &r.out[i];
-            char exact[200];
-            if (o->exact.count == 0) snprintf(exact, sizeof exact, "bit-exact");
-            else
-                snprintf(exact, sizeof exact, "%lld elements differ, first [%lld]: got %.9g, want %.9g",
-                         (long long)o->exact.count, (long long)o->exact.first, o->exact.got, o->exact.want);
-            printf("  output %-12s vs pure FP32: cosine %.6f (>= %.3f), max abs err %.4g | vs plan-exact reference: %s  %s\n",
-                   o->name, o->pure.cosine, o->min_cosine, o->pure.max_abs_err, exact, o->pass ? "ok" : "FAIL");
+        for (int32_t j = 0; j < nin; j++) {
+            char note[300];
+            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            cli_print_stats("input", &specs[j], inputs[j], note);
         }
-        printf("%s\n", r.pass ? "PASS" : "FAIL");
+        print_check(g, &r);
     }
     bool pass = r.pass;
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    free(inputs);
+    free(source);
+    free(specs);
     check_result_free(&r);
     graph_free(g);
     if (rc) return cli_report(&d);

@@ -19,22 +19,6 @@ int cmd_graph(const cmd *c, int argc, char **argv) {
     return 0;
 }
 
-/* The graph's inputs (or outputs) as command-line tensors. */
-static host_spec *graph_specs(const graph *g, bool outputs, int32_t *n) {
-    *n = outputs ? graph_outputs(g, NULL, 0) : graph_inputs(g, NULL, 0);
-    int32_t *ids = xcalloc((size_t)*n + 1, sizeof(int32_t));
-    if (outputs) graph_outputs(g, ids, *n);
-    else graph_inputs(g, ids, *n);
-    host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
-    for (int32_t i = 0; i < *n; i++) {
-        const graph_value *v = graph_val(g, ids[i]);
-        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank};
-        memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
-    }
-    free(ids);
-    return s;
-}
-
 int cmd_ref(const cmd *c, int argc, char **argv) {
     parsed p;
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
@@ -44,13 +28,30 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     graph *g = models_load(p.pos[0], &d);
     if (!g) return cli_report(&d);
     int32_t nin, nout;
-    host_spec *ins = graph_specs(g, false, &nin), *outs = graph_specs(g, true, &nout);
+    host_spec *ins = cli_graph_specs(g, false, &nin), *outs = cli_graph_specs(g, true, &nout);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     float **pure = NULL;
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     ref_options o = {.strip_precision = cli_flag(c, &p, "--strip-precision"), .quiet = cli_flag(c, &p, "--quiet")};
+    /* --emulate PKG: the plan-exact reference, from the numeric decisions
+     * the package records; the package must come from this model. */
+    const char *emulate = cli_opt(c, &p, "--emulate");
+    graph_numerics plan = {0};
+    if (emulate && o.strip_precision)
+        rc = diag_fail(&d, "tessel ref: error: option '--emulate %s': the plan-exact reference keeps the model's precision "
+                           "(drop --strip-precision)", emulate);
+    if (emulate && rc == 0) {
+        package pkg;
+        rc = package_load(emulate, &pkg, &d);
+        if (rc == 0) {
+            rc = tessel_package_matches(g, &pkg, emulate, &d);
+            if (rc == 0) rc = graph_numerics_parse(g, pkg.meta, emulate, &plan, &d);
+            package_free(&pkg);
+        }
+        o.plan = rc == 0 ? &plan : NULL;
+    }
     double t1 = util_now_seconds();
-    rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
+    if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = ref_run(g, &o, inputs, outputs, &d);
     double t2 = util_now_seconds();
     /* The pure FP32 model on the same inputs, to show what precision costs. */
@@ -74,6 +75,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
         fmt_bytes(mem, sizeof mem, (double)util_peak_rss_bytes());
         printf("graph %s (%s): %lld ops, %s parameters%s\n", g->name, p.pos[0], (long long)nops, pc,
                o.strip_precision ? ", precision stripped (pure FP32)" : "");
+        if (emulate) printf("plan-exact emulated reference: the numeric decisions of %s\n", emulate);
         for (int32_t j = 0; j < nin; j++) {
             char note[300];
             snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
@@ -102,6 +104,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     free(source);
     free(ins);
     free(outs);
+    if (plan.op) graph_numerics_free(&plan);
     graph_free(g);
     return rc ? cli_report(&d) : 0;
 }

@@ -29,14 +29,15 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
     arena_init(&la);
     low_program low;
     int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
-    int rc = low_lower(&mid, m, &la, &low, buf_of, d);
+    low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
+    int rc = low_lower(&mid, m, &la, &low, buf_of, prim_steps, d);
     if (rc == 0) {
         info->prims = mid.prims.n;
         info->steps = low.steps.n;
         info->runs = low.runs.n;
         info->frags = low.frags.n;
         /* Placement first fills the statistics the metadata reports. */
-        rc = place_package(&mid, &low, buf_of, "{}", out, &info->place, d);
+        rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
         if (rc == 0) {
             graph_numerics nu;
             mid_numerics(&mid, &nu);
@@ -48,9 +49,44 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
         }
     }
     free(buf_of);
+    free(prim_steps);
     arena_free(&la);
     mid_free(&mid);
     info->seconds = util_now_seconds() - t0;
+    return rc;
+}
+
+int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {
+    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), n = nin + nout, k = 0;
+    int32_t *ids = xcalloc((size_t)n + 1, sizeof(int32_t));
+    graph_inputs(g, ids, nin);
+    graph_outputs(g, ids + nin, nout);
+    int rc = 0;
+    for (int32_t i = 0; i < p->bindings.n && rc == 0; i++) {
+        const pkg_binding *b = &p->bindings.v[i];
+        if (b->role == PKG_PROBE) continue;
+        const char *role = b->role == PKG_INPUT ? "input" : "output";
+        if (k >= n || (b->role == PKG_INPUT) != (k < nin)) {
+            rc = diag_fail(d, "%s: error: the package's %s '%s' is not the model's (was it compiled from %s?)", path, role,
+                           b->name, g->path);
+            break;
+        }
+        const graph_type *t = &graph_val(g, ids[k])->type;
+        bool same = strcmp(b->name, graph_val(g, ids[k])->name) == 0 && b->dtype == t->dtype &&
+                    sim_binding_numel(b) == graph_type_numel(t);
+        if (!same) {
+            char want[160];
+            graph_type_str(t, want, sizeof want);
+            rc = diag_fail(d, "%s: error: the package's %s %d is '%s', but the model's is '%%%s' %s (was it compiled from %s?)",
+                           path, role, (int)(b->role == PKG_INPUT ? k : k - nin), b->name, graph_val(g, ids[k])->name, want,
+                           g->path);
+        }
+        k++;
+    }
+    if (rc == 0 && k != n)
+        rc = diag_fail(d, "%s: error: the package has %d host inputs and outputs, the model %d (was it compiled from %s?)", path,
+                       (int)k, (int)n, g->path);
+    free(ids);
     return rc;
 }
 
@@ -60,7 +96,8 @@ static bool has_fp8(const graph *g) {
     return false;
 }
 
-int tessel_check(const graph *g, const package *p, float *const *given, const sim_options *so, check_result *r, diag *d) {
+int tessel_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
+    float *const *given = co->inputs;
     memset(r, 0, sizeof *r);
     int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
     int32_t *in_ids = xcalloc((size_t)nin + 1, sizeof(int32_t)), *out_ids = xcalloc((size_t)nout + 1, sizeof(int32_t));
@@ -76,15 +113,14 @@ int tessel_check(const graph *g, const package *p, float *const *given, const si
         else graph_input_default(g, in_ids[k], k, inputs[k]);
     }
     graph_numerics plan;
-    int rc = graph_numerics_parse(g, p->meta, "package metadata", &plan, d);
+    int rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
     if (rc == 0) {
-        rc = sim_run(p, so, inputs, got, &r->sim, d);
+        rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
         double t0 = util_now_seconds();
         ref_options po = {.strip_precision = true, .quiet = true}, eo = {.plan = &plan, .quiet = true};
         if (rc == 0) rc = ref_run(g, &po, inputs, pure, d);
         if (rc == 0) rc = ref_run(g, &eo, inputs, emu, d);
         r->ref_seconds = util_now_seconds() - t0;
-        graph_numerics_free(&plan);
     }
     if (rc == 0) {
         r->fp8 = has_fp8(g);
@@ -105,7 +141,12 @@ int tessel_check(const graph *g, const package *p, float *const *given, const si
             if (!(o->pure.cosine >= r->cosine)) r->cosine = o->pure.cosine;
             if (!(o->pure.max_abs_err <= r->max_abs_err)) r->max_abs_err = o->pure.max_abs_err;
         }
+        if (co->locate || r->differing) {
+            rc = tessel_locate(g, p, &plan, inputs, &r->loc, d);
+            r->located = rc == 0;
+        }
     }
+    if (plan.op) graph_numerics_free(&plan);
     for (int32_t k = 0; k < nin; k++) free(inputs[k]);
     for (int32_t j = 0; j < nout; j++) {
         free(got[j]);

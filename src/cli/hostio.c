@@ -12,6 +12,22 @@ int64_t host_numel(const host_spec *s) {
     return n;
 }
 
+/* The graph's inputs (or outputs) as command-line tensors. */
+host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n) {
+    *n = outputs ? graph_outputs(g, NULL, 0) : graph_inputs(g, NULL, 0);
+    int32_t *ids = xcalloc((size_t)*n + 1, sizeof(int32_t));
+    if (outputs) graph_outputs(g, ids, *n);
+    else graph_inputs(g, ids, *n);
+    host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
+    for (int32_t i = 0; i < *n; i++) {
+        const graph_value *v = graph_val(g, ids[i]);
+        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank};
+        memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
+    }
+    free(ids);
+    return s;
+}
+
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d) {
     int k = cli_opt_index(c, "--input");

@@ -11,6 +11,8 @@ static const opt_spec ref_opts[] = {
     {"--output-dir", "DIR", "write each output as DIR/NAME.npy (f32)", false},
     {"--strip-precision", NULL, "run the pure FP32 model: no casts, f32 parameters", false},
     {"--against-fp32", NULL, "also run the pure FP32 model on the same inputs and compare", false},
+    {"--emulate", "PKG", "run the plan-exact emulated reference of PKG (compiled from MODEL): what 'check' compares with",
+     false},
     {"--quiet", NULL, "no progress line", false},
     {0}};
 static const opt_spec compile_opts[] = {
@@ -26,6 +28,10 @@ static const opt_spec run_opts[] = {
     {0}};
 static const opt_spec check_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
+    {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
+    {"--package", "PKG", "check this package (compiled from MODEL) instead of compiling MODEL", false},
+    {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
+     false},
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {0}};
@@ -35,9 +41,11 @@ static const cmd commands[] = {
     {"run", "PKG [options]", "Run a package on the simulator (it needs only the package and the input files).", run_opts,
      cmd_run},
     {"check", "MODEL [options]",
-     "Compile MODEL, simulate it, run the FP32 references on the same inputs and compare.\n"
-     "Passes when every output's cosine against the pure FP32 model reaches 0.999\n"
-     "(0.99 with 8-bit values) and it agrees with the emulated reference. Exits 1 on failure.",
+     "Compile MODEL, simulate it, and compare every output with two references on the same inputs:\n"
+     "the plan-exact emulated reference (the plan's numeric decisions, the device's arithmetic),\n"
+     "which it must match bit for bit, and the pure FP32 model, which it must reach by cosine\n"
+     "0.999 (0.99 with 8-bit values). On a difference it names the first op whose result differs.\n"
+     "Exits 1 on failure.",
      check_opts, cmd_check},
     {"graph", "MODEL", "Print MODEL (a .tsl file or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph},
     {"ref", "MODEL [options]",

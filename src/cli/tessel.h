@@ -19,6 +19,31 @@ typedef struct compile_info {
 int tessel_compile(const graph *g, const machine *m, const char *model, FILE *print_mid, package *out, compile_info *info,
                    diag *d);
 
+/* Whether package p (read from path) was compiled from g: its host inputs
+ * and outputs are g's, by name, dtype and shape, in order. */
+int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d);
+
+/* The first graph op, in program order, whose result differs from the
+ * plan-exact reference (locate.c). */
+typedef struct locate_result {
+    int32_t probes;                         /* op results the package lets us watch */
+    int64_t compared;                       /* results compared, repeat iterations counted */
+    bool found;                             /* one differs */
+    int32_t value, op, binding;             /* that result, its op, its probe */
+    int depth;                              /* enclosing repeats */
+    int64_t iters[GRAPH_MAX_REPEAT_DEPTH];  /* their iterations, outermost first */
+    bool missing;                           /* the simulator never completed it */
+    int64_t numel;                          /* its elements */
+    num_mismatch diff;                      /* how it differs */
+    int rank;
+    int64_t coord[GRAPH_MAX_RANK];          /* where the first difference is */
+    int32_t tile;                           /* and the tile holding it */
+} locate_result;
+
+int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, locate_result *r,
+                  diag *d);
+void tessel_locate_print(FILE *f, const graph *g, const locate_result *r);
+
 typedef struct check_output {
     const char *name;
     num_diff pure;        /* against the pure FP32 model (precision casts stripped) */
@@ -37,14 +62,23 @@ typedef struct check_result {
     double cosine;        /* worst output, against the pure model */
     double max_abs_err;   /* worst output, against the pure model */
     double ref_seconds;
+    bool located;         /* loc holds a search for the first differing op result */
+    locate_result loc;
 } check_result;
 
-/* Runs p on inputs (given[k] for input k when given and not NULL, else its
- * seeded default), then the pure FP32 model and the plan-exact reference
- * (from the plan's numeric decisions in p's metadata), and compares each
- * output: bit for bit with the plan-exact reference, by cosine with the
- * pure model. sim options pass through (trace, quiet). */
-int tessel_check(const graph *g, const package *p, float *const *given, const sim_options *so, check_result *r, diag *d);
+typedef struct check_options {
+    const char *package;    /* names the package in messages */
+    float *const *inputs;   /* per graph input, its data; NULL (or a NULL entry): the seeded default */
+    sim_options sim;        /* trace, quiet */
+    bool locate;            /* find the first differing op result even when the outputs agree */
+} check_options;
+
+/* Runs p on the inputs, then the pure FP32 model and the plan-exact
+ * reference (from the plan's numeric decisions in p's metadata), and
+ * compares each output: bit for bit with the plan-exact reference, by cosine
+ * with the pure model. When an output differs, or o->locate is set, it also
+ * finds the first op result that differs. */
+int tessel_check(const graph *g, const package *p, const check_options *o, check_result *r, diag *d);
 void check_result_free(check_result *r);
 
 #endif

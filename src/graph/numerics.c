@@ -114,17 +114,17 @@ static int read_matmul(rd *r, const char *name, json_t *e, const graph_op *op, g
     if (read_dtype(r, name, e, "acc", &pl->gemm.acc) || read_dtype(r, name, e, "partials", &pl->gemm.partials)) return -1;
     json_t *a = json_object_get(e, "k_bounds");
     size_t nb = json_is_array(a) ? json_array_size(a) : 0;
-    if (nb < 2 || (int64_t)nb > K + 1) return BAD(r, "op '%s': 'k_bounds' must list 2 to %lld bounds", name, (long long)K + 1);
+    if (nb < 2 || (int64_t)nb > K + 1)
+        return BAD(r, "op '%s': 'k_bounds' must list 2 to %lld bounds, the matmul's K = %lld being split at most K ways", name,
+                   (long long)K + 1, (long long)K);
     pl->gemm.nk = (int32_t)nb - 1;
     pl->gemm.k_bounds = arena_alloc(&r->n->arena, sizeof(int64_t) * nb);
-    int64_t *hi = arena_alloc(&r->n->arena, sizeof(int64_t) * nb);
-    for (size_t i = 0; i < nb; i++) hi[i] = K;
-    if (read_ints(r, name, e, "k_bounds", (int)nb, 0, hi, pl->gemm.k_bounds)) return -1;
-    for (size_t i = 1; i < nb; i++)
-        if (pl->gemm.k_bounds[i] <= pl->gemm.k_bounds[i - 1])
-            return BAD(r, "op '%s': 'k_bounds' must ascend strictly", name);
-    if (pl->gemm.k_bounds[0] != 0 || pl->gemm.k_bounds[nb - 1] != K)
-        return BAD(r, "op '%s': 'k_bounds' must run from 0 to K = %lld", name, (long long)K);
+    if (read_ints(r, name, e, "k_bounds", (int)nb, 0, NULL, pl->gemm.k_bounds)) return -1;
+    bool ascending = pl->gemm.k_bounds[0] == 0 && pl->gemm.k_bounds[nb - 1] == K;
+    for (size_t i = 1; i < nb; i++) ascending &= pl->gemm.k_bounds[i] > pl->gemm.k_bounds[i - 1];
+    if (!ascending)
+        return BAD(r, "op '%s': 'k_bounds' must ascend from 0 to the matmul's K = %lld (was the package compiled from this model?)",
+                   name, (long long)K);
     return 0;
 }
 

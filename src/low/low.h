@@ -159,10 +159,19 @@ typedef struct low_program {
 
 struct mid_program;
 struct machine;
+
+/* The steps a mid prim became: first is its first step (a REPEAT prim's
+ * REPEAT step), last the last step emitted up to and including it (-1 when
+ * none has been yet), so a value a prim completes is complete after `last`. */
+typedef struct low_prim_steps {
+    int32_t first, last;
+} low_prim_steps;
+
 /* Lowers an expanded program; storage tensors get buffers (buf_of[t], -1 for
- * tensors without storage of their own), allocated in arena a. */
+ * tensors without storage of their own), allocated in arena a; prim_steps[i]
+ * receives the steps of mid prim i. */
 int low_lower(const struct mid_program *p, const struct machine *m, arena *a, low_program *out, int32_t *buf_of,
-              diag *d);
+              low_prim_steps *prim_steps, diag *d);
 
 /* ---- kernels.c ---------------------------------------------------------- */
 

@@ -17,6 +17,7 @@ typedef struct lx {
     arena *a;
     diag *d;
     int32_t *buf_of;    /* storage tensor -> buffer id, -1 if none yet */
+    low_prim_steps *prim_steps; /* per prim: the steps it became */
     int32_t repeat;     /* innermost repeat prim being lowered, -1 at top */
     int32_t prim;       /* prim being lowered, for labels and messages */
 } lx;
@@ -687,7 +688,16 @@ static int check_slices(lx *x, const mid_prim *pr) {
     return 0;
 }
 
+static int lower_prim_kind(lx *x, int32_t id);
+
 static int lower_prim(lx *x, int32_t id) {
+    x->prim_steps[id].first = x->out->steps.n;
+    int rc = lower_prim_kind(x, id);
+    x->prim_steps[id].last = x->out->steps.n - 1;
+    return rc;
+}
+
+static int lower_prim_kind(lx *x, int32_t id) {
     const mid_prim *pr = mid_p(x->p, id);
     x->prim = id;
     if (check_slices(x, pr)) return -1;
@@ -729,9 +739,11 @@ static int lower_block(lx *x, const mid_block *b) {
     return 0;
 }
 
-int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of, diag *d) {
+int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
+              low_prim_steps *prim_steps, diag *d) {
     memset(out, 0, sizeof *out);
-    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .repeat = -1, .prim = -1};
+    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .prim_steps = prim_steps, .repeat = -1, .prim = -1};
+    for (int32_t i = 0; i < p->prims.n; i++) prim_steps[i] = (low_prim_steps){-1, -1};
     for (int32_t t = 0; t < p->tensors.n; t++) buf_of[t] = -1;
     vec_push(a, &out->strings, 0); /* offset 0: the empty label */
     /* A buffer of 4 GiB or more fits no tile (tile memory is addressed in 32

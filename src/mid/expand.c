@@ -997,9 +997,25 @@ static int expand_op(mx *x, int32_t op_id) {
     TS_UNREACHABLE();
 }
 
+/* The results of op, now expanded, as probes: complete after the last prim
+ * of the current block. Views of parameters and inputs compute nothing. */
+static void add_probes(mx *x, int32_t op_id) {
+    const graph_op *o = graph_opr(x->g, op_id);
+    if (graph_op_infos[o->kind].structural && o->kind != OP_REPEAT) return;
+    const mid_block *b = cur_block(x);
+    for (int32_t i = 0; i < o->nout; i++) {
+        int32_t t = x->vt[o->out[i]];
+        if (t < 0 || !mid_t(x->p, t)->placed || mid_t(x->p, mid_storage(x->p, t))->kind != MT_TEMP) continue;
+        mid_probe pb = {o->out[i], t, b->n ? b->v[b->n - 1] : -1, x->block};
+        vec_push(&x->p->arena, &x->p->probes, pb);
+    }
+}
+
 static int expand_block(mx *x, const graph_block *b) {
-    for (int32_t i = 0; i < b->n; i++)
+    for (int32_t i = 0; i < b->n; i++) {
         if (expand_op(x, b->v[i]) || x->err) return -1;
+        add_probes(x, b->v[i]);
+    }
     return 0;
 }
 

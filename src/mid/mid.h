@@ -80,6 +80,17 @@ typedef struct mid_prim {
     mid_block body;                    /* REPEAT */
 } mid_prim;
 
+/* Where a graph op's result can be watched: its tensor is complete once
+ * prim `after` has run (after = -1: at the start of every iteration of
+ * repeat `scope`). Only results the program computes are probed, not views
+ * of parameters or inputs. */
+typedef struct mid_probe {
+    int32_t value;     /* graph value */
+    int32_t tensor;    /* the tensor holding it */
+    int32_t after;     /* prim id, or -1 */
+    int32_t scope;     /* repeat prim of the enclosing body, -1 at top level */
+} mid_probe;
+
 typedef struct mid_program {
     arena arena;
     const graph *g;
@@ -89,6 +100,7 @@ typedef struct mid_program {
     mid_block top;
     VEC(int32_t) inputs;   /* tensor per graph input, program order */
     VEC(int32_t) outputs;  /* tensor per graph output */
+    VEC(mid_probe) probes; /* every op result, in program order */
 } mid_program;
 
 /* Expands g for machine m with the fixed plan (docs/lowering.md). User-level

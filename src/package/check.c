@@ -343,31 +343,37 @@ static bool binding_ok(const checker *c, const pkg_binding *b, char *why, size_t
                    "the end of tile memory", "its buffer", why, cap);
 }
 
+static const char *const role_names[] = {"input", "output", "probe"};
+
 static int check_bindings(checker *c) {
-    /* Names are unique among inputs and among outputs; a graph may output
-     * one of its inputs under the same name. */
-    strmap names = {0}, out_names = {0};
-    bool outputs = false;
+    /* Names are unique within each role (a graph may output one of its
+     * inputs under the same name); roles come in order: inputs, outputs,
+     * probes. Only probes name a step. */
+    strmap names[3] = {{0}, {0}, {0}};
     int rc = 0;
+    uint8_t last = PKG_INPUT;
     for (int32_t i = 0; i < c->p->bindings.n && rc == 0; i++) {
         const pkg_binding *b = &c->p->bindings.v[i];
         char why[512];
         int32_t other;
         if (!b->name || !b->name[0]) {
             rc = fail(c, "binding %" PRId32 " has no name", i);
-        } else if (strmap_get(b->output ? &out_names : &names, b->name, &other)) {
+        } else if (strmap_get(&names[b->role], b->name, &other)) {
             rc = fail(c, "binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
-        } else if (!b->output && outputs) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): an input after an output (inputs come first)", i, b->name);
+        } else if (b->role < last) {
+            rc = fail(c, "binding %" PRId32 " ('%.64s'): a%s %s after a%s %s (inputs, then outputs, then probes)", i, b->name,
+                      b->role == PKG_PROBE ? "" : "n", role_names[b->role], last == PKG_PROBE ? "" : "n", role_names[last]);
+        } else if (b->role == PKG_PROBE ? b->step < 0 || b->step >= c->p->prog.steps.n : b->step != -1) {
+            rc = fail(c, "binding %" PRId32 " ('%.64s'): step %" PRId32 " is not %s", i, b->name, b->step,
+                      b->role == PKG_PROBE ? "a step of the program" : "-1 (only probes name a step)");
         } else if (!binding_ok(c, b, why, sizeof why)) {
             rc = fail(c, "binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
         } else {
-            strmap_put(b->output ? &out_names : &names, b->name, i);
-            outputs = outputs || b->output;
+            strmap_put(&names[b->role], b->name, i);
+            last = b->role;
         }
     }
-    strmap_free(&out_names);
-    strmap_free(&names);
+    for (int k = 0; k < 3; k++) strmap_free(&names[k]);
     return rc;
 }
 

@@ -8,7 +8,9 @@
  *   segments  sparse initial tile memory (weights, constants): (tile, address,
  *             bytes, offset into the blob); replicas share blob bytes
  *   bindings  host inputs and outputs: name, dtype, scale, shape, layout and
- *             address of the buffer holding them
+ *             address of the buffer holding them; and probes, where every
+ *             graph op's result can be read as soon as a step completes it
+ *             (for locating a fault, never needed to run)
  *   meta      JSON text: model, recipe, compile statistics
  *
  * The file is a little-endian sequence of sections, each a tag, a byte length
@@ -24,7 +26,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 1 };
+enum { PACKAGE_VERSION = 2 };
 
 typedef struct pkg_segment {
     uint32_t tile;
@@ -33,13 +35,20 @@ typedef struct pkg_segment {
     uint64_t blob_off;  /* where its bytes start in the blob */
 } pkg_segment;
 
+/* What a binding is for: data the host writes before the run, reads after
+ * it, or may read after step `step` each time it executes (a probe). */
+typedef enum { PKG_INPUT, PKG_OUTPUT, PKG_PROBE } pkg_role;
+
 typedef struct pkg_binding {
-    const char *name;
-    bool output;        /* false: host input */
+    const char *name;   /* the graph value */
+    uint8_t role;       /* pkg_role */
     dtype dtype;
     int8_t scale;       /* 8-bit types */
     layout layout;      /* how the tensor lies over tiles (replica 0 is read for outputs) */
     uint32_t addr;      /* the buffer's byte address on every tile of the layout */
+    int32_t step;       /* probes: the step that completes the value (a REPEAT
+                           step: at the start of every iteration; an END step:
+                           when its loop exits); -1 for inputs and outputs */
 } pkg_binding;
 
 typedef struct package {
@@ -50,7 +59,7 @@ typedef struct package {
     VEC(pkg_segment) segments;
     uint8_t *blob;              /* initial memory bytes */
     uint64_t blob_bytes;
-    VEC(pkg_binding) bindings;  /* inputs first, in graph order, then outputs */
+    VEC(pkg_binding) bindings;  /* inputs first, in graph order, then outputs, then probes in program order */
     const char *meta;           /* JSON text */
 } package;
 

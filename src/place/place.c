@@ -181,20 +181,31 @@ static int cmp_segment(const void *a, const void *b) {
 /* Binds tensor t as graph value v: the binding takes the value's name (a
  * repeat's result lives in the tensor of its body argument, named after
  * that). */
-static void add_binding(placer *p, int32_t t, int32_t v, bool output) {
+static void add_binding(placer *p, int32_t t, int32_t v, pkg_role role, int32_t step) {
     const mid_tensor *mt = mid_t(p->mp, t);
     int32_t s = mid_storage(p->mp, t);
     pkg_binding b = {.name = arena_strdup(&p->pkg->arena, graph_val(p->mp->g, v)->name),
-                     .output = output,
+                     .role = (uint8_t)role,
                      .dtype = mt->dtype,
                      .scale = mt->scale,
                      .layout = mt->lay,
-                     .addr = p->addr[p->buf_of[s]]};
+                     .addr = p->addr[p->buf_of[s]],
+                     .step = step};
     vec_push(&p->pkg->arena, &p->pkg->bindings, b);
 }
 
-int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const char *meta_json, package *out,
-                  place_stats *st, diag *d) {
+/* Probes in program order; a value complete at the start of a body is read
+ * at its REPEAT step, each iteration. */
+static void add_probes(placer *p, const low_prim_steps *steps) {
+    for (int32_t i = 0; i < p->mp->probes.n; i++) {
+        const mid_probe *pb = &p->mp->probes.v[i];
+        int32_t step = pb->after >= 0 ? steps[pb->after].last : pb->scope >= 0 ? steps[pb->scope].first : -1;
+        if (step >= 0) add_binding(p, pb->tensor, pb->value, PKG_PROBE, step);
+    }
+}
+
+int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
+                  const char *meta_json, package *out, place_stats *st, diag *d) {
     memset(st, 0, sizeof *st);
     package_init(out);
     out->machine = *mp->m;
@@ -215,12 +226,13 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
         out->blob = arena_alloc(&out->arena, p.blob_bytes);
         out->blob_bytes = p.blob_bytes;
         if (p.blob_bytes) memcpy(out->blob, p.blob, p.blob_bytes);
-        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], mid_t(mp, mp->inputs.v[i])->value, false);
+        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], mid_t(mp, mp->inputs.v[i])->value, PKG_INPUT, -1);
         int32_t nout = graph_outputs(mp->g, NULL, 0), *vals = xmalloc(sizeof(int32_t) * ((size_t)nout + 1));
         graph_outputs(mp->g, vals, nout);
         TS_ASSERT(nout == mp->outputs.n);
-        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], vals[i], true);
+        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], vals[i], PKG_OUTPUT, -1);
         free(vals);
+        add_probes(&p, prim_steps);
         out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
     }
     free(p.addr);

@@ -8,7 +8,8 @@
  *                absolute address
  *   segments     each parameter shard encoded once into the blob and pointed
  *                at by every replica's tile
- *   bindings     host inputs and outputs with their layouts and addresses
+ *   bindings     host inputs and outputs with their layouts and addresses,
+ *                and a probe for every op result the program computes
  *
  * This is the simple placement the first end-to-end compile needs: nothing
  * is reused, so a model fits when the sum of its buffers fits one tile.
@@ -28,7 +29,7 @@ typedef struct place_stats {
 /* Assembles out from the expanded and lowered program. A program that does
  * not fit the tile memory is a user-level failure: -1 with d saying by how
  * much and which buffers are largest. */
-int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const char *meta_json, package *out,
-                  place_stats *st, diag *d);
+int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
+                  const char *meta_json, package *out, place_stats *st, diag *d);
 
 #endif

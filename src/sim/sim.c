@@ -24,6 +24,10 @@ typedef struct sim {
     uint64_t *sent, *recv, *fsent, *frecv; /* per tile, per exchange phase */
     uint64_t *frag_at;    /* staging offset per fragment of the phase */
     uint64_t frag_cap;
+    const sim_options *o;
+    uint32_t *probe_at;   /* probes of step i: probe_of[probe_at[i], probe_at[i+1]) */
+    int32_t *probe_of;    /* binding indices */
+    float *probe_buf;     /* the values of one probe */
 } sim;
 
 int64_t sim_binding_numel(const pkg_binding *b) {
@@ -216,6 +220,15 @@ static void gather_span(void *ctx, const int64_t *shard, int64_t off, int64_t el
     num_decode_buf(h->b->dtype, h->b->scale, at(h->s, (uint32_t)tile, h->b->addr + (uint64_t)off), h->values + elem, (size_t)n);
 }
 
+static void fire_probes(sim *s, uint32_t i, const uint32_t *iters, int depth) {
+    for (uint32_t k = s->probe_at[i]; k < s->probe_at[i + 1]; k++) {
+        const pkg_binding *b = &s->p->bindings.v[s->probe_of[k]];
+        host_io h = {s, b, s->probe_buf, NULL};
+        layout_spans(&b->layout, NULL, gather_span, &h);
+        s->o->probe(s->o->probe_ctx, s->probe_of[k], iters, depth, s->probe_buf, sim_binding_numel(b));
+    }
+}
+
 /* ---- the run -------------------------------------------------------------------------------- */
 
 static uint64_t count_steps(const low_step *steps, uint32_t n) {
@@ -234,6 +247,34 @@ static uint64_t count_steps(const low_step *steps, uint32_t n) {
     return total;
 }
 
+/* ---- probes -------------------------------------------------------------------------------- */
+
+static void probes_index(sim *s) {
+    const package *p = s->p;
+    uint32_t n = (uint32_t)p->prog.steps.n;
+    s->probe_at = xcalloc(n + 2, sizeof(uint32_t));
+    s->probe_of = xmalloc(sizeof(int32_t) * (size_t)(p->bindings.n + 1));
+    int64_t most = 1;
+    for (int32_t i = 0; i < p->bindings.n; i++)
+        if (p->bindings.v[i].role == PKG_PROBE) {
+            s->probe_at[p->bindings.v[i].step + 1]++;
+            if (sim_binding_numel(&p->bindings.v[i]) > most) most = sim_binding_numel(&p->bindings.v[i]);
+        }
+    for (uint32_t i = 0; i < n; i++) s->probe_at[i + 1] += s->probe_at[i];
+    uint32_t *fill = xmalloc(sizeof(uint32_t) * (n + 1));
+    memcpy(fill, s->probe_at, sizeof(uint32_t) * (n + 1));
+    for (int32_t i = 0; i < p->bindings.n; i++)
+        if (p->bindings.v[i].role == PKG_PROBE) s->probe_of[fill[p->bindings.v[i].step]++] = i;
+    free(fill);
+    s->probe_buf = xmalloc(sizeof(float) * (size_t)most);
+}
+
+static void gather_span(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n);
+
+/* Hands every probe of step i to the caller; the iteration of each open
+ * repeat comes from the executor's stack. */
+static void fire_probes(sim *s, uint32_t i, const uint32_t *iters, int depth);
+
 static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest, int64_t *cap) {
     if (s->st->nevents == *cap) {
         *cap = *cap ? *cap * 2 : 1024;
@@ -249,6 +290,7 @@ static void execute(sim *s, const sim_options *o) {
     struct {
         uint32_t begin, iter, count;
     } stack[MAX_DEPTH];
+    uint32_t iters[MAX_DEPTH];
     int depth = 0;
     int64_t cap = 0;
     progress pr;
@@ -261,18 +303,21 @@ static void execute(sim *s, const sim_options *o) {
         switch ((low_step_kind)st->kind) {
         case LOW_STEP_REPEAT:
             stack[depth].begin = i;
-            stack[depth].iter = 0;
+            stack[depth].iter = iters[depth] = 0;
             stack[depth].count = st->iterations;
             depth++;
             s->iter = 0;
+            if (o->probe) fire_probes(s, i, iters, depth);
             continue;
         case LOW_STEP_END:
             if (++stack[depth - 1].iter < stack[depth - 1].count) {
-                s->iter = stack[depth - 1].iter;
+                s->iter = iters[depth - 1] = stack[depth - 1].iter;
                 i = stack[depth - 1].begin;
+                if (o->probe) fire_probes(s, i, iters, depth);
             } else {
                 depth--;
                 s->iter = depth ? stack[depth - 1].iter : 0;
+                if (o->probe) fire_probes(s, i, iters, depth);
             }
             continue;
         case LOW_STEP_COMPUTE:
@@ -285,6 +330,7 @@ static void execute(sim *s, const sim_options *o) {
             break;
         }
         if (o->trace) record(s, st, cyc, busiest, &cap);
+        if (o->probe) fire_probes(s, i, iters, depth);
         s->st->cycles += cyc;
         progress_step(&pr, ++done, s->p->prog.strings.v + st->label);
     }
@@ -294,7 +340,7 @@ static void execute(sim *s, const sim_options *o) {
 int sim_run(const package *p, const sim_options *o, float *const *inputs, float **outputs, sim_stats *st, diag *d) {
     memset(st, 0, sizeof *st);
     const machine *m = &p->machine;
-    sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m)};
+    sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
     uint64_t bytes = s.tile_bytes * m->tiles;
     s.mem = calloc(1, bytes);
     if (!s.mem) {
@@ -317,15 +363,16 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     int k = 0, j = 0;
     for (int32_t i = 0; i < p->bindings.n; i++) {
         const pkg_binding *b = &p->bindings.v[i];
-        if (b->output) continue;
+        if (b->role != PKG_INPUT) continue;
         host_io h = {&s, b, inputs[k++], xmalloc(sizeof(int32_t) * (size_t)layout_replicas(&b->layout))};
         layout_spans(&b->layout, NULL, scatter_span, &h);
         free(h.tiles);
     }
+    if (o->probe) probes_index(&s);
     execute(&s, o);
     for (int32_t i = 0; i < p->bindings.n; i++) {
         const pkg_binding *b = &p->bindings.v[i];
-        if (!b->output) continue;
+        if (b->role != PKG_OUTPUT) continue;
         outputs[j] = xcalloc((size_t)sim_binding_numel(b), sizeof(float));
         host_io h = {&s, b, outputs[j++], NULL};
         layout_spans(&b->layout, NULL, gather_span, &h);
@@ -345,6 +392,9 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.frecv);
     free(s.stage);
     free(s.frag_at);
+    free(s.probe_at);
+    free(s.probe_of);
+    free(s.probe_buf);
     return 0;
 }
 

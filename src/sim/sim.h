@@ -48,6 +48,11 @@ typedef struct sim_stats {
 typedef struct sim_options {
     bool trace;   /* record one event per executed step */
     bool quiet;   /* no progress line */
+    /* If set, called for every probe binding each time its step completes,
+     * with its values as f32 and the iteration of every enclosing repeat
+     * (iters[0..depth), outermost first). */
+    void (*probe)(void *ctx, int32_t binding, const uint32_t *iters, int depth, const float *values, int64_t n);
+    void *probe_ctx;
 } sim_options;
 
 /* Runs p. inputs[k] holds the k-th input binding's values as f32 (rounded

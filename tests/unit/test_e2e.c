@@ -47,8 +47,8 @@ static bool check_image(const built *b, const uint8_t *img, check_result *r) {
     package p;
     diag d = {0};
     if (package_parse(img, b->len, "mutant.tpk", &p, &d)) fail_msg("%s", d.text);
-    sim_options so = {.quiet = true};
-    if (tessel_check(b->g, &p, NULL, &so, r, &d)) fail_msg("%s", d.text);
+    check_options co = {.package = "mutant.tpk", .sim = {.quiet = true}};
+    if (tessel_check(b->g, &p, &co, r, &d)) fail_msg("%s", d.text);
     package_free(&p);
     return r->pass;
 }

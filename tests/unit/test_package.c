@@ -146,7 +146,8 @@ static void add_binding(package *p, const char *name, bool output, dtype t, layo
     pkg_binding b;
     memset(&b, 0, sizeof b);
     b.name = arena_strdup(&p->arena, name);
-    b.output = output;
+    b.role = output ? PKG_OUTPUT : PKG_INPUT;
+    b.step = -1;
     b.dtype = t;
     b.layout = l;
     b.addr = addr;
@@ -165,6 +166,9 @@ static void add_bindings(package *p) {
     add_binding(p, "x", false, DT_F16, x, BASE);
     add_binding(p, "main", false, DT_F16, layout_single(1, md, 2), BASE + 0x1000);
     add_binding(p, "y", true, DT_F32, y, BASE + 0x400);
+    add_binding(p, "y", true, DT_F32, y, BASE + 0x400); /* a probe of y after the repeat */
+    p->bindings.v[3].role = PKG_PROBE;
+    p->bindings.v[3].step = 4;
 }
 
 /*   step 0  compute 'main'   fill (5), copy (3), fill (6)
@@ -294,7 +298,8 @@ static void expect_equal(const package *a, const package *b) {
     for (int32_t i = 0; i < a->bindings.n; i++) {
         const pkg_binding *x = &a->bindings.v[i], *y = &b->bindings.v[i];
         assert_string_equal(x->name, y->name);
-        assert_int_equal(x->output, y->output);
+        assert_int_equal(x->role, y->role);
+        assert_int_equal(x->step, y->step);
         assert_int_equal(x->dtype, y->dtype);
         assert_int_equal(x->scale, y->scale);
         assert_int_equal(x->addr, y->addr);
@@ -348,7 +353,7 @@ static void test_round_trip(void **state) {
 
 /* The record sizes docs/package.md gives, pinned: header 24, section
  * headers 16, step 17, run 205, fragment 40, destination 4, buffer 16,
- * segment 20, binding 274 bytes. */
+ * segment 20, binding 278 bytes. */
 static void test_documented_sizes(void **state) {
     (void)state;
     package p;
@@ -357,9 +362,9 @@ static void test_documented_sizes(void **state) {
     uint8_t *img = package_image(&p, &len);
     char *json = machine_to_json(&p.machine);
     size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + 6 * 17 + 6 * 205 + 2 * 40 + 4 * 4 + 1 * 16 +
-                  3 * 20 + (size_t)p.blob_bytes + 3 * 274 + strlen(p.meta);
+                  3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\1\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\2\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH\0\0\0\0", 8);
     assert_memory_equal(img + 40, json, strlen(json));
     free(json);
@@ -444,8 +449,8 @@ static void test_header(void **state) {
     expect_refused(img, len, "not a tessel package");
     img[0] = 'T';
 
-    put_u32(img + 8, 2);
-    expect_refused(img, len, "package format version 2, but this tessel reads only version 1");
+    put_u32(img + 8, 1);
+    expect_refused(img, len, "package format version 1, but this tessel reads only version 2");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -536,7 +541,7 @@ static void test_records(void **state) {
     expect_refused(cut, short_len, "the string table (section STRS) does not end with a NUL byte");
     free(cut);
 
-    /* Binding record: name u32, output u8, dtype u32, ... */
+    /* Binding record: name u32, role u8, dtype u32, ... */
     size_t bind = section_at(img, len, "BIND") + 16;
     put_u32(img + bind, 9999);
     expect_refused(img, len, "binding 0: field name = 9999 is outside the string table (21 bytes)");
@@ -544,8 +549,8 @@ static void test_records(void **state) {
     expect_refused(img, len, "binding 0 has no name");
     free(img);
     img = good_image(&len);
-    img[bind + 4] = 2;
-    expect_refused(img, len, "binding 0: field output = 2 is out of range (at most 1)");
+    img[bind + 4] = 3;
+    expect_refused(img, len, "binding 0: field role = 3 is out of range (at most 2)");
     img[bind + 4] = 0;
     put_u32(img + bind + 5, 200);
     expect_refused(img, len, "binding 0: field dtype = 200 is out of range (at most 6)");
@@ -595,6 +600,13 @@ static void input_after_output(package *p) {
     p->bindings.v[1] = p->bindings.v[2];
     p->bindings.v[2] = t;
 }
+static void probe_without_step(package *p) { p->bindings.v[3].step = -1; }
+static void probe_past_program(package *p) { p->bindings.v[3].step = 6; }
+static void output_with_step(package *p) { p->bindings.v[2].step = 0; }
+static void probe_before_output(package *p) {
+    p->bindings.v[1].role = PKG_PROBE;
+    p->bindings.v[1].step = 0;
+}
 static void binding_i32(package *p) { p->bindings.v[0].dtype = DT_I32; }
 static void binding_scale(package *p) { p->bindings.v[0].scale = 3; }
 static void binding_f8_scale(package *p) {
@@ -643,7 +655,11 @@ static const struct {
     {segment_past_blob, "segment 2 (tile 4, 0x5d000, 64 bytes): blob bytes 4097..4161 run past the 4160-byte blob"},
     {segment_tile, "segment 0 (tile 99, 0x5c000, 4096 bytes): tile 99 is outside the machine's 16 tiles"},
     {names_twice, "binding 1: the name 'x' is also binding 0's"},
-    {input_after_output, "binding 2 ('main'): an input after an output (inputs come first)"},
+    {input_after_output, "binding 2 ('main'): an input after an output (inputs, then outputs, then probes)"},
+    {probe_without_step, "binding 3 ('y'): step -1 is not a step of the program"},
+    {probe_past_program, "binding 3 ('y'): step 6 is not a step of the program"},
+    {output_with_step, "binding 2 ('y'): step 0 is not -1 (only probes name a step)"},
+    {probe_before_output, "binding 2 ('y'): an output after a probe (inputs, then outputs, then probes)"},
     {binding_i32, "binding 0 ('x'): dtype 6 is not f32, f16, bf16 or an 8-bit float"},
     {binding_scale, "binding 0 ('x'): scale 3 is not 0 (only 8-bit types are scaled)"},
     {binding_f8_scale, "binding 1 ('main'): scale 20 is not in -16..15"},

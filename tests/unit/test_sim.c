@@ -31,8 +31,8 @@ static void base_package(package *p, uint32_t xaddr, uint32_t yaddr) {
     int64_t dim[1] = {2};
     layout l = layout_single(1, dim, 4);
     layout_split(&l, 0, 2, 1);
-    pkg_binding in = {.name = "x", .dtype = DT_F32, .layout = l, .addr = xaddr};
-    pkg_binding out = {.name = "y", .output = true, .dtype = DT_F32, .layout = l, .addr = yaddr};
+    pkg_binding in = {.name = "x", .role = PKG_INPUT, .dtype = DT_F32, .layout = l, .addr = xaddr, .step = -1};
+    pkg_binding out = {.name = "y", .role = PKG_OUTPUT, .dtype = DT_F32, .layout = l, .addr = yaddr, .step = -1};
     vec_push(&p->arena, &p->bindings, in);
     vec_push(&p->arena, &p->bindings, out);
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Corrupts one exchange fragment of a tessel package (docs/package.md):
+   corrupt_pkg.py IN OUT STEP_LABEL FIELD DELTA
+moves FIELD (dst: destination offset, bytes: length, src_tile: source tile)
+of the middle fragment of the exchange step labelled STEP_LABEL by DELTA."""
+import struct, sys
+
+src, dst, label, field, delta = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+data = bytearray(open(src, "rb").read())
+nsec = struct.unpack_from("<I", data, 12)[0]
+at, sections = 24, {}
+for _ in range(nsec):
+    tag = bytes(data[at:at + 4]).decode()
+    length = struct.unpack_from("<Q", data, at + 8)[0]
+    sections[tag] = (at + 16, length)
+    at += 16 + length
+strs_at, strs_len = sections["STRS"]
+strings = bytes(data[strs_at:strs_at + strs_len])
+step_at, step_len = sections["STEP"]
+frag_at, _ = sections["FRAG"]
+for i in range(step_len // 17):
+    kind, first, count, _, lab = struct.unpack_from("<BIIII", data, step_at + 17 * i)
+    name = strings[lab:strings.index(b"\0", lab)].decode()
+    if kind == 1 and name == label:
+        rec = frag_at + 40 * (first + count // 2)
+        off = {"dst": 20, "bytes": 28, "src_tile": 0}[field]
+        value = struct.unpack_from("<I", data, rec + off)[0]
+        struct.pack_into("<I", data, rec + off, value + delta)
+        open(dst, "wb").write(data)
+        sys.exit(0)
+sys.exit("no exchange step labelled " + label)
