@@ -32,14 +32,15 @@ typedef struct mm_job {
     float *c;
     int64_t M, N, K, np;            /* np: 16-column panels */
     const graph_gemm_plan *pl;
+    bool exact;                     /* every product is exact in f32 (f16 or 8-bit operands) */
     float post;                     /* 2^(sa+sb) for 8-bit operands, else 1 */
     dtype out;
     int out_scale;
 } mm_job;
 
-enum { MM_ROWS = 4, MM_COLS = 16 };
+enum { MM_ROWS = 6, MM_COLS = 16 };
 
-/* acc[r][j] over k in [k0, k1) for rows i..i+3 (clamped) of one panel. */
+/* acc[r][j] over k in [k0, k1) for rows i..i+5 (clamped) of one panel. */
 static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[MM_ROWS][MM_COLS]) {
     const float *rows[MM_ROWS];
     for (int r = 0; r < MM_ROWS; r++) rows[r] = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K;
@@ -51,10 +52,15 @@ static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t
         __m256 b0 = _mm256_loadu_ps(b + k * MM_COLS), b1 = _mm256_loadu_ps(b + k * MM_COLS + 8);
         for (int r = 0; r < MM_ROWS; r++) {
             __m256 a = _mm256_set1_ps(rows[r][k]);
-            /* acc + a*b with the product rounded first: exact products make
-             * this what an FMA gives too, so it holds for every pairing. */
-            c[r][0] = _mm256_add_ps(c[r][0], _mm256_mul_ps(a, b0));
-            c[r][1] = _mm256_add_ps(c[r][1], _mm256_mul_ps(a, b1));
+            /* acc + a*b, the product rounded first; when every product is
+             * exact an FMA gives the same bits, faster. */
+            if (j->exact) {
+                c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
+                c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
+            } else {
+                c[r][0] = _mm256_add_ps(c[r][0], _mm256_mul_ps(a, b0));
+                c[r][1] = _mm256_add_ps(c[r][1], _mm256_mul_ps(a, b1));
+            }
             if (f16) {
                 c[r][0] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][0], _MM_FROUND_TO_NEAREST_INT));
                 c[r][1] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][1], _MM_FROUND_TO_NEAREST_INT));
@@ -126,7 +132,7 @@ static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *p
         for (int64_t k = 0; k < K; k++)
             for (int64_t n = 0; n < N; n++)
                 bp[((n / MM_COLS) * K + k) * MM_COLS + n % MM_COLS] = (trb ? B[n * ldb + k] : B[k * ldb + n]) * ub;
-        mm_job j = {a, bp, out[0] + t * M * N, M, N, K, np, &pl->gemm,
+        mm_job j = {a, bp, out[0] + t * M * N, M, N, K, np, &pl->gemm, f8 || (ta->dtype == DT_F16 && tb->dtype == DT_F16),
                     f8 ? ldexpf(1.0f, ta->scale + tb->scale) : 1.0f, tc->dtype, tc->scale};
         util_parallel((M + MM_ROWS - 1) / MM_ROWS, 8, mm_rows, &j);
         for (int i = bc.rank - 1; i >= 0; i--) {

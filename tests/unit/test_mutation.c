@@ -283,9 +283,12 @@ static const char *const TINY[] = {
 
 static const char *const C600[] = {
     "zoo:mlp:tokens=37,width=96,hidden=200,precision=fp8",
+    "zoo:mlp:tokens=29,width=80,hidden=144",
     "zoo:qk:heads=3,queries=23,keys=31,channels=40,qk=fp8",
     "zoo:vit:layers=2,width=64,heads=2,mlp=128,image=32,patch=8,precision=fp8",
+    "zoo:vit:layers=1,width=48,heads=3,mlp=96,image=24,patch=6",
     "zoo:train-mlp:tokens=24,width=40,hidden=72,optimizer=adamw,clip=global_norm",
+    "zoo:train-mlp:tokens=16,width=48,hidden=64,optimizer=sgd",
 };
 
 static void sweep_tiny(void **state) {
