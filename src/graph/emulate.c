@@ -283,8 +283,8 @@ static int emu_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl
 typedef struct row_term {
     int64_t row;
     int32_t grad;
-    int64_t block;  /* row-major block index within the gradient */
-    float sum;
+    int64_t block;                        /* row-major block index within the gradient */
+    int64_t lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK];
 } row_term;
 
 static int cmp_term(const void *a, const void *b) {
@@ -292,6 +292,23 @@ static int cmp_term(const void *a, const void *b) {
     if (x->row != y->row) return x->row < y->row ? -1 : 1;
     if (x->grad != y->grad) return x->grad < y->grad ? -1 : 1;
     return x->block < y->block ? -1 : x->block > y->block;
+}
+
+/* s + the squares of the box [lo, hi) of x (dims dim), row-major. */
+static float chain_squares(float s, const float *x, int rank, const int64_t *dim, const int64_t *lo, const int64_t *hi) {
+    int64_t e[GRAPH_MAX_RANK];
+    for (int i = 0; i < rank; i++) e[i] = lo[i];
+    for (;;) {
+        int64_t off = 0;
+        for (int i = 0; i < rank; i++) off = off * dim[i] + e[i];
+        s = s + x[off] * x[off];
+        int i = rank - 1;
+        for (; i >= 0; i--) {
+            if (++e[i] < hi[i]) break;
+            e[i] = lo[i];
+        }
+        if (i < 0) return s;
+    }
 }
 
 static int emu_global_norm_clip(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
@@ -312,27 +329,12 @@ static int emu_global_norm_clip(const graph *g, const graph_op *op, const graph_
             nblocks *= nb[i];
         }
         for (int64_t bi = 0; bi < nblocks; bi++) {
-            /* The block's elements in row-major order, one f32 chain. */
-            int64_t lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK], e[GRAPH_MAX_RANK], row = gr->row_base;
+            row_term rt = {.row = gr->row_base, .grad = k, .block = bi};
             for (int i = 0; i < rank; i++) {
-                lo[i] = e[i] = b[i] * blk[i];
-                hi[i] = lo[i] + blk[i] < dim[i] ? lo[i] + blk[i] : dim[i];
-                row += b[i] * rst[i];
+                rt.lo[i] = b[i] * blk[i];
+                rt.hi[i] = rt.lo[i] + blk[i] < dim[i] ? rt.lo[i] + blk[i] : dim[i];
+                rt.row += b[i] * rst[i];
             }
-            float s = 0.0f;
-            for (;;) {
-                int64_t off = 0;
-                for (int i = 0; i < rank; i++) off = off * dim[i] + e[i];
-                float x = in[k][off];
-                s = s + x * x;
-                int i = rank - 1;
-                for (; i >= 0; i--) {
-                    if (++e[i] < hi[i]) break;
-                    e[i] = lo[i];
-                }
-                if (i < 0) break;
-            }
-            row_term rt = {row, k, bi, s};
             vec_push(&a, &terms, rt);
             for (int i = rank - 1; i >= 0; i--) {
                 if (++b[i] < nb[i]) break;
@@ -341,12 +343,23 @@ static int emu_global_norm_clip(const graph *g, const graph_op *op, const graph_
         }
     }
     if (terms.n) qsort(terms.v, (size_t)terms.n, sizeof(row_term), cmp_term);
-    /* Each row chains its terms, the rows chain ascending. */
+    /* One chain per (row, gradient) over its blocks in order; each row
+     * chains its gradients; the rows chain ascending. */
     float total = 0.0f;
     for (int32_t i = 0; i < terms.n;) {
         float rs = 0.0f;
         int32_t j = i;
-        for (; j < terms.n && terms.v[j].row == terms.v[i].row; j++) rs = rs + terms.v[j].sum;
+        while (j < terms.n && terms.v[j].row == terms.v[i].row) {
+            const row_term *first = &terms.v[j];
+            const graph_type *t = &graph_val(g, op->in[first->grad])->type;
+            int rank = t->rank ? t->rank : 1;
+            int64_t dim[GRAPH_MAX_RANK];
+            for (int q = 0; q < rank; q++) dim[q] = t->rank ? t->dim[q] : 1;
+            float s = 0.0f;
+            for (; j < terms.n && terms.v[j].row == first->row && terms.v[j].grad == first->grad; j++)
+                s = chain_squares(s, in[first->grad], rank, dim, terms.v[j].lo, terms.v[j].hi);
+            rs = rs + s;
+        }
         total = total + rs;
         i = j;
     }

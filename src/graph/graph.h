@@ -312,10 +312,11 @@ void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n)
  * reduce_sum: per input axis the block its elements are summed in (the dim:
  *   whole); every block of the reduced axes is one f32 chain in row-major
  *   order, and the block sums chain in row-major block order.
- * global_norm_clip: each gradient's blocks are f32 chains of squares in
- *   row-major order; block b goes to row row_base + sum_a b[a]*row_stride[a];
- *   each row chains its gradients in order, the rows chain ascending, and the
- *   coefficient is min(1, max_norm / (sqrt(total) + 1e-6)) in f32.
+ * global_norm_clip: block b of a gradient goes to row row_base + sum_a
+ *   b[a]*row_stride[a]; per row and gradient one f32 chain of squares over its
+ *   blocks in order (row-major inside each); each row chains its gradients in
+ *   order, the rows chain ascending, and the coefficient is
+ *   min(1, max_norm / (sqrt(total) + 1e-6)) in f32.
  * Everything else computes as low.h's kernels do: f32, one rounding per result. */
 typedef struct graph_gemm_plan {
     dtype acc;             /* chain dtype: f32, or f16 (rounds every step) */

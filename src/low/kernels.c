@@ -36,6 +36,27 @@ bool low_run_uses(const low_run *r, int i) {
     return true;
 }
 
+bool low_run_writes(const low_run *r, int i) {
+    if (!low_run_uses(r, i)) return false;
+    switch ((low_kernel)r->kernel) {
+    case LOW_K_GEMM: return i == 2;
+    case LOW_K_SGD: return i <= 1;
+    case LOW_K_ADAMW: return i <= 2;
+    default: return i == 0;
+    }
+}
+
+/* The AMP streams its operands in 32-byte (two-word) loads and the left
+ * stream reads one panel row ahead of what it multiplies; every other kernel
+ * loads 64-bit pairs, hence 8 bytes (16 keeps buffers on cache-line-like
+ * boundaries, as the bump placement always did). */
+uint32_t low_operand_align(low_kernel k, int i) {
+    (void)i;
+    return k == LOW_K_GEMM ? 32u : 16u;
+}
+
+uint32_t low_operand_tail(low_kernel k, int i) { return k == LOW_K_GEMM && i == 0 ? (uint32_t)LOW_AMP_PANEL_BYTES : 0u; }
+
 static uint64_t esize(const low_run *r, int i) { return r->dt[i] < DT_COUNT ? (uint64_t)dtype_bytes((dtype)r->dt[i]) : 0; }
 
 /* Last byte reached through box axes [0, nd) with operand i's strides, plus

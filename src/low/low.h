@@ -56,7 +56,9 @@
  *                             ptr0 = w', ptr1 = buf' (momentum only), ptr2 = w, ptr3 = g, ptr4 = buf
  *  ADAMW       adamw       7  per e<n[0], PyTorch AdamW at step n[1]: ptr0 = w', ptr1 = m', ptr2 = v',
  *                             ptr3 = w, ptr4 = g, ptr5 = m, ptr6 = v; f = lr, beta1, beta2, eps; wd in f[4]
- *  SUMSQ       sumsq       2  f32 out[0] = sum over e<n[0] of in[e]^2 (ptr0 = out f32, ptr1 = in)
+ *  SUMSQ       sumsq       2  f32 out[0] = out[0] + sum over e<n[0] of in[e]^2, one chain continuing
+ *                             from out[0] (ptr0 = out f32, ptr1 = in): runs over the spans of a
+ *                             shard, in order, make one chain over its elements
  *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
  */
 #define LOW_KERNELS(X)                \
@@ -193,6 +195,13 @@ void low_box_collapse(low_box *b);
 
 /* Whether run r uses operand i (SGD without momentum skips its buffers). */
 bool low_run_uses(const low_run *r, int i);
+/* Whether run r writes operand i (the rest it only reads; SUMSQ does both). */
+bool low_run_writes(const low_run *r, int i);
+/* Placement's rules for operand i of a kernel: the alignment its address
+ * needs and the bytes past its footprint the kernel may read (an access
+ * tail), both in bytes; estimates documented in docs/placement.md. */
+uint32_t low_operand_align(low_kernel k, int i);
+uint32_t low_operand_tail(low_kernel k, int i);
 /* Bytes operand i of r spans from its address (0 if unused); strides are
  * non-negative, so the footprint is [address, address + extent). */
 uint64_t low_run_extent(const low_run *r, int i);

@@ -413,13 +413,42 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     memcpy(r->f, pr->f, sizeof r->f);
 }
 
+/* Sums of squares read only a shard's elements, never its padding (a
+ * reused buffer's padding holds old bytes): one run per contiguous span,
+ * in storage order, each continuing the column's chain. */
+typedef struct sumsq_ctx {
+    lx *x;
+    const mid_prim *pr;
+    int32_t tile;
+    int64_t start, n;  /* pending span: byte offset, elements */
+} sumsq_ctx;
+
+static void sumsq_flush(sumsq_ctx *c) {
+    if (!c->n) return;
+    low_run *r = new_run(c->x, LOW_K_SUMSQ, c->tile);
+    set_operand(c->x, r, 0, c->pr->out[0], (int64_t)c->pr->column * 4);
+    set_operand(c->x, r, 1, c->pr->in[0], c->start);
+    r->n[0] = (uint32_t)c->n;
+    c->n = 0;
+}
+
+static void sumsq_span(void *vctx, const int64_t *s, int64_t off, int64_t elem, int64_t n) {
+    (void)s, (void)elem;
+    sumsq_ctx *c = vctx;
+    int64_t eb = mid_t(c->x->p, c->pr->in[0])->lay.elem_bytes;
+    if (c->n && c->start + c->n * eb == off) {
+        c->n += n;
+        return;
+    }
+    sumsq_flush(c);
+    c->start = off;
+    c->n = n;
+}
+
 static void sumsq_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
-    (void)s;
-    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
-    low_run *r = new_run(x, LOW_K_SUMSQ, tile);
-    set_operand(x, r, 0, pr->out[0], (int64_t)pr->column * 4);
-    set_operand(x, r, 1, pr->in[0], 0);
-    r->n[0] = (uint32_t)block_elems(&mid_t(x->p, pr->in[0])->lay);
+    sumsq_ctx c = {x, ((flat_ctx *)vctx)->pr, tile, 0, 0};
+    layout_spans(&mid_t(x->p, c.pr->in[0])->lay, s, sumsq_span, &c);
+    sumsq_flush(&c);
 }
 
 static void lower_flat(lx *x, const mid_prim *pr) {

@@ -14,7 +14,8 @@
  *     and the final sum is multiplied by 2^(sa+sb) (exact: a power of two in range), as the AMP
  *     applies the two scales after accumulating; this matters only for acc f16.
  *   - REDUCE: the same chain over j ascending, in acc. REDUCE_SUM: one f32 chain per output
- *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order.
+ *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order (SUMSQ's continues
+ *     from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
  *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf). scale is a * f[0]; cast is a.
  *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
@@ -611,9 +612,9 @@ static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
     }
 }
 
-/* sum of in[e] (squared when `square`) over e < n[0], one f32 chain. */
-static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square) {
-    float *x = scratch_floats(SCR_T0, CHUNK), s = 0.0f;
+/* s + the sum of in[e] (squared when `square`) over e < n[0], one f32 chain. */
+static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square, float s) {
+    float *x = scratch_floats(SCR_T0, CHUNK);
     opnd in = opnd_dense(r, ptr, 1);
     for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
         size_t n = r->n[0] - at < CHUNK ? (size_t)(r->n[0] - at) : CHUNK;
@@ -627,13 +628,15 @@ static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square) {
 }
 
 static void run_sumsq(const low_run *r, uint8_t *const ptr[]) {
-    float s = chain_sum(r, ptr, true);
+    float s;
+    memcpy(&s, ptr[0], sizeof s);
+    s = chain_sum(r, ptr, true, s);
     memcpy(ptr[0], &s, sizeof s);
 }
 
 /* A NaN coefficient stays NaN (as torch.clamp keeps it), so a NaN gradient is not hidden. */
 static void run_clip_coef(const low_run *r, uint8_t *const ptr[]) {
-    float c = r->f[0] / (sqrtf(chain_sum(r, ptr, false)) + 1e-6f);
+    float c = r->f[0] / (sqrtf(chain_sum(r, ptr, false, 0.0f)) + 1e-6f);
     if (c > 1.0f) c = 1.0f;
     memcpy(ptr[0], &c, sizeof c);
 }

@@ -148,13 +148,12 @@ static void clip_rows(void **state) {
            "{\"blocks\": [2, 2], \"row_base\": 0, \"row_stride\": [1, 0]}]}]}}";
     float **in, **out = emulate(g, meta, &in);
     float *a = in[0], *b = in[1];
-    float sa0 = 0, sa1 = 0, sb0 = 0, sb1 = 0;
-    for (int i = 0; i < 4; i++) sa0 = sa0 + a[i] * a[i];
-    for (int i = 4; i < 6; i++) sa1 = sa1 + a[i] * a[i];
+    float sa = 0, sb0 = 0, sb1 = 0;
+    for (int i = 0; i < 6; i++) sa = sa + a[i] * a[i]; /* a's two blocks share row 1: one chain */
     for (int i = 0; i < 4; i++) sb0 = sb0 + b[i] * b[i];
     for (int i = 4; i < 8; i++) sb1 = sb1 + b[i] * b[i];
     /* row 0: b's block 0; row 1: a's blocks 0 and 1 (stride 0), then b's block 1 */
-    float r0 = 0.0f + sb0, r1 = ((0.0f + sa0) + sa1) + sb1, total = (0.0f + r0) + r1;
+    float r0 = 0.0f + sb0, r1 = (0.0f + sa) + sb1, total = (0.0f + r0) + r1;
     float c = 0.5f / (sqrtf(total) + 1e-6f);
     if (c > 1.0f) c = 1.0f;
     for (int i = 0; i < 6; i++) {

@@ -239,6 +239,8 @@ static uint64_t next_rand(uint64_t *x) {
 }
 
 static void sweep(const char *model, const char *mach, int64_t sample) {
+    const char *only = getenv("TESSEL_MUTATION_ONLY"); /* a substring of the model, to run one by hand */
+    if (only && !strstr(model, only)) return;
     subject s;
     load(&s, model, mach);
     int64_t n;
@@ -302,6 +304,7 @@ static void sweep_c600(void **state) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a long sweep reports as it goes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sweep_tiny),
         cmocka_unit_test(sweep_c600),

@@ -602,7 +602,8 @@ static void ref_adamw(const low_run *r, uint8_t *const p[]) {
 }
 
 static void ref_sumsq(const low_run *r, uint8_t *const p[]) {
-    float s = 0.0f;
+    float s;
+    memcpy(&s, p[0], 4); /* the chain continues from the output's value */
     for (uint32_t e = 0; e < r->n[0]; e++) {
         float x = ld((dtype)r->dt[1], r->scale[1], p[1] + e * bytes_of((dtype)r->dt[1]));
         s = s + x * x;
