@@ -143,9 +143,11 @@ typedef struct low_step {
 } low_step;
 
 typedef struct low_buf {
-    uint32_t bytes;        /* per tile */
+    uint32_t bytes;        /* payload per tile */
     uint32_t label;        /* string table offset of its name */
-    int32_t first, last;   /* steps that first and last touch it, for placement */
+    int32_t first, last;   /* placement's: the steps it is live (last = steps: to the end), -1 before */
+    uint32_t addr;         /* placement's: its address on every tile that holds it, 0 before */
+    uint32_t reserved;     /* placement's: bytes it owns from addr while live (payload, tail, rounding) */
 } low_buf;
 
 typedef struct low_program {

@@ -46,13 +46,6 @@ static int32_t buffer(lx *x, int32_t t) {
     return x->buf_of[s];
 }
 
-static void touch(lx *x, int32_t buf) {
-    low_buf *b = &x->out->bufs.v[buf];
-    int32_t step = x->out->steps.n; /* the step being built */
-    if (b->first < 0) b->first = step;
-    b->last = step;
-}
-
 /* The repeat slice whose bytes t is (itself, or through free reshapes), or
  * -1. */
 static int32_t slice_through(const mid_program *p, int32_t t) {
@@ -67,7 +60,6 @@ static int32_t slice_through(const mid_program *p, int32_t t) {
 /* Tensor t at byte offset off inside its shard. */
 static low_addr addr(lx *x, int32_t t, int64_t off) {
     int32_t b = buffer(x, t), sl = slice_through(x->p, t);
-    touch(x, b);
     low_addr a = {.buf = (uint32_t)b, .off = (uint32_t)off, .iter_stride = 0};
     if (sl >= 0) a.iter_stride = (int32_t)layout_shard_bytes(&mid_t(x->p, sl)->lay);
     return a;

@@ -33,6 +33,7 @@ typedef struct mx {
     int depth;
     int err;             /* a failure recorded where no status can be returned */
     int64_t min_pieces;  /* distinct shards a parameter needs so they all fit (>= 1) */
+    double temp_bytes;   /* what one op's temporaries may take of a tile, bytes */
     int32_t origin;      /* graph op being expanded */
     int32_t casts;       /* casts emitted for origin so far */
     VEC(copy_memo) memo; /* copies already made, to reuse */
@@ -202,7 +203,54 @@ static void emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) 
     }
 }
 
+static int32_t want(mx *x, int32_t v, const layout *lay_in);
+
+/* A row-major source packed into AMP-left panels on its own tiles first (a
+ * local strided copy), so the exchange moves runs of whole panel rows
+ * (contiguous on both sides, up to max_send_bytes) instead of one fragment
+ * per row and panel. Only when the source's panels line up with the
+ * destination's: its last-axis blocks are whole panels. */
+static bool stage_amp_left(const layout *src, const layout *dst, layout *stage) {
+    if (dst->enc != ENC_AMP_LEFT || src->enc != ENC_ROW_MAJOR || src->nrep) return false;
+    *stage = *src;
+    stage->enc = ENC_AMP_LEFT;
+    stage->elem_bytes = dst->elem_bytes;
+    int last = src->rank - 1;
+    int64_t pw = layout_panel_width(stage);
+    if (src->parts[last] > 1 && src->block[last] % pw) return false;
+    layout a = *dst, b = *stage;
+    a.nrep = b.nrep = 0;
+    return !layout_equal(&a, &b); /* same partition: the copy is local anyway */
+}
+
 /* Value v in exactly layout lay (element size from v's dtype). */
+/* Where the layers of a stacked parameter live when its consumer wants each
+ * layer on many tiles (a layer norm's gain on every row tile): not every
+ * layer on every one of them, but the last axis cut into small blocks over a
+ * few tiles, every layer stacked there; each iteration copies its layer out.
+ * The home tiles are spread by the parameter's op id, so that small stacked
+ * parameters do not all pile onto tile 0. */
+enum { HOME_MAX_STACK_BYTES = 8192, HOME_MAX_LAYER_BYTES = 16384, HOME_BLOCK_BYTES = 64 };
+
+static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_lay, layout *home) {
+    const mid_tensor *st = mid_t(x->p, slice->slice_of);
+    int64_t layer = want_lay->elem_bytes;
+    for (int a = 0; a < want_lay->rank; a++) layer *= want_lay->dim[a];
+    /* Small layers only (gains, biases): a weight is never copied per iteration. */
+    if (layer > HOME_MAX_LAYER_BYTES || layout_replicas(want_lay) <= 1 ||
+        layout_shard_bytes(want_lay) * st->stack <= HOME_MAX_STACK_BYTES)
+        return false;
+    *home = layout_single(want_lay->rank, want_lay->dim, want_lay->elem_bytes);
+    int last = home->rank - 1;
+    int64_t per = HOME_BLOCK_BYTES / home->elem_bytes > 0 ? HOME_BLOCK_BYTES / home->elem_bytes : 1;
+    int64_t parts = min64(cdiv(home->dim[last], per), x->m->tiles);
+    set_parts(home, last, parts);
+    row_major_tiles(home);
+    int64_t room = x->m->tiles - home->parts[last];
+    home->tile_base = room > 0 ? (int32_t)((int64_t)st->param_op * 97 % (room + 1)) : 0;
+    return true;
+}
+
 static int32_t want(mx *x, int32_t v, const layout *lay_in) {
     layout lay = *lay_in;
     int32_t t = x->vt[v];
@@ -212,8 +260,14 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
         x->err = FAIL(x, "'%%%s' is sliced by a repeat; using it elsewhere is not supported by the compiler yet",
                       graph_val(x->g, v)->name);
     if (!mt->placed) {
-        place(x, t, &lay);
-        return t;
+        layout home;
+        if (mt->slice_of < 0 || !stack_home(x, mt, &lay, &home)) {
+            place(x, t, &lay);
+            return t;
+        }
+        place(x, t, &home); /* then copied out below, each iteration */
+        mt = mid_t(x->p, t);
+        if (layout_equal(&mt->lay, &lay)) return t;
     }
     if (layout_equal(&mt->lay, &lay)) return t;
     for (int32_t i = 0; i < x->memo.n; i++) {
@@ -221,9 +275,13 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
         if (c->src == t && visible_from(x, c->block) && layout_equal(&mid_t(x->p, c->dst)->lay, &lay)) return c->dst;
     }
     char name[256];
+    layout stage;
+    int32_t from = t;
+    if (stage_amp_left(&mt->lay, &lay, &stage)) from = want(x, v, &stage);
+    mt = mid_t(x->p, t); /* want may have grown the tensor array */
     snprintf(name, sizeof name, "%s@%s", mt->name, graph_op_name(x->g, x->origin));
     int32_t u = new_tensor(x, name, mt->dtype, mt->scale, &lay, v);
-    emit_copy(x, t, u, NULL);
+    emit_copy(x, from, u, NULL);
     copy_memo c = {t, u, x->block};
     vec_push(&x->p->arena, &x->memo, c);
     return u;
@@ -231,13 +289,51 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
 
 /* Value v seen through view (destination -> source coordinates) as a new
  * tensor of layout lay, e.g. a transposed operand. */
+/* A transposing copy between partitions permutes on the source's tiles
+ * first (one strided copy per shard, into the source's partition with its
+ * axes permuted), so the exchange that follows moves contiguous rows, not
+ * one fragment per element. Views that also shift, pad or drop axes copy
+ * directly. */
+static void emit_view_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
+    const layout *ls = &mid_t(x->p, src)->lay, *ld = &mid_t(x->p, dst)->lay;
+    bool perm = ls->rank == ld->rank, moved = false;
+    for (int i = 0; i < ld->rank && perm; i++) {
+        perm = view->off[i] == 0 && view->axis[i] >= 0 && view->axis[i] < ls->rank;
+        moved |= view->axis[i] != i;
+    }
+    if (!perm || !moved) {
+        emit_copy(x, src, dst, view);
+        return;
+    }
+    layout st = {.rank = ld->rank, .elem_bytes = ls->elem_bytes, .enc = ENC_ROW_MAJOR, .tile_base = ls->tile_base};
+    for (int i = 0; i < ld->rank; i++) {
+        int a = view->axis[i];
+        st.dim[i] = ls->dim[a];
+        st.parts[i] = ls->parts[a];
+        st.block[i] = ls->block[a];
+        st.tile_stride[i] = ls->tile_stride[a];
+    }
+    layout bare = *ld;
+    bare.nrep = 0;
+    if (layout_equal(&st, &bare) || layout_check(&st, (int32_t)x->m->tiles, &(diag){0}) != 0) {
+        emit_copy(x, src, dst, view);
+        return;
+    }
+    const mid_tensor *ms = mid_t(x->p, src);
+    char name[256];
+    snprintf(name, sizeof name, "%s.permuted", mid_t(x->p, dst)->name);
+    int32_t p = new_tensor(x, name, ms->dtype, ms->scale, &st, ms->value);
+    emit_copy(x, src, p, view);
+    emit_copy(x, p, dst, NULL);
+}
+
 static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
     int32_t t = read(x, v);
     const mid_tensor *mt = mid_t(x->p, t);
     char name[256];
     snprintf(name, sizeof name, "%s@%s", mt->name, what);
     int32_t u = new_tensor(x, name, mt->dtype, mt->scale, lay, v);
-    emit_copy(x, t, u, view);
+    emit_view_copy(x, t, u, view);
     return u;
 }
 
@@ -458,7 +554,7 @@ static int expand_move(mx *x, const graph_op *o) {
     case OP_TRANSPOSE: {
         layout_view v = layout_view_identity(rank);
         for (int i = 0; i < rank; i++) v.axis[i] = (int32_t)o->attr[ATTR_PERM].ints.v[i];
-        emit_copy(x, read(x, o->in[0]), out, &v);
+        emit_view_copy(x, read(x, o->in[0]), out, &v);
         return 0;
     }
     case OP_SLICE:
@@ -517,19 +613,26 @@ static double amp_cycles(const machine *m, dtype t, int64_t rows, int64_t n, int
  * shards: a B parameter is cut into C x Kp pieces, an A parameter into
  * R x Kp. pieces_b and pieces_a are the least that lets every parameter fit
  * in its share of memory; a grid short of them is taken only if none has them. */
+enum { COL_GRANULE = 32 }; /* elements */
+
 static void plan_grid(const machine *m, dtype in, dtype acc, int64_t tiles, int64_t gb, int64_t M, int64_t N, int64_t K,
                       int64_t pieces_a, int64_t pieces_b, gemm_plan *best) {
     double best_cost = 1e300;
     int es = dtype_bytes(in), ea = dtype_bytes(acc);
     int64_t kblock = m->amp_k_block;
+    /* Column blocks of whole 32-element groups (two AMP column panels, and
+     * one 8-bit AMP-left panel of a consumer that takes the result as its
+     * left operand, so a retile moves whole panel rows), unless that would
+     * leave a weight B too few pieces; then of 16, one column panel. */
+    int64_t gran = cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
     /* Every distinct block size once: a part count giving the same block as
      * the previous one is the same grid. */
     for (int64_t R = 1, prev_m = 0; R <= min64(M, tiles); R++) {
         int64_t bm0 = cdiv(M, R);
         if (bm0 == prev_m) continue;
         prev_m = bm0;
-        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, 16), tiles / R); C++) {
-            int64_t bn = N < 16 ? N : min64(round_up(cdiv(N, C), 16), N);
+        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, gran), tiles / R); C++) {
+            int64_t bn = N < gran ? N : min64(round_up(cdiv(N, C), gran), N);
             if (bn == prev_n) continue;
             prev_n = bn;
             int64_t Cr = cdiv(N, bn);
@@ -708,18 +811,24 @@ static int expand_matmul(mx *x, const graph_op *o) {
         mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1))->acc = acc;
         return 0;
     }
-    /* K partials [Kp, batch..., M, N] in the accumulation dtype, moved so each
-     * tile holds all Kp partials of a finer row block, then summed. */
+    /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
+     * partials of a finer row block, then summed in the accumulation dtype.
+     * They are stored in it too, unless that would not leave the tile room:
+     * then in f16, as the IPU's AMP writes them (each tile's chain stays in
+     * acc; the plan's numeric record says where the rounding happens). */
     rc[0] = (role){'p', 0}, dc[0] = gp.Kp;
     const char *name = graph_val(x->g, o->out[0])->name;
     char pn[256];
-    layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(acc), false);
+    dtype pdt = acc;
+    double tile_temps = (double)gp.bm * gp.bk * dtype_bytes(in_dt) + 2.0 * gp.bm * gp.bn * dtype_bytes(acc);
+    if (acc == DT_F32 && tile_temps > x->temp_bytes) pdt = DT_F16;
+    layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), false);
     snprintf(pn, sizeof pn, "%s.partials", name);
-    int32_t part = new_tensor(x, pn, acc, 0, &lp, -1);
+    int32_t part = new_tensor(x, pn, pdt, 0, &lp, -1);
     mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1))->acc = acc;
-    layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(acc), true);
+    layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
     snprintf(pn, sizeof pn, "%s.gathered", name);
-    int32_t gath = new_tensor(x, pn, acc, 0, &lq, -1);
+    int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);
     emit_copy(x, part, gath, NULL);
     layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
     int32_t out = result(x, o->out[0], &lc);
@@ -1036,6 +1145,10 @@ int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d) {
             params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
         }
     x.min_pieces = (int64_t)(params / (0.5 * machine_tile_bytes(m))) + 1;
+    /* The rest of a tile, once parameters spread over every tile (with a
+     * tenth for uneven shards) and the program's code and exchange tables
+     * (at most their budget) have theirs. */
+    x.temp_bytes = machine_tile_bytes(m) - 1.1 * params / m->tiles - m->table_budget_bytes;
     int rc = expand_block(&x, &g->body);
     /* Inputs and parameters nothing consumed still get a layout. */
     for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)

@@ -246,9 +246,15 @@ static int check_bufs(checker *c) {
         if (!label_ok(c, b->label))
             return fail(c, "buffer %" PRId32 ": label offset %" PRIu32 " is outside the string table (%" PRId32 " bytes)", i,
                         b->label, g->strings.n);
-        if (b->first < -1 || b->first >= g->steps.n || b->last < -1 || b->last >= g->steps.n)
+        if (b->first < -1 || b->first > g->steps.n || b->last < -1 || b->last > g->steps.n || b->first > b->last)
             return fail(c, "buffer %" PRId32 ": steps %" PRId32 "..%" PRId32 " are not steps of the program (%" PRId32 " steps)",
                         i, b->first, b->last, g->steps.n);
+        /* Placed (an address), it owns at least its payload inside what the loader fills. */
+        if ((b->addr || b->reserved) &&
+            (b->reserved < b->bytes || b->addr < c->m->tile_memory_base || (uint64_t)b->addr + b->reserved > c->m->loader_limit))
+            return fail(c, "buffer %" PRId32 ": %" PRIu32 " bytes reserved at 0x%" PRIx32 " for %" PRIu32
+                        " of payload, outside tile memory below the loader limit 0x%" PRIx32,
+                        i, b->reserved, b->addr, b->bytes, c->m->loader_limit);
     }
     return 0;
 }

@@ -72,6 +72,8 @@ static const pkg_field BUF_FIELDS[] = {
     SCALAR(low_buf, label, FK_UINT, 4, 0),
     SCALAR(low_buf, first, FK_SINT, 4, 0),
     SCALAR(low_buf, last, FK_SINT, 4, 0),
+    SCALAR(low_buf, addr, FK_UINT, 4, 0),
+    SCALAR(low_buf, reserved, FK_UINT, 4, 0),
 };
 
 static const pkg_field SEGMENT_FIELDS[] = {

@@ -1,10 +1,15 @@
-/* place.c: bump placement of buffers and assembly of the package. */
+/* place.c: liveness-aware placement of every buffer and assembly of the
+ * package (place.h). */
 #include "place.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALIGN = 16 }; /* bytes: every buffer starts on a 16-byte boundary */
+/* Program support, a documented estimate (docs/placement.md): the code of
+ * each kernel a tile runs, a descriptor per kernel run, supervisor code per
+ * step of the program. */
+enum { CODE_KERNEL_BYTES = 1536, CODE_RUN_BYTES = 48, CODE_STEP_BYTES = 16, SUPPORT_ALIGN = 64 };
 
 typedef struct placer {
     const mid_program *mp;
@@ -19,55 +24,181 @@ typedef struct placer {
     uint64_t blob_bytes, blob_cap;
 } placer;
 
-static uint32_t align_up(uint64_t x) { return (uint32_t)((x + ALIGN - 1) / ALIGN * ALIGN); }
+static uint64_t align_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
 
-/* Names the largest buffers in a does-not-fit message. */
-static void largest(const placer *p, char *buf, size_t cap) {
-    int32_t n = p->lp->bufs.n, best[3] = {-1, -1, -1};
-    for (int32_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++)
-            if (best[k] < 0 || p->lp->bufs.v[i].bytes > p->lp->bufs.v[best[k]].bytes) {
-                for (int j = 2; j > k; j--) best[j] = best[j - 1];
-                best[k] = i;
-                break;
-            }
-    size_t at = 0;
-    for (int k = 0; k < 3 && best[k] >= 0; k++) {
-        char sz[32];
-        fmt_bytes(sz, sizeof sz, p->lp->bufs.v[best[k]].bytes);
-        at += (size_t)snprintf(buf + at, at < cap ? cap - at : 0, "%s'%s' %s", k ? ", " : "",
-                               p->lp->strings.v + p->lp->bufs.v[best[k]].label, sz);
+/* Code, run descriptors and exchange tables per tile; the largest sets
+ * where data starts on every tile (a buffer has one address). */
+static int support(placer *p, place_stats *st, uint32_t *data_base) {
+    const machine *m = p->m;
+    uint32_t tiles = m->tiles;
+    uint32_t *code = xcalloc(tiles, sizeof(uint32_t)), *tables = xmalloc(sizeof(uint32_t) * tiles);
+    uint16_t *kernels = xcalloc(tiles, sizeof(uint16_t)); /* bit k: the tile runs kernel k */
+    _Static_assert(LOW_K_COUNT <= 16, "kernel bits");
+    for (int32_t i = 0; i < p->lp->runs.n; i++) {
+        const low_run *r = &p->lp->runs.v[i];
+        code[r->tile] += CODE_RUN_BYTES;
+        kernels[r->tile] |= (uint16_t)(1u << r->kernel);
     }
+    place_table_bytes(p->lp, m, tables);
+    uint32_t most_code = 0, most = 0;
+    for (uint32_t t = 0; t < tiles; t++) {
+        code[t] += (uint32_t)__builtin_popcount(kernels[t]) * CODE_KERNEL_BYTES + (uint32_t)p->lp->steps.n * CODE_STEP_BYTES;
+        if (code[t] > most_code) most_code = code[t];
+        if (code[t] + tables[t] > most) most = code[t] + tables[t];
+        st->table_bytes_total += tables[t];
+    }
+    uint32_t busiest = 0;
+    for (uint32_t t = 0; t < tiles; t++)
+        if (tables[t] > tables[busiest]) busiest = t;
+    qsort(tables, tiles, sizeof(uint32_t), cmp_u32);
+    st->table_bytes_max = tables[tiles - 1];
+    st->table_bytes_median = tables[tiles / 2];
+    st->support_bytes = most;
+    free(code);
+    free(tables);
+    free(kernels);
+    char need[32], have[32];
+    if (st->table_bytes_max > m->table_budget_bytes) {
+        /* Name the phases that cost the busiest tile most. */
+        uint32_t *per_tile = xmalloc(sizeof(uint32_t) * tiles), *per_step = xcalloc((size_t)p->lp->steps.n + 1, sizeof(uint32_t));
+        place_table_rows(p->lp, m, per_tile, (int32_t)busiest, per_step);
+        char top[512] = "";
+        size_t at = 0;
+        for (int k = 0; k < 4; k++) {
+            int32_t best = -1;
+            for (int32_t i = 0; i < p->lp->steps.n; i++)
+                if (per_step[i] && (best < 0 || per_step[i] > per_step[best])) best = i;
+            if (best < 0) break;
+            at += (size_t)snprintf(top + at, sizeof top - at, "%s'%s' %u B", k ? ", " : "",
+                                   p->lp->strings.v + p->lp->steps.v[best].label, per_step[best]);
+            per_step[best] = 0;
+        }
+        free(per_tile);
+        free(per_step);
+        fmt_bytes(need, sizeof need, st->table_bytes_max);
+        fmt_bytes(have, sizeof have, m->table_budget_bytes);
+        return diag_fail(p->d,
+                         "%s: error: does not fit: %s's exchange tables need %s on tile %u, machine '%s' allows %s (its largest "
+                         "phases: %s)",
+                         p->mp->g->path, p->mp->g->name, need, busiest, m->name, have, top);
+    }
+    if ((uint64_t)m->tile_memory_base + most_code > m->code_limit) {
+        fmt_bytes(need, sizeof need, most_code);
+        fmt_bytes(have, sizeof have, m->code_limit - m->tile_memory_base);
+        return diag_fail(p->d, "%s: error: does not fit: %s needs %s of code on one tile, machine '%s' has %s below code_limit",
+                         p->mp->g->path, p->mp->g->name, need, m->name, have);
+    }
+    *data_base = (uint32_t)align_to((uint64_t)m->tile_memory_base + most, SUPPORT_ALIGN);
+    return 0;
+}
+
+/* What placement needs of each buffer: live steps, alignment, access tail
+ * past its payload, and a tile that holds it (for messages). */
+static void requests(placer *p, place_req *req, int32_t *tile_of) {
+    const low_program *lp = p->lp;
+    int32_t nb = lp->bufs.n;
+    uint8_t *flags = xcalloc((size_t)nb + 1, 1);
+    for (int32_t b = 0; b < nb; b++) {
+        int32_t t = p->tensor_of[b];
+        if (t >= 0 && mid_t(p->mp, t)->kind != MT_TEMP) flags[b] |= PLACE_LIVE_AT_START;
+    }
+    for (int32_t i = 0; i < p->mp->outputs.n; i++) {
+        int32_t b = p->buf_of[mid_storage(p->mp, p->mp->outputs.v[i])];
+        if (b >= 0) flags[b] |= PLACE_LIVE_AT_END;
+    }
+    place_live *live = xmalloc(sizeof(place_live) * (size_t)(nb + 1));
+    place_liveness(lp, flags, live);
+    for (int32_t b = 0; b < nb; b++) {
+        req[b] = (place_req){.name = lp->strings.v + lp->bufs.v[b].label, .payload = lp->bufs.v[b].bytes, .align = 16,
+                             .first = live[b].first, .last = live[b].last, .region = PLACE_ANY};
+        tile_of[b] = -1;
+    }
+    for (int32_t i = 0; i < lp->runs.n; i++) {
+        const low_run *r = &lp->runs.v[i];
+        for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
+            if (!low_run_uses(r, op) || r->ptr[op].buf >= (uint32_t)nb) continue;
+            place_req *q = &req[r->ptr[op].buf];
+            uint32_t al = low_operand_align((low_kernel)r->kernel, op);
+            if (al > q->align) q->align = al;
+            /* The footprint over every iteration ends at off + stride * (n - 1) + extent. */
+            uint64_t end = (uint64_t)r->ptr[op].off + low_run_extent(r, op) + low_operand_tail((low_kernel)r->kernel, op);
+            if (end > q->payload + q->tail) q->tail = (uint32_t)(end - q->payload);
+            if (tile_of[r->ptr[op].buf] < 0) tile_of[r->ptr[op].buf] = (int32_t)r->tile;
+        }
+    }
+    for (int32_t i = 0; i < lp->frags.n; i++) {
+        const low_frag *f = &lp->frags.v[i];
+        if (f->src.buf < (uint32_t)nb && tile_of[f->src.buf] < 0) tile_of[f->src.buf] = (int32_t)f->src_tile;
+    }
+    /* Buffers nothing touches (an unused input) still hold their data. */
+    for (int32_t b = 0; b < nb; b++)
+        if (req[b].first < 0) req[b].first = 0, req[b].last = lp->steps.n;
+    free(live);
+    free(flags);
 }
 
 static int assign_addresses(placer *p, place_stats *st) {
-    int32_t n = p->lp->bufs.n;
-    uint64_t at = p->m->tile_memory_base;
-    /* Initialised buffers first: the loader writes only below loader_limit. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int32_t b = 0; b < n; b++) {
-            bool init = p->tensor_of[b] >= 0 && mid_t(p->mp, p->tensor_of[b])->kind == MT_PARAM;
-            if (init != (pass == 0)) continue;
-            p->addr[b] = (uint32_t)at;
-            at = align_up(at + p->lp->bufs.v[b].bytes);
+    const low_program *lp = p->lp;
+    int32_t nb = lp->bufs.n;
+    uint32_t data_base = p->m->tile_memory_base;
+    if (support(p, st, &data_base)) return -1;
+    place_req *req = xmalloc(sizeof(place_req) * (size_t)(nb + 1));
+    place_slot *slot = xcalloc((size_t)nb + 1, sizeof(place_slot));
+    int32_t *tile_of = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), failed = -1;
+    requests(p, req, tile_of);
+    char why[1536];
+    int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why);
+    if (rc) {
+        diag_fail(p->d, "%s: error: does not fit: %s on machine '%s', tile %d: %s", p->mp->g->path, p->mp->g->name, p->m->name,
+                  (int)(tile_of[failed] >= 0 ? tile_of[failed] : 0), why);
+    } else {
+        /* The fullest tile: the highest byte any buffer it uses reserves. */
+        uint64_t *end = xcalloc(p->m->tiles, sizeof(uint64_t));
+        for (int32_t i = 0; i < lp->runs.n; i++) {
+            const low_run *r = &lp->runs.v[i];
+            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
+                if (!low_run_uses(r, op)) continue;
+                uint64_t e = slot[r->ptr[op].buf].addr + slot[r->ptr[op].buf].reserved;
+                if (e > end[r->tile]) end[r->tile] = e;
+            }
         }
-        if (pass == 0) st->param_bytes = (uint32_t)(at - p->m->tile_memory_base);
-        uint64_t limit = pass == 0 ? p->m->loader_limit : p->m->tile_memory_end;
-        if (at > limit) {
-            char big[512], need[32], have[32];
-            largest(p, big, sizeof big);
-            fmt_bytes(need, sizeof need, (double)(at - p->m->tile_memory_base));
-            fmt_bytes(have, sizeof have, (double)(limit - p->m->tile_memory_base));
-            return diag_fail(p->d,
-                             "%s: error: does not fit: %s needs %s per tile %s, machine '%s' has %s (largest buffers: %s)",
-                             p->mp->g->path, p->mp->g->name, need, pass == 0 ? "of parameters" : "in all", p->m->name,
-                             have, big);
+        for (int32_t i = 0; i < lp->frags.n; i++) {
+            const low_frag *f = &lp->frags.v[i];
+            uint64_t e = slot[f->src.buf].addr + slot[f->src.buf].reserved;
+            if (e > end[f->src_tile]) end[f->src_tile] = e;
+            e = slot[f->dst.buf].addr + slot[f->dst.buf].reserved;
+            for (uint32_t k = 0; k < f->ndst; k++)
+                if (e > end[lp->dst_tiles.v[f->dst0 + k]]) end[lp->dst_tiles.v[f->dst0 + k]] = e;
         }
+        st->tile_bytes = data_base - p->m->tile_memory_base;
+        for (uint32_t t = 0; t < p->m->tiles; t++)
+            if (end[t] > p->m->tile_memory_base && end[t] - p->m->tile_memory_base > st->tile_bytes) {
+                st->tile_bytes = (uint32_t)(end[t] - p->m->tile_memory_base);
+                st->peak_tile = t;
+            }
+        free(end);
+        /* The package keeps every buffer: its live steps and where it went. */
+        for (int32_t b = 0; b < nb; b++) {
+            p->addr[b] = slot[b].addr;
+            if (p->tensor_of[b] >= 0 && mid_t(p->mp, p->tensor_of[b])->kind == MT_PARAM) st->param_bytes += (uint32_t)slot[b].reserved;
+            low_buf pb = lp->bufs.v[b];
+            pb.first = req[b].first;
+            pb.last = req[b].last;
+            pb.addr = slot[b].addr;
+            pb.reserved = (uint32_t)slot[b].reserved;
+            vec_push(&p->pkg->arena, &p->pkg->prog.bufs, pb);
+        }
+        st->buffers = nb;
     }
-    st->tile_bytes = (uint32_t)(at - p->m->tile_memory_base);
-    st->buffers = n;
-    return 0;
+    free(req);
+    free(slot);
+    free(tile_of);
+    return rc;
 }
 
 static low_addr absolute(const placer *p, low_addr a) {

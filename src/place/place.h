@@ -1,18 +1,20 @@
 /* place: where every buffer lives in tile memory, and the package that
  * results.
  *
+ *   liveness     the steps each buffer is live, exact across repeats
+ *   support      per tile: code, run descriptors and the encoded exchange
+ *                tables, from tile_memory_base up
  *   buffers      one address range per buffer, the same on every tile that
- *                uses it; initialised ones (parameters) first, below the
- *                loader limit; placed by bumping up from tile_memory_base
+ *                holds it, exclusively its own while it is live and reused
+ *                after it dies; small buffers packed in the ordinary region,
+ *                large ones in whole interleaved elements; nothing at or past
+ *                loader_limit
  *   program      the low program with every (buffer, offset) turned into an
  *                absolute address
  *   segments     each parameter shard encoded once into the blob and pointed
  *                at by every replica's tile
  *   bindings     host inputs and outputs with their layouts and addresses,
  *                and a probe for every op result the program computes
- *
- * This is the simple placement the first end-to-end compile needs: nothing
- * is reused, so a model fits when the sum of its buffers fits one tile.
  */
 #ifndef TESSEL_PLACE_H
 #define TESSEL_PLACE_H
@@ -20,9 +22,61 @@
 #include "../mid/mid.h"
 #include "../package/package.h"
 
+/* ---- liveness.c ------------------------------------------------------- */
+
+enum { PLACE_LIVE_AT_START = 1, PLACE_LIVE_AT_END = 2 };  /* host inputs and parameters; outputs */
+
+typedef struct place_live {
+    int32_t first, last;   /* steps, inclusive; last = steps.n: to the end; -1: never */
+} place_live;
+
+/* The live steps of every buffer of lp (flags per buffer: PLACE_LIVE_*). */
+void place_liveness(const low_program *lp, const uint8_t *flags, place_live *live);
+
+/* ---- alloc.c ---------------------------------------------------------- */
+
+typedef enum { PLACE_ANY, PLACE_ORDINARY, PLACE_INTERLEAVED } place_region;
+
+typedef struct place_req {
+    const char *name;      /* for messages */
+    uint64_t payload;      /* bytes the buffer holds */
+    uint32_t tail;         /* bytes past the payload a kernel may read */
+    uint32_t align;        /* address alignment, bytes (a power of two) */
+    int32_t first, last;   /* live steps, inclusive */
+    place_region region;   /* ANY: packed if small, else in whole interleaved elements */
+} place_req;
+
+typedef struct place_slot {
+    uint32_t addr;         /* first byte */
+    uint64_t reserved;     /* bytes owned from addr: payload and tail, rounded */
+} place_slot;
+
+/* Addresses for n requests in memory from data_base to loader_limit
+ * (alloc.c's picture). On failure returns -1 with *failed the request that
+ * did not fit and why (cap bytes) naming its payload, reservation rules,
+ * the buffers live then and the free ranges. */
+int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
+                 char *why, size_t cap);
+
+/* ---- tables.c --------------------------------------------------------- */
+
+/* Bytes of the encoded exchange tables of every tile (per_tile[tiles]):
+ * the rows docs/placement.md prices, over every exchange phase. */
+void place_table_bytes(const low_program *lp, const machine *m, uint32_t *per_tile);
+/* The same, and per step the bytes that tile `tile`'s tables spend on it
+ * (per_step[steps.n], added to). */
+void place_table_rows(const low_program *lp, const machine *m, uint32_t *per_tile, int32_t tile, uint32_t *per_step);
+
+/* ---- place.c ---------------------------------------------------------- */
+
 typedef struct place_stats {
-    uint32_t tile_bytes;   /* bytes from tile_memory_base to the end of the last buffer */
-    uint32_t param_bytes;  /* of which initialised parameter buffers */
+    uint32_t tile_bytes;       /* the fullest tile: bytes from tile_memory_base to its last reserved byte */
+    uint32_t peak_tile;        /* which tile that is */
+    uint32_t support_bytes;    /* code, run descriptors and exchange tables, the largest tile's */
+    uint32_t table_bytes_max;  /* encoded exchange tables, the largest tile's */
+    uint32_t table_bytes_median;
+    uint64_t table_bytes_total;
+    uint32_t param_bytes;      /* parameter buffers' reservations, summed (a tile holding one of each) */
     int32_t buffers;
 } place_stats;
 

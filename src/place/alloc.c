@@ -1,0 +1,206 @@
+/* alloc.c: addresses for buffers with live ranges in one tile's memory map
+ * (place.h, "alloc.c").
+ *
+ *   base ─ code ─ data_base ─── ordinary region ───┬── interleaved region ──┐ loader_limit
+ *                             packed, aligned       │ whole logical elements │ (the last element
+ *                                                   │ of interleave_factor x │  usable up to it)
+ *                                                   │ memory_element_bytes   │
+ *
+ * Offline, greedy by size as good allocators plan (ggml-alloc's free blocks,
+ * TFLite's greedy-by-size): requests in order of reservation, then lifetime,
+ * largest first; each takes the best-fitting gap among the buffers already
+ * placed whose lifetimes overlap its own, in its preferred region first.
+ * Ownership is exclusive while live; a buffer's bytes are reused once it is
+ * dead. The interleaved region is reserved in whole logical elements only: a
+ * buffer there owns its elements (what makes interleaved loads conflict-free),
+ * except that one whose payload and tail end below loader_limit may take the
+ * usable part of the last, partial element. No other gap is ever clipped. */
+#include "place.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+typedef struct region {
+    uint64_t lo, hi;   /* [lo, hi) bytes */
+    uint64_t unit;     /* interleaved: bytes per logical element; ordinary: 0 */
+} region;
+
+static void regions(const machine *m, uint32_t data_base, region *ord, region *il) {
+    uint64_t ib = m->interleaved_base > data_base ? m->interleaved_base : align_up(data_base, 16);
+    *ord = (region){data_base, ib < m->loader_limit ? ib : m->loader_limit, 0};
+    uint64_t unit = (uint64_t)m->interleave_factor * m->memory_element_bytes;
+    /* Interleaved elements start at interleaved_base; code may not reach in. */
+    uint64_t first = m->interleaved_base;
+    while (first < data_base) first += unit;
+    *il = (region){first, first < m->loader_limit ? m->loader_limit : first, unit};
+}
+
+static bool overlaps_time(const place_req *a, const place_req *b) { return a->first <= b->last && b->first <= a->last; }
+
+typedef struct busy {
+    uint64_t lo, hi;
+    int32_t req;
+} busy;
+
+static int cmp_busy(const void *a, const void *b) {
+    const busy *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The placed buffers in r live while q is, sorted by address. */
+static int32_t occupied(const place_req *req, const place_slot *slot, const bool *done, int32_t n, const place_req *q,
+                        const region *r, busy *out) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!done[i] || !overlaps_time(&req[i], q)) continue;
+        uint64_t lo = slot[i].addr, hi = lo + slot[i].reserved;
+        if (hi <= r->lo || lo >= r->hi) continue;
+        out[k++] = (busy){lo, hi, i};
+    }
+    qsort(out, (size_t)k, sizeof(busy), cmp_busy);
+    return k;
+}
+
+/* Where q fits in gap [lo, hi) of region r: its address and reservation.
+ * Ordinary: aligned, payload + tail rounded to the alignment. Interleaved:
+ * from an element boundary, whole elements, except up to loader_limit in the
+ * last, partial element. */
+static bool fit(const place_req *q, const region *r, uint64_t lo, uint64_t hi, uint64_t *at, uint64_t *res) {
+    uint64_t need = q->payload + q->tail;
+    if (!r->unit) {
+        uint64_t a = align_up(lo, q->align), rv = align_up(need ? need : 1, q->align);
+        if (a + rv > hi) return false;
+        *at = a, *res = rv;
+        return true;
+    }
+    uint64_t a = r->lo + align_up(lo - r->lo, r->unit), rv = align_up(need ? need : 1, r->unit);
+    if (a + rv <= hi) {
+        *at = a, *res = rv;
+        return true;
+    }
+    /* Only the last element may be taken in part: the gap must run to the
+     * end of the region, and the whole payload and tail end below it. */
+    if (hi == r->hi && a + need <= hi) {
+        *at = a, *res = hi - a;
+        return true;
+    }
+    return false;
+}
+
+/* Best fit: the smallest gap that takes q; ties to the lower address. */
+static bool place_in(const place_req *q, const region *r, const busy *b, int32_t nb, uint64_t *at, uint64_t *res) {
+    bool found = false;
+    uint64_t best_gap = UINT64_MAX, lo = r->lo;
+    for (int32_t i = 0; i <= nb; i++) {
+        uint64_t hi = i < nb ? b[i].lo : r->hi;
+        if (hi > lo) {
+            uint64_t a, rv;
+            if (fit(q, r, lo, hi, &a, &rv) && hi - lo < best_gap) {
+                best_gap = hi - lo;
+                *at = a, *res = rv;
+                found = true;
+            }
+        }
+        if (i < nb && b[i].hi > lo) lo = b[i].hi;
+    }
+    return found;
+}
+
+/* The order requests are placed in: largest reservation first, then the
+ * longest lifetime, then request order (deterministic). */
+typedef struct order_key {
+    uint64_t size;
+    int64_t life;
+    int32_t index;
+} order_key;
+
+static int cmp_order(const void *a, const void *b) {
+    const order_key *x = a, *y = b;
+    if (x->size != y->size) return x->size > y->size ? -1 : 1;
+    if (x->life != y->life) return x->life > y->life ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static void describe_failure(const machine *m, const place_req *req, const place_slot *slot, const bool *done, int32_t n,
+                             int32_t i, const region *ord, const region *il, busy *b, char *why, size_t cap) {
+    const place_req *q = &req[i];
+    size_t at = 0;
+#define PUT(...) at += (size_t)snprintf(why + at, at < cap ? cap - at : 0, __VA_ARGS__)
+    PUT("cannot place '%s': payload %" PRIu64 " bytes + access tail %" PRIu32 ", alignment %" PRIu32 ", region %s, live at steps %" PRId32
+        "..%" PRId32 "; ",
+        q->name ? q->name : "?", q->payload, q->tail, q->align,
+        q->region == PLACE_INTERLEAVED ? "interleaved (whole elements)" : q->region == PLACE_ORDINARY ? "ordinary" : "any",
+        q->first, q->last);
+    uint64_t room = (ord->hi - ord->lo) + (il->hi > il->lo ? il->hi - il->lo : 0);
+    if (q->payload + q->tail > room) {
+        PUT("it alone is more than the %" PRIu64 " bytes a tile has for data (0x%" PRIx64 "..0x%" PRIx64 ")", room, ord->lo,
+            il->hi > ord->hi ? il->hi : ord->hi);
+        return;
+    }
+    int32_t nb = occupied(req, slot, done, n, q, &(region){ord->lo, il->hi > ord->hi ? il->hi : ord->hi, 0}, b);
+    uint64_t live = 0;
+    for (int32_t k = 0; k < nb; k++) live += b[k].hi - b[k].lo;
+    PUT("%" PRId32 " buffers live then hold %" PRIu64 " bytes", nb, live);
+    int shown = 0;
+    for (int32_t k = 0; k < nb && shown < 6; k++, shown++)
+        PUT("%s'%s' 0x%" PRIx64 "+%" PRIu64, k ? ", " : " (", req[b[k].req].name ? req[b[k].req].name : "?", b[k].lo,
+            b[k].hi - b[k].lo);
+    if (nb) PUT("%s)", nb > shown ? ", ..." : "");
+    PUT("; free:");
+    uint64_t lo = ord->lo, end = il->hi > ord->hi ? il->hi : ord->hi;
+    int gaps = 0;
+    for (int32_t k = 0; k <= nb; k++) {
+        uint64_t hi = k < nb ? b[k].lo : end;
+        if (hi > lo && gaps < 8) {
+            PUT(" 0x%" PRIx64 "..0x%" PRIx64 " (%" PRIu64 ")", lo, hi, hi - lo);
+            gaps++;
+        }
+        if (k < nb && b[k].hi > lo) lo = b[k].hi;
+    }
+    if (!gaps) PUT(" none");
+    (void)m;
+#undef PUT
+}
+
+int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
+                 char *why, size_t cap) {
+    region ord, il;
+    regions(m, data_base, &ord, &il);
+    order_key *order = xmalloc(sizeof(order_key) * (size_t)(n + 1));
+    bool *done = xcalloc((size_t)n + 1, sizeof(bool));
+    busy *b = xmalloc(sizeof(busy) * (size_t)(n + 1));
+    for (int32_t i = 0; i < n; i++) order[i] = (order_key){req[i].payload + req[i].tail, (int64_t)req[i].last - req[i].first, i};
+    qsort(order, (size_t)n, sizeof(order_key), cmp_order);
+    int rc = 0;
+    for (int32_t k = 0; k < n && rc == 0; k++) {
+        int32_t i = order[k].index;
+        const place_req *q = &req[i];
+        /* Preferred region first: large buffers in whole interleaved
+         * elements (waste under one element), small ones packed. */
+        const region *first = q->region == PLACE_ORDINARY ? &ord : &il, *second = q->region == PLACE_ANY ? &ord : NULL;
+        if (q->region == PLACE_ANY && q->payload + q->tail < il.unit / 2) first = &ord, second = &il;
+        bool ok = false;
+        for (int t = 0; t < 2 && !ok; t++) {
+            const region *r = t ? second : first;
+            if (!r || r->hi <= r->lo) continue;
+            int32_t nb = occupied(req, slot, done, n, q, r, b);
+            uint64_t at, res;
+            if (place_in(q, r, b, nb, &at, &res)) {
+                slot[i] = (place_slot){(uint32_t)at, res};
+                done[i] = ok = true;
+            }
+        }
+        if (!ok) {
+            *failed = i;
+            describe_failure(m, req, slot, done, n, i, &ord, &il, b, why, cap);
+            rc = -1;
+        }
+    }
+    free(order);
+    free(done);
+    free(b);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/* liveness.c: when each buffer is live, in steps (place.h, "liveness.c").
+ *
+ * A buffer is live from its first access to its last, in program order,
+ * widened across repeats:
+ *
+ *   - live before a repeat it is used in (an input, a parameter, a value
+ *     made earlier): it must survive every iteration, so it lives to the
+ *     repeat's END;
+ *   - first read inside a repeat before it is written there (a carried
+ *     value, read at the top of the body, written at the bottom): it crosses
+ *     the back edge, so it lives over the whole repeat, REPEAT to END;
+ *   - first written inside a repeat (a body temporary): its span inside the
+ *     body is enough, whatever the iteration.
+ *
+ * Repeats are treated innermost first, so nested bodies compose. Host
+ * inputs and parameters are live from step 0; outputs to the end (nsteps).
+ * A buffer is live on every tile at once: placement gives it one address. */
+#include "place.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct scope {
+    int32_t begin, end;   /* REPEAT and END step indices */
+    int depth;
+} scope;
+
+typedef struct first_in {
+    int32_t step;         /* first access inside the scope, -1 none */
+    bool write;
+} first_in;
+
+typedef struct lv {
+    const low_program *lp;
+    place_live *live;
+    scope *scopes;
+    int32_t nscopes;
+    int32_t *inner;       /* per step: innermost enclosing scope, -1 */
+    int32_t *parent;      /* per scope: enclosing scope, -1 */
+    first_in *first;      /* [scope][buffer] */
+    int32_t nbufs;
+} lv;
+
+static void access(lv *x, int32_t step, uint32_t buf, bool write) {
+    if (buf == LOW_ABSOLUTE || (int32_t)buf >= x->nbufs) return;
+    place_live *l = &x->live[buf];
+    if (l->first < 0 || step < l->first) l->first = step;
+    if (step > l->last) l->last = step;
+    for (int32_t s = x->inner[step]; s >= 0; s = x->parent[s]) {
+        first_in *f = &x->first[(size_t)s * (size_t)x->nbufs + buf];
+        /* Steps come in order. Within one, a read counts as first (an
+         * exchange reads before it writes; in a compute set it may follow a
+         * write, and then treating it as carried only costs memory). */
+        if (f->step < 0) *f = (first_in){step, write};
+        else if (f->step == step && !write) f->write = false;
+    }
+}
+
+static int cmp_depth(const void *a, const void *b) {
+    const scope *x = a, *y = b;
+    if (x->depth != y->depth) return x->depth > y->depth ? -1 : 1;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+void place_liveness(const low_program *lp, const uint8_t *flags, place_live *live) {
+    int32_t n = lp->steps.n, nb = lp->bufs.n;
+    lv x = {.lp = lp, .live = live, .nbufs = nb};
+    x.inner = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    x.scopes = xmalloc(sizeof(scope) * (size_t)(n + 1));
+    x.parent = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    int32_t stack[64], depth = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const low_step *st = &lp->steps.v[i];
+        if (st->kind == LOW_STEP_REPEAT) {
+            TS_ASSERT(depth < 64);
+            x.scopes[x.nscopes] = (scope){i, -1, depth};
+            x.parent[x.nscopes] = depth ? stack[depth - 1] : -1;
+            stack[depth++] = x.nscopes++;
+        }
+        x.inner[i] = depth ? stack[depth - 1] : -1;
+        if (st->kind == LOW_STEP_END) {
+            TS_ASSERT(depth > 0);
+            x.scopes[stack[--depth]].end = i;
+        }
+    }
+    x.first = xmalloc(sizeof(first_in) * ((size_t)x.nscopes * (size_t)nb + 1));
+    for (size_t i = 0; i < (size_t)x.nscopes * (size_t)nb; i++) x.first[i] = (first_in){-1, false};
+    for (int32_t b = 0; b < nb; b++) live[b] = (place_live){-1, -1};
+    for (int32_t i = 0; i < n; i++) {
+        const low_step *st = &lp->steps.v[i];
+        if (st->kind == LOW_STEP_COMPUTE) {
+            for (uint32_t k = st->first; k < st->first + st->count; k++) {
+                const low_run *r = &lp->runs.v[k];
+                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
+                    if (low_run_uses(r, op) && !low_run_writes(r, op)) access(&x, i, r->ptr[op].buf, false);
+                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
+                    if (low_run_writes(r, op)) {
+                        /* SUMSQ reads what it adds to */
+                        if (r->kernel == LOW_K_SUMSQ) access(&x, i, r->ptr[op].buf, false);
+                        access(&x, i, r->ptr[op].buf, true);
+                    }
+            }
+        } else if (st->kind == LOW_STEP_EXCHANGE) {
+            for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].src.buf, false);
+            for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].dst.buf, true);
+        }
+    }
+    for (int32_t b = 0; b < nb; b++) {
+        if (flags[b] & PLACE_LIVE_AT_START) {
+            if (live[b].last < 0) live[b].last = 0;
+            live[b].first = 0;
+        }
+        if (flags[b] & PLACE_LIVE_AT_END) {
+            if (live[b].first < 0) live[b].first = n;
+            live[b].last = n;
+        }
+    }
+    /* Innermost repeats first. The scope array is sorted for the walk;
+     * first_in stays indexed by the original scope numbers. */
+    int32_t *by_depth = xmalloc(sizeof(int32_t) * (size_t)(x.nscopes + 1));
+    scope *sorted = xmalloc(sizeof(scope) * (size_t)(x.nscopes + 1));
+    memcpy(sorted, x.scopes, sizeof(scope) * (size_t)x.nscopes);
+    qsort(sorted, (size_t)x.nscopes, sizeof(scope), cmp_depth);
+    for (int32_t k = 0; k < x.nscopes; k++)
+        for (int32_t s = 0; s < x.nscopes; s++)
+            if (x.scopes[s].begin == sorted[k].begin) by_depth[k] = s;
+    for (int32_t k = 0; k < x.nscopes; k++) {
+        int32_t s = by_depth[k];
+        const scope *sc = &x.scopes[s];
+        for (int32_t b = 0; b < nb; b++) {
+            const first_in *f = &x.first[(size_t)s * (size_t)nb + b];
+            if (f->step < 0) continue;
+            place_live *l = &live[b];
+            if (l->first < sc->begin) {
+                if (l->last < sc->end) l->last = sc->end;
+            } else if (!f->write) {
+                l->first = sc->begin;
+                if (l->last < sc->end) l->last = sc->end;
+            }
+        }
+    }
+    free(by_depth);
+    free(sorted);
+    free(x.first);
+    free(x.inner);
+    free(x.scopes);
+    free(x.parent);
+}
