@@ -22,6 +22,10 @@ typedef struct sim {
     uint8_t *stage;       /* exchange staging buffer */
     uint64_t stage_cap;
     uint64_t *sent, *recv, *fsent, *frecv; /* per tile, per exchange phase */
+    uint64_t *patch;      /* per tile, per phase: exchange words repatched per repeat iteration */
+    uint32_t *sent_elem, *recv_elem; /* per tile, per phase: a memory element sent from and received into, +1 */
+    bool *conflict;       /* per tile, per phase: sends from and receives into one memory element */
+    int depth;            /* repeats open around the current step */
     uint64_t *frag_at;    /* staging offset per fragment of the phase */
     uint64_t frag_cap;
     const sim_options *o;
@@ -133,6 +137,46 @@ static void gather(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* What one exchange phase costs (the sync, the patching and the busiest tile's transfers); the
+ * sync and patching part goes to *overhead. Per tile: payload at exchange_bytes_per_cycle in the
+ * busier direction, exchange_conflict_percent slower when the tile sends from and receives into
+ * one memory element; send and receive controls at fragment_cycles each, summed; the tile takes
+ * the larger of payload and controls. Inside a repeat every strided fragment address is a word
+ * repatched per iteration on its tile, at exchange_patch_cycles each. A phase that moves data also
+ * waits exchange_latency_cycles for the last of it to land. */
+static uint64_t exchange_phase_cycles(const sim *s, uint32_t nfrags, uint64_t *overhead, uint32_t *busiest) {
+    const machine *m = s->m;
+    uint64_t worst = 0, patch = 0, bw = m->exchange_bytes_per_cycle;
+    *busiest = 0;
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
+        uint64_t c = (bytes + bw - 1) / bw;
+        if (s->conflict[t]) c += (c * m->exchange_conflict_percent + 99) / 100;
+        uint64_t fc = (s->fsent[t] + s->frecv[t]) * m->fragment_cycles;
+        if (fc > c) c = fc;
+        if (c > worst) {
+            worst = c;
+            *busiest = t;
+        }
+        if (s->patch[t] * m->exchange_patch_cycles > patch) patch = s->patch[t] * m->exchange_patch_cycles;
+    }
+    *overhead = m->sync_cycles + patch;
+    return *overhead + (nfrags ? m->exchange_latency_cycles + worst : 0);
+}
+
+/* The memory element of a byte address, +1 (0 means none yet). */
+static uint32_t elem_of(const sim *s, uint64_t addr) {
+    return (uint32_t)((addr - s->m->tile_memory_base) / s->m->memory_element_bytes) + 1;
+}
+
+/* Notes that tile t touches element e in one direction; a second element in the same direction is
+ * not tracked (the first conflict found is enough to mark the tile). */
+static void note_elem(sim *s, uint32_t t, uint32_t e, bool send) {
+    uint32_t *mine = send ? s->sent_elem : s->recv_elem, *other = send ? s->recv_elem : s->sent_elem;
+    if (!mine[t]) mine[t] = e;
+    if (other[t] == e) s->conflict[t] = true;
+}
+
 static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     const low_frag *f = s->p->prog.frags.v + st->first;
     const uint32_t *dst = s->p->prog.dst_tiles.v;
@@ -157,10 +201,16 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     memset(s->recv, 0, sizeof(uint64_t) * tiles);
     memset(s->fsent, 0, sizeof(uint64_t) * tiles);
     memset(s->frecv, 0, sizeof(uint64_t) * tiles);
+    memset(s->patch, 0, sizeof(uint64_t) * tiles);
+    memset(s->sent_elem, 0, sizeof(uint32_t) * tiles);
+    memset(s->recv_elem, 0, sizeof(uint32_t) * tiles);
+    memset(s->conflict, 0, sizeof(bool) * tiles);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t src = eff(s, f[i].src), da = eff(s, f[i].dst);
         s->sent[f[i].src_tile] += f[i].bytes;
         s->fsent[f[i].src_tile]++;
+        s->patch[f[i].src_tile] += s->depth && f[i].src.iter_stride;
+        note_elem(s, f[i].src_tile, elem_of(s, src), true);
         s->used[f[i].src_tile] = true;
         note_peak(s->peak, f[i].src_tile, src + f[i].bytes);
         for (uint32_t k = 0; k < f[i].ndst; k++) {
@@ -168,26 +218,17 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
             memcpy(at(s, t, da), s->stage + s->frag_at[i], f[i].bytes);
             s->recv[t] += f[i].bytes;
             s->frecv[t]++;
+            s->patch[t] += s->depth && f[i].dst.iter_stride;
+            note_elem(s, t, elem_of(s, da), false);
             s->used[t] = true;
             note_peak(s->peak, t, da + f[i].bytes);
         }
     }
-    uint64_t worst = 0, bw = s->m->exchange_bytes_per_cycle;
-    *busiest = 0;
-    for (uint32_t t = 0; t < tiles; t++) {
-        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
-        uint64_t frags = s->fsent[t] > s->frecv[t] ? s->fsent[t] : s->frecv[t];
-        uint64_t c = (bytes + bw - 1) / bw, fc = frags * s->m->fragment_cycles;
-        if (fc > c) c = fc;
-        if (c > worst) {
-            worst = c;
-            *busiest = t;
-        }
-    }
+    uint64_t overhead = 0, cycles = exchange_phase_cycles(s, n, &overhead, busiest);
     s->st->fragments += n;
     s->st->exchange_bytes += total;
-    s->st->sync_cycles += s->m->sync_cycles;
-    return s->m->sync_cycles + worst;
+    s->st->sync_cycles += overhead;
+    return cycles;
 }
 
 /* ---- host data ---------------------------------------------------------------------------- */
@@ -306,6 +347,7 @@ static void execute(sim *s, const sim_options *o) {
             stack[depth].iter = iters[depth] = 0;
             stack[depth].count = st->iterations;
             depth++;
+            s->depth = depth;
             s->iter = 0;
             if (o->probe) fire_probes(s, i, iters, depth);
             continue;
@@ -316,6 +358,7 @@ static void execute(sim *s, const sim_options *o) {
                 if (o->probe) fire_probes(s, i, iters, depth);
             } else {
                 depth--;
+                s->depth = depth;
                 s->iter = depth ? stack[depth - 1].iter : 0;
                 if (o->probe) fire_probes(s, i, iters, depth);
             }
@@ -355,6 +398,10 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     s.recv = xcalloc(m->tiles, sizeof(uint64_t));
     s.fsent = xcalloc(m->tiles, sizeof(uint64_t));
     s.frecv = xcalloc(m->tiles, sizeof(uint64_t));
+    s.patch = xcalloc(m->tiles, sizeof(uint64_t));
+    s.sent_elem = xcalloc(m->tiles, sizeof(uint32_t));
+    s.recv_elem = xcalloc(m->tiles, sizeof(uint32_t));
+    s.conflict = xcalloc(m->tiles, sizeof(bool));
     for (int32_t i = 0; i < p->segments.n; i++) {
         const pkg_segment *g = &p->segments.v[i];
         memcpy(at(&s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
@@ -390,6 +437,10 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.recv);
     free(s.fsent);
     free(s.frecv);
+    free(s.patch);
+    free(s.sent_elem);
+    free(s.recv_elem);
+    free(s.conflict);
     free(s.stage);
     free(s.frag_at);
     free(s.probe_at);
