@@ -275,7 +275,7 @@ static bool build_softmax(build *b, const char *id, json_t *sh, json_t *dt, char
     const machine *m = &b->p.machine;
     if (str_is(sh, "schedule", "whole rows") || strstr(id, "-whole")) {
         snprintf(why, CALIB_WHY_CAP,
-                 "times the whole-row schedule; tessel's kernel is priced with the shorter of whole and split rows");
+                 "times the whole-row schedule; tessel's kernel is priced with the best split of each row over the workers");
         return false;
     }
     int64_t rows = num(sh, "rows", 0), cols = num(sh, "cols", 0);
