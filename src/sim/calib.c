@@ -5,10 +5,12 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim.h"
+#include "sim_kernels.h"
 
 /* ---- the file's fields ------------------------------------------------------------- */
 
@@ -46,14 +48,20 @@ static size_t point_offset(const src_text *s, int i) {
     return off ? off - 1 : 0;
 }
 
-static int fail_point(diag *d, const src_text *s, int i, const char *key, const char *fmt, const char *a,
-                      const char *b) {
+static int fail_point(diag *d, const src_text *s, int i, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* An error at point i's key (or its start), as path:line:col with the line and a caret. */
+static int fail_point(diag *d, const src_text *s, int i, const char *key, const char *fmt, ...) {
     size_t at = point_offset(s, i);
     if (key) at = find_key(s, at, key);
     int line, col;
     src_line_col(s, at, &line, &col);
     char msg[512];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return diag_fail_at(d, s, line, col, "%s", msg);
 }
 
@@ -64,10 +72,8 @@ static int check_keys(const src_text *s, int i, json_t *obj, const char *what, c
     json_object_foreach(obj, k, v) {
         (void)v;
         if (!known(k, keys, n)) {
-            char where[160];
-            if (what) snprintf(where, sizeof where, "%s of point '%s'", what, id);
-            else snprintf(where, sizeof where, "point '%s'", id);
-            return fail_point(d, s, i, k, "unknown field '%s' in %s", k, where);
+            if (what) return fail_point(d, s, i, k, "unknown field '%s' in %s of point '%s'", k, what, id);
+            return fail_point(d, s, i, k, "unknown field '%s' in point '%s'", k, id);
         }
     }
     return 0;
@@ -350,7 +356,7 @@ static bool build_exchange(build *b, json_t *sh, char *why) {
         snprintf(why, CALIB_WHY_CAP, "the point does not give the phase's per-tile traffic");
         return false;
     }
-    if ((uint64_t)out > m->interleaved_base - m->tile_memory_base || (uint64_t)tiles > b->p.machine.tiles) {
+    if ((uint64_t)out > m->interleaved_base - m->tile_memory_base) {
         snprintf(why, CALIB_WHY_CAP, "the traffic does not fit the machine");
         return false;
     }
@@ -400,8 +406,11 @@ static bool simulate(json_t *pt, const machine *m, calib_point *out) {
     json_t *sh = json_object_get(pt, "shape"), *dt = json_object_get(pt, "dtypes");
     if (!json_is_object(dt)) dt = NULL;
     const char *k = out->kind;
+    /* Kernels need one tile, a sync point two; an exchange point as many as it names (at most a
+     * small fan-out: the whole-device phases are skipped for want of traffic). */
+    int64_t named = num(sh, "tiles", 0);
     uint32_t tiles = 1;
-    if (strcmp(k, "exchange") == 0) tiles = (uint32_t)(num(sh, "tiles", 0) > 1 && num(sh, "tiles", 0) <= 64 ? num(sh, "tiles", 0) : 2);
+    if (strcmp(k, "exchange") == 0) tiles = named > 1 && named <= 64 ? (uint32_t)named : 2;
     if (strcmp(k, "sync") == 0) tiles = 2;
     if (tiles > m->tiles) {
         snprintf(out->why, CALIB_WHY_CAP, "needs %u tiles", (unsigned)tiles);
@@ -432,6 +441,9 @@ static bool simulate(json_t *pt, const machine *m, calib_point *out) {
         diag d = {0};
         if (sim_run(&b.p, &so, NULL, NULL, &st, &d)) {
             snprintf(out->why, CALIB_WHY_CAP, "the simulator refused it: %.120s", d.text);
+            ok = false;
+        } else if (st.cycles >= SIM_CYCLES_UNSUPPORTED) {
+            snprintf(out->why, CALIB_WHY_CAP, "the machine's AMP cannot take these operands");
             ok = false;
         } else {
             out->simulated = b.overhead ? (double)st.sync_cycles / (b.phases ? b.phases : 1) : (double)st.cycles;
@@ -497,30 +509,29 @@ int calib_run_text(const char *text, size_t len, const char *path, const machine
         json_t *pt = json_array_get(root, i);
         calib_point *p = &r->pts[i];
         if (!json_is_object(pt)) {
-            rc = fail_point(d, &s, (int)i, NULL, "point %s%s is not an object", "", "");
+            rc = fail_point(d, &s, (int)i, NULL, "point %zu is not an object", i + 1);
             goto done;
         }
         const char *id = str(pt, "id"), *kind = str(pt, "kind");
         json_t *mc = json_object_get(pt, "measured_cycles"), *sh = json_object_get(pt, "shape");
         if (!id || !kind) {
-            rc = fail_point(d, &s, (int)i, NULL, "every point needs a string 'id' and 'kind'%s%s", "", "");
+            rc = fail_point(d, &s, (int)i, NULL, "every point needs a string 'id' and 'kind'");
             goto done;
         }
         if (check_keys(&s, (int)i, pt, NULL, POINT_KEYS, TS_COUNT(POINT_KEYS), id, d)) goto fail;
         if (!json_is_object(sh)) {
-            rc = fail_point(d, &s, (int)i, "shape", "point '%s': 'shape' must be an object%s", id, "");
+            rc = fail_point(d, &s, (int)i, "shape", "point '%s': 'shape' must be an object", id);
             goto done;
         }
         if (check_keys(&s, (int)i, sh, "the shape", SHAPE_KEYS, TS_COUNT(SHAPE_KEYS), id, d)) goto fail;
         json_t *dt = json_object_get(pt, "dtypes");
         if (dt && !json_is_object(dt)) {
-            rc = fail_point(d, &s, (int)i, "dtypes", "point '%s': 'dtypes' must be an object%s", id, "");
+            rc = fail_point(d, &s, (int)i, "dtypes", "point '%s': 'dtypes' must be an object", id);
             goto done;
         }
         if (dt && check_keys(&s, (int)i, dt, "the dtypes", DTYPE_KEYS, TS_COUNT(DTYPE_KEYS), id, d)) goto fail;
         if (!json_is_number(mc) || json_number_value(mc) <= 0) {
-            rc = fail_point(d, &s, (int)i, "measured_cycles", "point '%s': 'measured_cycles' must be a positive number%s",
-                            id, "");
+            rc = fail_point(d, &s, (int)i, "measured_cycles", "point '%s': 'measured_cycles' must be a positive number", id);
             goto done;
         }
         snprintf(p->id, sizeof p->id, "%s", id);

@@ -86,6 +86,14 @@ static void gemm_native_and_packed(void **state) {
     assert_true(fabs(r.kinds[0].median_abs_error - 0.5 * (e0 + e1)) < 1e-12);
     assert_true(r.kinds[0].worst_abs_error == (e0 > e1 ? e0 : e1));
     calib_result_free(&r);
+    /* mk2 has no 8-bit AMP path: an FP8 point is skipped with the reason, not summarised. */
+    const char *f8 = "[" POINT("q", "gemm", "{\"rows\": 244, \"k\": 128, \"cols\": 64}",
+                               "{\"a\": \"f143\", \"b\": \"f143\", \"acc\": \"f16\", \"out\": \"f16\"}", "18576") "]";
+    assert_int_equal(run(f8, "mk2", &r, &d), 0);
+    assert_false(r.pts[0].built);
+    assert_non_null(strstr(r.pts[0].why, "cannot take"));
+    assert_int_equal(r.kinds[0].points, 0);
+    calib_result_free(&r);
 }
 
 /* Points tessel cannot build are kept with the reason; older kernels are simulated but not
@@ -131,6 +139,8 @@ static void errors_are_located(void **state) {
     const char *neg = "[{\"id\": \"a\", \"kind\": \"sync\", \"shape\": {}, \"measured_cycles\": -4}]";
     assert_int_equal(run(neg, "c600", &r, &d), -1);
     assert_non_null(strstr(d.text, "'measured_cycles' must be a positive number"));
+    assert_int_equal(run("[{\"id\": \"a\", \"kind\": \"sync\", \"shape\": {}, \"measured_cycles\": 1}, 7]", "c600", &r, &d), -1);
+    assert_non_null(strstr(d.text, "point 2 is not an object"));
     assert_int_equal(run("[{\"kind\": \"sync\"}]", "c600", &r, &d), -1);
     assert_non_null(strstr(d.text, "needs a string 'id' and 'kind'"));
     memset(&d, 0, sizeof d);
