@@ -66,7 +66,7 @@
     X(U32,  copy_bytes_per_cycle,             1, "bytes/cycle",              "on-tile memory-to-memory copies")           \
     X(U32,  exchange_bytes_per_cycle,         1, "bytes/cycle/tile",         "exchange payload, each direction")          \
     X(U32,  fragment_cycles,                  0, "cycles/fragment",          "control issue per exchange fragment")       \
-    X(U32,  sync_cycles,                      0, "cycles/phase",             "global sync before each exchange phase")    \
+    X(U32,  sync_cycles,                      0, "cycles/phase",             "per-phase barrier, setup and exit")         \
     X(U32,  launch_cycles,                    0, "cycles/run",               "supervisor cost to start a kernel run")     \
     X(U32,  max_send_bytes,                   4, "bytes/send",               "largest single send (64 words)")            \
     X(U32,  table_budget_bytes,               1, "bytes/tile",               "memory for encoded exchange tables")        \
