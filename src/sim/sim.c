@@ -23,8 +23,8 @@ typedef struct sim {
     uint64_t stage_cap;
     uint64_t *sent, *recv, *fsent, *frecv; /* per tile, per exchange phase */
     uint64_t *patch;      /* per tile, per phase: exchange words repatched per repeat iteration */
-    uint32_t *sent_elem, *recv_elem; /* per tile, per phase: a memory element sent from and received into, +1 */
-    bool *conflict;       /* per tile, per phase: sends from and receives into one memory element */
+    uint64_t *sent_elems, *recv_elems; /* per tile, per phase: memory elements sent from and
+                                         * received into, one bit each (element mod 64) */
     int depth;            /* repeats open around the current step */
     uint64_t *frag_at;    /* staging offset per fragment of the phase */
     uint64_t frag_cap;
@@ -151,7 +151,7 @@ static uint64_t exchange_phase_cycles(const sim *s, uint32_t nfrags, uint64_t *o
     for (uint32_t t = 0; t < m->tiles; t++) {
         uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
         uint64_t c = (bytes + bw - 1) / bw;
-        if (s->conflict[t]) c += (c * m->exchange_conflict_percent + 99) / 100;
+        if (s->sent_elems[t] & s->recv_elems[t]) c += (c * m->exchange_conflict_percent + 99) / 100;
         uint64_t fc = (s->fsent[t] + s->frecv[t]) * m->fragment_cycles;
         if (fc > c) c = fc;
         if (c > worst) {
@@ -164,17 +164,13 @@ static uint64_t exchange_phase_cycles(const sim *s, uint32_t nfrags, uint64_t *o
     return *overhead + (nfrags ? m->exchange_latency_cycles + worst : 0);
 }
 
-/* The memory element of a byte address, +1 (0 means none yet). */
-static uint32_t elem_of(const sim *s, uint64_t addr) {
-    return (uint32_t)((addr - s->m->tile_memory_base) / s->m->memory_element_bytes) + 1;
-}
-
-/* Notes that tile t touches element e in one direction; a second element in the same direction is
- * not tracked (the first conflict found is enough to mark the tile). */
-static void note_elem(sim *s, uint32_t t, uint32_t e, bool send) {
-    uint32_t *mine = send ? s->sent_elem : s->recv_elem, *other = send ? s->recv_elem : s->sent_elem;
-    if (!mine[t]) mine[t] = e;
-    if (other[t] == e) s->conflict[t] = true;
+/* The bit of the memory element holding bytes [addr, addr + bytes): exact up to 64 elements per
+ * tile (c600 has 39); a larger memory folds elements together, which can only add conflicts. */
+static uint64_t elems_of(const sim *s, uint64_t addr, uint32_t bytes) {
+    uint64_t first = (addr - s->m->tile_memory_base) / s->m->memory_element_bytes;
+    uint64_t last = (addr + (bytes ? bytes : 1) - 1 - s->m->tile_memory_base) / s->m->memory_element_bytes, bits = 0;
+    for (uint64_t e = first; e <= last && e < first + 64; e++) bits |= 1ull << (e % 64);
+    return bits;
 }
 
 static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
@@ -202,15 +198,14 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     memset(s->fsent, 0, sizeof(uint64_t) * tiles);
     memset(s->frecv, 0, sizeof(uint64_t) * tiles);
     memset(s->patch, 0, sizeof(uint64_t) * tiles);
-    memset(s->sent_elem, 0, sizeof(uint32_t) * tiles);
-    memset(s->recv_elem, 0, sizeof(uint32_t) * tiles);
-    memset(s->conflict, 0, sizeof(bool) * tiles);
+    memset(s->sent_elems, 0, sizeof(uint64_t) * tiles);
+    memset(s->recv_elems, 0, sizeof(uint64_t) * tiles);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t src = eff(s, f[i].src), da = eff(s, f[i].dst);
         s->sent[f[i].src_tile] += f[i].bytes;
         s->fsent[f[i].src_tile]++;
         s->patch[f[i].src_tile] += s->depth && f[i].src.iter_stride;
-        note_elem(s, f[i].src_tile, elem_of(s, src), true);
+        s->sent_elems[f[i].src_tile] |= elems_of(s, src, f[i].bytes);
         s->used[f[i].src_tile] = true;
         note_peak(s->peak, f[i].src_tile, src + f[i].bytes);
         for (uint32_t k = 0; k < f[i].ndst; k++) {
@@ -219,7 +214,7 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
             s->recv[t] += f[i].bytes;
             s->frecv[t]++;
             s->patch[t] += s->depth && f[i].dst.iter_stride;
-            note_elem(s, t, elem_of(s, da), false);
+            s->recv_elems[t] |= elems_of(s, da, f[i].bytes);
             s->used[t] = true;
             note_peak(s->peak, t, da + f[i].bytes);
         }
@@ -399,9 +394,8 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     s.fsent = xcalloc(m->tiles, sizeof(uint64_t));
     s.frecv = xcalloc(m->tiles, sizeof(uint64_t));
     s.patch = xcalloc(m->tiles, sizeof(uint64_t));
-    s.sent_elem = xcalloc(m->tiles, sizeof(uint32_t));
-    s.recv_elem = xcalloc(m->tiles, sizeof(uint32_t));
-    s.conflict = xcalloc(m->tiles, sizeof(bool));
+    s.sent_elems = xcalloc(m->tiles, sizeof(uint64_t));
+    s.recv_elems = xcalloc(m->tiles, sizeof(uint64_t));
     for (int32_t i = 0; i < p->segments.n; i++) {
         const pkg_segment *g = &p->segments.v[i];
         memcpy(at(&s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
@@ -438,9 +432,8 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.fsent);
     free(s.frecv);
     free(s.patch);
-    free(s.sent_elem);
-    free(s.recv_elem);
-    free(s.conflict);
+    free(s.sent_elems);
+    free(s.recv_elems);
     free(s.stage);
     free(s.frag_at);
     free(s.probe_at);
