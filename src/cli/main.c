@@ -36,6 +36,11 @@ static const opt_spec check_opts[] = {
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {0}};
 
+static const opt_spec calibrate_opts[] = {
+    {"--machine", "NAME|FILE.json", "the machine to simulate (default c600)", false},
+    {"--json", NULL, "print one JSON object: points (id, measured, simulated) and a summary per kind", false},
+    {0}};
+
 static const cmd commands[] = {
     {"compile", "MODEL -o PKG [options]", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile},
     {"run", "PKG [options]", "Run a package on the simulator (it needs only the package and the input files).", run_opts,
@@ -56,6 +61,12 @@ static const cmd commands[] = {
     {"machine", "[NAME|FILE.json]", "Print a machine description: a preset (c600, mk2, tiny) or a JSON file.", machine_opts,
      cmd_machine},
     {"zoo", "", "List the built-in models and their parameters.", zoo_opts, cmd_zoo},
+    {"calibrate", "POINTS.json [options]",
+     "Simulate measured hardware timing points and compare: per point measured, simulated\n"
+     "and error, then per kind the median and worst absolute error. Each point is built as a\n"
+     "one-kernel or one-phase program and run by the simulator; points it cannot build are\n"
+     "listed with the reason.",
+     calibrate_opts, cmd_calibrate},
 };
 
 static void print_main_help(FILE *f) {

@@ -30,7 +30,7 @@ static const field_info FIELDS[MACHINE_FIELD_COUNT] = {
 
 /* Adding a field means a value in every preset below and a row in
  * docs/machine.md; this assert is the reminder. */
-_Static_assert(MACHINE_FIELD_COUNT == 33, "new machine field: update the presets and docs/machine.md");
+_Static_assert(MACHINE_FIELD_COUNT == 58, "new machine field: update the presets and docs/machine.md");
 
 static uint32_t *u32_at(machine *m, int i) { return (uint32_t *)((char *)m + FIELDS[i].offset); }
 static uint32_t u32_of(const machine *m, int i) { return *(const uint32_t *)((const char *)m + FIELDS[i].offset); }
@@ -77,20 +77,45 @@ static const machine C600 = {
     .copy_bytes_per_cycle = 8,
     .exchange_bytes_per_cycle = 4,
     .fragment_cycles = 3,
-    .sync_cycles = 600,
+    .sync_cycles = 270,                 /* measured per-phase overhead: docs/calibration.md */
     .launch_cycles = 11,
     .max_send_bytes = 256,               /* 6-bit word count in a send: 64 words */
     .table_budget_bytes = 64 * 1024,
     .amp_k_block = 64,
     .amp_col_panel = 16,
     .amp_panel_bytes = 512,              /* coefficient store: 64 entries of 8 bytes */
-    .gemm_run_cycles = 430,              /* fitted estimates, see docs/machine.md */
-    .gemm_panel_cycles = 155,
+    .gemm_run_cycles = 389,              /* calibrated: docs/calibration.md */
+    .gemm_panel_cycles = 146,
     .gemm_row_cycles = 0,
-    .vector_run_cycles = 850,            /* fitted, with the two below: docs/sim.md */
+    .vector_run_cycles = 850,            /* estimates for the unmeasured kernels: docs/machine.md */
     .vector_row_cycles = 12,
     .vector_func_cycles = 4,
-    .copy_run_cycles = 40,               /* estimate */
+    .copy_run_cycles = 277,              /* calibrated: docs/calibration.md */
+    .workers = 6,
+    .amp_macs_f8_f32acc = 64,            /* no measurement above the f16 rate: docs/calibration.md */
+    .gemm_packed_row_cycles = 3,
+    .exchange_latency_cycles = 281,
+    .exchange_patch_cycles = 21,
+    .exchange_conflict_percent = 18,
+    .copy_span_cycles = 8,
+    .ewise_run_cycles = 309,
+    .ewise_grain_elems = 16,
+    .ewise_add_instrs = 15,
+    .ewise_gelu_instrs = 79,
+    .ewise_cast_instrs = 37,
+    .ewise_f8_out_instrs = 8,
+    .reduce_run_cycles = 271,
+    .reduce_grain_elems = 8,
+    .reduce_grain_instrs = 9,
+    .reduce_partial_instrs = 2,
+    .softmax_run_cycles = 1089,
+    .softmax_row_cycles = 0,
+    .softmax_key_centi = 1500,
+    .softmax_merge_cycles = 200,
+    .softmax_segment_cycles = 350,
+    .layer_norm_run_cycles = 121,
+    .layer_norm_row_cycles = 1416,
+    .layer_norm_grain_instrs = 38,
 };
 
 static void preset_c600(machine *m) { *m = C600; }
@@ -101,6 +126,7 @@ static void preset_mk2(machine *m) {
     snprintf(m->name, sizeof m->name, "mk2");
     m->clock_hz = 1.33e9;
     m->amp_macs_f8 = 0;
+    m->amp_macs_f8_f32acc = 0;
 }
 
 /* Small enough to simulate in a unit test, with the same memory structure:

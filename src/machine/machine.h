@@ -14,15 +14,20 @@
  *   0xe8000 +--------------------------+ tile_memory_end (exclusive)
  *
  * Throughput per tile per cycle: AMP multiply-adds by operand dtype (f32 16,
- * f16 64, 8-bit 128), vector bytes, load and copy bytes, exchange bytes.
- * BSP costs: sync cycles per exchange phase, control cycles per fragment,
- * launch cycles per kernel run. The GEMM cycle constants mean
+ * f16 64, 8-bit 128; 8-bit with f32 partials 64), vector bytes, load and copy
+ * bytes, exchange bytes. BSP costs: sync cycles (and repeat patching) per
+ * exchange phase, latency per phase that moves data, control cycles per
+ * fragment sent and received, launch cycles per kernel run. Kernel costs are
+ * calibrated against measured hardware (docs/calibration.md); the GEMM
+ * cycle constants mean
  *
  *   cycles(run) = gemm_run_cycles
  *               + panels * (gemm_panel_cycles
- *                           + rows * (gemm_row_cycles + depth * amp_col_panel / macs))
+ *                           + wrows * (row + depth * amp_col_panel / macs))
  *   panels = ceil(K / depth) * ceil(C / amp_col_panel)
  *   depth  = amp_panel_bytes / (amp_col_panel * dtype bytes)   (f16 16, 8-bit 32)
+ *   wrows  = ceil(rows / workers) * workers
+ *   row    = gemm_row_cycles (+ gemm_packed_row_cycles when C spans panels)
  *
  * for a run of `rows` output rows, inner dimension K and C output columns.
  *
@@ -61,7 +66,7 @@
     X(U32,  copy_bytes_per_cycle,             1, "bytes/cycle",              "on-tile memory-to-memory copies")           \
     X(U32,  exchange_bytes_per_cycle,         1, "bytes/cycle/tile",         "exchange payload, each direction")          \
     X(U32,  fragment_cycles,                  0, "cycles/fragment",          "control issue per exchange fragment")       \
-    X(U32,  sync_cycles,                      0, "cycles/phase",             "global sync before each exchange phase")    \
+    X(U32,  sync_cycles,                      0, "cycles/phase",             "per-phase barrier, setup and exit")         \
     X(U32,  launch_cycles,                    0, "cycles/run",               "supervisor cost to start a kernel run")     \
     X(U32,  max_send_bytes,                   4, "bytes/send",               "largest single send (64 words)")            \
     X(U32,  table_budget_bytes,               1, "bytes/tile",               "memory for encoded exchange tables")        \
@@ -74,7 +79,32 @@
     X(U32,  vector_run_cycles,                0, "cycles/run",               "setup of a vector kernel run")              \
     X(U32,  vector_row_cycles,                0, "cycles/row/pass",          "loop and pointer setup per row")            \
     X(U32,  vector_func_cycles,               0, "cycles/evaluation",        "exp, tanh, or a sqrt and a divide")         \
-    X(U32,  copy_run_cycles,                  0, "cycles/run",               "setup of an on-tile copy")
+    X(U32,  copy_run_cycles,                  0, "cycles/run",               "setup of an on-tile copy")                  \
+    X(U32,  workers,                          1, "threads/tile",             "barrel-scheduled worker threads")           \
+    X(U32,  amp_macs_f8_f32acc,               0, "multiply-adds/cycle/tile", "AMP rate, 8-bit operands, f32 partials")    \
+    X(U32,  gemm_packed_row_cycles,           0, "cycles/row/panel",         "row-major output over several panels")      \
+    X(U32,  exchange_latency_cycles,          0, "cycles/phase",             "first send to last data landed")            \
+    X(U32,  exchange_patch_cycles,            0, "cycles/word",              "repeat address patch, busiest tile")        \
+    X(U32,  exchange_conflict_percent,        0, "percent",                  "payload slowdown, SRAM element conflict")   \
+    X(U32,  copy_span_cycles,                 0, "cycles/span",              "per span of an on-tile copy")               \
+    X(U32,  ewise_run_cycles,                 0, "cycles/run",               "setup of an elementwise run")               \
+    X(U32,  ewise_grain_elems,                1, "elements",                 "elements per worker iteration")             \
+    X(U32,  ewise_add_instrs,                 0, "instructions/grain",       "add, sub, mul, scale, per worker grain")    \
+    X(U32,  ewise_gelu_instrs,                0, "instructions/grain",       "GeLU, per worker grain")                    \
+    X(U32,  ewise_cast_instrs,                0, "instructions/grain",       "cast between 16- and 8-bit, per grain")     \
+    X(U32,  ewise_f8_out_instrs,              0, "instructions/grain",       "extra for an 8-bit result, per grain")      \
+    X(U32,  reduce_run_cycles,                0, "cycles/run",               "setup of a partials reduction")             \
+    X(U32,  reduce_grain_elems,               1, "elements",                 "elements per worker iteration")             \
+    X(U32,  reduce_grain_instrs,              0, "instructions/grain",       "per worker grain, before partials")         \
+    X(U32,  reduce_partial_instrs,            0, "instructions/grain",       "per worker grain, per partial")             \
+    X(U32,  softmax_run_cycles,               0, "cycles/run",               "setup of a softmax run")                    \
+    X(U32,  softmax_row_cycles,               0, "cycles/row",               "per row on its worker")                     \
+    X(U32,  softmax_key_centi,                0, "cycles/100 keys",          "max, exp and sum per key, one worker")      \
+    X(U32,  softmax_merge_cycles,             0, "cycles/row",               "joining a row split over workers")          \
+    X(U32,  softmax_segment_cycles,           0, "cycles/segment",           "per segment of a split row")                \
+    X(U32,  layer_norm_run_cycles,            0, "cycles/run",               "setup of a layer norm run")                 \
+    X(U32,  layer_norm_row_cycles,            0, "cycles/row",               "three worker launches per row")             \
+    X(U32,  layer_norm_grain_instrs,          0, "instructions/grain",       "three passes, per worker grain of a row")
 
 enum { MACHINE_NAME_CAP = 64 };  /* bytes of `name`, including the NUL */
 

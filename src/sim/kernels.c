@@ -674,31 +674,51 @@ static uint64_t vw_cycles(const vwork *w, const machine *m, const bool *interlea
     return m->vector_run_cycles + w->rows * m->vector_row_cycles + max_u64(vec, load);
 }
 
-/* machine.h's AMP formula with K padded to whole amp_k_block blocks, per batch entry, floored by
- * the loads of A (once per column panel) and B (once). */
+/* Worker rounds: `grains` units of work dealt over the tile's worker threads, each round costing
+ * `instrs` worker instructions of `workers` cycles (barrel scheduling). */
+static uint64_t worker_rounds(const machine *m, uint64_t grains, uint64_t instrs) {
+    return ceil_div(grains, m->workers) * m->workers * instrs;
+}
+
+/* Widest operand, as a multiple of 16-bit lanes (f32 work takes twice the instructions). */
+static uint64_t lane_factor(const low_run *r, int nops) {
+    uint64_t w = 2;
+    for (int i = 0; i < nops; i++)
+        if (ebytes(r, i) > w) w = ebytes(r, i);
+    return w / 2;
+}
+
+/* machine.h's AMP formula, K counted in panel depths, rows dealt over the workers, floored by the
+ * loads of A (once per column panel) and B (once). A run over several column panels writes C
+ * row-major rather than in the AMP's panel order and pays gemm_packed_row_cycles per row per panel.
+ * 8-bit operands with f32 partials run at amp_macs_f8_f32acc. */
 static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *interleaved) {
     dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
     uint64_t macs_a = machine_amp_macs(m, ta), macs_b = machine_amp_macs(m, tb);
     uint64_t macs = macs_a < macs_b ? macs_a : macs_b;
+    if (macs && dtype_is_f8(ta) && dtype_is_f8(tb) && r->acc == DT_F32) macs = m->amp_macs_f8_f32acc;
     if (macs == 0) return SIM_CYCLES_UNSUPPORTED;
     /* Mixed widths (not emitted today) run at the narrower panel of the wider operand. */
     uint64_t depth = machine_amp_panel_depth(m, dtype_bytes(ta) >= dtype_bytes(tb) ? ta : tb);
     uint64_t batch = r->n[0], rows = r->n[1], cols = r->n[2], K = r->n[3];
-    uint64_t kp = ceil_div(K, m->amp_k_block) * m->amp_k_block;
+    uint64_t kp = ceil_div(K, depth) * depth;
     uint64_t col_panels = ceil_div(cols, m->amp_col_panel);
     uint64_t panels = ceil_div(kp, depth) * col_panels;
-    uint64_t per_panel = m->gemm_panel_cycles + rows * m->gemm_row_cycles + ceil_div(rows * depth * m->amp_col_panel, macs);
+    uint64_t wrows = ceil_div(rows, m->workers) * m->workers;  /* the busiest worker's rows, times workers */
+    uint64_t row = m->gemm_row_cycles + (col_panels > 1 ? m->gemm_packed_row_cycles : 0);
+    uint64_t per_panel = m->gemm_panel_cycles + wrows * row + ceil_div(wrows * depth * m->amp_col_panel, macs);
     uint64_t amp = m->gemm_run_cycles + batch * panels * per_panel;
     uint64_t a_bytes = batch * col_panels * rows * kp * ebytes(r, 0), b_bytes = batch * kp * cols * ebytes(r, 1);
     uint64_t load = ceil_div(a_bytes, load_rate(m, interleaved, 0)) + ceil_div(b_bytes, load_rate(m, interleaved, 1));
     return max_u64(amp, load);
 }
 
+/* Grains of reduce_grain_elems outputs dealt over the workers; each grain pays its setup and one
+ * step per partial. */
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = r->n[0]};
-    vw_read(&w, r, 1, (uint64_t)r->n[0] * r->n[1]);
-    vw_write(&w, r, 0, r->n[1]);
-    return vw_cycles(&w, m, interleaved);
+    (void)interleaved;
+    uint64_t instrs = (m->reduce_grain_instrs + (uint64_t)m->reduce_partial_instrs * r->n[0]) * lane_factor(r, 2);
+    return m->reduce_run_cycles + worker_rounds(m, ceil_div(r->n[1], m->reduce_grain_elems), instrs);
 }
 
 static uint64_t box_elems(const low_run *r) {
@@ -707,39 +727,57 @@ static uint64_t box_elems(const low_run *r) {
     return e;
 }
 
-/* One pass: read a (and b), write out; tanh-based ops pay a function per element. */
+/* Worker instructions per grain of ewise_grain_elems for op. */
+static uint64_t ewise_instrs(const low_run *r, const machine *m) {
+    bool f8 = dtype_is_f8((dtype)r->dt[0]) || dtype_is_f8((dtype)r->dt[1]);
+    uint64_t i;
+    switch ((low_ew_op)r->op) {
+    case LOW_EW_GELU: i = m->ewise_gelu_instrs; break;
+    case LOW_EW_GELU_GRAD: i = m->ewise_gelu_instrs + m->ewise_add_instrs; break;
+    case LOW_EW_CAST: return f8 ? m->ewise_cast_instrs : m->ewise_add_instrs;
+    default: i = m->ewise_add_instrs; break;
+    }
+    if (dtype_is_f8((dtype)r->dt[0])) i += m->ewise_f8_out_instrs;
+    return i;
+}
+
+/* Each row of the merged box is one pass over the workers: whole grains of ewise_grain_elems dealt
+ * over them, while one worker takes the tail in pairs (a pair costs a quarter of a grain). */
 static uint64_t cycles_ewise(const low_run *r, const machine *m, const bool *interleaved) {
+    (void)interleaved;
     int nops = 1 + low_ew_arity[r->op];
     box b = box_of_run(r, EW_OPS, nops);
-    uint64_t e = box_elems(r);
-    vwork w = {.rows = box_rows(&b)};
-    for (int i = 1; i < nops; i++) vw_read(&w, r, i, e);
-    vw_write(&w, r, 0, e);
-    if (r->op == LOW_EW_GELU || r->op == LOW_EW_GELU_GRAD) w.funcs = e;
-    return vw_cycles(&w, m, interleaved);
+    uint64_t rows = box_rows(&b), per_row = box_elems(r) / rows;
+    uint64_t instrs = ewise_instrs(r, m) * lane_factor(r, nops), g = m->ewise_grain_elems;
+    uint64_t body = worker_rounds(m, per_row / g, instrs);
+    uint64_t tail = ceil_div(per_row % g, 2) * ceil_div(m->workers * instrs, 4);
+    return m->ewise_run_cycles + rows * max_u64(body, tail);
 }
 
-/* Three passes per row: max (read x); exp and sum (read x, write out); normalise (read and
- * write out). One exp per element and one reciprocal per row. */
+/* Each row is cut into s segments (1 to workers), every segment one worker's task, the tasks
+ * dealt over the workers in waves; a split row then merges its segments' maxima and sums. The
+ * kernel takes the best s: one row splits six ways, 7 or 8 rows two ways (three waves either
+ * way, so they cost the same), many rows stay whole. */
 static uint64_t cycles_softmax(const low_run *r, const machine *m, const bool *interleaved) {
-    uint64_t e = (uint64_t)r->n[0] * r->n[1];
-    vwork w = {.rows = 3 * (uint64_t)r->n[0], .funcs = e + r->n[0]};
-    vw_read(&w, r, 1, 2 * e);
-    vw_read(&w, r, 0, e);
-    vw_write(&w, r, 0, 2 * e);
-    return vw_cycles(&w, m, interleaved);
+    (void)interleaved;
+    uint64_t rows = r->n[0], keys = r->n[1], lanes = lane_factor(r, 2), best = UINT64_MAX;
+    for (uint64_t s = 1; s <= m->workers; s++) {
+        uint64_t task = m->softmax_row_cycles + ceil_div(ceil_div(keys, s) * m->softmax_key_centi * lanes, 100) +
+                        (s > 1 ? m->softmax_merge_cycles + s * m->softmax_segment_cycles : 0);
+        uint64_t c = ceil_div(rows * s, m->workers) * task;
+        if (c < best) best = c;
+    }
+    return m->softmax_run_cycles + best;
 }
 
-/* Three passes per row: mean (read x); variance (read x); apply (read x, gamma, beta; write
- * out). One reciprocal square root per row. */
+/* Rows one after another, each over all workers: three launches (mean, variance, apply), then
+ * grains of reduce_grain_elems dealt over the workers; an 8-bit result adds its conversion. */
 static uint64_t cycles_layer_norm(const low_run *r, const machine *m, const bool *interleaved) {
-    uint64_t e = (uint64_t)r->n[0] * r->n[1];
-    vwork w = {.rows = 3 * (uint64_t)r->n[0], .funcs = r->n[0]};
-    vw_read(&w, r, 1, 3 * e);
-    vw_read(&w, r, 2, e);
-    vw_read(&w, r, 3, e);
-    vw_write(&w, r, 0, e);
-    return vw_cycles(&w, m, interleaved);
+    (void)interleaved;
+    uint64_t instrs = m->layer_norm_grain_instrs * lane_factor(r, 2);
+    if (dtype_is_f8((dtype)r->dt[0])) instrs += ceil_div(m->ewise_f8_out_instrs * m->reduce_grain_elems, m->ewise_grain_elems);
+    uint64_t row = m->layer_norm_row_cycles + worker_rounds(m, ceil_div(r->n[1], m->reduce_grain_elems), instrs);
+    return m->layer_norm_run_cycles + (uint64_t)r->n[0] * row;
 }
 
 static const int SUM_OPS[2] = {0, 1};
@@ -761,11 +799,11 @@ static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *inte
     return vw_cycles(&w, m, interleaved);
 }
 
-/* A copy moves bytes at copy_bytes_per_cycle, no faster than it can load them. */
-/* A copy program: small setup, a loop step per span, then bytes at the copy rate. */
+/* A copy program: setup, a step per span, then bytes at the copy rate, no faster than the source
+ * can be loaded. */
 static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
     uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2], bytes = spans * r->n[3];
-    return m->copy_run_cycles + spans * m->vector_row_cycles +
+    return m->copy_run_cycles + spans * m->copy_span_cycles +
            max_u64(ceil_div(bytes, m->copy_bytes_per_cycle), ceil_div(bytes, load_rate(m, interleaved, 1)));
 }
 

@@ -22,6 +22,10 @@ typedef struct sim {
     uint8_t *stage;       /* exchange staging buffer */
     uint64_t stage_cap;
     uint64_t *sent, *recv, *fsent, *frecv; /* per tile, per exchange phase */
+    uint64_t *patch;      /* per tile, per phase: exchange words repatched per repeat iteration */
+    uint64_t *sent_elems, *recv_elems; /* per tile, per phase: memory elements sent from and
+                                         * received into, one bit each (element mod 64) */
+    int depth;            /* repeats open around the current step */
     uint64_t *frag_at;    /* staging offset per fragment of the phase */
     uint64_t frag_cap;
     const sim_options *o;
@@ -133,6 +137,42 @@ static void gather(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* What one exchange phase costs (the sync, the patching and the busiest tile's transfers); the
+ * sync and patching part goes to *overhead. Per tile: payload at exchange_bytes_per_cycle in the
+ * busier direction, exchange_conflict_percent slower when the tile sends from and receives into
+ * one memory element; send and receive controls at fragment_cycles each, summed; the tile takes
+ * the larger of payload and controls. Inside a repeat every strided fragment address is a word
+ * repatched per iteration on its tile, at exchange_patch_cycles each. A phase that moves data also
+ * waits exchange_latency_cycles for the last of it to land. */
+static uint64_t exchange_phase_cycles(const sim *s, uint32_t nfrags, uint64_t *overhead, uint32_t *busiest) {
+    const machine *m = s->m;
+    uint64_t worst = 0, patch = 0, bw = m->exchange_bytes_per_cycle;
+    *busiest = 0;
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
+        uint64_t c = (bytes + bw - 1) / bw;
+        if (s->sent_elems[t] & s->recv_elems[t]) c += (c * m->exchange_conflict_percent + 99) / 100;
+        uint64_t fc = (s->fsent[t] + s->frecv[t]) * m->fragment_cycles;
+        if (fc > c) c = fc;
+        if (c > worst) {
+            worst = c;
+            *busiest = t;
+        }
+        if (s->patch[t] * m->exchange_patch_cycles > patch) patch = s->patch[t] * m->exchange_patch_cycles;
+    }
+    *overhead = m->sync_cycles + patch;
+    return *overhead + (nfrags ? m->exchange_latency_cycles + worst : 0);
+}
+
+/* The bit of the memory element holding bytes [addr, addr + bytes): exact up to 64 elements per
+ * tile (c600 has 39); a larger memory folds elements together, which can only add conflicts. */
+static uint64_t elems_of(const sim *s, uint64_t addr, uint32_t bytes) {
+    uint64_t first = (addr - s->m->tile_memory_base) / s->m->memory_element_bytes;
+    uint64_t last = (addr + (bytes ? bytes : 1) - 1 - s->m->tile_memory_base) / s->m->memory_element_bytes, bits = 0;
+    for (uint64_t e = first; e <= last && e < first + 64; e++) bits |= 1ull << (e % 64);
+    return bits;
+}
+
 static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     const low_frag *f = s->p->prog.frags.v + st->first;
     const uint32_t *dst = s->p->prog.dst_tiles.v;
@@ -157,10 +197,15 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     memset(s->recv, 0, sizeof(uint64_t) * tiles);
     memset(s->fsent, 0, sizeof(uint64_t) * tiles);
     memset(s->frecv, 0, sizeof(uint64_t) * tiles);
+    memset(s->patch, 0, sizeof(uint64_t) * tiles);
+    memset(s->sent_elems, 0, sizeof(uint64_t) * tiles);
+    memset(s->recv_elems, 0, sizeof(uint64_t) * tiles);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t src = eff(s, f[i].src), da = eff(s, f[i].dst);
         s->sent[f[i].src_tile] += f[i].bytes;
         s->fsent[f[i].src_tile]++;
+        s->patch[f[i].src_tile] += s->depth && f[i].src.iter_stride;
+        s->sent_elems[f[i].src_tile] |= elems_of(s, src, f[i].bytes);
         s->used[f[i].src_tile] = true;
         note_peak(s->peak, f[i].src_tile, src + f[i].bytes);
         for (uint32_t k = 0; k < f[i].ndst; k++) {
@@ -168,26 +213,17 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
             memcpy(at(s, t, da), s->stage + s->frag_at[i], f[i].bytes);
             s->recv[t] += f[i].bytes;
             s->frecv[t]++;
+            s->patch[t] += s->depth && f[i].dst.iter_stride;
+            s->recv_elems[t] |= elems_of(s, da, f[i].bytes);
             s->used[t] = true;
             note_peak(s->peak, t, da + f[i].bytes);
         }
     }
-    uint64_t worst = 0, bw = s->m->exchange_bytes_per_cycle;
-    *busiest = 0;
-    for (uint32_t t = 0; t < tiles; t++) {
-        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
-        uint64_t frags = s->fsent[t] > s->frecv[t] ? s->fsent[t] : s->frecv[t];
-        uint64_t c = (bytes + bw - 1) / bw, fc = frags * s->m->fragment_cycles;
-        if (fc > c) c = fc;
-        if (c > worst) {
-            worst = c;
-            *busiest = t;
-        }
-    }
+    uint64_t overhead = 0, cycles = exchange_phase_cycles(s, n, &overhead, busiest);
     s->st->fragments += n;
     s->st->exchange_bytes += total;
-    s->st->sync_cycles += s->m->sync_cycles;
-    return s->m->sync_cycles + worst;
+    s->st->sync_cycles += overhead;
+    return cycles;
 }
 
 /* ---- host data ---------------------------------------------------------------------------- */
@@ -306,6 +342,7 @@ static void execute(sim *s, const sim_options *o) {
             stack[depth].iter = iters[depth] = 0;
             stack[depth].count = st->iterations;
             depth++;
+            s->depth = depth;
             s->iter = 0;
             if (o->probe) fire_probes(s, i, iters, depth);
             continue;
@@ -316,6 +353,7 @@ static void execute(sim *s, const sim_options *o) {
                 if (o->probe) fire_probes(s, i, iters, depth);
             } else {
                 depth--;
+                s->depth = depth;
                 s->iter = depth ? stack[depth - 1].iter : 0;
                 if (o->probe) fire_probes(s, i, iters, depth);
             }
@@ -355,6 +393,9 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     s.recv = xcalloc(m->tiles, sizeof(uint64_t));
     s.fsent = xcalloc(m->tiles, sizeof(uint64_t));
     s.frecv = xcalloc(m->tiles, sizeof(uint64_t));
+    s.patch = xcalloc(m->tiles, sizeof(uint64_t));
+    s.sent_elems = xcalloc(m->tiles, sizeof(uint64_t));
+    s.recv_elems = xcalloc(m->tiles, sizeof(uint64_t));
     for (int32_t i = 0; i < p->segments.n; i++) {
         const pkg_segment *g = &p->segments.v[i];
         memcpy(at(&s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
@@ -390,6 +431,9 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.recv);
     free(s.fsent);
     free(s.frecv);
+    free(s.patch);
+    free(s.sent_elems);
+    free(s.recv_elems);
     free(s.stage);
     free(s.frag_at);
     free(s.probe_at);

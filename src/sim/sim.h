@@ -8,9 +8,12 @@
  *                   the machine's launch cost on top of its kernel cycles
  *   EXCHANGE step   all fragments read a snapshot taken before the phase,
  *                   then write their destinations; the phase takes the sync
- *                   cost plus its busiest tile: bytes sent or received over
- *                   the exchange bandwidth, or fragments sent or received
- *                   times the per-fragment cost, whichever is larger
+ *                   cost and the repeat patching of its busiest patcher, then
+ *                   (if it moves data) the latency and its busiest tile: the
+ *                   bytes of the busier direction over the exchange bandwidth
+ *                   (slower on a memory element conflict), or the fragments
+ *                   sent plus received times the per-fragment cost, whichever
+ *                   is larger (exchange_phase_cycles in sim.c)
  *   REPEAT          the body runs `iterations` times; cycles add up
  *
  * The simulator reads only the package: never the graph or the reference.
@@ -32,7 +35,7 @@ typedef struct sim_stats {
     uint64_t cycles;           /* total */
     uint64_t compute_cycles;   /* of which compute sets */
     uint64_t exchange_cycles;  /* of which exchange phases, sync included */
-    uint64_t sync_cycles;      /* of which syncs */
+    uint64_t sync_cycles;      /* of which syncs and repeat address patching */
     uint64_t runs, fragments;  /* executed, repeats counted */
     uint64_t exchange_bytes;   /* payload sent, a multicast counted once */
     uint64_t macs;             /* GEMM multiply-adds simulated */

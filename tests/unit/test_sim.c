@@ -72,9 +72,11 @@ static void exchange_reads_a_snapshot(void **state) {
     diag d = {0};
     assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
     assert_true(out[0][0] == -2.0f && out[0][1] == 1.5f);
-    /* One phase: the sync plus the busiest tile's 4 bytes (1 cycle at 4
-     * bytes/cycle) or one fragment (3 control cycles), whichever is more. */
-    assert_int_equal(st.cycles, p.machine.sync_cycles + p.machine.fragment_cycles);
+    /* One phase: the sync, the latency, then the busiest tile's 4 bytes (1 cycle at 4
+     * bytes/cycle, 2 with the element conflict: each tile sends from and receives into the same
+     * element) or its controls, one send and one receive (3 cycles each), whichever is more. */
+    assert_int_equal(st.cycles, p.machine.sync_cycles + p.machine.exchange_latency_cycles + 2 * p.machine.fragment_cycles);
+    assert_int_equal(st.sync_cycles, p.machine.sync_cycles);
     assert_int_equal(st.tiles_used, 2);
     assert_int_equal(st.fragments, 2);
     free(out[0]);
@@ -140,9 +142,87 @@ static void nested_repeats_multiply(void **state) {
     package_free(&p);
 }
 
+/* Inside a repeat every strided fragment address is repatched per iteration: tile 0 sends five
+ * words with a strided source, so each of the two phases pays five patch words on top of the
+ * sync (the overhead part, in sync_cycles), then the latency and the transfers. */
+static void repeat_patches_strided_fragments(void **state) {
+    (void)state;
+    package p;
+    base_package(&p, BASE, BASE);
+    step(&p, LOW_STEP_REPEAT, 0, 0, 2);
+    for (uint32_t w = 0; w < 5; w++) {
+        low_frag f = {.src_tile = 0, .src = at(BASE + 0x100 + 4 * w, 20), .dst = at(BASE + 0x4000 + 4 * w, 0),
+                      .bytes = 4, .dst0 = (uint32_t)p.prog.dst_tiles.n, .ndst = 1};
+        vec_push(&p.arena, &p.prog.frags, f);
+        vec_push(&p.arena, &p.prog.dst_tiles, 1u);
+    }
+    step(&p, LOW_STEP_EXCHANGE, 0, 5, 0);
+    step(&p, LOW_STEP_END, 0, 0, 0);
+    float x[2] = {0, 0}, *in[1] = {x}, *out[1] = {NULL};
+    sim_stats st;
+    sim_options so = {.quiet = true};
+    diag d = {0};
+    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    const machine *m = &p.machine;
+    uint64_t overhead = m->sync_cycles + 5 * m->exchange_patch_cycles;
+    assert_int_equal(st.sync_cycles, 2 * overhead);
+    /* 20 bytes at 4 per cycle against five sends (tile 0) or five receives (tile 1) of 3. */
+    assert_int_equal(st.cycles, 2 * (overhead + m->exchange_latency_cycles + 5 * m->fragment_cycles));
+    free(out[0]);
+    package_free(&p);
+}
+
+/* A tile that sends from and receives into one memory element pays the conflict on its payload;
+ * the same traffic to another element does not. */
+static void exchange_element_conflict(void **state) {
+    (void)state;
+    uint64_t cyc[2];
+    for (int conflict = 0; conflict < 2; conflict++) {
+        package p;
+        base_package(&p, BASE, BASE);
+        uint32_t back = conflict ? BASE + 0x2000 : BASE + p.machine.memory_element_bytes;
+        frag(&p, 0, BASE + 0x1000, 1, BASE + p.machine.memory_element_bytes + 0x1000, 256);
+        frag(&p, 1, BASE + 0x1000, 0, back, 256);
+        step(&p, LOW_STEP_EXCHANGE, 0, 2, 0);
+        float x[2] = {0, 0}, *in[1] = {x}, *out[1] = {NULL};
+        sim_stats st;
+        sim_options so = {.quiet = true};
+        diag d = {0};
+        assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+        cyc[conflict] = st.cycles;
+        free(out[0]);
+        package_free(&p);
+    }
+    machine m;
+    machine_preset("tiny", &m);
+    assert_int_equal(cyc[1] - cyc[0], (64 * m.exchange_conflict_percent + 99) / 100);
+    /* Any shared element counts, whatever else the tile touches first: tile 0 sends from elements
+     * 2 then 0 and receives into elements 3 then 0. */
+    package p;
+    base_package(&p, BASE, BASE);
+    uint32_t e = p.machine.memory_element_bytes;
+    frag(&p, 0, BASE + 2 * e, 1, BASE + 0x100, 256);
+    frag(&p, 1, BASE + 2 * e, 0, BASE + 3 * e, 256);
+    frag(&p, 0, BASE + 0x1000, 1, BASE + 0x200, 256);
+    frag(&p, 1, BASE + 2 * e + 0x400, 0, BASE + 0x2000, 256);
+    step(&p, LOW_STEP_EXCHANGE, 0, 4, 0);
+    float x[2] = {0, 0}, *in[1] = {x}, *out[1] = {NULL};
+    sim_stats st;
+    sim_options so = {.quiet = true};
+    diag d = {0};
+    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    /* Only tile 0 conflicts (tile 1 receives into element 0 but sends from element 2): 128 payload
+     * cycles each way, exchange_conflict_percent more on tile 0. */
+    assert_int_equal(st.cycles, m.sync_cycles + m.exchange_latency_cycles + 128 + (128 * m.exchange_conflict_percent + 99) / 100);
+    free(out[0]);
+    package_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exchange_reads_a_snapshot),
+        cmocka_unit_test(repeat_patches_strided_fragments),
+        cmocka_unit_test(exchange_element_conflict),
         cmocka_unit_test(repeat_advances_strides),
         cmocka_unit_test(nested_repeats_multiply),
     };
