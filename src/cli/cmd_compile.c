@@ -17,7 +17,13 @@ static void print_compile_summary(const char *model, const machine *m, const com
     printf("compiled %s for %s in %.2f s\n", model, m->name, ci->seconds);
     printf("  program     %lld steps, %lld kernel runs, %lld exchange fragments (repeat bodies once)\n", (long long)ci->steps,
            (long long)ci->runs, (long long)ci->frags);
-    printf("  tile memory %s of %s per tile (%d buffers, no reuse yet)\n", used, have, ci->place.buffers);
+    char sup[32], tmax[32], tmed[32];
+    fmt_bytes(sup, sizeof sup, ci->place.support_bytes);
+    fmt_bytes(tmax, sizeof tmax, ci->place.table_bytes_max);
+    fmt_bytes(tmed, sizeof tmed, ci->place.table_bytes_median);
+    printf("  tile memory %s of %s on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
+           used, have, ci->place.peak_tile, ci->place.buffers, sup);
+    printf("  tables      %s on the busiest tile, median %s (budget %u KiB)\n", tmax, tmed, m->table_budget_bytes / 1024);
     if (path) printf("  package     %s, %s\n", path, size);
 }
 

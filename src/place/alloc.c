@@ -109,23 +109,42 @@ static bool place_in(const place_req *q, const region *r, const busy *b, int32_t
     return found;
 }
 
-/* The order requests are placed in: largest reservation first, then the
- * longest lifetime, then request order (deterministic). */
+/* The orders requests are placed in, tried in turn until one fits
+ * (deterministic, whatever the thread count). Those live for most of the
+ * program (weights, inputs, carried values) go first in orders 0 and 1, so
+ * they pack together and leave each region in one piece for the
+ * temporaries, which follow largest first:
+ *   0  the resident ones that would waste most in whole interleaved
+ *      elements first (small parameters, then weights just past a whole
+ *      element), so they take the packed region;
+ *   1  the resident ones largest first;
+ *   2  largest first, whatever the lifetime (greedy by size).
+ * Ties go to the longer lifetime, then to request order. */
+enum { ORDERS = 3 };
+
+/* Bytes a request would waste rounded up to whole logical elements. */
+static int64_t element_waste(const place_req *q, uint64_t unit) {
+    uint64_t need = q->payload + q->tail;
+    return unit ? (int64_t)(align_up(need ? need : 1, unit) - need) : 0;
+}
+
 typedef struct order_key {
-    uint64_t size;
+    int resident;       /* 1: live over more than half of the program */
+    int64_t size;       /* bytes; order 0 puts the resident ones' element waste here */
     int64_t life;
     int32_t index;
 } order_key;
 
 static int cmp_order(const void *a, const void *b) {
     const order_key *x = a, *y = b;
+    if (x->resident != y->resident) return x->resident > y->resident ? -1 : 1;
     if (x->size != y->size) return x->size > y->size ? -1 : 1;
     if (x->life != y->life) return x->life > y->life ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static void describe_failure(const machine *m, const place_req *req, const place_slot *slot, const bool *done, int32_t n,
-                             int32_t i, const region *ord, const region *il, busy *b, char *why, size_t cap) {
+static void describe_failure(const place_req *req, const place_slot *slot, const bool *done, int32_t n, int32_t i,
+                             const region *ord, const region *il, busy *b, char *why, size_t cap) {
     const place_req *q = &req[i];
     size_t at = 0;
 #define PUT(...) at += (size_t)snprintf(why + at, at < cap ? cap - at : 0, __VA_ARGS__)
@@ -161,41 +180,70 @@ static void describe_failure(const machine *m, const place_req *req, const place
         if (k < nb && b[k].hi > lo) lo = b[k].hi;
     }
     if (!gaps) PUT(" none");
-    (void)m;
 #undef PUT
 }
+
+static int assign_in_order(const region *ordp, const region *ilp, const place_req *req, int32_t n, int mode, place_slot *slot,
+                           int32_t *failed, int32_t *placed, char *why, size_t cap);
 
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
                  char *why, size_t cap) {
     region ord, il;
     regions(m, data_base, &ord, &il);
+    int rc = -1, furthest = -1;
+    for (int mode = 0; mode < ORDERS && rc; mode++) {
+        int32_t f = -1, placed = 0;
+        char w[2048];
+        rc = assign_in_order(&ord, &il, req, n, mode, slot, &f, &placed, w, sizeof w);
+        if (rc && placed > furthest) { /* explain the order that got furthest */
+            furthest = placed;
+            *failed = f;
+            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, ORDERS);
+        }
+    }
+    return rc;
+}
+
+static int assign_in_order(const region *ordp, const region *ilp, const place_req *req, int32_t n, int mode, place_slot *slot,
+                           int32_t *failed, int32_t *placed, char *why, size_t cap) {
+    region ord = *ordp, il = *ilp;
     order_key *order = xmalloc(sizeof(order_key) * (size_t)(n + 1));
     bool *done = xcalloc((size_t)n + 1, sizeof(bool));
     busy *b = xmalloc(sizeof(busy) * (size_t)(n + 1));
-    for (int32_t i = 0; i < n; i++) order[i] = (order_key){req[i].payload + req[i].tail, (int64_t)req[i].last - req[i].first, i};
+    int32_t span = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (req[i].last > span) span = req[i].last;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t life = (int64_t)req[i].last - req[i].first, size = (int64_t)(req[i].payload + req[i].tail);
+        int resident = mode < 2 && 2 * life > span;
+        order[i] = (order_key){resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
+    }
     qsort(order, (size_t)n, sizeof(order_key), cmp_order);
     int rc = 0;
     for (int32_t k = 0; k < n && rc == 0; k++) {
         int32_t i = order[k].index;
         const place_req *q = &req[i];
-        /* Preferred region first: large buffers in whole interleaved
-         * elements (waste under one element), small ones packed. */
-        const region *first = q->region == PLACE_ORDINARY ? &ord : &il, *second = q->region == PLACE_ANY ? &ord : NULL;
-        if (q->region == PLACE_ANY && q->payload + q->tail < il.unit / 2) first = &ord, second = &il;
+        /* Of the regions the request allows, the one where it wastes least
+         * (whole interleaved elements round up; packing does not), the
+         * interleaved one on a tie; then the best-fitting gap there. */
+        const region *cand[2] = {q->region != PLACE_ORDINARY ? &il : NULL, q->region != PLACE_INTERLEAVED ? &ord : NULL};
         bool ok = false;
-        for (int t = 0; t < 2 && !ok; t++) {
-            const region *r = t ? second : first;
+        uint64_t best_waste = UINT64_MAX;
+        for (int t = 0; t < 2; t++) {
+            const region *r = cand[t];
             if (!r || r->hi <= r->lo) continue;
             int32_t nb = occupied(req, slot, done, n, q, r, b);
             uint64_t at, res;
-            if (place_in(q, r, b, nb, &at, &res)) {
+            if (place_in(q, r, b, nb, &at, &res) && res - q->payload < best_waste) {
+                best_waste = res - q->payload;
                 slot[i] = (place_slot){(uint32_t)at, res};
                 done[i] = ok = true;
             }
         }
         if (!ok) {
             *failed = i;
-            describe_failure(m, req, slot, done, n, i, &ord, &il, b, why, cap);
+            *placed = k;
+            describe_failure(req, slot, done, n, i, &ord, &il, b, why, cap);
             rc = -1;
         }
     }

@@ -1,0 +1,286 @@
+/* test_place.c: placement under the memory map and liveness over repeats.
+ * The seed's regression cases on small machines (the loading boundary,
+ * exclusive ownership while live, reuse after death, no payload byte past
+ * the loader limit, no clipping at an ordinary free gap, a fit that needs
+ * the last partial element), thousands of random request sets checked
+ * against every rule, and live ranges across carried values, body
+ * temporaries and nested repeats. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "place/place.h"
+
+/* tiny's map with three interleaved elements of 32 KiB, the last one
+ * partial: ordinary [0x4c000, 0x5c000), interleaved from 0x5c000, the loader
+ * stopping 1,104 bytes short of the end, as on c600. */
+static machine small(void) {
+    machine m;
+    assert_int_equal(machine_preset("tiny", &m), 0);
+    m.tile_memory_end = 0x74000;
+    m.loader_limit = 0x74000 - 1104;
+    return m;
+}
+
+enum { E = 32768, IB = 0x5c000 };
+
+static place_req rq(const char *name, uint64_t payload, int32_t first, int32_t last, place_region r) {
+    return (place_req){.name = name, .payload = payload, .align = 16, .first = first, .last = last, .region = r};
+}
+
+static int assign(const machine *m, uint32_t base, const place_req *req, int32_t n, place_slot *slot, char *why) {
+    int32_t failed = -1;
+    return place_assign(m, base, req, n, slot, &failed, why, 2048);
+}
+
+/* Payload and tail may end exactly at loader_limit in the last element;
+ * one byte more is refused. */
+static void loading_boundary(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[2];
+    char why[2048];
+    uint64_t last_part = m.loader_limit - (IB + 2 * E);
+    place_req ok[2] = {rq("a", 2 * E, 0, 9, PLACE_INTERLEAVED), rq("b", last_part, 0, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, ok, 2, s, why), 0);
+    assert_int_equal(s[1].addr, IB + 2 * E);
+    assert_int_equal(s[1].addr + s[1].reserved, m.loader_limit);
+    place_req over[2] = {rq("a", 2 * E, 0, 9, PLACE_INTERLEAVED), rq("b", last_part + 1, 0, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, over, 2, s, why), -1);
+    assert_non_null(strstr(why, "cannot place '"));
+    assert_non_null(strstr(why, "region interleaved (whole elements)"));
+    /* an access tail counts as payload here */
+    over[1] = rq("b", last_part - 8, 0, 9, PLACE_INTERLEAVED);
+    over[1].tail = 9;
+    assert_int_equal(assign(&m, IB, over, 2, s, why), -1);
+    over[1].tail = 8;
+    assert_int_equal(assign(&m, IB, over, 2, s, why), 0);
+}
+
+static bool overlap(const place_slot *a, const place_slot *b) { return a->addr < b->addr + b->reserved && b->addr < a->addr + a->reserved; }
+
+/* Two buffers live at once never share a byte; once one is dead its bytes
+ * are reused. */
+static void exclusive_then_reused(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[3];
+    char why[2048];
+    place_req r[3] = {rq("a", 20000, 0, 4, PLACE_ORDINARY), rq("b", 20000, 3, 6, PLACE_ORDINARY),
+                      rq("c", 20000, 5, 9, PLACE_ORDINARY)};
+    assert_int_equal(assign(&m, 0x4c000, r, 3, s, why), 0);
+    assert_false(overlap(&s[0], &s[1]));
+    assert_false(overlap(&s[1], &s[2]));
+    assert_true(overlap(&s[0], &s[2])); /* a dies at 4, c is born at 5: same bytes */
+    /* Three at once do not fit the 64 KiB ordinary region's 60 KiB: refused, with the live ones named. */
+    place_req three[3] = {rq("a", 22000, 0, 9, PLACE_ORDINARY), rq("b", 22000, 0, 9, PLACE_ORDINARY),
+                          rq("c", 22000, 0, 9, PLACE_ORDINARY)};
+    assert_int_equal(assign(&m, 0x4c000 + 4096, three, 3, s, why), -1);
+    assert_non_null(strstr(why, "2 buffers live then hold"));
+    assert_non_null(strstr(why, "free:"));
+}
+
+/* Whole elements everywhere but the last: a buffer a few bytes over one
+ * element takes two; at an interior free element it is refused rather
+ * than clipped, even though the element plus the gap's slack would hold it. */
+static void no_clipping_at_an_ordinary_gap(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[4];
+    char why[2048];
+    /* a holds element 0 until step 1, b element 1 for good; then c (born at
+     * 2) finds element 0 free, and the partial last element. */
+    place_req r[3] = {rq("a", E, 0, 1, PLACE_INTERLEAVED), rq("b", 2 * E - 100, 0, 9, PLACE_INTERLEAVED),
+                      rq("c", E + 16, 2, 9, PLACE_INTERLEAVED)};
+    r[1].payload = E; /* one element */
+    assert_int_equal(assign(&m, IB, r, 3, s, why), -1); /* c needs two whole elements and b holds one */
+    r[2].payload = E - 16;
+    assert_int_equal(assign(&m, IB, r, 3, s, why), 0);
+    assert_int_equal(s[2].reserved % E, 0); /* an interior element, whole */
+    /* Alone in the last element, a buffer reserves only what the loader fills. */
+    place_req last[3] = {rq("a", E, 0, 9, PLACE_INTERLEAVED), rq("b", E, 0, 9, PLACE_INTERLEAVED),
+                         rq("c", 1000, 0, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, last, 3, s, why), 0);
+    assert_int_equal(s[2].addr, IB + 2 * E);
+    assert_int_equal(s[2].addr + s[2].reserved, m.loader_limit);
+}
+
+/* A buffer larger than two whole elements fits only by taking the usable
+ * part of the last one. */
+static void fits_only_with_the_last_partial_element(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[1];
+    char why[2048];
+    place_req r[1] = {rq("big", 2 * E + 30000, 0, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, r, 1, s, why), 0);
+    assert_int_equal(s[0].addr, IB);
+    assert_int_equal(s[0].addr + s[0].reserved, m.loader_limit);
+    r[0].payload = 3 * (uint64_t)E - 1000; /* past the loader limit */
+    assert_int_equal(assign(&m, IB, r, 1, s, why), -1);
+}
+
+/* Random request sets: whatever is placed obeys every rule. */
+static uint64_t rnd_state = 12345;
+static uint64_t rnd(uint64_t n) {
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state % n;
+}
+
+static void random_request_sets(void **state) {
+    (void)state;
+    machine m = small();
+    int placed = 0, refused = 0;
+    for (int set = 0; set < 3000; set++) {
+        int32_t n = 1 + (int32_t)rnd(24);
+        place_req req[24];
+        place_slot slot[24];
+        uint32_t base = 0x4c000 + (uint32_t)rnd(8) * 1024;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t a = (int32_t)rnd(40), b = (int32_t)rnd(40);
+            uint64_t size = rnd(4) == 0 ? 1 + rnd(70000) : 1 + rnd(6000);
+            req[i] = rq("r", size, a < b ? a : b, a < b ? b : a, (place_region)rnd(3));
+            req[i].align = 1u << rnd(7);
+            req[i].tail = rnd(3) == 0 ? (uint32_t)rnd(64) : 0;
+        }
+        char why[2048];
+        if (assign(&m, base, req, n, slot, why)) {
+            refused++;
+            continue;
+        }
+        placed++;
+        for (int32_t i = 0; i < n; i++) {
+            const place_slot *s = &slot[i];
+            uint64_t need = req[i].payload + req[i].tail;
+            assert_true(s->addr >= base);
+            assert_true(s->reserved >= need);
+            assert_true((uint64_t)s->addr + s->reserved <= m.loader_limit);
+            bool il = s->addr >= IB;
+            if (il) {
+                assert_true((s->addr - IB) % E == 0);
+                assert_true(s->reserved % E == 0 || s->addr + s->reserved == m.loader_limit);
+                assert_true(req[i].region != PLACE_ORDINARY);
+            } else {
+                assert_true(s->addr % req[i].align == 0);
+                assert_true(s->addr + s->reserved <= IB);
+                assert_true(req[i].region != PLACE_INTERLEAVED);
+            }
+            for (int32_t j = 0; j < i; j++)
+                if (req[i].first <= req[j].last && req[j].first <= req[i].last) assert_false(overlap(s, &slot[j]));
+        }
+    }
+    assert_true(placed > 1000 && refused > 100); /* both outcomes exercised */
+}
+
+/* ---- liveness ------------------------------------------------------------ */
+
+typedef struct prog {
+    low_program p;
+    arena a;
+} prog;
+
+static void pstep(prog *g, low_step_kind k, uint32_t iterations) {
+    low_step s = {.kind = (uint8_t)k, .first = (uint32_t)g->p.runs.n, .count = 0, .iterations = iterations};
+    if (k == LOW_STEP_EXCHANGE) s.first = (uint32_t)g->p.frags.n;
+    vec_push(&g->a, &g->p.steps, s);
+}
+
+/* A compute step of one EWISE run: out = in (in < 0: a FILL of out). */
+static void compute(prog *g, int32_t out, int32_t in) {
+    low_run r;
+    memset(&r, 0, sizeof r);
+    r.kernel = in < 0 ? LOW_K_FILL : LOW_K_EWISE;
+    r.op = LOW_EW_CAST;
+    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
+    if (in >= 0) r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
+    pstep(g, LOW_STEP_COMPUTE, 0);
+    vec_push(&g->a, &g->p.runs, r);
+    g->p.steps.v[g->p.steps.n - 1].count = 1;
+}
+
+static void bufs(prog *g, int n) {
+    for (int i = 0; i < n; i++) {
+        low_buf b = {.bytes = 64};
+        vec_push(&g->a, &g->p.bufs, b);
+    }
+}
+
+static void live_over_repeats(void **state) {
+    (void)state;
+    prog g = {0};
+    arena_init(&g.a);
+    bufs(&g, 7);
+    /* 0 input; 1 carried (init at 0, read at 3, written back at 6); 2, 3 body
+     * temporaries; 4 carried inside the body only (read before written);
+     * 5 written in the body, read after it; 6 an output */
+    compute(&g, 1, 0);               /* 0 */
+    pstep(&g, LOW_STEP_REPEAT, 4);   /* 1 */
+    compute(&g, 4, 4);               /* 2: 4 read, then written: carried */
+    compute(&g, 2, 1);               /* 3 */
+    compute(&g, 3, 2);               /* 4 */
+    compute(&g, 5, 3);               /* 5 */
+    compute(&g, 1, 3);               /* 6 */
+    pstep(&g, LOW_STEP_END, 0);      /* 7 */
+    compute(&g, 6, 5);               /* 8 */
+    uint8_t flags[7] = {PLACE_LIVE_AT_START, 0, 0, 0, 0, 0, PLACE_LIVE_AT_END};
+    place_live l[7];
+    place_liveness(&g.p, flags, l);
+    int steps = g.p.steps.n;
+    assert_int_equal(l[0].first, 0), assert_int_equal(l[0].last, 0);
+    assert_int_equal(l[1].first, 0), assert_int_equal(l[1].last, 7);  /* lives across every iteration */
+    assert_int_equal(l[2].first, 3), assert_int_equal(l[2].last, 4);  /* dies inside each */
+    assert_int_equal(l[3].first, 4), assert_int_equal(l[3].last, 6);
+    assert_int_equal(l[4].first, 1), assert_int_equal(l[4].last, 7);  /* crosses the back edge */
+    assert_int_equal(l[5].first, 5), assert_int_equal(l[5].last, 8);  /* the last iteration's value, read after */
+    assert_int_equal(l[6].first, 8), assert_int_equal(l[6].last, steps);
+    arena_free(&g.a);
+}
+
+static void live_in_nested_repeats(void **state) {
+    (void)state;
+    prog g = {0};
+    arena_init(&g.a);
+    bufs(&g, 4);
+    /* 0: made before the outer loop, read in the inner one; 1: carried by the
+     * inner loop, initialised in each outer iteration; 2: carried by the outer
+     * loop, read first in the inner one; 3: an inner temporary */
+    compute(&g, 0, -1);              /* 0 */
+    pstep(&g, LOW_STEP_REPEAT, 3);   /* 1 outer */
+    compute(&g, 1, -1);              /* 2: init the inner carry */
+    pstep(&g, LOW_STEP_REPEAT, 5);   /* 3 inner */
+    compute(&g, 3, 0);               /* 4 */
+    compute(&g, 1, 1);               /* 5: inner carry read then written */
+    compute(&g, 3, 2);               /* 6: outer carry read */
+    pstep(&g, LOW_STEP_END, 0);      /* 7 */
+    compute(&g, 2, 1);               /* 8: outer carry written */
+    pstep(&g, LOW_STEP_END, 0);      /* 9 */
+    uint8_t flags[4] = {0};
+    place_live l[4];
+    place_liveness(&g.p, flags, l);
+    assert_int_equal(l[0].first, 0), assert_int_equal(l[0].last, 9);  /* needed by every outer iteration */
+    assert_int_equal(l[1].first, 2), assert_int_equal(l[1].last, 8);  /* whole inner loop, not the outer */
+    assert_int_equal(l[2].first, 1), assert_int_equal(l[2].last, 9);  /* whole outer loop */
+    assert_int_equal(l[3].first, 4), assert_int_equal(l[3].last, 6);
+    arena_free(&g.a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(loading_boundary),
+        cmocka_unit_test(exclusive_then_reused),
+        cmocka_unit_test(no_clipping_at_an_ordinary_gap),
+        cmocka_unit_test(fits_only_with_the_last_partial_element),
+        cmocka_unit_test(random_request_sets),
+        cmocka_unit_test(live_over_repeats),
+        cmocka_unit_test(live_in_nested_repeats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
