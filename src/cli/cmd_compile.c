@@ -73,6 +73,7 @@ static json_t *sim_json(const sim_stats *st, const machine *m) {
                      (json_int_t)st->exchange_bytes, "runs", (json_int_t)st->runs, "macs", (json_int_t)st->macs,
                      "host_seconds", st->host_seconds, "kernel_seconds", st->kernel_seconds);
     json_object_set_new(j, "roofline_cycles", json_real(st->roofline_cycles));
+    json_object_set_new(j, "exchange_phases", json_integer((json_int_t)st->phases));
     return j;
 }
 

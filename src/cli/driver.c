@@ -27,11 +27,20 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
     if (print_mid) mid_print(print_mid, &mid);
     arena la;
     arena_init(&la);
-    low_program low;
+    low_program low, sched;
     int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
     low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
     int rc = low_lower(&mid, m, &la, &low, buf_of, prim_steps, d);
     if (rc == 0) {
+        /* Supersteps: independent copies share exchange phases. */
+        int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low.steps.n + 1));
+        info->phases_merged = place_schedule(&low, &la, &sched, step_map);
+        for (int32_t i = 0; i < mid.prims.n; i++) {
+            if (prim_steps[i].first >= 0) prim_steps[i].first = step_map[prim_steps[i].first];
+            if (prim_steps[i].last >= 0) prim_steps[i].last = step_map[prim_steps[i].last];
+        }
+        free(step_map);
+        low = sched;
         info->prims = mid.prims.n;
         info->steps = low.steps.n;
         info->runs = low.runs.n;

@@ -11,6 +11,7 @@ typedef struct compile_info {
     place_stats place;
     int64_t prims;            /* mid prims, repeat bodies once */
     int64_t steps, runs, frags;
+    int32_t phases_merged;    /* exchange phases the schedule merged into earlier ones */
     double seconds;           /* compile wall time */
 } compile_info;
 

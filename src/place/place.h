@@ -22,6 +22,16 @@
 #include "../mid/mid.h"
 #include "../package/package.h"
 
+/* ---- schedule.c ------------------------------------------------------- */
+
+/* The supersteps: lp with every exchange phase that can join the nearest
+ * phase before it merged into that one (its sources ready, its destinations
+ * free; never across a REPEAT or an END). out shares lp's runs, buffers and
+ * strings; its steps and fragments are new, in arena a. step_map (lp's
+ * step count) receives each old step's new index (a merged phase: the one
+ * it joined). Returns the number of phases merged away. */
+int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map);
+
 /* ---- liveness.c ------------------------------------------------------- */
 
 enum { PLACE_LIVE_AT_START = 1, PLACE_LIVE_AT_END = 2 };  /* host inputs and parameters; outputs */

@@ -221,6 +221,7 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     }
     uint64_t overhead = 0, cycles = exchange_phase_cycles(s, n, &overhead, busiest);
     s->st->fragments += n;
+    s->st->phases++;
     s->st->exchange_bytes += total;
     s->st->sync_cycles += overhead;
     return cycles;

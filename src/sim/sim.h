@@ -37,6 +37,7 @@ typedef struct sim_stats {
     uint64_t exchange_cycles;  /* of which exchange phases, sync included */
     uint64_t sync_cycles;      /* of which syncs and repeat address patching */
     uint64_t runs, fragments;  /* executed, repeats counted */
+    uint64_t phases;           /* exchange phases executed, repeats counted */
     uint64_t exchange_bytes;   /* payload sent, a multicast counted once */
     uint64_t macs;             /* GEMM multiply-adds simulated */
     double roofline_cycles;    /* those multiply-adds at every tile's AMP peak rate */

@@ -1,0 +1,128 @@
+/* schedule.c: supersteps (place.h, "schedule.c"). Lowering gives every copy
+ * its own exchange phase, and every phase pays a sync. Here an exchange
+ * phase joins the nearest exchange phase before it in the same block when
+ * nothing in between stands in the way: its sources are ready (no step in
+ * between writes them) and its destinations are free (no step in between
+ * reads or writes them), and it neither reads what the earlier phase writes
+ * nor writes what that one writes. Every fragment of a phase reads the
+ * memory as it was before the phase, so the merged phase computes what the
+ * two did. Buffers are compared before placement, by id. Repeat bodies keep
+ * their structure: nothing moves across a REPEAT or an END. */
+#include "place.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bufset {
+    uint32_t *v;
+    int32_t n, cap;
+} bufset;
+
+static void set_add(bufset *s, uint32_t b) {
+    if (b == LOW_ABSOLUTE) return;
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->v[i] == b) return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->v = xrealloc(s->v, sizeof(uint32_t) * (size_t)s->cap);
+    }
+    s->v[s->n++] = b;
+}
+
+static bool meets(const bufset *a, const bufset *b) {
+    for (int32_t i = 0; i < a->n; i++)
+        for (int32_t j = 0; j < b->n; j++)
+            if (a->v[i] == b->v[j]) return true;
+    return false;
+}
+
+typedef struct sstep {
+    low_step st;
+    bufset reads, writes;
+    VEC(uint32_t) frags;   /* EXCHANGE: fragment indices of the input program */
+    int32_t into;          /* merged into this new step, -1 if it stands alone */
+} sstep;
+
+static void accesses(const low_program *lp, const low_step *st, bufset *reads, bufset *writes) {
+    if (st->kind == LOW_STEP_COMPUTE) {
+        for (uint32_t k = st->first; k < st->first + st->count; k++) {
+            const low_run *r = &lp->runs.v[k];
+            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
+                if (!low_run_uses(r, op)) continue;
+                if (low_run_writes(r, op)) set_add(writes, r->ptr[op].buf);
+                if (!low_run_writes(r, op) || r->kernel == LOW_K_SUMSQ) set_add(reads, r->ptr[op].buf);
+            }
+        }
+    } else if (st->kind == LOW_STEP_EXCHANGE) {
+        for (uint32_t k = st->first; k < st->first + st->count; k++) {
+            set_add(reads, lp->frags.v[k].src.buf);
+            set_add(writes, lp->frags.v[k].dst.buf);
+        }
+    }
+}
+
+int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map) {
+    int32_t n = lp->steps.n;
+    sstep *s = xcalloc((size_t)n + 1, sizeof(sstep));
+    arena fa;
+    arena_init(&fa);
+    for (int32_t i = 0; i < n; i++) {
+        s[i].st = lp->steps.v[i];
+        s[i].into = -1;
+        accesses(lp, &lp->steps.v[i], &s[i].reads, &s[i].writes);
+        if (s[i].st.kind == LOW_STEP_EXCHANGE)
+            for (uint32_t k = s[i].st.first; k < s[i].st.first + s[i].st.count; k++) vec_push(&fa, &s[i].frags, k);
+    }
+    int32_t merged = 0;
+    for (int32_t j = 0; j < n; j++) {
+        if (s[j].st.kind != LOW_STEP_EXCHANGE) continue;
+        for (int32_t k = j - 1; k >= 0; k--) {
+            const sstep *q = &s[k];
+            if (q->st.kind == LOW_STEP_REPEAT || q->st.kind == LOW_STEP_END) break;
+            if (q->into >= 0) continue; /* already part of an earlier phase */
+            if (q->st.kind == LOW_STEP_EXCHANGE) {
+                if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes)) break;
+                /* join q: its fragments follow q's, and q now also writes what it writes */
+                for (int32_t f = 0; f < s[j].frags.n; f++) vec_push(&fa, &s[k].frags, s[j].frags.v[f]);
+                for (int32_t b = 0; b < s[j].writes.n; b++) set_add(&s[k].writes, s[j].writes.v[b]);
+                for (int32_t b = 0; b < s[j].reads.n; b++) set_add(&s[k].reads, s[j].reads.v[b]);
+                s[j].into = k;
+                merged++;
+                break;
+            }
+            /* a compute step in between: the sources must be ready, the destinations free */
+            if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes) || meets(&s[j].writes, &q->reads)) break;
+        }
+    }
+    /* The new program: surviving steps in order, fragments regrouped. */
+    memset(out, 0, sizeof *out);
+    out->runs = lp->runs;
+    out->dst_tiles = lp->dst_tiles;
+    out->bufs = lp->bufs;
+    out->strings = lp->strings;
+    int32_t *new_index = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    for (int32_t i = 0; i < n; i++) {
+        if (s[i].into >= 0) {
+            new_index[i] = new_index[s[i].into];
+            continue;
+        }
+        low_step st = s[i].st;
+        if (st.kind == LOW_STEP_EXCHANGE) {
+            st.first = (uint32_t)out->frags.n;
+            st.count = (uint32_t)s[i].frags.n;
+            for (int32_t f = 0; f < s[i].frags.n; f++) vec_push(a, &out->frags, lp->frags.v[s[i].frags.v[f]]);
+        }
+        new_index[i] = out->steps.n;
+        vec_push(a, &out->steps, st);
+    }
+    if (step_map)
+        for (int32_t i = 0; i < n; i++) step_map[i] = new_index[i];
+    for (int32_t i = 0; i < n; i++) {
+        free(s[i].reads.v);
+        free(s[i].writes.v);
+    }
+    free(new_index);
+    free(s);
+    arena_free(&fa);
+    return merged;
+}
