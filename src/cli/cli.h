@@ -73,6 +73,7 @@ int cmd_zoo(const cmd *c, int argc, char **argv);
 int cmd_compile(const cmd *c, int argc, char **argv);
 int cmd_run(const cmd *c, int argc, char **argv);
 int cmd_check(const cmd *c, int argc, char **argv);
+int cmd_inspect(const cmd *c, int argc, char **argv);
 int cmd_calibrate(const cmd *c, int argc, char **argv);
 
 #endif

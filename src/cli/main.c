@@ -36,6 +36,10 @@ static const opt_spec check_opts[] = {
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {0}};
 
+static const opt_spec inspect_opts[] = {
+    {"--tile", "N", "the memory map of tile N (default: the tile with the least headroom)", false},
+    {"--json", NULL, "print one JSON object: every tile's bytes, the memory map", false},
+    {0}};
 static const opt_spec calibrate_opts[] = {
     {"--machine", "NAME|FILE.json", "the machine to simulate (default c600)", false},
     {"--json", NULL, "print one JSON object: points (id, measured, simulated) and a summary per kind", false},
@@ -61,6 +65,11 @@ static const cmd commands[] = {
     {"machine", "[NAME|FILE.json]", "Print a machine description: a preset (c600, mk2, tiny) or a JSON file.", machine_opts,
      cmd_machine},
     {"zoo", "", "List the built-in models and their parameters.", zoo_opts, cmd_zoo},
+    {"inspect", "PKG [options]",
+     "Show what a package puts where: per tile the memory its buffers reach, code and exchange-table\n"
+     "bytes and headroom (their spread over the tiles, the fullest tiles first), and one tile's\n"
+     "memory map: every buffer's address, payload, reservation and live steps.",
+     inspect_opts, cmd_inspect},
     {"calibrate", "POINTS.json [options]",
      "Simulate measured hardware timing points and compare: per point measured, simulated\n"
      "and error, then per kind the median and worst absolute error. Each point is built as a\n"

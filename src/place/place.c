@@ -31,23 +31,31 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+void place_code_bytes(const low_program *lp, const machine *m, uint32_t *code) {
+    uint32_t tiles = m->tiles;
+    memset(code, 0, sizeof(uint32_t) * tiles);
+    uint16_t *kernels = xcalloc(tiles, sizeof(uint16_t)); /* bit k: the tile runs kernel k */
+    _Static_assert(LOW_K_COUNT <= 16, "kernel bits");
+    for (int32_t i = 0; i < lp->runs.n; i++) {
+        const low_run *r = &lp->runs.v[i];
+        code[r->tile] += CODE_RUN_BYTES;
+        kernels[r->tile] |= (uint16_t)(1u << r->kernel);
+    }
+    for (uint32_t t = 0; t < tiles; t++)
+        code[t] += (uint32_t)__builtin_popcount(kernels[t]) * CODE_KERNEL_BYTES + (uint32_t)lp->steps.n * CODE_STEP_BYTES;
+    free(kernels);
+}
+
 /* Code, run descriptors and exchange tables per tile; the largest sets
  * where data starts on every tile (a buffer has one address). */
 static int support(placer *p, place_stats *st, uint32_t *data_base) {
     const machine *m = p->m;
     uint32_t tiles = m->tiles;
-    uint32_t *code = xcalloc(tiles, sizeof(uint32_t)), *tables = xmalloc(sizeof(uint32_t) * tiles);
-    uint16_t *kernels = xcalloc(tiles, sizeof(uint16_t)); /* bit k: the tile runs kernel k */
-    _Static_assert(LOW_K_COUNT <= 16, "kernel bits");
-    for (int32_t i = 0; i < p->lp->runs.n; i++) {
-        const low_run *r = &p->lp->runs.v[i];
-        code[r->tile] += CODE_RUN_BYTES;
-        kernels[r->tile] |= (uint16_t)(1u << r->kernel);
-    }
+    uint32_t *code = xmalloc(sizeof(uint32_t) * tiles), *tables = xmalloc(sizeof(uint32_t) * tiles);
+    place_code_bytes(p->lp, m, code);
     place_table_bytes(p->lp, m, tables);
     uint32_t most_code = 0, most = 0;
     for (uint32_t t = 0; t < tiles; t++) {
-        code[t] += (uint32_t)__builtin_popcount(kernels[t]) * CODE_KERNEL_BYTES + (uint32_t)p->lp->steps.n * CODE_STEP_BYTES;
         if (code[t] > most_code) most_code = code[t];
         if (code[t] + tables[t] > most) most = code[t] + tables[t];
         st->table_bytes_total += tables[t];
@@ -61,7 +69,6 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
     st->support_bytes = most;
     free(code);
     free(tables);
-    free(kernels);
     char need[32], have[32];
     if (st->table_bytes_max > m->table_budget_bytes) {
         /* Name the phases that cost the busiest tile most. */

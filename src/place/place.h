@@ -79,6 +79,10 @@ void place_table_rows(const low_program *lp, const machine *m, uint32_t *per_til
 
 /* ---- place.c ---------------------------------------------------------- */
 
+/* Bytes of code and run descriptors each tile needs (per_tile[tiles]), the
+ * estimate docs/placement.md gives. */
+void place_code_bytes(const low_program *lp, const machine *m, uint32_t *per_tile);
+
 typedef struct place_stats {
     uint32_t tile_bytes;       /* the fullest tile: bytes from tile_memory_base to its last reserved byte */
     uint32_t peak_tile;        /* which tile that is */
