@@ -161,8 +161,23 @@ static int assign_addresses(placer *p, place_stats *st) {
     char why[1536];
     int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why);
     if (rc) {
-        diag_fail(p->d, "%s: error: does not fit: %s on machine '%s', tile %d: %s", p->mp->g->path, p->mp->g->name, p->m->name,
-                  (int)(tile_of[failed] >= 0 ? tile_of[failed] : 0), why);
+        /* What no plan can change: the parameters' bytes spread evenly. */
+        const graph *g = p->mp->g;
+        double params = 0;
+        for (int32_t i = 0; i < g->ops.n; i++)
+            if (graph_opr(g, i)->kind == OP_PARAM) {
+                const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
+                params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
+            }
+        char all[32], each[32], tile[32];
+        fmt_bytes(all, sizeof all, params);
+        fmt_bytes(each, sizeof each, params / p->m->tiles);
+        fmt_bytes(tile, sizeof tile, (double)(p->m->loader_limit - data_base));
+        diag_fail(p->d,
+                  "%s: error: does not fit: %s on machine '%s', tile %d: %s; the parameters take %s in all, %s of every tile's "
+                  "%s for data even spread evenly over its %u tiles",
+                  g->path, g->name, p->m->name, (int)(tile_of[failed] >= 0 ? tile_of[failed] : 0), why, all, each, tile,
+                  p->m->tiles);
     } else {
         /* The fullest tile: the highest byte any buffer it uses reserves. */
         uint64_t *end = xcalloc(p->m->tiles, sizeof(uint64_t));
