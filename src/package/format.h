@@ -4,7 +4,7 @@
  *
  *   file     header | section 0 | section 1 | ... | section SEC_COUNT-1
  *   header   magic "TESSPKG\0" (8) | u32 version | u32 sections | u64 fingerprint
- *   section  u32 tag | u32 reserved (0) | u64 payload bytes | payload
+ *   section  u32 tag | u32 CRC-32C of the payload | u64 payload bytes | payload
  *   payload  raw bytes (machine JSON, strings, blob, meta) or a packed array
  *            of fixed-size records, each field little-endian in table order
  */

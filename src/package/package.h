@@ -13,8 +13,9 @@
  *             (for locating a fault, never needed to run)
  *   meta      JSON text: model, recipe, compile statistics
  *
- * The file is a little-endian sequence of sections, each a tag, a byte length
- * and fixed-size records; the layout is in docs/package.md. Writing the same
+ * The file is a little-endian sequence of sections, each a tag, a CRC-32C of
+ * its payload, a byte length and fixed-size records; the layout is in
+ * docs/package.md. Every checksum is verified before anything is read. Writing the same
  * package twice gives the same bytes. A package is untrusted input: the
  * reader checks every count, index, offset and length, and every address a
  * run or fragment can touch (over all repeat iterations), before anyone uses it.
@@ -26,7 +27,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 2 };
+enum { PACKAGE_VERSION = 3 };
 
 typedef struct pkg_segment {
     uint32_t tile;
@@ -73,5 +74,8 @@ int package_parse(const void *bytes, size_t len, const char *path, package *out,
 int package_load(const char *path, package *out, diag *d);
 /* The serialised image (malloc'd), for tests that corrupt it. */
 uint8_t *package_image(const package *p, size_t *len);
+/* Rewrites the checksum of every section whose bounds lie inside img: for
+ * tests and fuzzers that damage a section on purpose to reach the parser. */
+void package_fix_checksums(uint8_t *img, size_t len);
 
 #endif

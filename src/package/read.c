@@ -78,7 +78,7 @@ static int read_section(reader *r, uint32_t i, size_t *at, int *last) {
         return fail(r, "truncated: section %" PRIu32 " (of %" PRIu32 ") has its header at byte %zu, but only %zu bytes remain",
                     i, r->sections, *at, r->len - *at);
     const uint8_t *h = r->bytes + *at;
-    uint32_t tag = (uint32_t)pkg_get_le(h, 4), reserved = (uint32_t)pkg_get_le(h + 4, 4);
+    uint32_t tag = (uint32_t)pkg_get_le(h, 4), crc = (uint32_t)pkg_get_le(h + 4, 4);
     uint64_t bytes = pkg_get_le(h + 8, 8);
     int s = section_of(tag);
     if (s < 0) {
@@ -93,11 +93,15 @@ static int read_section(reader *r, uint32_t i, size_t *at, int *last) {
     if (s < *last)
         return fail(r, "section %s at byte %zu comes after %s; the sections are, in order, %s", name, *at,
                     pkg_sections[*last].name, section_order(order, sizeof order));
-    if (reserved) return fail(r, "section %s at byte %zu: reserved field is 0x%" PRIx32 ", not 0", name, *at, reserved);
     *at += PKG_SECTION_HEADER_BYTES;
     if (bytes > r->len - *at)
         return fail(r, "truncated: section %s at byte %zu holds %" PRIu64 " bytes, but only %zu remain", name,
                     *at - PKG_SECTION_HEADER_BYTES, bytes, r->len - *at);
+    uint32_t got = util_crc32c(r->bytes + *at, (size_t)bytes);
+    if (got != crc)
+        return fail(r, "section %s at byte %zu is damaged: its checksum is 0x%08" PRIx32 " but its %" PRIu64
+                    " bytes give 0x%08" PRIx32,
+                    name, *at - PKG_SECTION_HEADER_BYTES, crc, bytes, got);
     r->seen[s] = true;
     r->payload[s] = r->bytes + *at;
     r->payload_bytes[s] = bytes;

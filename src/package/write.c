@@ -80,17 +80,31 @@ static uint8_t *put(uint8_t *at, uint64_t v, int bytes) {
 
 static uint8_t *put_section(uint8_t *at, const image_parts *w, int s) {
     const pkg_record *rec = pkg_sections[s].rec;
+    uint8_t *head = at, *body = at + PKG_SECTION_HEADER_BYTES;
+    uint64_t bytes = payload_bytes(w, s);
     at = put(at, pkg_sections[s].tag, 4);
-    at = put(at, 0, 4);  /* reserved */
-    at = put(at, payload_bytes(w, s), 8);
+    at = put(at, 0, 4);  /* the checksum, once the payload is written */
+    at = put(at, bytes, 8);
     if (!rec) {
         if (w->n[s]) memcpy(at, w->data[s], w->n[s]);
-        return at + w->n[s];
+        at += w->n[s];
+    } else {
+        uint64_t rec_bytes = pkg_record_file_bytes(rec);
+        for (uint64_t i = 0; i < w->n[s]; i++, at += rec_bytes)
+            pkg_encode(at, rec, (const uint8_t *)w->data[s] + i * rec->mem_bytes, &w->offsets);
     }
-    uint64_t rec_bytes = pkg_record_file_bytes(rec);
-    for (uint64_t i = 0; i < w->n[s]; i++, at += rec_bytes)
-        pkg_encode(at, rec, (const uint8_t *)w->data[s] + i * rec->mem_bytes, &w->offsets);
+    pkg_put_le(head + 4, util_crc32c(body, (size_t)bytes), 4);
     return at;
+}
+
+void package_fix_checksums(uint8_t *img, size_t len) {
+    size_t at = PKG_HEADER_BYTES;
+    while (at + PKG_SECTION_HEADER_BYTES <= len) {
+        uint64_t bytes = pkg_get_le(img + at + 8, 8);
+        if (bytes > len - at - PKG_SECTION_HEADER_BYTES) return;
+        pkg_put_le(img + at + 4, util_crc32c(img + at + PKG_SECTION_HEADER_BYTES, (size_t)bytes), 4);
+        at += PKG_SECTION_HEADER_BYTES + (size_t)bytes;
+    }
 }
 
 uint8_t *package_image(const package *p, size_t *len) {

@@ -83,6 +83,9 @@ void strmap_put(strmap *m, const char *key, int32_t val);
 /* FNV-1a with a 64-bit finaliser. Stable: machine fingerprints recorded in
  * packages are made with it. */
 uint64_t util_hash_bytes(const void *p, size_t n, uint64_t seed);
+/* CRC-32C (Castagnoli, reflected 0x82f63b78, init and final xor ~0) of n
+ * bytes: what package sections carry ("123456789" gives 0xe3069283). */
+uint32_t util_crc32c(const void *p, size_t n);
 
 /* ---- diag.c ----------------------------------------------------------- */
 

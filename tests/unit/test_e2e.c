@@ -86,6 +86,14 @@ static void corrupted_weight_fails(void **state) {
     memcpy(img, b.img, b.len);
     img[at + p.segments.v[0].blob_off + 1] ^= 0x40;
     package_free(&p);
+    /* The loader refuses it: the blob's checksum no longer matches. */
+    diag e = {0};
+    package q;
+    assert_int_equal(package_parse(img, b.len, "x.tpk", &q, &e), -1);
+    assert_non_null(strstr(e.text, "section BLOB at byte"));
+    assert_non_null(strstr(e.text, "is damaged"));
+    /* With the checksums forged, the check itself catches it. */
+    package_fix_checksums(img, b.len);
     check_result r;
     assert_false(check_image(&b, img, &r));
     check_result_free(&r);

@@ -211,16 +211,26 @@ static int parse_exact(const uint8_t *img, size_t len, package *out, diag *d) {
 }
 
 /* A refused image leaves the package empty and says why, naming the file. */
-static void expect_refused(const uint8_t *img, size_t len, const char *want) {
+/* img refused with a message containing want. Tests damage a section to
+ * reach a check behind the checksums, so those are fixed up first, except
+ * in expect_damaged, which is about the checksums. */
+static void refused(const uint8_t *img, size_t len, const char *want, bool fix) {
     package q;
     diag d = {0};
-    int rc = parse_exact(img, len, &q, &d);
+    uint8_t *copy = malloc(len + 1);
+    memcpy(copy, img, len);
+    if (fix) package_fix_checksums(copy, len);
+    int rc = parse_exact(copy, len, &q, &d);
+    free(copy);
     if (rc != -1 || !d.set || strncmp(d.text, PATH, strlen(PATH)) != 0 || (want && !strstr(d.text, want)))
         fail_msg("length %zu: want an error with '%s', got rc %d: %s", len, want ? want : "", rc, d.text);
     assert_null(q.arena.head);
     assert_int_equal(q.prog.runs.n, 0);
     package_free(&q);
 }
+
+static void expect_refused(const uint8_t *img, size_t len, const char *want) { refused(img, len, want, true); }
+static void expect_damaged(const uint8_t *img, size_t len, const char *want) { refused(img, len, want, false); }
 
 typedef void (*mutator)(package *p);
 
@@ -364,8 +374,10 @@ static void test_documented_sizes(void **state) {
     size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + 6 * 17 + 6 * 205 + 2 * 40 + 4 * 4 + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\2\0\0\0\13\0\0\0", 16);
-    assert_memory_equal(img + 24, "MACH\0\0\0\0", 8);
+    assert_memory_equal(img, "TESSPKG\0\3\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img + 24, "MACH", 4);
+    uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
+    assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
     assert_memory_equal(img + 40, json, strlen(json));
     free(json);
     free(img);
@@ -449,8 +461,8 @@ static void test_header(void **state) {
     expect_refused(img, len, "not a tessel package");
     img[0] = 'T';
 
-    put_u32(img + 8, 1);
-    expect_refused(img, len, "package format version 1, but this tessel reads only version 2");
+    put_u32(img + 8, 2);
+    expect_refused(img, len, "package format version 2, but this tessel reads only version 3");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -492,9 +504,22 @@ static void test_sections(void **state) {
     expect_refused(img, len, "section STEP at byte");  /* STEP after RUNS: out of order */
     memcpy(img + strs, "STRS", 4);
 
-    img[strs + 4] = 1;
-    expect_refused(img, len, "reserved field is 0x1, not 0");
-    img[strs + 4] = 0;
+    /* Every section's checksum is verified before anything in it is read:
+     * one flipped bit anywhere is refused, naming the section. */
+    img[strs + 4] ^= 1;
+    expect_damaged(img, len, "section STRS at byte");
+    img[strs + 4] ^= 1;
+    for (size_t at = 24; at + 16 <= len;) {
+        uint64_t bytes = 0;
+        for (int k = 7; k >= 0; k--) bytes = bytes << 8 | img[at + 8 + k];
+        if (bytes) {
+            size_t mid = at + 16 + (size_t)bytes / 2;
+            img[mid] ^= 0x10;
+            expect_damaged(img, len, "is damaged: its checksum is 0x");
+            img[mid] ^= 0x10;
+        }
+        at += 16 + (size_t)bytes;
+    }
 
     /* The machine's JSON: a syntax error points into the section; a changed
      * value no longer matches the header's fingerprint. */
