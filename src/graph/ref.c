@@ -465,11 +465,19 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
             }
             if (r->last_user[a] < 0) release(r, a);
         }
+        for (int32_t k = 0; k < op->ncarry; k++) next[k] = NULL;
         r->yield_to = next;
         rc = exec_block(r, &op->body, inputs, input_k);
+        /* The body's arguments own this iteration's carried buffers. */
         for (int32_t k = 0; k < op->nargs; k++)
             if (r->buf[op->args[k]]) release(r, op->args[k]);
-        for (int32_t k = 0; k < op->ncarry; k++) carried[k] = next[k];
+        for (int32_t k = 0; k < op->ncarry; k++) {
+            if (rc) { /* stopped or failed mid-body: nothing carries on */
+                free(next[k]);
+                next[k] = NULL;
+            }
+            carried[k] = next[k];
+        }
     }
     r->yield_to = saved_yield;
     r->depth--;

@@ -250,10 +250,48 @@ static void numerics_reader(void **state) {
     graph_free(g);
 }
 
+/* on_value sees every op result in program order, with the iteration of
+ * each enclosing repeat, and stopping it anywhere (inside a body too)
+ * returns 1 and frees everything (ASan checks the second half). */
+typedef struct seen_values {
+    int calls, stop_at;
+    int64_t last_iter;
+} seen_values;
+
+static int count_values(void *ctx, int32_t value, const int64_t *iters, int depth, const float *data, int64_t n) {
+    (void)value, (void)data, (void)n;
+    seen_values *s = ctx;
+    s->last_iter = depth ? iters[depth - 1] : -1;
+    return ++s->calls == s->stop_at;
+}
+
+static void observe_and_stop(void **state) {
+    (void)state;
+    graph *g = parse("graph g\ninput %x : f32[4]\n%y = repeat 3 carry(%h = %x) {\n  %a = scale(%h) {by = 2.0} : f32[4]\n"
+                     "  %b = add(%a, %h) : f32[4]\n  yield %b\n}\n%z = scale(%y) {by = 0.5} : f32[4]\noutput %z\n");
+    float x[4] = {1, 2, 3, 4}, *in[1] = {x}, *out[1] = {NULL};
+    diag d = {0};
+    seen_values all = {0, -1, 0};
+    ref_options o = {.quiet = true, .on_value = count_values, .on_value_ctx = &all};
+    assert_int_equal(ref_run(g, &o, in, out, &d), 0);
+    assert_int_equal(all.calls, 3 * 2 + 1 + 1); /* a, b per iteration; the repeat's result; z */
+    free(out[0]);
+    for (int stop = 1; stop <= 8; stop++) {
+        seen_values s = {0, stop, 0};
+        o.on_value_ctx = &s;
+        out[0] = NULL;
+        assert_int_equal(ref_run(g, &o, in, out, &d), 1);
+        assert_int_equal(s.calls, stop);
+        assert_null(out[0]);
+        if (stop == 3) assert_int_equal(s.last_iter, 1); /* a of the second iteration */
+    }
+    graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_k_partitions), cmocka_unit_test(matmul_8bit_scales_after), cmocka_unit_test(reduce_sum_blocks),
-        cmocka_unit_test(clip_rows),           cmocka_unit_test(numerics_reader),
+        cmocka_unit_test(clip_rows),           cmocka_unit_test(numerics_reader),   cmocka_unit_test(observe_and_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
