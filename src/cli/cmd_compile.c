@@ -1,5 +1,6 @@
 /* cmd_compile.c: compile a model, run a package, check one against the other. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,6 +158,9 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     return rc ? cli_report(&d) : 0;
 }
 
+/* JSON has no NaN or infinity: those figures are null. */
+static json_t *json_num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
 static json_t *locate_json(const graph *g, const locate_result *l) {
     if (!l->found) return json_pack("{s:b, s:I, s:i}", "found", 0, "compared", (json_int_t)l->compared, "probes", (int)l->probes);
     json_t *it = json_array(), *at = json_array();
@@ -167,9 +171,9 @@ static json_t *locate_json(const graph *g, const locate_result *l) {
                           "iterations", it, "missing", l->missing, "elements", (json_int_t)l->numel, "differing",
                           (json_int_t)l->diff.count);
     if (l->diff.count)
-        json_object_set_new(j, "first", json_pack("{s:I, s:o, s:i, s:f, s:f}", "index", (json_int_t)l->diff.first, "coords",
-                                                  at, "tile", (int)l->tile, "got", (double)l->diff.got, "want",
-                                                  (double)l->diff.want));
+        json_object_set_new(j, "first", json_pack("{s:I, s:o, s:i, s:o, s:o}", "index", (json_int_t)l->diff.first, "coords",
+                                                  at, "tile", (int)l->tile, "got", json_num(l->diff.got), "want",
+                                                  json_num(l->diff.want)));
     else
         json_decref(at);
     return j;
@@ -180,18 +184,18 @@ static json_t *check_json(const graph *g, const char *model, const machine *m, c
     json_t *outs = json_array();
     for (int32_t i = 0; i < r->n; i++) {
         const check_output *o = &r->out[i];
-        json_t *e = json_pack("{s:s, s:f, s:f, s:f, s:b, s:I, s:b}", "name", o->name, "cosine", o->pure.cosine,
-                              "max_abs_err", o->pure.max_abs_err, "min_cosine", o->min_cosine, "exact",
+        json_t *e = json_pack("{s:s, s:o, s:o, s:f, s:b, s:I, s:b}", "name", o->name, "cosine", json_num(o->pure.cosine),
+                              "max_abs_err", json_num(o->pure.max_abs_err), "min_cosine", o->min_cosine, "exact",
                               o->exact.count == 0, "differing", (json_int_t)o->exact.count, "pass", o->pass);
         if (o->exact.count)
-            json_object_set_new(e, "first_difference", json_pack("{s:I, s:f, s:f}", "index", (json_int_t)o->exact.first,
-                                                                 "got", (double)o->exact.got, "want", (double)o->exact.want));
+            json_object_set_new(e, "first_difference", json_pack("{s:I, s:o, s:o}", "index", (json_int_t)o->exact.first,
+                                                                 "got", json_num(o->exact.got), "want", json_num(o->exact.want)));
         json_array_append_new(outs, e);
     }
     json_object_set_new(j, "model", json_string(model));
     json_object_set_new(j, "machine", json_string(m->name));
-    json_object_set_new(j, "cosine", json_real(r->cosine));
-    json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
+    json_object_set_new(j, "cosine", json_num(r->cosine));
+    json_object_set_new(j, "max_abs_err", json_num(r->max_abs_err));
     json_object_set_new(j, "exact", json_boolean(r->differing == 0));
     json_object_set_new(j, "differing", json_integer(r->differing));
     json_object_set_new(j, "pass", json_boolean(r->pass));
@@ -219,6 +223,36 @@ static void print_check(const graph *g, const check_result *r) {
     }
     if (r->located) tessel_locate_print(stdout, g, &r->loc);
     printf("%s\n", r->pass ? "PASS" : "FAIL");
+}
+
+/* NaN or infinity in what the user gave: inputs, and parameters read from
+ * .npy files (seeded ones cannot hold any); a note on stderr each, and the
+ * same as JSON entries. */
+static void scan_nonfinite(const char *kind, const char *name, const float *x, int64_t n, json_t *out) {
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && count++ == 0) first = i;
+    if (!count) return;
+    fprintf(stderr, "tessel check: note: %s '%s' holds %lld non-finite values (the first at element %lld)\n", kind, name,
+            (long long)count, (long long)first);
+    json_array_append_new(out, json_pack("{s:s, s:s, s:I, s:I}", "name", name, "kind", kind, "count", (json_int_t)count,
+                                         "first", (json_int_t)first));
+}
+
+static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t nin, float *const *inputs) {
+    json_t *out = json_array();
+    for (int32_t j = 0; j < nin; j++) scan_nonfinite("input", specs[j].name, inputs[j], host_numel(&specs[j]), out);
+    for (int32_t op = 0; op < g->ops.n; op++) {
+        const graph_op *o = graph_opr(g, op);
+        if (o->kind != OP_PARAM || o->init.kind != INIT_NPY) continue;
+        const graph_value *v = graph_val(g, o->out[0]);
+        int64_t n = graph_type_numel(&v->type);
+        float *vals = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+        diag d = {0};
+        if (graph_param_values(g, op, true, vals, &d) == 0) scan_nonfinite("parameter", v->name, vals, n, out);
+        free(vals);
+    }
+    return out;
 }
 
 /* The package to check: PKG as given, or MODEL compiled and sent through
@@ -265,6 +299,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     compile_info ci = {0};
     check_result r = {0};
     rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
+    json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
     if (rc == 0) rc = check_package(c, &p, g, &m, &pkg, &ci, &compiled, &d);
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
@@ -278,6 +313,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     }
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
+        json_object_set(j, "nonfinite_inputs", nonfinite);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);
         free(s);
@@ -294,6 +330,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         print_check(g, &r);
     }
     bool pass = r.pass;
+    json_decref(nonfinite);
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
     free(inputs);
     free(source);

@@ -69,6 +69,21 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
                       got, bare, dtype_name(s->dtype), want);
             goto fail;
         }
+        /* Same dtype, or an exact widening (f16 into f32, said once), or a
+         * conversion the user asked for; never a silent loss. */
+        bool exact = arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32);
+        if (!exact && !cli_flag(c, p, "--convert")) {
+            dtype held = arr.dtype;
+            npy_free(&arr);
+            diag_fail(d,
+                      "tessel %s: error: option '--input %s': %s holds %s but input '%s' is %s, and the conversion can lose "
+                      "information (give --convert to round it)",
+                      c->name, a, eq + 1, dtype_name(held), bare, dtype_name(s->dtype));
+            goto fail;
+        }
+        if (arr.dtype != s->dtype)
+            fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
+                    dtype_name(arr.dtype), dtype_name(s->dtype));
         inputs[j] = xmalloc(sizeof(float) * (size_t)(arr.numel ? arr.numel : 1));
         num_decode_buf(arr.dtype, 0, arr.data, inputs[j], (size_t)arr.numel);
         num_round_buf(s->dtype, s->scale, inputs[j], (size_t)arr.numel);

@@ -8,6 +8,7 @@ static const opt_spec zoo_opts[] = {{0}};
 static const opt_spec machine_opts[] = {{"--json", NULL, "print the description as JSON (loadable back)", false}, {0}};
 static const opt_spec ref_opts[] = {
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
+    {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
     {"--output-dir", "DIR", "write each output as DIR/NAME.npy (f32)", false},
     {"--strip-precision", NULL, "run the pure FP32 model: no casts, f32 parameters", false},
     {"--against-fp32", NULL, "also run the pure FP32 model on the same inputs and compare", false},
@@ -22,6 +23,7 @@ static const opt_spec compile_opts[] = {
     {0}};
 static const opt_spec run_opts[] = {
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
+    {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
     {"--output-dir", "DIR", "write each output as DIR/NAME.npy (f32)", false},
     {"--trace", "FILE.json", "write a Chrome trace of compute sets and exchange phases", false},
     {"--json", NULL, "print one JSON object of figures instead of the summary", false},
@@ -29,6 +31,7 @@ static const opt_spec run_opts[] = {
 static const opt_spec check_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
+    {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
     {"--package", "PKG", "check this package (compiled from MODEL) instead of compiling MODEL", false},
     {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
      false},
