@@ -60,8 +60,24 @@ host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n);
  * with the seeded defaults; source[k] is the file or NULL. */
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d);
-/* Writes DIR/NAME.npy (f32) for every tensor, all or nothing. */
-int cli_write_outputs(const char *dir, const host_spec *specs, int32_t n, float *const *data, diag *d);
+/* A command's output files, all or nothing and checked before the work:
+ * open creates every temporary (DIR/NAME.npy per tensor when dir is set,
+ * the trace when trace is), so an unwritable path fails at once; commit
+ * writes them (f32 .npy, the Chrome trace of st) and renames all into
+ * place, or on any failure removes every one. */
+typedef struct cli_outputs {
+    outset set;
+    int32_t n;              /* .npy files */
+    FILE **files;
+    char **paths;
+    FILE *trace;
+    const char *trace_path;
+} cli_outputs;
+
+int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d);
+int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
+                       const char *title, diag *d);
+void cli_outputs_abort(cli_outputs *o);
 /* One summary line: name, type and statistics of x. */
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note);
 

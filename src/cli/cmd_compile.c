@@ -93,18 +93,6 @@ static void print_sim_summary(const sim_stats *st, const machine *m) {
     printf("  host        %.2f s simulating (%.2f s in kernels)\n", st->host_seconds, st->kernel_seconds);
 }
 
-static int write_trace(const char *path, const sim_stats *st, const machine *m, const char *title, diag *d) {
-    outset os = {0};
-    FILE *f = outset_open(&os, path, d);
-    if (!f) return -1;
-    int rc = report_trace_write(f, st, m->clock_hz, title);
-    if (outset_close(&os, f, path, d) || rc) {
-        outset_abort(&os);
-        return d->set ? -1 : diag_fail(d, "%s: error: write failed", path);
-    }
-    return outset_commit(&os, d);
-}
-
 int cmd_run(const cmd *c, int argc, char **argv) {
     parsed p;
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
@@ -124,10 +112,12 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     const char *trace = cli_opt(c, &p, "--trace"), *dir = cli_opt(c, &p, "--output-dir");
     sim_options so = {.trace = trace != NULL, .quiet = json};
     sim_stats st = {0};
-    rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
+    cli_outputs files;
+    rc = cli_outputs_open(&files, dir, outs, nout, trace, &d);
+    if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
-    if (rc == 0 && dir) rc = cli_write_outputs(dir, outs, nout, outputs, &d);
-    if (rc == 0 && trace) rc = write_trace(trace, &st, &pkg.machine, p.pos[0], &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, pkg.machine.clock_hz, p.pos[0], &d);
+    else cli_outputs_abort(&files);
     if (rc == 0 && json) {
         json_t *j = sim_json(&st, &pkg.machine);
         json_object_set_new(j, "package", json_string(p.pos[0]));
@@ -300,6 +290,8 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     check_result r = {0};
     rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
     json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
+    cli_outputs files = {0};
+    if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
     if (rc == 0) rc = check_package(c, &p, g, &m, &pkg, &ci, &compiled, &d);
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
@@ -308,9 +300,10 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                             .sim = {.trace = trace != NULL, .quiet = json},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
-        if (rc == 0 && trace) rc = write_trace(trace, &r.sim, &m, p.pos[0], &d);
         package_free(&pkg);
     }
+    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
+    else cli_outputs_abort(&files);
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
         json_object_set(j, "nonfinite_inputs", nonfinite);

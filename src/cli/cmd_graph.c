@@ -52,6 +52,10 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     }
     double t1 = util_now_seconds();
     if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
+    /* Output files are created (so checked) before the work. */
+    const char *dir = cli_opt(c, &p, "--output-dir");
+    cli_outputs files = {0};
+    if (rc == 0) rc = cli_outputs_open(&files, dir, outs, nout, NULL, &d);
     if (rc == 0) rc = ref_run(g, &o, inputs, outputs, &d);
     double t2 = util_now_seconds();
     /* The pure FP32 model on the same inputs, to show what precision costs. */
@@ -61,8 +65,8 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
         po.strip_precision = true;
         rc = ref_run(g, &po, inputs, pure, &d);
     }
-    const char *dir = cli_opt(c, &p, "--output-dir");
-    if (rc == 0 && dir) rc = cli_write_outputs(dir, outs, nout, outputs, &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, NULL, 0, NULL, &d);
+    else cli_outputs_abort(&files);
     if (rc == 0) {
         int64_t nparams = 0, nops = 0;
         for (int32_t i = 0; i < g->ops.n; i++) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../report/report.h"
 #include "cli.h"
 
 int64_t host_numel(const host_spec *s) {
@@ -104,28 +105,73 @@ fail:
     return -1;
 }
 
-int cli_write_outputs(const char *dir, const host_spec *specs, int32_t n, float *const *data, diag *d) {
-    if (!dir[0]) return diag_fail(d, "tessel: error: option '--output-dir': the directory name is empty");
-    if (util_mkdir_p(dir, d)) return -1;
-    outset os = {0};
-    for (int32_t j = 0; j < n; j++) {
+int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d) {
+    memset(o, 0, sizeof *o);
+    if (dir && !dir[0]) return diag_fail(d, "tessel: error: option '--output-dir': the directory name is empty");
+    if (dir && util_mkdir_p(dir, d)) return -1;
+    o->n = dir ? n : 0;
+    o->files = xcalloc((size_t)o->n + 1, sizeof(FILE *));
+    o->paths = xcalloc((size_t)o->n + 1, sizeof(char *));
+    for (int32_t j = 0; j < o->n; j++) {
         char *file = xmalloc(strlen(specs[j].name) + 5);
         sprintf(file, "%s.npy", specs[j].name);
-        char *path = path_join(dir, file);
+        o->paths[j] = path_join(dir, file);
         free(file);
+        if (!(o->files[j] = outset_open(&o->set, o->paths[j], d))) return cli_outputs_abort(o), -1;
+    }
+    if (trace) {
+        o->trace_path = trace;
+        if (!(o->trace = outset_open(&o->set, trace, d))) return cli_outputs_abort(o), -1;
+    }
+    return 0;
+}
+
+static void close_quietly(FILE **f) {
+    if (*f) fclose(*f);
+    *f = NULL;
+}
+
+void cli_outputs_abort(cli_outputs *o) {
+    for (int32_t j = 0; j < o->n; j++) {
+        close_quietly(&o->files[j]);
+        free(o->paths[j]);
+    }
+    close_quietly(&o->trace);
+    outset_abort(&o->set);
+    free(o->files);
+    free(o->paths);
+    memset(o, 0, sizeof *o);
+}
+
+int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
+                       const char *title, diag *d) {
+    int rc = 0;
+    for (int32_t j = 0; j < o->n && rc == 0; j++) {
         npy_array a = {.dtype = DT_F32, .rank = specs[j].rank, .numel = host_numel(&specs[j]), .data = data[j]};
         for (int r = 0; r < specs[j].rank; r++) a.dim[r] = specs[j].dim[r];
-        FILE *f = outset_open(&os, path, d);
-        int rc = f ? npy_write(f, &a) : -1;
-        if (f && outset_close(&os, f, path, d)) rc = -1;
-        if (rc && !d->set) diag_fail(d, "%s: error: write failed", path);
-        free(path);
-        if (rc) {
-            outset_abort(&os);
-            return -1;
-        }
+        rc = npy_write(o->files[j], &a);
+        FILE *f = o->files[j];
+        o->files[j] = NULL;
+        if (outset_close(&o->set, f, o->paths[j], d)) rc = -1;
+        if (rc && !d->set) diag_fail(d, "%s: error: write failed", o->paths[j]);
     }
-    return outset_commit(&os, d);
+    if (rc == 0 && o->trace) {
+        rc = report_trace_write(o->trace, st, clock_hz, title);
+        FILE *f = o->trace;
+        o->trace = NULL;
+        if (outset_close(&o->set, f, o->trace_path, d)) rc = -1;
+        if (rc && !d->set) diag_fail(d, "%s: error: write failed", o->trace_path);
+    }
+    if (rc) {
+        cli_outputs_abort(o);
+        return -1;
+    }
+    rc = outset_commit(&o->set, d); /* all of them, or (on failure) none */
+    for (int32_t j = 0; j < o->n; j++) free(o->paths[j]);
+    free(o->files);
+    free(o->paths);
+    memset(o, 0, sizeof *o);
+    return rc;
 }
 
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note) {
