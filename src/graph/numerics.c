@@ -77,12 +77,11 @@ typedef struct rd {
 #define BAD(r, ...) bad(r, __VA_ARGS__)
 static int bad(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(rd *r, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = diag_vfail_in(r->d, r->what, "numeric plan: ", fmt, ap);
     va_end(ap);
-    return diag_fail(r->d, "%s: error: numeric plan: %s", r->what, msg);
+    return rc;
 }
 
 /* n integers of member key of e, each in [lo, hi[i]] (hi NULL: no bound). */

@@ -39,12 +39,13 @@ typedef struct hdr_parser {
 
 static int hdr_fail(hdr_parser *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int hdr_fail(hdr_parser *h, const char *fmt, ...) {
-    char msg[256];
+    char at[48];
+    snprintf(at, sizeof at, "header byte %zu: ", h->pos);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = diag_vfail_in(h->d, h->path, at, fmt, ap);
     va_end(ap);
-    return diag_fail(h->d, "%s: error: header byte %zu: %s", h->path, h->pos, msg);
+    return rc;
 }
 
 /* Up to cap-1 bytes of s, with anything unprintable shown as '?'. */

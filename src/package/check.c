@@ -21,12 +21,11 @@ typedef struct checker {
 
 static int fail(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(checker *c, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = diag_vfail_in(c->d, c->path, "", fmt, ap);
     va_end(ap);
-    return diag_fail(c->d, "%s: error: %s", c->path, msg);
+    return rc;
 }
 
 /* The message of a diag another layer filled, without its "error: " prefix

@@ -22,12 +22,11 @@ typedef struct reader {
 
 static int fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(reader *r, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = diag_vfail_in(r->d, r->path, "", fmt, ap);
     va_end(ap);
-    return diag_fail(r->d, "%s: error: %s", r->path, msg);
+    return rc;
 }
 
 void package_init(package *p) {

@@ -8,6 +8,12 @@
 
 #include <string.h>
 
+int diag_vfail_in(diag *d, const char *path, const char *prefix, const char *fmt, va_list ap) {
+    char msg[1536];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return diag_fail(d, "%s: error: %s%s", path, prefix, msg);
+}
+
 int diag_vfail(diag *d, const char *fmt, va_list ap) {
     if (!d || d->set) return -1;
     int n = vsnprintf(d->text, sizeof d->text - 1, fmt, ap);

@@ -105,6 +105,9 @@ typedef struct diag {
  * `return diag_fail(d, ...)`. The first error recorded wins. */
 int diag_fail(diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_vfail(diag *d, const char *fmt, va_list ap);
+/* "path: error: " + prefix + the formatted message: the one shape of every
+ * error about a file, for the variadic wrappers that add context. */
+int diag_vfail_in(diag *d, const char *path, const char *prefix, const char *fmt, va_list ap);
 /* "path:line:col: error: msg" followed by the source line and a caret. */
 int diag_fail_at(diag *d, const src_text *src, int line, int col,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
