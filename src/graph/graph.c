@@ -16,6 +16,7 @@ graph *graph_new(const char *name, const char *path) {
 void graph_free(graph *g) {
     if (!g) return;
     strmap_free(&g->names);
+    if (g->keep_free) g->keep_free(g->keep);
     arena_free(&g->arena);
     free(g);
 }
@@ -118,6 +119,11 @@ int32_t graph_add_input(graph *g, const char *name, graph_type t) {
 int32_t graph_add_param(graph *g, const char *name, graph_type t, graph_init init) {
     int32_t op = new_op(g, OP_PARAM, NULL, 0);
     if (init.path) init.path = arena_strdup(&g->arena, init.path);
+    if (init.nparts) {
+        const void **parts = arena_alloc(&g->arena, sizeof(void *) * (size_t)init.nparts);
+        memcpy(parts, init.parts, sizeof(void *) * (size_t)init.nparts);
+        init.parts = parts;
+    }
     graph_opr(g, op)->init = init;
     set_results(g, op, 1);
     graph_opr(g, op)->out[0] = new_value(g, name, t, op, 0, false);

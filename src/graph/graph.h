@@ -49,6 +49,7 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(MUL,              mul,              2,  2,  1, 0,                                                0)   \
     X(GELU,             gelu,             1,  1,  1, 0,                                                0)   \
     X(GELU_GRAD,        gelu_grad,        2,  2,  1, 0,                                                0)   \
+    X(GELU_ERF,         gelu_erf,         1,  1,  1, 0,                                                0)   \
     X(SOFTMAX,          softmax,          1,  1,  1, A(AXIS),                                          0)   \
     X(LAYER_NORM,       layer_norm,       3,  3,  1, A(EPS),                                           0)   \
     X(RESHAPE,          reshape,          1,  1,  1, 0,                                                0)   \
@@ -152,13 +153,18 @@ typedef struct graph_attr {
     };
 } graph_attr;
 
-typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_NPY } graph_init_kind;
+typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_NPY, INIT_DATA } graph_init_kind;
 
 typedef struct graph_init {
     graph_init_kind kind;
     double mean, std;   /* normal */
     uint64_t seed;      /* normal */
     const char *path;   /* npy: as written, relative to the .tsl file */
+    /* data (imported models only): the values as little-endian f32 in nparts
+     * equal row-major pieces (a stacked parameter: one per layer), owned by
+     * whoever built the graph (see graph.keep) and never copied here */
+    const void *const *parts;
+    int32_t nparts;
 } graph_init;
 
 typedef VEC(int32_t) graph_block;  /* op ids in program order */
@@ -195,6 +201,10 @@ typedef struct graph {
     const char *lead, *tail;    /* trivia before/on the 'graph' line */
     const char *end_lead;       /* trivia after the last op */
     int32_t cur_repeat;         /* builder: open repeat op, -1 at top level */
+    /* what data() parameters point into (memory maps, folded constants):
+     * released by graph_free through keep_free, may be handed to another graph */
+    void *keep;
+    void (*keep_free)(void *keep);
 } graph;
 
 /* ---- graph.c: construction -------------------------------------------- */

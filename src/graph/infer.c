@@ -126,6 +126,7 @@ static int infer_unary_same(ictx *c) {
     return 0;
 }
 static int infer_gelu(ictx *c) { return infer_unary_same(c); }
+static int infer_gelu_erf(ictx *c) { return infer_unary_same(c); }
 static int infer_scale(ictx *c) { return infer_unary_same(c); }
 
 static int infer_gelu_grad(ictx *c) {

@@ -95,6 +95,16 @@ int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t fir
         for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
         break;
     case INIT_NORMAL: graph_normal_fill_at(o->init.seed, o->init.mean, o->init.std, first, out, n); break;
+    case INIT_DATA: {
+        /* Equal pieces of little-endian f32, possibly unaligned (memcpy). */
+        int64_t per = numel / o->init.nparts;
+        for (int64_t at = first; at < first + n;) {
+            int64_t p = at / per, off = at - p * per, k = per - off < first + n - at ? per - off : first + n - at;
+            memcpy(out + (at - first), (const uint8_t *)o->init.parts[p] + off * 4, (size_t)k * 4);
+            at += k;
+        }
+        break;
+    }
     case INIT_NPY: {
         /* The file holds the whole tensor: read it, keep the window. */
         float *all = first == 0 && n == numel ? out : xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));

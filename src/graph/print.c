@@ -107,6 +107,7 @@ static void put_init(sbuf *b, const graph_init *in) {
         }
         sb_str(b, "\")");
         break;
+    case INIT_DATA: sb_printf(b, "data(%d)", in->nparts); break;
     }
 }
 

@@ -112,6 +112,9 @@ static int verify_op(vctx *c, int32_t op, int32_t block, bool last) {
             return FAIL(c, op, "normal() needs a standard deviation >= 0");
         if (o->kind == OP_PARAM && o->init.kind == INIT_NPY && (!o->init.path || !o->init.path[0]))
             return FAIL(c, op, "npy() needs a file name");
+        if (o->kind == OP_PARAM && o->init.kind == INIT_DATA &&
+            (o->init.nparts < 1 || graph_type_numel(&graph_val(c->g, o->out[0])->type) % o->init.nparts))
+            return FAIL(c, op, "data() needs pieces of equal size");
         return define(c, op, o->out[0]);
     case OP_OUTPUT:
         if (block >= 0) return FAIL(c, op, "output is allowed only at the top level");

@@ -90,7 +90,8 @@ typedef enum {
     X(GELU, gelu, 1)                   \
     X(GELU_GRAD, gelu_grad, 2)         \
     X(SCALE, scale, 1)                 \
-    X(CAST, cast, 1)
+    X(CAST, cast, 1)                   \
+    X(GELU_ERF, gelu_erf, 1)
 
 typedef enum {
 #define X(id, name, arity) LOW_EW_##id,

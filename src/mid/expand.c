@@ -1088,6 +1088,7 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_MUL: return expand_ewise(x, o, LOW_EW_MUL);
     case OP_GELU: return expand_ewise(x, o, LOW_EW_GELU);
     case OP_GELU_GRAD: return expand_ewise(x, o, LOW_EW_GELU_GRAD);
+    case OP_GELU_ERF: return expand_ewise(x, o, LOW_EW_GELU_ERF);
     case OP_SCALE: return expand_ewise(x, o, LOW_EW_SCALE);
     case OP_CAST: return expand_ewise(x, o, LOW_EW_CAST);
     case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);

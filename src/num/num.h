@@ -80,6 +80,8 @@ float num_gelu(float x);
 /* d gelu / dx of the tanh form:
  * 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2). */
 float num_gelu_deriv(float x);
+/* 0.5 x (1 + erf(x / sqrt(2))), the exact form (PyTorch's default), with erff. */
+float num_gelu_erf(float x);
 
 /* ---- compare.c -------------------------------------------------------- */
 

@@ -13,6 +13,8 @@ float num_gelu(float x) {
     return 0.5f * x * (1.0f + tanhf(u));
 }
 
+float num_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * (float)0.7071067811865476)); }
+
 float num_gelu_deriv(float x) {
     float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * NUM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);

@@ -17,7 +17,8 @@
  *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order (SUMSQ's continues
  *     from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
- *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf). scale is a * f[0]; cast is a.
+ *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf); gelu_erf is
+ *     num_gelu_erf (erff). scale is a * f[0]; cast is a.
  *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
  *     24 >= 2*11 + 2 bits, so the double rounding is innocuous).
  *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max), f32 sum in order, out = e / sum.
@@ -399,6 +400,7 @@ static void ew_apply(low_ew_op op, float f0, const float *restrict a, const floa
     case LOW_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
     case LOW_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
     case LOW_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
+    case LOW_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
     case LOW_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
     case LOW_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
     case LOW_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
@@ -732,7 +734,8 @@ static uint64_t ewise_instrs(const low_run *r, const machine *m) {
     bool f8 = dtype_is_f8((dtype)r->dt[0]) || dtype_is_f8((dtype)r->dt[1]);
     uint64_t i;
     switch ((low_ew_op)r->op) {
-    case LOW_EW_GELU: i = m->ewise_gelu_instrs; break;
+    case LOW_EW_GELU:
+    case LOW_EW_GELU_ERF: i = m->ewise_gelu_instrs; break; /* erf priced as tanh: not measured apart */
     case LOW_EW_GELU_GRAD: i = m->ewise_gelu_instrs + m->ewise_add_instrs; break;
     case LOW_EW_CAST: return f8 ? m->ewise_cast_instrs : m->ewise_add_instrs;
     default: i = m->ewise_add_instrs; break;

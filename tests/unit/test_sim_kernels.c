@@ -276,6 +276,7 @@ static float ew(const low_run *r, float a, float b) {
     case LOW_EW_MUL: return a * b;
     case LOW_EW_GELU: return ref_gelu(a);
     case LOW_EW_GELU_GRAD: return ref_gelu_grad(a, b);
+    case LOW_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
     case LOW_EW_SCALE: return a * r->f[0];
     default: return a;
     }
