@@ -4,6 +4,7 @@ set -euo pipefail
 pkgs=(cmake make gcc pkg-config
       libjansson-dev libcmocka-dev libopenblas-dev
       llvm-14-tools clang-14 libclang-rt-14-dev
+      protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       python3 python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do

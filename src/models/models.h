@@ -2,6 +2,7 @@
  * a zoo entry with parameters:
  *
  *   zoo:NAME[:key=value,key=value...]     e.g. zoo:vit:layers=2,width=192
+ *   FILE.onnx                             a model exported by torch.onnx.export
  *
  *   mlp        tokens, width, hidden, precision (f16 | fp8)
  *   qk         heads, queries, keys, channels, qk (f16 | fp8), pv (f16 | fp8)
@@ -20,5 +21,38 @@ graph *models_load(const char *spec, diag *d);
 graph *models_zoo_build(const char *spec, diag *d);
 /* Human-readable list of zoo models and their parameters. */
 void models_zoo_list(FILE *f);
+
+/* How an imported model is typed (zoo models take precision= in their spec). */
+typedef enum { MODELS_F16, MODELS_FP8, MODELS_F32 } models_precision;
+
+typedef struct models_options {
+    models_precision precision;  /* imported models: f16 unless told */
+    bool fold;                   /* imported models: fold repeated blocks (default on) */
+    FILE *report;                /* the import report (NULL: none) */
+} models_options;
+
+/* models_load with options for imported models. */
+graph *models_load_opts(const char *spec, const models_options *o, diag *d);
+
+/* ---- onnx.c: the ONNX reader ---------------------------------------------- */
+
+/* What data() parameters of an imported graph point into. */
+typedef struct models_keep models_keep;
+void models_keep_free(void *keep);
+/* The flat f32 graph of an ONNX file (memory-mapped; external data resolved
+ * next to it). Decomposed GeLU and layer norms are raised, shape chains
+ * folded, Conv patch embeddings become matmuls. */
+graph *models_onnx_import(const char *path, diag *d);
+/* The same from a buffer the caller keeps alive (keep receives any maps). */
+graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t len, models_keep *keep, diag *d);
+models_keep *models_keep_new(void);
+
+/* ---- fold.c: raising imported graphs ----------------------------------------- */
+
+/* Rebuilds the flat f32 graph g: consecutive identical blocks become one
+ * repeat with stacked parameters (if o->fold), and values take o's precision
+ * (f16 activations and parameters; fp8: GEMM weights in f143 with per-tensor
+ * power-of-two scales, activation casts before them). Takes g (and its keep). */
+graph *models_raise(graph *g, const models_options *o, diag *d);
 
 #endif

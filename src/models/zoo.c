@@ -521,9 +521,22 @@ void models_zoo_list(FILE *f) {
     }
 }
 
-graph *models_load(const char *spec, diag *d) {
-    if (strncmp(spec, "zoo:", 4) == 0) return models_zoo_build(spec, d);
+graph *models_load_opts(const char *spec, const models_options *o, diag *d) {
     size_t n = strlen(spec);
+    bool onnx = n >= 5 && strcmp(spec + n - 5, ".onnx") == 0;
+    if (o->precision != MODELS_F16 && !onnx)
+        return diag_fail(d, "%s: error: --precision applies to .onnx models (zoo models take precision= in their spec)", spec),
+               NULL;
+    if (strncmp(spec, "zoo:", 4) == 0) return models_zoo_build(spec, d);
     if (n >= 4 && strcmp(spec + n - 4, ".tsl") == 0) return graph_parse_file(spec, d);
-    return diag_fail(d, "%s: error: a model is a .tsl file or zoo:NAME[:key=value,...]", spec), NULL;
+    if (onnx) {
+        graph *g = models_onnx_import(spec, d);
+        return g ? models_raise(g, o, d) : NULL;
+    }
+    return diag_fail(d, "%s: error: a model is a .tsl or .onnx file, or zoo:NAME[:key=value,...]", spec), NULL;
+}
+
+graph *models_load(const char *spec, diag *d) {
+    models_options o = {.precision = MODELS_F16, .fold = true, .report = stderr};
+    return models_load_opts(spec, &o, d);
 }

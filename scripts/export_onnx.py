@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Small ViTs in PyTorch, exported to ONNX, with PyTorch's own inputs and outputs.
+
+Run with Debian's interpreter (python3-torch, python3-torchvision):
+
+    /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]          # the committed test models
+    /usr/bin/python3 scripts/export_onnx.py --vit W,H,M,L,IMG,P[,gelu,opset,kind] OUT_DIR
+                                                               # one model of any shape
+    /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR   # SigLIP So400m/14 at 224 px
+
+Every model NAME gives NAME.onnx, NAME.in.npy (the input, named as the ONNX
+input) and NAME.out.npy (PyTorch's output). Weights are seeded random
+normals, so the files are reproducible on one torch version. tessel checks
+against them:
+
+    tessel check NAME.onnx --input image=NAME.in.npy --expect logits=NAME.out.npy
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        b, t, w = x.shape
+        c = w // self.heads
+        qkv = self.qkv(x).reshape(b, t, 3, self.heads, c).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c)
+        att = att.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, w)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, mlp, gelu):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width, eps=1e-6)
+        self.attn = Attention(width, heads)
+        self.ln2 = nn.LayerNorm(width, eps=1e-6)
+        self.fc1 = nn.Linear(width, mlp)
+        self.act = nn.GELU(approximate=gelu)
+        self.fc2 = nn.Linear(mlp, width)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+class HandViT(nn.Module):
+    """A hand-written pre-LayerNorm encoder: Conv patches, optional class token and head."""
+
+    def __init__(self, image, patch, width, heads, mlp, layers, gelu, cls_head):
+        super().__init__()
+        self.patch = nn.Conv2d(3, width, kernel_size=patch, stride=patch)
+        tokens = (image // patch) ** 2 + (1 if cls_head else 0)
+        self.cls_head = cls_head
+        if cls_head:
+            self.cls = nn.Parameter(torch.randn(1, 1, width) * 0.02)
+            self.head = nn.Linear(width, 10)
+        self.pos = nn.Parameter(torch.randn(1, tokens, width) * 0.02)
+        self.blocks = nn.ModuleList([Block(width, heads, mlp, gelu) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width, eps=1e-6)
+
+    def forward(self, img):
+        x = self.patch(img).flatten(2).transpose(1, 2)
+        if self.cls_head:
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+        x = x + self.pos
+        for b in self.blocks:
+            x = b(x)
+        x = self.norm(x)
+        return self.head(x[:, 0]) if self.cls_head else x
+
+
+def randomize(model, seed):
+    """Seeded weights of a realistic spread: LayerNorm gains near 1, biases small."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and ("norm" in name or "ln" in name):
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.05 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 1:
+                p.copy_(0.05 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
+                std = 0.02 if ("pos" in name or "cls" in name or "class_token" in name) else 1 / math.sqrt(fan_in)
+                p.copy_(std * torch.randn(p.shape, generator=g))
+
+
+def torchvision_vit(image, patch, width, heads, mlp, layers):
+    from torchvision.models.vision_transformer import VisionTransformer
+    return VisionTransformer(image_size=image, patch_size=patch, num_layers=layers, num_heads=heads,
+                             hidden_dim=width, mlp_dim=mlp, num_classes=10)
+
+
+def export(model, name, out_dir, image, batch, opset, seed, external=False):
+    model.eval()
+    randomize(model, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(batch, 3, image, image, generator=g)
+    with torch.no_grad():
+        y = model(x)
+    path = os.path.join(out_dir, name + ".onnx")
+    torch.onnx.export(model, (x,), path, input_names=["image"], output_names=["logits"], opset_version=opset,
+                      do_constant_folding=True)
+    if external:
+        import onnx
+        m = onnx.load(path)
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=name + ".data", size_threshold=1024)
+    np.save(os.path.join(out_dir, name + ".in.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(out_dir, name + ".out.npy"), y.numpy().astype(np.float32))
+    print("wrote", path, tuple(y.shape), file=sys.stderr)
+
+
+# The committed suite: small enough to keep in git (tens of KB each).
+SUITE = [
+    # name, kind, image, patch, width, heads, mlp, layers, gelu, opset, batch
+    ("hand_tanh_op13", "hand", 16, 4, 32, 2, 64, 3, "tanh", 13, 1),
+    ("hand_erf_op17", "hand_cls", 16, 4, 32, 4, 48, 2, "none", 17, 2),
+    ("tv_vit_op13", "torchvision", 16, 4, 32, 2, 64, 2, "none", 13, 1),
+    ("tv_vit_op17", "torchvision", 16, 4, 32, 2, 64, 2, "none", 17, 1),
+]
+
+
+def build(kind, image, patch, width, heads, mlp, layers, gelu):
+    if kind == "torchvision":
+        return torchvision_vit(image, patch, width, heads, mlp, layers)
+    return HandViT(image, patch, width, heads, mlp, layers, gelu, kind == "hand_cls")
+
+
+def main(argv):
+    torch.manual_seed(0)
+    if len(argv) >= 2 and argv[0] == "--vit":
+        f = argv[1].split(",")
+        w, h, m, l, img, p = (int(v) for v in f[:6])
+        gelu = f[6] if len(f) > 6 else "none"
+        opset = int(f[7]) if len(f) > 7 else 17
+        kind = f[8] if len(f) > 8 else "hand_cls"
+        out = argv[2] if len(argv) > 2 else "."
+        os.makedirs(out, exist_ok=True)
+        name = "vit_%s_w%d_h%d_m%d_l%d_%s_op%d" % (kind, w, h, m, l, gelu, opset)
+        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, 1, opset, 7)
+        return
+    if argv and argv[0] == "--so400m":
+        out = argv[1] if len(argv) > 1 else "."
+        os.makedirs(out, exist_ok=True)
+        model = HandViT(224, 14, 1152, 16, 4304, 27, "tanh", False)
+        export(model, "so400m", out, 224, 1, 17, 11, external=True)
+        return
+    out = argv[0] if argv else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx")
+    os.makedirs(out, exist_ok=True)
+    for i, (name, kind, img, p, w, h, m, l, gelu, opset, batch) in enumerate(SUITE):
+        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, batch, opset, 100 + i)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
