@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "../models/models.h"
 #include "cli.h"
 
 void cli_help(const cmd *c, FILE *f) {
@@ -98,6 +99,19 @@ int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *
         return diag_fail(d, "tessel %s: error: %s%sunknown machine '%s' (presets: %s; or a .json file)", c->name,
                          what ? what : "", what ? ": " : "", spec, list);
     return machine_resolve(spec, m, d);
+}
+
+graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d) {
+    models_options o = {.precision = MODELS_F16, .fold = true, .report = stderr};
+    for (int k = 0; c->opts[k].name; k++) {
+        if (strcmp(c->opts[k].name, "--precision") != 0 || !p->nval[k]) continue;
+        const char *v = p->val[k][0];
+        if (strcmp(v, "fp8") == 0) o.precision = MODELS_FP8;
+        else if (strcmp(v, "f32") == 0) o.precision = MODELS_F32;
+        else if (strcmp(v, "f16") != 0)
+            return diag_fail(d, "tessel %s: error: option '--precision' must be f16, fp8 or f32, not '%s'", c->name, v), NULL;
+    }
+    return models_load_opts(spec, &o, d);
 }
 
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d) {

@@ -39,6 +39,8 @@ const char *cli_opt(const cmd *c, const parsed *p, const char *name);
 bool cli_flag(const cmd *c, const parsed *p, const char *name);
 /* Prints d and returns EXIT_USER. */
 int cli_report(const diag *d);
+/* MODEL with the command's --precision (imported models; default f16). */
+graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d);
 /* A machine from --machine (default c600). */
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
 /* A machine from spec; `what` (or NULL) names where spec came from in messages. */

@@ -30,7 +30,7 @@ static void print_compile_summary(const char *model, const machine *m, const com
 
 static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g, machine *m, diag *d) {
     if (cli_machine(c, p, m, d)) return -1;
-    *g = models_load(spec, d);
+    *g = cli_load_model(c, p, spec, d);
     return *g ? 0 : -1;
 }
 

@@ -10,7 +10,7 @@ int cmd_graph(const cmd *c, int argc, char **argv) {
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
-    graph *g = models_load(p.pos[0], &d);
+    graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
     char *text = graph_print(g);
     fputs(text, stdout);
@@ -25,7 +25,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
     double t0 = util_now_seconds();
-    graph *g = models_load(p.pos[0], &d);
+    graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
     int32_t nin, nout;
     host_spec *ins = cli_graph_specs(g, false, &nin), *outs = cli_graph_specs(g, true, &nout);

@@ -3,7 +3,8 @@
 
 #include "cli.h"
 
-static const opt_spec graph_opts[] = {{0}};
+#define PRECISION_OPT {"--precision", "f16|fp8|f32", "types of an imported (.onnx) model: f16, or f143 GEMM weights (default f16)", false}
+static const opt_spec graph_opts[] = {PRECISION_OPT, {0}};
 static const opt_spec zoo_opts[] = {{0}};
 static const opt_spec machine_opts[] = {{"--json", NULL, "print the description as JSON (loadable back)", false}, {0}};
 static const opt_spec ref_opts[] = {
@@ -15,11 +16,13 @@ static const opt_spec ref_opts[] = {
     {"--emulate", "PKG", "run the plan-exact emulated reference of PKG (compiled from MODEL): what 'check' compares with",
      false},
     {"--quiet", NULL, "no progress line", false},
+    PRECISION_OPT,
     {0}};
 static const opt_spec compile_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
     {"-o", "PKG", "write the package here (required)", false},
     {"--print-mid", NULL, "print the expanded mid program to stderr", false},
+    PRECISION_OPT,
     {0}};
 static const opt_spec run_opts[] = {
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
@@ -37,6 +40,7 @@ static const opt_spec check_opts[] = {
      false},
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
+    PRECISION_OPT,
     {0}};
 
 static const opt_spec inspect_opts[] = {
