@@ -29,7 +29,7 @@ static inline void shape_around(const graph_type *t, int axis, int64_t *outer, i
 typedef int (*emu_fn)(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out);
 
 /* The kernel for kind, or NULL where the FP32 reference already computes
- * exactly what the device does (data movement, add, sub, mul, gelu, ...). */
+ * exactly what the device does (data movement, add, sub, mul, gelu, gelu_erf, ...). */
 emu_fn emu_kernel(graph_op_kind kind);
 
 #endif
