@@ -126,11 +126,11 @@ def export(model, name, out_dir, image, batch, opset, seed, external=False):
 
 # The committed suite: small enough to keep in git (tens of KB each).
 SUITE = [
-    # name, kind, image, patch, width, heads, mlp, layers, gelu, opset, batch
-    ("hand_tanh_op13", "hand", 16, 4, 32, 2, 64, 3, "tanh", 13, 1),
-    ("hand_erf_op17", "hand_cls", 16, 4, 32, 4, 48, 2, "none", 17, 2),
-    ("tv_vit_op13", "torchvision", 16, 4, 32, 2, 64, 2, "none", 13, 1),
-    ("tv_vit_op17", "torchvision", 16, 4, 32, 2, 64, 2, "none", 17, 1),
+    # name, kind, image, patch, width, heads, mlp, layers, gelu, opset, batch, external data
+    ("hand_tanh_op13", "hand", 16, 4, 24, 2, 48, 3, "tanh", 13, 1, False),
+    ("hand_erf_op17", "hand_cls", 16, 4, 16, 4, 40, 2, "none", 17, 2, True),
+    ("tv_vit_op13", "torchvision", 16, 4, 24, 3, 48, 2, "none", 13, 1, False),
+    ("tv_vit_op17", "torchvision", 16, 4, 24, 2, 32, 2, "none", 17, 1, False),
 ]
 
 
@@ -161,8 +161,8 @@ def main(argv):
         return
     out = argv[0] if argv else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx")
     os.makedirs(out, exist_ok=True)
-    for i, (name, kind, img, p, w, h, m, l, gelu, opset, batch) in enumerate(SUITE):
-        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, batch, opset, 100 + i)
+    for i, (name, kind, img, p, w, h, m, l, gelu, opset, batch, ext) in enumerate(SUITE):
+        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, batch, opset, 100 + i, external=ext)
 
 
 if __name__ == "__main__":

@@ -372,6 +372,31 @@ static int fold_region(rb *r, const fold_plan *pl) {
     return rc;
 }
 
+/* Walks back from value v through data movement, scales and bias adds to
+ * the matmuls that produced it; calls hit on each (at most `budget` ops). */
+static void walk_to_matmuls(const graph *g, int32_t v, bool weights_only, bool *mark, int budget) {
+    int32_t stack[64], n = 0;
+    stack[n++] = v;
+    while (n > 0 && budget-- > 0) {
+        const graph_value *gv = graph_val(g, stack[--n]);
+        const graph_op *o = graph_opr(g, gv->def);
+        if (o->kind == OP_MATMUL) {
+            for (int j = 0; j < 2; j++) {
+                int32_t w = o->in[j];
+                if (graph_opr(g, graph_val(g, w)->def)->kind == OP_PARAM) mark[w] = true;
+                else if (!weights_only && n < 64) stack[n++] = w; /* the score matmul: follow both sides */
+            }
+            if (!weights_only) weights_only = true;
+            continue;
+        }
+        if (o->kind != OP_SCALE && o->kind != OP_ADD && o->kind != OP_SUB && o->kind != OP_RESHAPE &&
+            o->kind != OP_TRANSPOSE && o->kind != OP_SLICE && o->kind != OP_CONCAT)
+            continue;
+        for (int32_t j = 0; j < o->nin && n < 64; j++)
+            if (graph_opr(g, graph_val(g, o->in[j])->def)->kind != OP_PARAM) stack[n++] = o->in[j];
+    }
+}
+
 graph *models_raise(graph *g, const models_options *o, diag *d) {
     fctx f = {.g = g};
     f.ops = xcalloc((size_t)g->body.n + 1, sizeof(int32_t));
@@ -415,6 +440,45 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
         }
         r.is_weight[v] = w;
     }
+    /* The weights of projections that feed attention scores stay f16: the
+     * softmax's exp turns their FP8 rounding into large relative errors. */
+    bool *score_w = xcalloc((size_t)g->values.n + 1, sizeof(bool));
+    for (int32_t k = 0; k < f.n; k++) {
+        const graph_op *op = graph_opr(g, f.ops[k]);
+        if (op->kind == OP_SOFTMAX) walk_to_matmuls(g, op->in[0], false, score_w, 256);
+    }
+    /* So do the first and the last GEMM (patch embedding, classifier head),
+     * as FP8 recipes keep them: their errors are not averaged by any later layer. */
+    for (int32_t k = 0; k < f.n; k++) {
+        const graph_op *op = graph_opr(g, f.ops[k]);
+        if (op->kind != OP_MATMUL) continue;
+        bool first = false, last = false;
+        for (int j = 0; j < 2; j++) {
+            int32_t v = op->in[j];
+            for (int hops = 0; hops < 16; hops++) {
+                const graph_op *p = graph_opr(g, graph_val(g, v)->def);
+                if (p->kind == OP_INPUT) first = true;
+                if (p->kind != OP_RESHAPE && p->kind != OP_TRANSPOSE && p->kind != OP_SLICE && p->kind != OP_PAD) break;
+                v = p->in[0];
+            }
+        }
+        int32_t v = op->out[0];
+        for (int hops = 0; hops < 16 && !last; hops++) {
+            if (f.nusers[v] != 1) break;
+            int32_t at = f.users[v][0];
+            if (at == f.n) last = true;
+            if (at >= f.n) break;
+            const graph_op *u = graph_opr(g, f.ops[at]);
+            if (u->kind != OP_ADD && u->kind != OP_RESHAPE && u->kind != OP_TRANSPOSE && u->kind != OP_SLICE && u->kind != OP_SCALE)
+                break;
+            v = u->out[0];
+        }
+        for (int j = 0; j < 2 && (first || last); j++)
+            if (graph_opr(g, graph_val(g, op->in[j])->def)->kind == OP_PARAM) score_w[op->in[j]] = true;
+    }
+    for (int32_t v = 0; v < g->values.n; v++)
+        if (score_w[v]) r.is_weight[v] = false;
+    free(score_w);
     fold_plan pl = o->fold ? find_fold(&f) : (fold_plan){.bad = -1};
     graph *out = graph_new(g->name, g->path);
     r.out = out;
