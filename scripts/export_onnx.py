@@ -7,6 +7,7 @@ Run with Debian's interpreter (python3-torch, python3-torchvision):
     /usr/bin/python3 scripts/export_onnx.py --vit W,H,M,L,IMG,P[,gelu,opset,kind] OUT_DIR
                                                                # one model of any shape
     /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR   # SigLIP So400m/14 at 224 px
+    /usr/bin/python3 scripts/export_onnx.py --bad [OUT_DIR]    # models the importer refuses
 
 Every model NAME gives NAME.onnx, NAME.in.npy (the input, named as the ONNX
 input) and NAME.out.npy (PyTorch's output). Weights are seeded random
@@ -140,8 +141,31 @@ def build(kind, image, patch, width, heads, mlp, layers, gelu):
     return HandViT(image, patch, width, heads, mlp, layers, gelu, kind == "hand_cls")
 
 
+def bad_models(out_dir):
+    """Small hand-built models the importer must refuse with a clear message."""
+    import onnx
+    from onnx import TensorProto, helper
+    os.makedirs(out_dir, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    g = helper.make_graph([helper.make_node("Sin", ["x"], ["y"], name="/block/Sin")], "unsupported", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), os.path.join(out_dir, "unsupported_op.onnx"))
+    xd = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    yd = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="/Relu")], "dynamic", [xd], [yd])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out_dir, "dynamic_dim.onnx"))
+    # A reshape whose target comes from run-time data: its shape does not infer.
+    g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["s"], name="/Sum", keepdims=0),
+                           helper.make_node("Reshape", ["x", "s"], ["y"], name="/Reshape")], "runtime_shape", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "runtime_shape.onnx"))
+    print("wrote bad models in", out_dir, file=sys.stderr)
+
+
 def main(argv):
     torch.manual_seed(0)
+    if argv and argv[0] == "--bad":
+        bad_models(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx", "bad"))
+        return
     if len(argv) >= 2 and argv[0] == "--vit":
         f = argv[1].split(",")
         w, h, m, l, img, p = (int(v) for v in f[:6])

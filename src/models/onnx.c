@@ -366,7 +366,8 @@ static int tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct
         int rc = map_file(p, im->keep, &data, &flen, &md);
         if (rc) {
             md.text[strcspn(md.text, "\n")] = 0;
-            fail(im, "tensor '%s': external data: %s", tn, md.text);
+            const char *why = strstr(md.text, "error: ");
+            fail(im, "tensor '%s': external data file %s: %s", tn, p, why ? why + 7 : md.text);
             free(p);
             return -1;
         }
