@@ -8,8 +8,9 @@ declare -A seeds=(
   [fuzz_tsl]="$root/tests/tsl $root/tests/lit/errors"
   [fuzz_npy]="$root/fuzz/corpus/npy"
   [fuzz_pkg]="$root/fuzz/corpus/pkg"
+  [fuzz_onnx]="$root/fuzz/corpus/onnx"
 )
-for t in fuzz_tsl fuzz_npy fuzz_pkg; do
+for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
   mkdir -p "$work"

@@ -88,6 +88,7 @@ typedef struct bytebuf {
 } bytebuf;
 
 static void bb_put(bytebuf *b, const void *src, size_t n) {
+    if (n == 0) return;
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 64;
         b->p = xrealloc(b->p, b->cap);
@@ -294,6 +295,12 @@ static int fail(imp *im, const char *fmt, ...) {
     return diag_fail(im->d, "%s: error: %s", im->path, msg);
 }
 
+/* A double as an integer, saturated (out-of-range conversions are undefined in C). */
+static int64_t to_i64(double v) {
+    if (!(v == v)) return 0;
+    return v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
+
 static double ct_at(const ct *c, int64_t i) {
     if (c->v) return c->v[i];
     float f;
@@ -301,12 +308,26 @@ static double ct_at(const ct *c, int64_t i) {
     return f;
 }
 
+/* Folded constants are small (shapes, scalars, a transposed weight): larger
+ * ones are refused rather than allocated. */
+#define CT_MAX_FOLD (1ll << 26)
+
 static ct ct_new(imp *im, bool is_int, int rank, const int64_t *dim) {
     ct c = {.is_int = is_int, .rank = rank, .n = 1};
     for (int i = 0; i < rank; i++) {
         c.dim[i] = dim[i];
+        if (dim[i] < 0 || (dim[i] && c.n > CT_MAX_FOLD / dim[i])) {
+            fail(im, "a constant computed at import would have more than 2^26 elements");
+            c.n = 0;
+            break;
+        }
         c.n *= dim[i];
     }
+    if (c.n > CT_MAX_FOLD) {
+        fail(im, "a constant computed at import would have more than 2^26 elements");
+        c.n = 0;
+    }
+    if (c.n == 0) c.rank = rank; /* callers write nothing; im->err stops the import */
     c.v = arena_alloc(&im->a, sizeof(double) * (size_t)(c.n ? c.n : 1));
     return c;
 }
@@ -539,6 +560,7 @@ static const Onnx__NodeProto *interior(imp *im, const char *name, const char *op
  * (Pow(x, 3) counts as x three times). */
 static int mul_factors(imp *im, const char *name, bool root, const char **f, int cap, int n, pat *p) {
     int32_t k = -1;
+    if (n >= cap || p->n >= 24) return -1; /* patterns are small: no deep trees */
     const Onnx__NodeProto *nd = producer(im, name, &k);
     bool single = root || use_count(im, name) == 1;
     double e;
@@ -900,8 +922,7 @@ static int const_ints(imp *im, const char *name, int64_t *out, int cap, int *n) 
     if (!o) return fail(im, "input '%s' must be a constant (its value does not infer at import)", name ? name : "(missing)");
     if (o->c.n > cap) return fail(im, "input '%s' has %lld values (at most %d)", name, (long long)o->c.n, cap);
     for (int64_t i = 0; i < o->c.n; i++) {
-        double v = ct_at(&o->c, i);
-        out[i] = v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+        out[i] = to_i64(ct_at(&o->c, i));
     }
     *n = (int)o->c.n;
     return 0;
@@ -985,13 +1006,14 @@ static int fold_gather(imp *im, ct *data, ct *ind, int64_t axis, ct *out) {
     for (int i = 0; i < ind->rank; i++) dim[k++] = ind->dim[i];
     for (int i = (int)ax + 1; i < data->rank; i++) dim[k++] = data->dim[i];
     ct c = ct_new(im, data->is_int, r, dim);
+    if (im->err) return -1;
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < ax; i++) outer *= data->dim[i];
     for (int i = (int)ax + 1; i < data->rank; i++) inner *= data->dim[i];
     int64_t at = 0;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < ind->n; j++) {
-            int64_t q = (int64_t)ct_at(ind, j);
+            int64_t q = to_i64(ct_at(ind, j));
             if (q < 0) q += data->dim[ax];
             if (q < 0 || q >= data->dim[ax]) return fail(im, "gather index %lld is out of range", (long long)q);
             for (int64_t e = 0; e < inner; e++) c.v[at++] = ct_at(data, (o * data->dim[ax] + q) * inner + e);
@@ -1018,6 +1040,8 @@ static int slice_bounds(imp *im, const Onnx__NodeProto *n, int rank, const int64
         int64_t a = na >= 0 ? ax[i] : i;
         if (norm_axis(im, a, rank, &a)) return -1;
         int64_t s = np >= 0 ? sp[i] : 1, d = dim[a];
+        if (s > GRAPH_MAX_DIM) s = GRAPH_MAX_DIM; /* any step past the axis means one element */
+        if (s < -GRAPH_MAX_DIM) s = -GRAPH_MAX_DIM;
         if (s == 0) return fail(im, "slice step 0");
         int64_t b = st[i], e = en[i];
         if (b < 0) b += d;
@@ -1093,7 +1117,8 @@ static int reshape_dims(imp *im, int rank, const int64_t *dim, const int64_t *wa
             infer = i;
             continue;
         }
-        if (w < 0) return fail(im, "reshape has a bad entry %lld", (long long)w);
+        if (w < 0 || w > GRAPH_MAX_DIM || (w && known > GRAPH_MAX_NUMEL / w))
+            return fail(im, "reshape has a bad entry %lld", (long long)w);
         out[i] = w;
         known *= w;
     }
@@ -1264,6 +1289,7 @@ static int try_fold(imp *im, const Onnx__NodeProto *n) {
             dim[ax] += o->c.dim[ax];
         }
         c = ct_new(im, a->c.is_int, a->c.rank, dim);
+        if (im->err) return -1;
         int64_t outer = 1;
         for (int i = 0; i < ax; i++) outer *= dim[i];
         int64_t at = 0;
@@ -1296,6 +1322,11 @@ static int try_fold(imp *im, const Onnx__NodeProto *n) {
         int64_t perm[CT_MAX_RANK];
         for (int i = 0; i < a->c.rank; i++) perm[i] = np < 0 ? a->c.rank - 1 - i : p[i];
         if (np >= 0 && np != a->c.rank) return fail(im, "perm has %d entries for rank %d", np, a->c.rank);
+        bool seen[CT_MAX_RANK] = {0};
+        for (int i = 0; i < a->c.rank; i++) {
+            if (perm[i] < 0 || perm[i] >= a->c.rank || seen[perm[i]]) return fail(im, "perm is not a permutation");
+            seen[perm[i]] = true;
+        }
         if (fold_transpose(im, &a->c, perm, &c)) return -1;
         set_const(im, y, c);
     } else if (is_op(n, "Expand")) {
@@ -1380,6 +1411,7 @@ static int32_t gelu_or_ln(imp *im, const raised *rz) {
         } else {
             char nm[600];
             snprintf(nm, sizeof nm, "%s.%s", name, k ? "beta" : "gamma");
+            if (w > CT_MAX_FOLD) return fail(im, "a layer norm over %lld values is too wide", (long long)w), -1;
             float *f = keep_add(im->keep, xmalloc(sizeof(float) * (size_t)w), 0, false);
             for (int64_t i = 0; i < w; i++) f[i] = k ? 0.0f : 1.0f;
             const void *data = f;
@@ -1565,6 +1597,7 @@ static int32_t import_data_op(imp *im, const Onnx__NodeProto *n) {
                 gb[k] = const_value(im, o);
                 continue;
             }
+            if (w > CT_MAX_FOLD) return fail(im, "a layer norm over %lld values is too wide", (long long)w), -1;
             float *f = keep_add(im->keep, xmalloc(sizeof(float) * (size_t)w), 0, false);
             for (int64_t i = 0; i < w; i++) f[i] = k ? 0.0f : 1.0f;
             const void *data = f;
@@ -1651,7 +1684,7 @@ static int32_t import_data_op(imp *im, const Onnx__NodeProto *n) {
         if (ind->c.n > 64 || ind->c.n < 1 || ind->c.rank > 1) return fail(im, "Gather of more than 64 or of 2-D indices is not supported"), -1;
         int32_t parts[64];
         for (int64_t j = 0; j < ind->c.n; j++) {
-            int64_t q = (int64_t)ct_at(&ind->c, j);
+            int64_t q = to_i64(ct_at(&ind->c, j));
             if (q < 0) q += dim[ax];
             if (q < 0 || q >= dim[ax]) return fail(im, "Gather index %lld is out of range", (long long)q), -1;
             for (int i = 0; i < rank; i++) {
@@ -1703,7 +1736,7 @@ static int32_t import_data_op(imp *im, const Onnx__NodeProto *n) {
                 b[k] = 0;
                 e[k] = dim[k];
             }
-            if (sizes[i] <= 0 || at + sizes[i] > dim[ax]) return fail(im, "Split sizes exceed the axis"), -1;
+            if (sizes[i] <= 0 || sizes[i] > dim[ax] - at) return fail(im, "Split sizes exceed the axis"), -1;
             b[ax] = at;
             e[ax] = at + sizes[i];
             at += sizes[i];
@@ -1719,6 +1752,7 @@ static int32_t import_data_op(imp *im, const Onnx__NodeProto *n) {
         if (x < 0 || shape_of(im, in_name(n, 0), &rank, dim) || const_ints(im, in_name(n, 1), want, CT_MAX_RANK, &nw) ||
             bcast_shape(im, rank, dim, nw, want, &r, od))
             return -1;
+        if (r > GRAPH_MAX_RANK) return fail(im, "Expand to rank %d (at most %d)", r, GRAPH_MAX_RANK), -1;
         /* Lift to the result rank, then repeat every stretched axis by concatenation. */
         int64_t lifted[CT_MAX_RANK];
         for (int i = 0; i < r; i++) lifted[i] = i < r - rank ? 1 : dim[i - (r - rank)];
