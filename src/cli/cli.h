@@ -60,6 +60,10 @@ int64_t host_numel(const host_spec *s);
 host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n);
 /* Fills inputs[k] from the command's --input NAME=FILE.npy options, the rest
  * with the seeded defaults; source[k] is the file or NULL. */
+/* The --expect NAME=FILE.npy options: expect[j] for output specs[j], NULL
+ * where none is given; source[j] the file. */
+int cli_load_expected(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **expect, const char **source,
+                      diag *d);
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d);
 /* A command's output files, all or nothing and checked before the work:

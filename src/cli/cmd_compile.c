@@ -177,6 +177,10 @@ static json_t *check_json(const graph *g, const char *model, const machine *m, c
         json_t *e = json_pack("{s:s, s:o, s:o, s:f, s:b, s:I, s:b}", "name", o->name, "cosine", json_num(o->pure.cosine),
                               "max_abs_err", json_num(o->pure.max_abs_err), "min_cosine", o->min_cosine, "exact",
                               o->exact.count == 0, "differing", (json_int_t)o->exact.count, "pass", o->pass);
+        if (o->has_expect) {
+            json_object_set_new(e, "expect_cosine", json_real(o->expect.cosine));
+            json_object_set_new(e, "expect_max_abs_err", json_real(o->expect.max_abs_err));
+        }
         if (o->exact.count)
             json_object_set_new(e, "first_difference", json_pack("{s:I, s:o, s:o}", "index", (json_int_t)o->exact.first,
                                                                  "got", json_num(o->exact.got), "want", json_num(o->exact.want)));
@@ -187,6 +191,10 @@ static json_t *check_json(const graph *g, const char *model, const machine *m, c
     json_object_set_new(j, "cosine", json_num(r->cosine));
     json_object_set_new(j, "max_abs_err", json_num(r->max_abs_err));
     json_object_set_new(j, "exact", json_boolean(r->differing == 0));
+    if (r->has_expect) {
+        json_object_set_new(j, "expect_cosine", json_real(r->expect_cosine));
+        json_object_set_new(j, "expect_max_abs_err", json_real(r->expect_max_abs_err));
+    }
     json_object_set_new(j, "differing", json_integer(r->differing));
     json_object_set_new(j, "pass", json_boolean(r->pass));
     json_object_set_new(j, "fp8", json_boolean(r->fp8));
@@ -200,7 +208,7 @@ static json_t *check_json(const graph *g, const char *model, const machine *m, c
     return j;
 }
 
-static void print_check(const graph *g, const check_result *r) {
+static void print_check(const graph *g, const check_result *r, const char *const *expect_src) {
     for (int32_t i = 0; i < r->n; i++) {
         const check_output *o = &r->out[i];
         char exact[200];
@@ -210,6 +218,9 @@ static void print_check(const graph *g, const check_result *r) {
                      (long long)o->exact.count, (long long)o->exact.first, o->exact.got, o->exact.want);
         printf("  output %-12s vs pure FP32: cosine %.6f (>= %.3f), max abs err %.4g | vs plan-exact reference: %s  %s\n",
                o->name, o->pure.cosine, o->min_cosine, o->pure.max_abs_err, exact, o->pass ? "ok" : "FAIL");
+        if (o->has_expect)
+            printf("  output %-12s vs expected %s: cosine %.6f (>= %.3f), max abs err %.4g\n", o->name, expect_src[i],
+                   o->expect.cosine, o->min_cosine, o->expect.max_abs_err);
     }
     if (r->located) tessel_locate_print(stdout, g, &r->loc);
     printf("%s\n", r->pass ? "PASS" : "FAIL");
@@ -276,7 +287,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
-    graph *g = models_load(p.pos[0], &d);
+    graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
     bool json = cli_flag(c, &p, "--json"), compiled = false;
     const char *trace = cli_opt(c, &p, "--trace");
@@ -288,7 +299,12 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     package pkg;
     compile_info ci = {0};
     check_result r = {0};
+    int32_t nout;
+    host_spec *out_specs = cli_graph_specs(g, true, &nout);
+    float **expect = xcalloc((size_t)nout + 1, sizeof(float *));
+    const char **expect_src = xcalloc((size_t)nout + 1, sizeof(char *));
     rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
+    if (rc == 0) rc = cli_load_expected(c, &p, out_specs, nout, expect, expect_src, &d);
     json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
     cli_outputs files = {0};
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
@@ -297,6 +313,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
                             .inputs = inputs,
+                            .expect = expect,
                             .sim = {.trace = trace != NULL, .quiet = json},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
@@ -320,10 +337,14 @@ int cmd_check(const cmd *c, int argc, char **argv) {
             snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
             cli_print_stats("input", &specs[j], inputs[j], note);
         }
-        print_check(g, &r);
+        print_check(g, &r, expect_src);
     }
     bool pass = r.pass;
     json_decref(nonfinite);
+    for (int32_t j = 0; j < nout; j++) free(expect[j]);
+    free(expect);
+    free(expect_src);
+    free(out_specs);
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
     free(inputs);
     free(source);

@@ -29,15 +29,18 @@ host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n) {
     return s;
 }
 
-int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
-                    diag *d) {
-    int k = cli_opt_index(c, "--input");
+/* Tensors named by the command's `opt` NAME=FILE.npy options into data[j]
+ * for specs[j] (role: "input" or "output"); inputs round to their dtype. */
+static int load_named(const cmd *c, const parsed *p, const char *opt, const char *role, const host_spec *specs, int32_t n,
+                      float **inputs, const char **source, diag *d) {
+    int k = cli_opt_index(c, opt);
+    bool is_input = role[0] == 'i';
     arena scratch; /* names cut from the options, any length */
     arena_init(&scratch);
     for (int i = 0; i < p->nval[k]; i++) {
         const char *a = p->val[k][i], *eq = strchr(a, '=');
         if (!eq || eq == a || !eq[1]) {
-            diag_fail(d, "tessel %s: error: option '--input %s': expected NAME=FILE.npy", c->name, a);
+            diag_fail(d, "tessel %s: error: option '%s %s': expected NAME=FILE.npy", c->name, opt, a);
             goto fail;
         }
         char *name = arena_strndup(&scratch, a, (size_t)(eq - a));
@@ -50,12 +53,12 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
                 strncat(known, t ? ", " : "", sizeof known - strlen(known) - 1);
                 strncat(known, specs[t].name, sizeof known - strlen(known) - 1);
             }
-            diag_fail(d, "tessel %s: error: option '--input %s': there is no input '%s' (inputs: %s)", c->name, a, bare,
+            diag_fail(d, "tessel %s: error: option '%s %s': there is no %s '%s' (%ss: %s)", c->name, opt, a, role, bare, role,
                       n ? known : "none");
             goto fail;
         }
         if (inputs[j]) {
-            diag_fail(d, "tessel %s: error: option '--input %s': input '%s' given twice", c->name, a, bare);
+            diag_fail(d, "tessel %s: error: option '%s %s': %s '%s' given twice", c->name, opt, a, role, bare);
             goto fail;
         }
         npy_array arr;
@@ -66,13 +69,14 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
             char want[128];
             fmt_dims(want, sizeof want, s->rank, s->dim);
             npy_free(&arr);
-            diag_fail(d, "tessel %s: error: option '--input %s': %s has shape %s but input '%s' is %s%s", c->name, a, eq + 1,
-                      got, bare, dtype_name(s->dtype), want);
+            diag_fail(d, "tessel %s: error: option '%s %s': %s has shape %s but %s '%s' is %s%s", c->name, opt, a, eq + 1,
+                      got, role, bare, dtype_name(s->dtype), want);
             goto fail;
         }
-        /* Same dtype, or an exact widening (f16 into f32, said once), or a
-         * conversion the user asked for; never a silent loss. */
-        bool exact = arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32);
+        /* Inputs: same dtype, or an exact widening (f16 into f32, said once),
+         * or a conversion the user asked for; never a silent loss. Expected
+         * outputs are compared in f32 whatever they hold. */
+        bool exact = !is_input || arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32);
         if (!exact && !cli_flag(c, p, "--convert")) {
             dtype held = arr.dtype;
             npy_free(&arr);
@@ -82,16 +86,30 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
                       c->name, a, eq + 1, dtype_name(held), bare, dtype_name(s->dtype));
             goto fail;
         }
-        if (arr.dtype != s->dtype)
+        if (is_input && arr.dtype != s->dtype)
             fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
                     dtype_name(arr.dtype), dtype_name(s->dtype));
         inputs[j] = xmalloc(sizeof(float) * (size_t)(arr.numel ? arr.numel : 1));
         num_decode_buf(arr.dtype, 0, arr.data, inputs[j], (size_t)arr.numel);
-        num_round_buf(s->dtype, s->scale, inputs[j], (size_t)arr.numel);
+        if (is_input) num_round_buf(s->dtype, s->scale, inputs[j], (size_t)arr.numel);
         source[j] = eq + 1;
         npy_free(&arr);
     }
     arena_free(&scratch);
+    return 0;
+fail:
+    arena_free(&scratch);
+    return -1;
+}
+
+int cli_load_expected(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **expect, const char **source,
+                      diag *d) {
+    return load_named(c, p, "--expect", "output", specs, n, expect, source, d);
+}
+
+int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
+                    diag *d) {
+    if (load_named(c, p, "--input", "input", specs, n, inputs, source, d)) return -1;
     for (int32_t j = 0; j < n; j++) {
         if (inputs[j]) continue;
         int64_t numel = host_numel(&specs[j]);
@@ -100,9 +118,6 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
         source[j] = NULL;
     }
     return 0;
-fail:
-    arena_free(&scratch);
-    return -1;
 }
 
 int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d) {

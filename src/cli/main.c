@@ -35,6 +35,7 @@ static const opt_spec check_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
     {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
     {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
+    {"--expect", "NAME=FILE.npy", "values an output must also match, e.g. PyTorch's (repeatable): same cosine bar", true},
     {"--package", "PKG", "check this package (compiled from MODEL) instead of compiling MODEL", false},
     {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
      false},

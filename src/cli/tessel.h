@@ -50,6 +50,8 @@ typedef struct check_output {
     num_diff pure;        /* against the pure FP32 model (precision casts stripped) */
     num_mismatch exact;   /* against the plan-exact emulated reference: must be none */
     double min_cosine;    /* the pure-model threshold for this output */
+    bool has_expect;      /* expected values were given (--expect) */
+    num_diff expect;      /* against them: the same threshold applies */
     bool pass;
 } check_output;
 
@@ -62,6 +64,8 @@ typedef struct check_result {
     int64_t differing;    /* output elements, all outputs, that differ from the plan-exact reference */
     double cosine;        /* worst output, against the pure model */
     double max_abs_err;   /* worst output, against the pure model */
+    bool has_expect;      /* some output had expected values */
+    double expect_cosine, expect_max_abs_err; /* worst of those outputs against them */
     double ref_seconds;
     bool located;         /* loc holds a search for the first differing op result */
     locate_result loc;
@@ -70,6 +74,7 @@ typedef struct check_result {
 typedef struct check_options {
     const char *package;    /* names the package in messages */
     float *const *inputs;   /* per graph input, its data; NULL (or a NULL entry): the seeded default */
+    float *const *expect;   /* per graph output, values it must also match (e.g. PyTorch's); NULL entries: none */
     sim_options sim;        /* trace, quiet */
     bool locate;            /* find the first differing op result even when the outputs agree */
 } check_options;
