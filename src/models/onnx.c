@@ -273,6 +273,8 @@ typedef struct imp {
     strmap producer;               /* ONNX value name -> node index */
     strmap uses;                   /* ONNX value name -> consumer count */
     strmap outputs;                /* graph output names */
+    strmap ext;                    /* external data location -> index in ext_maps */
+    VEC(raw_ref) ext_maps;         /* each external file mapped once */
     raised *rz;                    /* per node */
     raw_ref *raws;
     int32_t nraws;
@@ -381,10 +383,21 @@ static int tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct
         if (!loc || !loc[0] || strstr(loc, "..") || loc[0] == '/')
             return fail(im, "tensor '%s': external data needs a relative location inside the model's folder", tn);
         char *p = path_join(im->dir, loc);
-        const uint8_t *data;
-        size_t flen;
+        const uint8_t *data = NULL;
+        size_t flen = 0;
         diag md = {0};
-        int rc = map_file(p, im->keep, &data, &flen, &md);
+        int32_t mi;
+        int rc = 0;
+        if (strmap_get(&im->ext, loc, &mi)) {
+            data = im->ext_maps.v[mi].p;
+            flen = im->ext_maps.v[mi].bytes;
+        } else {
+            rc = map_file(p, im->keep, &data, &flen, &md);
+            if (rc == 0) {
+                vec_push(&im->a, &im->ext_maps, ((raw_ref){data, flen, true}));
+                strmap_put(&im->ext, arena_strdup(&im->a, loc), im->ext_maps.n - 1);
+            }
+        }
         if (rc) {
             md.text[strcspn(md.text, "\n")] = 0;
             const char *why = strstr(md.text, "error: ");
@@ -1924,6 +1937,7 @@ done:
     strmap_free(&im.producer);
     strmap_free(&im.uses);
     strmap_free(&im.outputs);
+    strmap_free(&im.ext);
     arena_free(&im.a);
     return g;
 }
