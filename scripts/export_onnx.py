@@ -158,6 +158,18 @@ def bad_models(out_dir):
     g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["s"], name="/Sum", keepdims=0),
                            helper.make_node("Reshape", ["x", "s"], ["y"], name="/Reshape")], "runtime_shape", [x], [y])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "runtime_shape.onnx"))
+    # Three residual blocks, the last of which subtracts: two fold, the report says why the third did not.
+    import numpy as np
+    from onnx import numpy_helper
+    inits, nodes, h = [], [], "x"
+    for i in range(3):
+        inits.append(numpy_helper.from_array(np.full((4, 4), 0.1 * (i + 1), np.float32), "w%d" % i))
+        nodes.append(helper.make_node("MatMul", [h, "w%d" % i], ["m%d" % i], name="/blocks.%d/MatMul" % i))
+        nodes.append(helper.make_node("Sub" if i == 2 else "Add", [h, "m%d" % i], ["h%d" % i if i < 2 else "y"],
+                                      name="/blocks.%d/Residual" % i))
+        h = "h%d" % i
+    g = helper.make_graph(nodes, "partial_fold", [x], [y], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out_dir, "partial_fold.onnx"))
     print("wrote bad models in", out_dir, file=sys.stderr)
 
 
