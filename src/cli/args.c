@@ -107,9 +107,11 @@ graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d) 
         if (strcmp(c->opts[k].name, "--precision") != 0 || !p->nval[k]) continue;
         const char *v = p->val[k][0];
         if (strcmp(v, "fp8") == 0) o.precision = MODELS_FP8;
+        else if (strcmp(v, "fp8-all") == 0) o.precision = MODELS_FP8_ALL;
         else if (strcmp(v, "f32") == 0) o.precision = MODELS_F32;
         else if (strcmp(v, "f16") != 0)
-            return diag_fail(d, "tessel %s: error: option '--precision' must be f16, fp8 or f32, not '%s'", c->name, v), NULL;
+            return diag_fail(d, "tessel %s: error: option '--precision' must be f16, fp8, fp8-all or f32, not '%s'", c->name, v),
+                   NULL;
     }
     return models_load_opts(spec, &o, d);
 }

@@ -3,7 +3,7 @@
 
 #include "cli.h"
 
-#define PRECISION_OPT {"--precision", "f16|fp8|f32", "types of an imported (.onnx) model: f16, or f143 GEMM weights (default f16)", false}
+#define PRECISION_OPT {"--precision", "f16|fp8|fp8-all|f32", "types of an imported (.onnx) model: f16, or f143 GEMM weights (default f16)", false}
 static const opt_spec graph_opts[] = {PRECISION_OPT, {0}};
 static const opt_spec zoo_opts[] = {{0}};
 static const opt_spec machine_opts[] = {{"--json", NULL, "print the description as JSON (loadable back)", false}, {0}};

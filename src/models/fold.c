@@ -206,7 +206,7 @@ static int32_t new_param(rb *r, const int32_t *vals, int32_t cnt, bool stacked, 
     }
     graph_init init = {.kind = INIT_DATA, .parts = parts, .nparts = cnt};
     t.dtype = act_dtype(r);
-    if (r->o->precision == MODELS_FP8 && r->is_weight[vals[0]]) {
+    if ((r->o->precision == MODELS_FP8 || r->o->precision == MODELS_FP8_ALL) && r->is_weight[vals[0]]) {
         t.dtype = DT_F143;
         t.scale = (int8_t)f8_scale_for_max(DT_F143, parts_maxabs(&init, graph_type_numel(&t)));
     }
@@ -228,7 +228,7 @@ static int32_t cast8(rb *r, int32_t x, const char *base) {
 static int copy_op(rb *r, int32_t op, int32_t *in) {
     const graph_op *o = graph_opr(r->f->g, op);
     graph *g = r->out;
-    if (o->kind == OP_MATMUL && r->o->precision == MODELS_FP8) {
+    if (o->kind == OP_MATMUL && (r->o->precision == MODELS_FP8 || r->o->precision == MODELS_FP8_ALL)) {
         bool w8 = false;
         for (int j = 0; j < 2; j++) w8 |= graph_val(g, in[j])->type.dtype == DT_F143;
         for (int j = 0; j < 2 && w8; j++)
@@ -477,7 +477,7 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
             if (graph_opr(g, graph_val(g, op->in[j])->def)->kind == OP_PARAM) score_w[op->in[j]] = true;
     }
     for (int32_t v = 0; v < g->values.n; v++)
-        if (score_w[v]) r.is_weight[v] = false;
+        if (score_w[v] && o->precision != MODELS_FP8_ALL) r.is_weight[v] = false;
     free(score_w);
     fold_plan pl = o->fold ? find_fold(&f) : (fold_plan){.bad = -1};
     graph *out = graph_new(g->name, g->path);

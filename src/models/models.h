@@ -23,7 +23,9 @@ graph *models_zoo_build(const char *spec, diag *d);
 void models_zoo_list(FILE *f);
 
 /* How an imported model is typed (zoo models take precision= in their spec). */
-typedef enum { MODELS_F16, MODELS_FP8, MODELS_F32 } models_precision;
+/* fp8: f143 GEMM weights except the attention-score projections and the
+ * first and last GEMM (docs/onnx.md); fp8-all: every GEMM weight f143. */
+typedef enum { MODELS_F16, MODELS_FP8, MODELS_F32, MODELS_FP8_ALL } models_precision;
 
 typedef struct models_options {
     models_precision precision;  /* imported models: f16 unless told */
