@@ -6,7 +6,8 @@ Run with Debian's interpreter (python3-torch, python3-torchvision):
     /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]          # the committed test models
     /usr/bin/python3 scripts/export_onnx.py --vit W,H,M,L,IMG,P[,gelu,opset,kind] OUT_DIR
                                                                # one model of any shape
-    /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR   # SigLIP So400m/14 at 224 px
+    /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR [--external]
+                                                               # SigLIP So400m/14 at 224 px (1.65 GB)
     /usr/bin/python3 scripts/export_onnx.py --bad [OUT_DIR]    # models the importer refuses
 
 Every model NAME gives NAME.onnx, NAME.in.npy (the input, named as the ONNX
@@ -190,10 +191,12 @@ def main(argv):
         export(build(kind, img, p, w, h, m, l, gelu), name, out, img, 1, opset, 7)
         return
     if argv and argv[0] == "--so400m":
-        out = argv[1] if len(argv) > 1 else "."
+        # One file, as torch.onnx.export writes models under 2 GB; --external
+        # moves the weights into so400m.data beside it.
+        out = argv[1] if len(argv) > 1 and argv[1] != "--external" else "."
         os.makedirs(out, exist_ok=True)
         model = HandViT(224, 14, 1152, 16, 4304, 27, "tanh", False)
-        export(model, "so400m", out, 224, 1, 17, 11, external=True)
+        export(model, "so400m", out, 224, 1, 17, 11, external="--external" in argv)
         return
     out = argv[0] if argv else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx")
     os.makedirs(out, exist_ok=True)

@@ -440,8 +440,8 @@ static int tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct
     if (have_raw) {
         if (nbytes != (size_t)c.n * esize)
             return fail(im, "tensor '%s' holds %zu bytes of data for %lld elements", tn, nbytes, (long long)c.n);
-        if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && nbytes > 4096 && (!raw || raw->set || t->has_data_location)) {
-            c.raw = bytes; /* weights stay in the map */
+        if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && nbytes > 4096 && ((raw && raw->set) || t->has_data_location)) {
+            c.raw = bytes; /* weights stay in the map (Constant nodes live in the decoded message: decoded) */
             *out = c;
             return 0;
         }
