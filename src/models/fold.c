@@ -445,7 +445,28 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
     bool *score_w = xcalloc((size_t)g->values.n + 1, sizeof(bool));
     for (int32_t k = 0; k < f.n; k++) {
         const graph_op *op = graph_opr(g, f.ops[k]);
-        if (op->kind == OP_SOFTMAX) walk_to_matmuls(g, op->in[0], false, score_w, 256);
+        if (op->kind != OP_SOFTMAX) continue;
+        walk_to_matmuls(g, op->in[0], false, score_w, 256);
+        /* Forward: probabilities @ V, then through data movement to the output projection. */
+        int32_t v = op->out[0];
+        bool past_pv = false;
+        for (int hops = 0; hops < 32; hops++) {
+            if (f.nusers[v] != 1 || f.users[v][0] >= f.n) break;
+            const graph_op *u = graph_opr(g, f.ops[f.users[v][0]]);
+            if (u->kind == OP_MATMUL && !past_pv) {
+                past_pv = true;
+                for (int j = 0; j < 2; j++) /* V: the other operand */
+                    if (u->in[j] != v) walk_to_matmuls(g, u->in[j], true, score_w, 64);
+            } else if (u->kind == OP_MATMUL) {
+                for (int j = 0; j < 2; j++)
+                    if (graph_opr(g, graph_val(g, u->in[j])->def)->kind == OP_PARAM) score_w[u->in[j]] = true;
+                break;
+            } else if (u->kind != OP_RESHAPE && u->kind != OP_TRANSPOSE && u->kind != OP_SLICE && u->kind != OP_CONCAT &&
+                       u->kind != OP_CAST) {
+                break;
+            }
+            v = u->out[0];
+        }
     }
     /* So do the first and the last GEMM (patch embedding, classifier head),
      * as FP8 recipes keep them: their errors are not averaged by any later layer. */
