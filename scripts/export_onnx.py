@@ -4,7 +4,7 @@
 Run with Debian's interpreter (python3-torch, python3-torchvision):
 
     /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]          # the committed test models
-    /usr/bin/python3 scripts/export_onnx.py --vit W,H,M,L,IMG,P[,gelu,opset,kind] OUT_DIR
+    /usr/bin/python3 scripts/export_onnx.py --vit W,H,M,L,IMG,P[,gelu,opset,kind,batch,seed] OUT_DIR
                                                                # one model of any shape
     /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR [--external]
                                                                # SigLIP So400m/14 at 224 px (1.65 GB)
@@ -185,10 +185,12 @@ def main(argv):
         gelu = f[6] if len(f) > 6 else "none"
         opset = int(f[7]) if len(f) > 7 else 17
         kind = f[8] if len(f) > 8 else "hand_cls"
+        batch = int(f[9]) if len(f) > 9 else 1
+        seed = int(f[10]) if len(f) > 10 else 7
         out = argv[2] if len(argv) > 2 else "."
         os.makedirs(out, exist_ok=True)
-        name = "vit_%s_w%d_h%d_m%d_l%d_%s_op%d" % (kind, w, h, m, l, gelu, opset)
-        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, 1, opset, 7)
+        name = "vit_%s_w%d_h%d_m%d_l%d_%s_op%d_b%d_s%d" % (kind, w, h, m, l, gelu, opset, batch, seed)
+        export(build(kind, img, p, w, h, m, l, gelu), name, out, img, batch, opset, seed)
         return
     if argv and argv[0] == "--so400m":
         # One file, as torch.onnx.export writes models under 2 GB; --external
