@@ -288,14 +288,19 @@ static void top_params(rb *r, const fold_plan *pl) {
     }
 }
 
-static int fold_region(rb *r, const fold_plan *pl) {
-    fctx *f = r->f;
-    graph *g = f->g;
-    /* Body operands: stacked parameters (one per block) or shared ones. */
+/* The folded run's operands from outside: stacked parameters (one piece
+ * per block), shared ones, and block 0's carried input. */
+typedef struct fold_args {
     VEC(int32_t) stk_first;   /* block-0 param value per stacked parameter */
     VEC(int32_t) stk_val;     /* the new stacked parameter */
-    memset(&stk_first, 0, sizeof stk_first);
-    memset(&stk_val, 0, sizeof stk_val);
+    int32_t carry_in;         /* flat value block 0 carries in */
+} fold_args;
+
+/* Makes the run's parameters (before any op, so the text lists them first). */
+static void fold_params(rb *r, const fold_plan *pl, fold_args *fa) {
+    fctx *f = r->f;
+    graph *g = f->g;
+    memset(fa, 0, sizeof *fa);
     int32_t *vals = xmalloc(sizeof(int32_t) * (size_t)pl->cnt);
     int32_t carry_in = -1;
     for (int32_t k = 0; k < pl->p; k++) {
@@ -320,35 +325,42 @@ static int fold_region(rb *r, const fold_plan *pl) {
                 continue;
             }
             bool seen = false;
-            for (int32_t i = 0; i < stk_first.n; i++) seen |= stk_first.v[i] == v;
+            for (int32_t i = 0; i < fa->stk_first.n; i++) seen |= fa->stk_first.v[i] == v;
             if (seen) continue;
             char nm[600];
             snprintf(nm, sizeof nm, "%s.stacked", graph_val(g, v)->name);
-            vec_push(&g->arena, &stk_first, v);
-            vec_push(&g->arena, &stk_val, new_param(r, vals, pl->cnt, true, nm));
+            vec_push(&g->arena, &fa->stk_first, v);
+            vec_push(&g->arena, &fa->stk_val, new_param(r, vals, pl->cnt, true, nm));
         }
     }
     free(vals);
+    fa->carry_in = carry_in;
+}
+
+static int fold_region(rb *r, const fold_plan *pl, fold_args *fa) {
+    fctx *f = r->f;
+    graph *g = f->g;
+    int32_t carry_in = fa->carry_in;
     TS_ASSERT(carry_in >= 0 && r->map[carry_in] >= 0);
     /* The repeat: carried value first, then the stacked slices. */
-    int32_t nargs = 1 + stk_first.n;
+    int32_t nargs = 1 + fa->stk_first.n;
     const char **arg_names = xmalloc(sizeof(char *) * (size_t)nargs);
     arg_names[0] = fresh(r->out, graph_val(g, carry_in)->name, ".carry");
-    for (int32_t i = 0; i < stk_first.n; i++) {
+    for (int32_t i = 0; i < fa->stk_first.n; i++) {
         /* Slices are named like block 0's parameter when that name is free. */
-        arg_names[1 + i] = fresh(r->out, graph_val(g, stk_first.v[i])->name, NULL);
-        if (r->map[stk_first.v[i]] >= 0) arg_names[1 + i] = fresh(r->out, graph_val(g, stk_first.v[i])->name, ".slice");
+        arg_names[1 + i] = fresh(r->out, graph_val(g, fa->stk_first.v[i])->name, NULL);
+        if (r->map[fa->stk_first.v[i]] >= 0) arg_names[1 + i] = fresh(r->out, graph_val(g, fa->stk_first.v[i])->name, ".slice");
     }
     int32_t outer_carry = r->map[carry_in];
-    int32_t rep = graph_begin_repeat(r->out, pl->cnt, &outer_carry, 1, stk_val.v, stk_first.n, arg_names);
+    int32_t rep = graph_begin_repeat(r->out, pl->cnt, &outer_carry, 1, fa->stk_val.v, fa->stk_first.n, arg_names);
     free(arg_names);
     /* Inside the body, block 0's carried input and params mean the arguments. */
     int32_t saved_carry = r->map[carry_in];
-    int32_t *saved = xmalloc(sizeof(int32_t) * (size_t)(stk_first.n + 1));
+    int32_t *saved = xmalloc(sizeof(int32_t) * (size_t)(fa->stk_first.n + 1));
     r->map[carry_in] = graph_opr(r->out, rep)->args[0];
-    for (int32_t i = 0; i < stk_first.n; i++) {
-        saved[i] = r->map[stk_first.v[i]];
-        r->map[stk_first.v[i]] = graph_opr(r->out, rep)->args[1 + i];
+    for (int32_t i = 0; i < fa->stk_first.n; i++) {
+        saved[i] = r->map[fa->stk_first.v[i]];
+        r->map[fa->stk_first.v[i]] = graph_opr(r->out, rep)->args[1 + i];
     }
     int rc = copy_ops(r, pl->s, pl->s + pl->p);
     int32_t y = -1;
@@ -360,7 +372,7 @@ static int fold_region(rb *r, const fold_plan *pl) {
         const char *res_name = fresh(r->out, graph_val(g, out_last)->name, NULL);
         graph_end_repeat(r->out, &y, &res_name, r->d);
         r->map[carry_in] = saved_carry;
-        for (int32_t i = 0; i < stk_first.n; i++) r->map[stk_first.v[i]] = saved[i];
+        for (int32_t i = 0; i < fa->stk_first.n; i++) r->map[fa->stk_first.v[i]] = saved[i];
         /* Block-0 body values must not be visible outside: unmap them. */
         for (int32_t k = pl->s; k < pl->s + pl->p; k++) {
             const graph_op *o = graph_opr(g, f->ops[k]);
@@ -511,9 +523,11 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
         r.map[op->out[0]] = graph_result(out, graph_add_input(out, graph_val(g, op->out[0])->name, t), 0);
     }
     top_params(&r, &pl);
+    fold_args fa;
+    if (pl.cnt) fold_params(&r, &pl, &fa);
     int rc = 0;
     if (pl.cnt) rc = copy_ops(&r, 0, pl.s);
-    if (rc == 0 && pl.cnt) rc = fold_region(&r, &pl);
+    if (rc == 0 && pl.cnt) rc = fold_region(&r, &pl, &fa);
     if (rc == 0) rc = copy_ops(&r, pl.cnt ? pl.s + pl.cnt * pl.p : 0, f.n);
     if (rc == 0) {
         for (int32_t i = 0; i < g->body.n; i++) {
