@@ -8,7 +8,7 @@ Run with Debian's interpreter (python3-torch, python3-torchvision):
                                                                # one model of any shape
     /usr/bin/python3 scripts/export_onnx.py --so400m OUT_DIR [--external]
                                                                # SigLIP So400m/14 at 224 px (1.65 GB)
-    /usr/bin/python3 scripts/export_onnx.py --bad [OUT_DIR]    # models the importer refuses
+    /usr/bin/python3 scripts/export_onnx.py --bad [OUT_DIR]    # hand-built models (tests/onnx/built): refused ones, odd ones
 
 Every model NAME gives NAME.onnx, NAME.in.npy (the input, named as the ONNX
 input) and NAME.out.npy (PyTorch's output). Weights are seeded random
@@ -171,13 +171,29 @@ def bad_models(out_dir):
         h = "h%d" % i
     g = helper.make_graph(nodes, "partial_fold", [x], [y], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out_dir, "partial_fold.onnx"))
+    # Weights in the typed fields (float_data, int64_data) rather than raw_data, with numpy's answer.
+    rng = np.random.default_rng(5)
+    wv = rng.standard_normal((4, 6)).astype(np.float32)
+    bv = rng.standard_normal(6).astype(np.float32)
+    xv = rng.standard_normal((2, 4)).astype(np.float32)
+    typed = [helper.make_tensor("w", TensorProto.FLOAT, [4, 6], wv.ravel().tolist(), raw=False),
+             helper.make_tensor("b", TensorProto.FLOAT, [6], bv.ravel().tolist(), raw=False),
+             helper.make_tensor("shape", TensorProto.INT64, [3], [2, 3, 2], raw=False)]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="/fc/MatMul"),
+             helper.make_node("Add", ["m", "b"], ["a"], name="/fc/Add"),
+             helper.make_node("Reshape", ["a", "shape"], ["y"], name="/Reshape")]
+    yt = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2])
+    g = helper.make_graph(nodes, "typed_fields", [x], [yt], typed)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "typed_fields.onnx"))
+    np.save(os.path.join(out_dir, "typed_fields.in.npy"), xv)
+    np.save(os.path.join(out_dir, "typed_fields.out.npy"), (xv @ wv + bv).reshape(2, 3, 2))
     print("wrote bad models in", out_dir, file=sys.stderr)
 
 
 def main(argv):
     torch.manual_seed(0)
     if argv and argv[0] == "--bad":
-        bad_models(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx", "bad"))
+        bad_models(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "onnx", "built"))
         return
     if len(argv) >= 2 and argv[0] == "--vit":
         f = argv[1].split(",")
