@@ -182,7 +182,7 @@ static int strip_tensor(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *
     return 0;
 }
 
-/* Copies message fields; nested fields listed in `into` are rewritten by fn. */
+/* GraphProto: every field copied, initializers (field 5) stripped of raw_data. */
 static int strip_graph(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *out) {
     while (p < end) {
         wfield f;
@@ -204,6 +204,7 @@ static int strip_graph(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *o
     return 0;
 }
 
+/* ModelProto: every field copied, the graph (field 7) stripped. */
 static int strip_model(scan *s, const uint8_t *p, size_t len, bytebuf *out) {
     const uint8_t *end = p + len;
     while (p < end) {
@@ -783,7 +784,7 @@ static const char *gname(imp *im, const char *onnx_name, const char *suffix) {
     }
 }
 
-/* The name the current node's op number `part` gets: the node name for its
+/* The name of an op the current node makes: the node name for its
  * final result, the node name plus a suffix for helpers. */
 static const char *node_name(imp *im, const char *suffix) {
     int32_t k;
