@@ -159,9 +159,12 @@ typedef struct rb {
 
 static dtype act_dtype(const rb *r) { return r->o->precision == MODELS_F32 ? DT_F32 : DT_F16; }
 
-/* Activation casts see values of unit scale (after layer norms and GeLU):
- * |x| < 7.5 fits f143 at scale -5, as in the zoo. */
-enum { ACT_SCALE = -5 };
+/* Activation casts see values of unit scale (after layer norms and GeLU).
+ * FP8's relative precision is the same at every magnitude, so the scale buys
+ * headroom: at -3, |x| < 30 is finite (trained models' layer-norm outliers)
+ * and only |x| < 2^-10 loses precision (under 0.1% of unit-normal values).
+ * The zoo's -5 (|x| < 7.5) measured no better on the test ViTs. */
+enum { ACT_SCALE = -3 };
 
 static const char *fresh(graph *g, const char *base, const char *suffix) {
     char buf[600];
