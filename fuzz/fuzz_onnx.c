@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     diag d = {0};
     models_keep *keep = models_keep_new();
-    graph *g = models_onnx_import_buffer("/nonexistent/fuzz.onnx", data, size, keep, &d);
+    graph *g = models_onnx_import_buffer("/nonexistent/fuzz.onnx", data, size, keep, NULL, &d);
     if (!g) {
         TS_ASSERT(d.set);
         models_keep_free(keep);

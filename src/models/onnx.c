@@ -1854,7 +1854,9 @@ static int import_nodes(imp *im) {
     return 0;
 }
 
-graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t len, models_keep *keep, diag *d) {
+graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t len, models_keep *keep, FILE *report,
+                                 diag *d) {
+    double t0 = util_now_seconds();
     imp im = {.path = path, .keep = keep, .d = d};
     arena_init(&im.a);
     char *dir = path_dirname(path);
@@ -1927,6 +1929,18 @@ graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t l
     raise_patterns(&im);
     if (import_inputs(&im) || import_nodes(&im)) goto done;
     if (graph_verify(im.g, d)) goto done;
+    if (report) {
+        int folded = 0, gelus = 0, norms = 0, ops = 0;
+        for (size_t i = 0; i < im.gp->n_node; i++) {
+            gelus += im.rz[i].kind == RZ_GELU_ERF || im.rz[i].kind == RZ_GELU_TANH;
+            norms += im.rz[i].kind == RZ_LAYER_NORM;
+        }
+        for (int32_t i = 0; i < im.vals.n; i++) folded += im.vals.v[i].is_const;
+        for (int32_t i = 0; i < im.g->ops.n; i++) ops += !graph_op_infos[graph_opr(im.g, i)->kind].structural;
+        fprintf(report, "%s: %zu nodes (opset %lld), %zu initializers: %d constants computed at import, %d GeLU and %d layer-norm patterns raised, %d graph ops (%.2f s)\n",
+                path, im.gp->n_node, (long long)im.opset, im.gp->n_initializer, folded - (int)im.gp->n_initializer, gelus, norms, ops,
+                util_now_seconds() - t0);
+    }
     g = im.g;
     im.g = NULL;
 done:
@@ -1943,7 +1957,7 @@ done:
     return g;
 }
 
-graph *models_onnx_import(const char *path, diag *d) {
+graph *models_onnx_import(const char *path, FILE *report, diag *d) {
     models_keep *keep = models_keep_new();
     const uint8_t *data;
     size_t len;
@@ -1951,7 +1965,7 @@ graph *models_onnx_import(const char *path, diag *d) {
         models_keep_free(keep);
         return NULL;
     }
-    graph *g = models_onnx_import_buffer(path, data, len, keep, d);
+    graph *g = models_onnx_import_buffer(path, data, len, keep, report, d);
     if (!g) {
         models_keep_free(keep);
         return NULL;

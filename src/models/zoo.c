@@ -530,7 +530,7 @@ graph *models_load_opts(const char *spec, const models_options *o, diag *d) {
     if (strncmp(spec, "zoo:", 4) == 0) return models_zoo_build(spec, d);
     if (n >= 4 && strcmp(spec + n - 4, ".tsl") == 0) return graph_parse_file(spec, d);
     if (onnx) {
-        graph *g = models_onnx_import(spec, d);
+        graph *g = models_onnx_import(spec, o->report, d);
         return g ? models_raise(g, o, d) : NULL;
     }
     return diag_fail(d, "%s: error: a model is a .tsl or .onnx file, or zoo:NAME[:key=value,...]", spec), NULL;

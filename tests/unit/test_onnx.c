@@ -34,7 +34,7 @@ static void weights_are_not_copied(void **state) {
     diag d = {0};
     assert_int_equal(file_read_all(path, &buf, &len, &d), 0);
     models_keep *keep = models_keep_new();
-    graph *g = models_onnx_import_buffer(path, (const uint8_t *)buf, len, keep, &d);
+    graph *g = models_onnx_import_buffer(path, (const uint8_t *)buf, len, keep, NULL, &d);
     assert_non_null(g);
     int inside = 0, weights = 0;
     for (int32_t i = 0; i < g->ops.n; i++) {
@@ -134,7 +134,7 @@ static void every_truncation_fails_cleanly(void **state) {
     for (size_t n = 0; n <= len; n++) {
         diag e = {0};
         models_keep *keep = models_keep_new();
-        graph *g = models_onnx_import_buffer("cut.onnx", (const uint8_t *)buf, n, keep, &e);
+        graph *g = models_onnx_import_buffer("cut.onnx", (const uint8_t *)buf, n, keep, NULL, &e);
         if (n == len) assert_non_null(g);
         if (!g) assert_true(e.set && strncmp(e.text, "cut.onnx: error: ", 17) == 0);
         graph_free(g);
