@@ -428,6 +428,8 @@ static int parse_init(parser *ps, graph_init *init) {
     b = ps->p;
     memset(init, 0, sizeof *init);
     if (!word(ps, &w, &n)) return expected(ps, "an initializer: normal(mean, std, seed = N), zeros, ones or npy(\"file\")");
+    if (word_is(w, n, "data"))
+        return fail_at(ps, w, "data() parameters live in imported models only: compile the .onnx file itself");
     if (word_is(w, n, "zeros")) { init->kind = INIT_ZEROS; return 0; }
     if (word_is(w, n, "ones")) { init->kind = INIT_ONES; return 0; }
     if (word_is(w, n, "npy")) {
