@@ -187,6 +187,42 @@ def bad_models(out_dir):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "typed_fields.onnx"))
     np.save(os.path.join(out_dir, "typed_fields.in.npy"), xv)
     np.save(os.path.join(out_dir, "typed_fields.out.npy"), (xv @ wv + bv).reshape(2, 3, 2))
+    # Ops the ViT exports use rarely, on run-time data, with numpy's answer.
+    xm = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    wm = (0.3 * rng.standard_normal((12, 5))).astype(np.float32)
+    cm = rng.standard_normal(5).astype(np.float32)
+    dm = (1.0 + rng.random(5)).astype(np.float32)
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [c("split", np.array([2, 4], np.int64)), c("w", wm), c("c", cm), c("den", dm),
+             c("ax1", np.array([1], np.int64)), c("shape", np.array([2, 3, 5], np.int64)), c("two", np.float32(2)),
+             c("idx", np.array([2, 0], np.int64)), c("one", np.float32(1)), c("s0", np.array([0], np.int64)),
+             c("s1", np.array([1], np.int64))]
+    nodes = [helper.make_node("Split", ["x", "split"], ["a0", "a1"], name="/Split", axis=1),
+             helper.make_node("ReduceMean", ["a1"], ["b"], name="/ReduceMean", axes=[1], keepdims=1),
+             helper.make_node("Concat", ["a0", "b"], ["cc"], name="/Concat", axis=1),
+             helper.make_node("Flatten", ["cc"], ["d"], name="/Flatten", axis=1),
+             helper.make_node("Gemm", ["d", "w", "c"], ["e"], name="/Gemm", alpha=0.5, beta=2.0),
+             helper.make_node("Unsqueeze", ["e", "ax1"], ["f"], name="/Unsqueeze"),
+             helper.make_node("Expand", ["f", "shape"], ["g"], name="/Expand"),
+             helper.make_node("Pow", ["g", "two"], ["h"], name="/Pow"),
+             helper.make_node("Div", ["h", "den"], ["i"], name="/Div"),
+             helper.make_node("Gather", ["i", "idx"], ["j"], name="/Gather", axis=1),
+             helper.make_node("Sub", ["j", "one"], ["k"], name="/Sub"),
+             helper.make_node("Slice", ["k", "s0", "s1", "ax1"], ["sl"], name="/Slice"),
+             helper.make_node("Squeeze", ["sl", "ax1"], ["l"], name="/Squeeze"),
+             helper.make_node("Softmax", ["l"], ["y"], name="/Softmax", axis=1)]
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 4])
+    yo = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])
+    g = helper.make_graph(nodes, "more_ops", [xi], [yo], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "more_ops.onnx"))
+    a0, a1 = xm[:, :2], xm[:, 2:]
+    d = np.concatenate([a0, a1.mean(axis=1, keepdims=True)], axis=1).reshape(2, 12)
+    e = 0.5 * d @ wm + 2.0 * cm
+    i = np.broadcast_to(e[:, None, :], (2, 3, 5)) ** 2 / dm
+    l = i[:, [2, 0]][:, 0] - 1.0
+    y = np.exp(l - l.max(axis=1, keepdims=True))
+    np.save(os.path.join(out_dir, "more_ops.in.npy"), xm)
+    np.save(os.path.join(out_dir, "more_ops.out.npy"), (y / y.sum(axis=1, keepdims=True)).astype(np.float32))
     print("wrote bad models in", out_dir, file=sys.stderr)
 
 
