@@ -24,6 +24,10 @@
 
 #include "onnx.pb-c.h"
 
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "data() parameters are little-endian f32 read in place: a big-endian host needs byte swaps"
+#endif
+
 /* ---- keep: what data() parameters point into ------------------------------ */
 
 typedef struct keep_item {
@@ -1098,10 +1102,22 @@ static int fold_slice(imp *im, const Onnx__NodeProto *n, ct *x, ct *out) {
     return 0;
 }
 
+/* Large float results (a transposed weight) are written as f32 into a buffer
+ * the graph keeps, read in place like a weight: 4 bytes an element, once. */
 static int fold_transpose(imp *im, ct *x, const int64_t *perm, ct *out) {
     int64_t dim[CT_MAX_RANK], ist[CT_MAX_RANK];
     for (int i = 0; i < x->rank; i++) dim[i] = x->dim[perm[i]];
-    ct c = ct_new(im, x->is_int, x->rank, dim);
+    ct c;
+    float *f = NULL;
+    if (!x->is_int && x->n > 1024) {
+        c = (ct){.rank = x->rank, .n = x->n};
+        memcpy(c.dim, dim, sizeof dim);
+        f = keep_add(im->keep, xmalloc(sizeof(float) * (size_t)x->n), 0, false);
+        c.raw = (const uint8_t *)f; /* the host is little-endian (checked above) */
+    } else {
+        c = ct_new(im, x->is_int, x->rank, dim);
+        if (im->err) return -1;
+    }
     strides_of(x->rank, x->dim, ist);
     for (int64_t i = 0; i < c.n; i++) {
         int64_t rem = i, src = 0;
@@ -1109,7 +1125,8 @@ static int fold_transpose(imp *im, ct *x, const int64_t *perm, ct *out) {
             src += (rem % dim[k]) * ist[perm[k]];
             rem /= dim[k];
         }
-        c.v[i] = ct_at(x, src);
+        if (f) f[i] = (float)ct_at(x, src);
+        else c.v[i] = ct_at(x, src);
     }
     *out = c;
     return 0;
