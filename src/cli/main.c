@@ -64,7 +64,7 @@ static const cmd commands[] = {
      "0.999 (0.99 with 8-bit values). On a difference it names the first op whose result differs.\n"
      "Exits 1 on failure.",
      check_opts, cmd_check},
-    {"graph", "MODEL", "Print MODEL (a .tsl file or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph},
+    {"graph", "MODEL", "Print MODEL (a .tsl or .onnx file, or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph},
     {"ref", "MODEL [options]",
      "Run MODEL on the FP32 reference interpreter and summarise its outputs.\n"
      "Casts round to their dtype and parameters hold values of their dtype;\n"
@@ -94,7 +94,7 @@ static void print_main_help(FILE *f) {
         int n = nl ? (int)(nl - commands[i].summary) : (int)strlen(commands[i].summary);
         fprintf(f, "  %-9s %.*s\n", commands[i].name, n, commands[i].summary);
     }
-    fprintf(f, "\nMODEL is a .tsl file or zoo:NAME[:key=value,...] (see 'tessel zoo').\n"
+    fprintf(f, "\nMODEL is a .tsl file, an .onnx file exported by PyTorch, or zoo:NAME[:key=value,...] (see 'tessel zoo').\n"
                "'tessel COMMAND --help' describes each command.\n");
 }
 
