@@ -110,7 +110,9 @@ def export(model, name, out_dir, image, batch, opset, seed, external=False):
     model.eval()
     randomize(model, seed)
     g = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(batch, 3, image, image, generator=g)
+    # The input is rounded to f16 and saved so: tessel's imported input is f16
+    # (or f32, an exact widening), and PyTorch sees exactly what tessel sees.
+    x = torch.randn(batch, 3, image, image, generator=g).half().float()
     with torch.no_grad():
         y = model(x)
     path = os.path.join(out_dir, name + ".onnx")
@@ -121,7 +123,7 @@ def export(model, name, out_dir, image, batch, opset, seed, external=False):
         m = onnx.load(path)
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=name + ".data", size_threshold=1024)
-    np.save(os.path.join(out_dir, name + ".in.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(out_dir, name + ".in.npy"), x.numpy().astype(np.float16))
     np.save(os.path.join(out_dir, name + ".out.npy"), y.numpy().astype(np.float32))
     print("wrote", path, tuple(y.shape), file=sys.stderr)
 
@@ -175,7 +177,7 @@ def bad_models(out_dir):
     rng = np.random.default_rng(5)
     wv = rng.standard_normal((4, 6)).astype(np.float32)
     bv = rng.standard_normal(6).astype(np.float32)
-    xv = rng.standard_normal((2, 4)).astype(np.float32)
+    xv = rng.standard_normal((2, 4)).astype(np.float16).astype(np.float32)
     typed = [helper.make_tensor("w", TensorProto.FLOAT, [4, 6], wv.ravel().tolist(), raw=False),
              helper.make_tensor("b", TensorProto.FLOAT, [6], bv.ravel().tolist(), raw=False),
              helper.make_tensor("shape", TensorProto.INT64, [3], [2, 3, 2], raw=False)]
@@ -185,10 +187,10 @@ def bad_models(out_dir):
     yt = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2])
     g = helper.make_graph(nodes, "typed_fields", [x], [yt], typed)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out_dir, "typed_fields.onnx"))
-    np.save(os.path.join(out_dir, "typed_fields.in.npy"), xv)
+    np.save(os.path.join(out_dir, "typed_fields.in.npy"), xv.astype(np.float16))
     np.save(os.path.join(out_dir, "typed_fields.out.npy"), (xv @ wv + bv).reshape(2, 3, 2))
     # Ops the ViT exports use rarely, on run-time data, with numpy's answer.
-    xm = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    xm = rng.standard_normal((2, 6, 4)).astype(np.float16).astype(np.float32)
     wm = (0.3 * rng.standard_normal((12, 5))).astype(np.float32)
     cm = rng.standard_normal(5).astype(np.float32)
     dm = (1.0 + rng.random(5)).astype(np.float32)
@@ -221,7 +223,7 @@ def bad_models(out_dir):
     i = np.broadcast_to(e[:, None, :], (2, 3, 5)) ** 2 / dm
     l = i[:, [2, 0]][:, 0] - 1.0
     y = np.exp(l - l.max(axis=1, keepdims=True))
-    np.save(os.path.join(out_dir, "more_ops.in.npy"), xm)
+    np.save(os.path.join(out_dir, "more_ops.in.npy"), xm.astype(np.float16))
     np.save(os.path.join(out_dir, "more_ops.out.npy"), (y / y.sum(axis=1, keepdims=True)).astype(np.float32))
     print("wrote bad models in", out_dir, file=sys.stderr)
 
