@@ -77,14 +77,17 @@ static bool fit(const place_req *q, const region *r, uint64_t lo, uint64_t hi, u
         return true;
     }
     uint64_t a = r->lo + align_up(lo - r->lo, r->unit), rv = align_up(need ? need : 1, r->unit);
-    if (a + rv <= hi) {
-        *at = a, *res = rv;
+    /* Only the last element may be taken in part: the gap must run to the
+     * end of the region, and the whole payload and tail end below it. There
+     * the buffer goes as high as it can, so it takes the partial element and
+     * leaves whole ones below for others. */
+    if (hi == r->hi && a + need <= hi) {
+        uint64_t top = r->lo + (hi - need - r->lo) / r->unit * r->unit;
+        *at = top, *res = hi - top;
         return true;
     }
-    /* Only the last element may be taken in part: the gap must run to the
-     * end of the region, and the whole payload and tail end below it. */
-    if (hi == r->hi && a + need <= hi) {
-        *at = a, *res = hi - a;
+    if (a + rv <= hi) {
+        *at = a, *res = rv;
         return true;
     }
     return false;

@@ -93,15 +93,18 @@ static void no_clipping_at_an_ordinary_gap(void **state) {
     machine m = small();
     place_slot s[4];
     char why[2048];
-    /* a holds element 0 until step 1, b element 1 for good; then c (born at
-     * 2) finds element 0 free, and the partial last element. */
-    place_req r[3] = {rq("a", E, 0, 1, PLACE_INTERLEAVED), rq("b", 2 * E - 100, 0, 9, PLACE_INTERLEAVED),
-                      rq("c", E + 16, 2, 9, PLACE_INTERLEAVED)};
-    r[1].payload = E; /* one element */
-    assert_int_equal(assign(&m, IB, r, 3, s, why), -1); /* c needs two whole elements and b holds one */
-    r[2].payload = E - 16;
-    assert_int_equal(assign(&m, IB, r, 3, s, why), 0);
-    assert_int_equal(s[2].reserved % E, 0); /* an interior element, whole */
+    /* b holds a whole element and d the partial last one for good; a holds
+     * the other element until step 1. Then c (born at 2) finds one whole
+     * interior element free: a few bytes too small for it, and it may not
+     * be clipped there. */
+    uint32_t last_part = m.loader_limit - (IB + 2 * E);
+    place_req r[4] = {rq("a", E, 0, 1, PLACE_INTERLEAVED), rq("b", E, 0, 9, PLACE_INTERLEAVED),
+                      rq("d", last_part, 0, 9, PLACE_INTERLEAVED), rq("c", E + 16, 2, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, r, 4, s, why), -1);
+    r[3].payload = E - 16;
+    assert_int_equal(assign(&m, IB, r, 4, s, why), 0);
+    assert_int_equal(s[3].reserved, E); /* an interior element, whole */
+    assert_true(s[3].addr + s[3].reserved <= IB + 2 * E);
     /* Alone in the last element, a buffer reserves only what the loader fills. */
     place_req last[3] = {rq("a", E, 0, 9, PLACE_INTERLEAVED), rq("b", E, 0, 9, PLACE_INTERLEAVED),
                          rq("c", 1000, 0, 9, PLACE_INTERLEAVED)};
