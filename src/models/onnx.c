@@ -186,16 +186,19 @@ static int strip_tensor(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *
     return 0;
 }
 
-/* GraphProto: every field copied, initializers (field 5) stripped of raw_data. */
-static int strip_graph(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *out) {
+/* A message copied field by field, each occurrence of length-delimited
+ * field `num` replaced by what `strip` makes of it. */
+typedef int strip_fn(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *out);
+
+static int strip_fields(scan *s, const uint8_t *p, const uint8_t *end, uint32_t num, strip_fn *strip, bytebuf *out) {
     while (p < end) {
         wfield f;
         if (next_field(&p, end, &f)) return corrupt(s);
-        if (f.num == 5 && f.wt == 2) { /* initializer */
+        if (f.num == num && f.wt == 2) {
             bytebuf t = {0};
-            int rc = strip_tensor(s, f.pay, f.pay + f.len, &t);
+            int rc = strip(s, f.pay, f.pay + f.len, &t);
             if (rc == 0) {
-                bb_varint(out, (5 << 3) | 2);
+                bb_varint(out, ((uint64_t)num << 3) | 2);
                 bb_varint(out, t.n);
                 bb_put(out, t.p, t.n);
             }
@@ -208,27 +211,14 @@ static int strip_graph(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *o
     return 0;
 }
 
-/* ModelProto: every field copied, the graph (field 7) stripped. */
+/* GraphProto: initializers (field 5) stripped of raw_data. */
+static int strip_graph(scan *s, const uint8_t *p, const uint8_t *end, bytebuf *out) {
+    return strip_fields(s, p, end, 5, strip_tensor, out);
+}
+
+/* ModelProto: the graph (field 7) stripped. */
 static int strip_model(scan *s, const uint8_t *p, size_t len, bytebuf *out) {
-    const uint8_t *end = p + len;
-    while (p < end) {
-        wfield f;
-        if (next_field(&p, end, &f)) return corrupt(s);
-        if (f.num == 7 && f.wt == 2) { /* graph */
-            bytebuf t = {0};
-            int rc = strip_graph(s, f.pay, f.pay + f.len, &t);
-            if (rc == 0) {
-                bb_varint(out, (7 << 3) | 2);
-                bb_varint(out, t.n);
-                bb_put(out, t.p, t.n);
-            }
-            free(t.p);
-            if (rc) return -1;
-        } else {
-            bb_put(out, f.start, (size_t)(f.end - f.start));
-        }
-    }
-    return 0;
+    return strip_fields(s, p, p + len, 7, strip_graph, out);
 }
 
 /* ---- constants --------------------------------------------------------------- */
