@@ -9,8 +9,9 @@ declare -A seeds=(
   [fuzz_npy]="$root/fuzz/corpus/npy"
   [fuzz_pkg]="$root/fuzz/corpus/pkg"
   [fuzz_onnx]="$root/fuzz/corpus/onnx"
+  [fuzz_machine]="$root/fuzz/corpus/machine"
 )
-for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx; do
+for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
   mkdir -p "$work"
