@@ -44,17 +44,28 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     graph *g = NULL;
     machine m;
     if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
+    /* The output exists as a temporary from the start: an unwritable path
+     * fails before the work, and an interrupted compile leaves nothing. */
+    outset os = {0};
+    FILE *f = outset_open(&os, out, &d);
+    if (!f) {
+        graph_free(g);
+        return cli_report(&d);
+    }
     package pkg;
     compile_info ci;
     rc = tessel_compile(g, &m, p.pos[0], cli_flag(c, &p, "--print-mid") ? stderr : NULL, &pkg, &ci, &d);
     if (rc == 0) {
-        rc = package_save(&pkg, out, &d);
-        if (rc == 0) {
-            /* The file's size, without serialising the package a second time. */
-            struct stat sb;
-            print_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
-        }
+        rc = package_write(&pkg, f, out, &d);
         package_free(&pkg);
+    }
+    if (outset_close(&os, f, out, &d)) rc = -1;
+    if (rc == 0) rc = outset_commit(&os, &d);
+    else outset_abort(&os);
+    if (rc == 0) {
+        /* The file's size, without serialising the package a second time. */
+        struct stat sb;
+        print_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
     }
     graph_free(g);
     return rc ? cli_report(&d) : 0;

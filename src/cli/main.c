@@ -99,6 +99,7 @@ static void print_main_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    util_cleanup_on_signals();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         if (argc >= 3 && strcmp(argv[1], "help") == 0) {
             for (size_t i = 0; i < TS_COUNT(commands); i++)

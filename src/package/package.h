@@ -69,6 +69,9 @@ void package_free(package *p);
 
 /* Serialises p (deterministically) to path, all or nothing. */
 int package_save(const package *p, const char *path, diag *d);
+/* The same into an open file (path names it in errors); the caller owns
+ * the file and its all-or-nothing commit. */
+int package_write(const package *p, FILE *f, const char *path, diag *d);
 /* Parses and fully validates a package image; path names it in errors. */
 int package_parse(const void *bytes, size_t len, const char *path, package *out, diag *d);
 int package_load(const char *path, package *out, diag *d);

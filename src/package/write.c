@@ -125,19 +125,22 @@ uint8_t *package_image(const package *p, size_t *len) {
 }
 
 /* Checked first: the compiler never writes a package the simulator refuses. */
-int package_save(const package *p, const char *path, diag *d) {
+int package_write(const package *p, FILE *f, const char *path, diag *d) {
     if (pkg_check(p, path, d) != 0) return -1;
     size_t len;
     uint8_t *img = package_image(p, &len);
-    outset o = {0};
-    int rc = -1;
-    FILE *f = outset_open(&o, path, d);
-    if (f) {
-        fwrite(img, 1, len, f);  /* a short write sets the error flag outset_close reports */
-        rc = outset_close(&o, f, path, d);
-        if (rc == 0) rc = outset_commit(&o, d);
-    }
-    if (rc != 0) outset_abort(&o);
+    fwrite(img, 1, len, f); /* a short write sets the error flag outset_close reports */
     free(img);
+    return 0;
+}
+
+int package_save(const package *p, const char *path, diag *d) {
+    outset o = {0};
+    FILE *f = outset_open(&o, path, d);
+    if (!f) return -1;
+    int rc = package_write(p, f, path, d);
+    if (outset_close(&o, f, path, d)) rc = -1;
+    if (rc == 0) rc = outset_commit(&o, d);
+    else outset_abort(&o);
     return rc;
 }

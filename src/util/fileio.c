@@ -3,10 +3,66 @@
 #include "util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ---- temporaries a signal must not leave behind ------------------------ */
+
+/* Every temporary an outset holds, for the signal handler: it unlinks them
+ * (async-signal-safe) and exits 128 + the signal. Entries are written
+ * before the count grows, and the list changes only with the signals
+ * blocked, so the handler never sees half an entry. */
+enum { MAX_LIVE_TMP = 256 };
+static char *live_tmp[MAX_LIVE_TMP];
+static volatile sig_atomic_t nlive;
+
+static void on_fatal_signal(int sig) {
+    for (sig_atomic_t i = 0; i < nlive; i++)
+        if (live_tmp[i]) unlink(live_tmp[i]);
+    _exit(128 + sig);
+}
+
+void util_cleanup_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void block_signals(sigset_t *old) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigprocmask(SIG_BLOCK, &s, old);
+}
+
+static void live_add(char *path) {
+    sigset_t old;
+    block_signals(&old);
+    if (nlive < MAX_LIVE_TMP) {
+        live_tmp[nlive] = path;
+        nlive = nlive + 1;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void live_remove(const char *path) {
+    sigset_t old;
+    block_signals(&old);
+    for (sig_atomic_t i = 0; i < nlive; i++)
+        if (live_tmp[i] == path) {
+            live_tmp[i] = live_tmp[nlive - 1];
+            nlive = nlive - 1;
+            break;
+        }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
 
 int file_read_all(const char *path, char **data, size_t *len, diag *d) {
     *data = NULL;
@@ -76,6 +132,7 @@ FILE *outset_open(outset *o, const char *path, diag *d) {
     o->final_paths[o->n] = xstrdup(path);
     o->tmp_paths[o->n] = tmp;
     o->n++;
+    live_add(tmp);
     return f;
 }
 
@@ -88,6 +145,7 @@ int outset_close(outset *o, FILE *f, const char *path, diag *d) {
 
 static void outset_release(outset *o) {
     for (int32_t i = 0; i < o->n; i++) {
+        live_remove(o->tmp_paths[i]);
         free(o->final_paths[i]);
         free(o->tmp_paths[i]);
     }

@@ -128,6 +128,9 @@ typedef struct outset {
 } outset;
 
 FILE *outset_open(outset *o, const char *path, diag *d);  /* "wb" temp file */
+/* SIGINT and SIGTERM remove every open outset's temporaries and exit with
+ * 130 or 143 (the command installs this once, at start). */
+void util_cleanup_on_signals(void);
 int outset_close(outset *o, FILE *f, const char *path, diag *d);
 int outset_commit(outset *o, diag *d);
 void outset_abort(outset *o);
