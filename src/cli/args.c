@@ -1,5 +1,6 @@
 /* args.c: option parsing and the conventions every command shares. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../models/models.h"
@@ -121,4 +122,23 @@ int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d) {
     char what[300];
     snprintf(what, sizeof what, "option '--machine %s'", spec ? spec : "");
     return cli_machine_spec(c, what, spec ? spec : "c600", m, d);
+}
+
+int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d) {
+    const char *v = cli_opt(c, p, "--max-host-memory");
+    if (!v) {
+        *limit = util_physical_bytes() / 10 * 9; /* leave the host a tenth */
+        return 0;
+    }
+    char *end;
+    double x = strtod(v, &end);
+    double unit = 1;
+    if (!strcmp(end, "K") || !strcmp(end, "KiB")) unit = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) unit = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) unit = 1024.0 * 1024 * 1024;
+    else if (*end) unit = -1;
+    if (end == v || unit < 0 || !(x > 0) || x * unit > 1e18)
+        return diag_fail(d, "tessel %s: error: option '--max-host-memory %s': expected bytes, e.g. 8G, 512M or 1000000", c->name, v);
+    *limit = (uint64_t)(x * unit);
+    return 0;
 }

@@ -41,6 +41,9 @@ bool cli_flag(const cmd *c, const parsed *p, const char *name);
 int cli_report(const diag *d);
 /* MODEL with the command's --precision (imported models; default f16). */
 graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d);
+/* The limit of --max-host-memory (bytes, K, M or G); default nine tenths of
+ * the host's physical memory. */
+int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d);
 /* A machine from --machine (default c600). */
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
 /* A machine from spec; `what` (or NULL) names where spec came from in messages. */

@@ -123,8 +123,10 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     const char *trace = cli_opt(c, &p, "--trace"), *dir = cli_opt(c, &p, "--output-dir");
     sim_options so = {.trace = trace != NULL, .quiet = json};
     sim_stats st = {0};
-    cli_outputs files;
-    rc = cli_outputs_open(&files, dir, outs, nout, trace, &d);
+    cli_outputs files = {0};
+    rc = cli_max_host_memory(c, &p, &so.max_host_bytes, &d);
+    if (rc == 0) rc = sim_host_check(&pkg.machine, so.max_host_bytes, "--max-host-memory", &d);
+    if (rc == 0) rc = cli_outputs_open(&files, dir, outs, nout, trace, &d);
     if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
     if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, pkg.machine.clock_hz, p.pos[0], &d);
@@ -268,9 +270,10 @@ static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t 
 }
 
 /* The package to check: PKG as given, or MODEL compiled and sent through
- * the file format and its reader (what runs is what a file holds). */
-static int check_package(const cmd *c, const parsed *p, const graph *g, machine *m, package *pkg, compile_info *ci,
-                         bool *compiled, diag *d) {
+ * the file format and its reader (what runs is what a file holds). A
+ * machine too large to simulate here is refused before any work. */
+static int check_package(const cmd *c, const parsed *p, const graph *g, machine *m, uint64_t host_limit, package *pkg,
+                         compile_info *ci, bool *compiled, diag *d) {
     const char *given = cli_opt(c, p, "--package");
     *compiled = !given;
     if (given) {
@@ -278,11 +281,11 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
             return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
         if (package_load(given, pkg, d)) return -1;
         *m = pkg->machine;
-        if (tessel_package_matches(g, pkg, given, d) == 0) return 0;
+        if (sim_host_check(m, host_limit, "--max-host-memory", d) == 0 && tessel_package_matches(g, pkg, given, d) == 0) return 0;
         package_free(pkg);
         return -1;
     }
-    if (cli_machine(c, p, m, d)) return -1;
+    if (cli_machine(c, p, m, d) || sim_host_check(m, host_limit, "--max-host-memory", d)) return -1;
     package built;
     if (tessel_compile(g, m, p->pos[0], NULL, &built, ci, d)) return -1;
     size_t n;
@@ -318,14 +321,16 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_load_expected(c, &p, out_specs, nout, expect, expect_src, &d);
     json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
     cli_outputs files = {0};
+    uint64_t host_limit = 0;
+    if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
-    if (rc == 0) rc = check_package(c, &p, g, &m, &pkg, &ci, &compiled, &d);
+    if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
                             .inputs = inputs,
                             .expect = expect,
-                            .sim = {.trace = trace != NULL, .quiet = json},
+                            .sim = {.trace = trace != NULL, .quiet = json, .max_host_bytes = host_limit},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
         package_free(&pkg);

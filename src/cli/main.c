@@ -29,6 +29,7 @@ static const opt_spec run_opts[] = {
     {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
     {"--output-dir", "DIR", "write each output as DIR/NAME.npy (f32)", false},
     {"--trace", "FILE.json", "write a Chrome trace of compute sets and exchange phases", false},
+    {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object of figures instead of the summary", false},
     {0}};
 static const opt_spec check_opts[] = {
@@ -40,6 +41,7 @@ static const opt_spec check_opts[] = {
     {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
      false},
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
+    {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     PRECISION_OPT,
     {0}};

@@ -376,9 +376,24 @@ static void execute(sim *s, const sim_options *o) {
     progress_end(&pr);
 }
 
+uint64_t sim_host_bytes(const machine *m) {
+    return (uint64_t)machine_tile_bytes(m) * m->tiles + (uint64_t)m->tiles * (sizeof(bool) + 5 * sizeof(uint64_t));
+}
+
+int sim_host_check(const machine *m, uint64_t limit, const char *option, diag *d) {
+    uint64_t need = sim_host_bytes(m);
+    if (!limit || need <= limit) return 0;
+    char n[32], l[32];
+    fmt_bytes(n, sizeof n, (double)need);
+    fmt_bytes(l, sizeof l, (double)limit);
+    return diag_fail(d, "tessel: error: simulating machine '%s' (%u tiles of %u bytes) needs %s of host memory, over the limit of %s (%s)",
+                     m->name, m->tiles, machine_tile_bytes(m), n, l, option);
+}
+
 int sim_run(const package *p, const sim_options *o, float *const *inputs, float **outputs, sim_stats *st, diag *d) {
     memset(st, 0, sizeof *st);
     const machine *m = &p->machine;
+    if (sim_host_check(m, o->max_host_bytes, "--max-host-memory", d)) return -1;
     sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
     uint64_t bytes = s.tile_bytes * m->tiles;
     s.mem = calloc(1, bytes);

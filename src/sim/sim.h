@@ -57,7 +57,15 @@ typedef struct sim_options {
      * (iters[0..depth), outermost first). */
     void (*probe)(void *ctx, int32_t binding, const uint32_t *iters, int depth, const float *values, int64_t n);
     void *probe_ctx;
+    uint64_t max_host_bytes;  /* refuse a run needing more host memory than this; 0: no limit */
 } sim_options;
+
+/* Host memory a run of a package for m needs, bytes: every tile's memory
+ * image and the per-tile counters (the package itself not counted). */
+uint64_t sim_host_bytes(const machine *m);
+/* Refuses (-1 with d) when sim_host_bytes(m) exceeds limit (0: none);
+ * `option` names the option that sets the limit. */
+int sim_host_check(const machine *m, uint64_t limit, const char *option, diag *d);
 
 /* Runs p. inputs[k] holds the k-th input binding's values as f32 (rounded
  * to the binding's dtype on the way in); outputs[j] receives a malloc'd f32

@@ -150,6 +150,7 @@ void fmt_bytes(char *buf, size_t cap, double bytes);
 void fmt_dims(char *buf, size_t cap, int rank, const int64_t *dim);
 double util_now_seconds(void);       /* monotonic */
 size_t util_peak_rss_bytes(void);    /* of this process so far */
+uint64_t util_physical_bytes(void);  /* the host's physical memory, 0 if unknown */
 
 /* ---- parallel.c ------------------------------------------------------- */
 
