@@ -524,9 +524,19 @@ static bool is_op(const Onnx__NodeProto *n, const char *op) {
 
 /* ---- raising: decomposed GeLU and LayerNorm ------------------------------------- */
 
+/* Whether n has the inputs the pattern matchers read: binary arithmetic two,
+ * the rest at least one. A node with fewer matches nothing and is refused,
+ * with its name, when it is converted. */
+static bool arity_ok(const Onnx__NodeProto *n) {
+    static const char *const binary[] = {"Mul", "Add", "Sub", "Div", "Pow"};
+    for (size_t i = 0; i < TS_COUNT(binary); i++)
+        if (n->op_type && strcmp(n->op_type, binary[i]) == 0) return n->n_input == 2;
+    return n->n_input >= 1;
+}
+
 static const Onnx__NodeProto *producer(imp *im, const char *name, int32_t *idx) {
     int32_t k;
-    if (!name || !strmap_get(&im->producer, name, &k)) return NULL;
+    if (!name || !strmap_get(&im->producer, name, &k) || !arity_ok(im->gp->node[k])) return NULL;
     if (idx) *idx = k;
     return im->gp->node[k];
 }
