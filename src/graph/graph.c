@@ -175,8 +175,8 @@ int graph_finish_op(graph *g, int32_t op, const char *const *names, const graph_
 int32_t graph_begin_repeat(graph *g, int64_t count, const int32_t *carried, int32_t ncarry,
                            const int32_t *stacked, int32_t nstacked, const char *const *arg_names) {
     int32_t *in = arena_alloc(&g->arena, sizeof(int32_t) * (size_t)(ncarry + nstacked + 1));
-    memcpy(in, carried, sizeof(int32_t) * (size_t)ncarry);
-    memcpy(in + ncarry, stacked, sizeof(int32_t) * (size_t)nstacked);
+    if (ncarry) memcpy(in, carried, sizeof(int32_t) * (size_t)ncarry);
+    if (nstacked) memcpy(in + ncarry, stacked, sizeof(int32_t) * (size_t)nstacked); /* stacked may be NULL */
     int32_t op = new_op(g, OP_REPEAT, in, ncarry + nstacked);
     graph_op *o = graph_opr(g, op);
     o->count = count;
