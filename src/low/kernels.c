@@ -15,24 +15,12 @@ const int low_kernel_operands[LOW_K_COUNT] = {
 #undef X
 };
 
-const char *const low_ew_names[LOW_EW_COUNT] = {
-#define X(id, name, arity) [LOW_EW_##id] = #name,
-    LOW_EW_OPS(X)
-#undef X
-};
-
-const int low_ew_arity[LOW_EW_COUNT] = {
-#define X(id, name, arity) [LOW_EW_##id] = arity,
-    LOW_EW_OPS(X)
-#undef X
-};
-
 _Static_assert(LOW_K_COUNT == 12, "a new kernel needs its extent here and its simulator function");
 
 bool low_run_uses(const low_run *r, int i) {
     if (i < 0 || r->kernel >= LOW_K_COUNT || i >= low_kernel_operands[r->kernel]) return false;
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
-    if (r->kernel == LOW_K_EWISE && i == 2) return r->op < LOW_EW_COUNT && low_ew_arity[r->op] == 2;
+    if (r->kernel == LOW_K_EWISE && i == 2) return r->op < MID_EW_COUNT && mid_ew_arity[r->op] == 2;
     return true;
 }
 
@@ -136,7 +124,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
         return true;
     case LOW_K_EWISE:
-        if (r->op >= LOW_EW_COUNT) return why(w, cap, "unknown elementwise op");
+        if (r->op >= MID_EW_COUNT) return why(w, cap, "unknown elementwise op");
         /* fall through */
     case LOW_K_REDUCE_SUM:
         if (work > (1ull << 32)) return why(w, cap, "box too large");

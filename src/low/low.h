@@ -26,6 +26,7 @@
 #ifndef TESSEL_LOW_H
 #define TESSEL_LOW_H
 
+#include "../mid/mid.h"
 #include "../num/num.h"
 #include "../util/util.h"
 
@@ -38,7 +39,7 @@
  *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
  *  REDUCE      reduce      2  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
  *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending
- *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is LOW_EW_*); operand i at
+ *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
  *                             for EW_CAST f[0] != 0 leaves an 8-bit result unsaturated (inf or NaN)
@@ -82,28 +83,8 @@ typedef enum {
     LOW_K_COUNT
 } low_kernel;
 
-/* EWISE ops: unary ones ignore operand b. */
-#define LOW_EW_OPS(X)                  \
-    X(ADD, add, 2)                     \
-    X(SUB, sub, 2)                     \
-    X(MUL, mul, 2)                     \
-    X(GELU, gelu, 1)                   \
-    X(GELU_GRAD, gelu_grad, 2)         \
-    X(SCALE, scale, 1)                 \
-    X(CAST, cast, 1)                   \
-    X(GELU_ERF, gelu_erf, 1)
-
-typedef enum {
-#define X(id, name, arity) LOW_EW_##id,
-    LOW_EW_OPS(X)
-#undef X
-    LOW_EW_COUNT
-} low_ew_op;
-
 extern const char *const low_kernel_names[LOW_K_COUNT];
 extern const int low_kernel_operands[LOW_K_COUNT];
-extern const char *const low_ew_names[LOW_EW_COUNT];
-extern const int low_ew_arity[LOW_EW_COUNT];
 
 enum { LOW_MAX_OPERANDS = 7, LOW_MAX_BOX = 4, LOW_STRIDED_OPERANDS = 4, LOW_AMP_PANEL_BYTES = 32 };
 #define LOW_ABSOLUTE 0xffffffffu
@@ -117,7 +98,7 @@ typedef struct low_addr {
 typedef struct low_run {
     uint32_t tile;
     uint8_t kernel;                          /* low_kernel */
-    uint8_t op;                              /* low_ew_op for EWISE */
+    uint8_t op;                              /* mid_ew_op for EWISE */
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE) */
     uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
     int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */
@@ -162,8 +143,6 @@ typedef struct low_program {
 
 /* ---- lower.c -------------------------------------------------------------- */
 
-struct mid_program;
-struct machine;
 
 /* The steps a mid prim became: first is its first step (a REPEAT prim's
  * REPEAT step), last the last step emitted up to and including it (-1 when
@@ -175,7 +154,7 @@ typedef struct low_prim_steps {
 /* Lowers an expanded program; storage tensors get buffers (buf_of[t], -1 for
  * tensors without storage of their own), allocated in arena a; prim_steps[i]
  * receives the steps of mid prim i. */
-int low_lower(const struct mid_program *p, const struct machine *m, arena *a, low_program *out, int32_t *buf_of,
+int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
               low_prim_steps *prim_steps, diag *d);
 
 /* ---- kernels.c ---------------------------------------------------------- */

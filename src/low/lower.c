@@ -237,7 +237,7 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
     each_shard(x, &mid_t(x->p, pr->out[0])->lay, ewise_shard, &c);
-    end_compute(x, first, low_ew_names[pr->ew]);
+    end_compute(x, first, mid_ew_names[pr->ew]);
 }
 
 /* Softmax and layer norm: rows of the whole last axis. */

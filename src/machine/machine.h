@@ -174,4 +174,74 @@ uint32_t machine_amp_panel_depth(const machine *m, dtype t);
 /* Whole-machine AMP peak in FLOP/s (2 per multiply-add). */
 double machine_peak_flops(const machine *m, dtype t);
 
+/* ---- cycle formulas (cycles.c) ----------------------------------------
+ * The one definition of every kernel's and exchange phase's cost: the
+ * simulator prices what it runs with these, the estimator what it plans. */
+
+#define MACHINE_CYCLES_UNSUPPORTED (UINT64_MAX / 4096)
+
+/* Bytes per cycle loaded from the ordinary or the interleaved region. */
+uint64_t machine_load_rate(const machine *m, bool interleaved);
+/* `grains` units of work dealt over the workers, each round `instrs`
+ * worker instructions of `workers` cycles (barrel scheduling). */
+uint64_t machine_worker_rounds(const machine *m, uint64_t grains, uint64_t instrs);
+
+/* One GEMM run: batch x (rows x k) @ (k x cols). The formula at the top of
+ * this file, floored by the loads of A (once per column panel) and B (once);
+ * 8-bit operands with f32 partials run at amp_macs_f8_f32acc.
+ * MACHINE_CYCLES_UNSUPPORTED when the AMP cannot take the operands. */
+typedef struct machine_gemm {
+    dtype a, b, acc;
+    uint64_t batch, rows, cols, k;
+    bool a_interleaved, b_interleaved;   /* where the operands are loaded from */
+} machine_gemm;
+uint64_t machine_gemm_cycles(const machine *m, const machine_gemm *g);
+
+/* Summing `partials` stored partial sums of `elems` outputs: grains of
+ * reduce_grain_elems over the workers, each paying setup and a step per
+ * partial; lanes = widest operand in 16-bit lanes (f32 work is 2). */
+uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes);
+
+/* Elementwise work classes, each with its measured instruction count. */
+typedef enum { MACHINE_EW_ARITH, MACHINE_EW_GELU, MACHINE_EW_GELU_GRAD, MACHINE_EW_CAST } machine_ew_class;
+/* Worker instructions per grain of ewise_grain_elems (before lanes): a cast
+ * touching an 8-bit operand is ewise_cast_instrs; an 8-bit result adds
+ * ewise_f8_out_instrs to the others. */
+uint64_t machine_ewise_instrs(const machine *m, machine_ew_class c, bool f8_operand, bool f8_result);
+/* `rows` passes over the workers of `per_row` elements each: whole grains
+ * dealt over the workers while one worker takes the tail in pairs. */
+uint64_t machine_ewise_cycles(const machine *m, uint64_t instrs, uint64_t rows, uint64_t per_row);
+/* Rows of `keys` each cut into the best number of segments over the workers. */
+uint64_t machine_softmax_cycles(const machine *m, uint64_t rows, uint64_t keys, uint64_t lanes);
+/* Rows of n one after another, three launches each, grains over the workers. */
+uint64_t machine_layer_norm_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t lanes, bool f8_result);
+
+/* What a vector kernel (fill, reduce_sum, optimizers, sums of squares)
+ * moves: run + rows * row + max(vector bytes / rate + functions, loads). */
+enum { MACHINE_VWORK_OPERANDS = 8 };
+typedef struct machine_vwork {
+    uint64_t vec_bytes;                          /* read and written through the vector unit */
+    uint64_t load_bytes[MACHINE_VWORK_OPERANDS]; /* loaded, per operand */
+    bool interleaved[MACHINE_VWORK_OPERANDS];    /* operand loaded from the interleaved region */
+    uint64_t rows;                               /* row loops entered */
+    uint64_t funcs;                              /* transcendental (or sqrt + divide) evaluations */
+} machine_vwork;
+uint64_t machine_vector_cycles(const machine *m, const machine_vwork *w);
+
+/* An on-tile copy of `spans` spans, `bytes` in all: setup, a step per span,
+ * bytes at the copy rate, no faster than the source loads. */
+uint64_t machine_copy_cycles(const machine *m, uint64_t spans, uint64_t bytes, bool src_interleaved);
+
+/* One tile's part of an exchange phase: payload at exchange_bytes_per_cycle
+ * in the busier direction (exchange_conflict_percent slower when it sends
+ * from and receives into one memory element), or its send and receive
+ * controls at fragment_cycles each, whichever is larger. */
+uint64_t machine_exchange_tile_cycles(const machine *m, uint64_t sent, uint64_t received, uint64_t fragments,
+                                      bool conflict);
+/* A phase: sync, plus patch_words repatched addresses on the busiest tile,
+ * plus (when it moves data) the latency and the busiest tile's cycles.
+ * *overhead (may be NULL) receives the sync and patching part. */
+uint64_t machine_exchange_phase_cycles(const machine *m, uint64_t busiest_tile, uint64_t patch_words, bool moves_data,
+                                       uint64_t *overhead);
+
 #endif

@@ -17,6 +17,24 @@ const char *const mid_kind_names[MID_COUNT] = {
 #undef X
 };
 
+const char *const mid_ew_names[MID_EW_COUNT] = {
+#define X(id, name, arity, cls) [MID_EW_##id] = #name,
+    MID_EW_OPS(X)
+#undef X
+};
+
+const int mid_ew_arity[MID_EW_COUNT] = {
+#define X(id, name, arity, cls) [MID_EW_##id] = arity,
+    MID_EW_OPS(X)
+#undef X
+};
+
+const machine_ew_class mid_ew_class[MID_EW_COUNT] = {
+#define X(id, name, arity, cls) [MID_EW_##id] = cls,
+    MID_EW_OPS(X)
+#undef X
+};
+
 typedef struct copy_memo {
     int32_t src, dst;    /* tensors */
     int32_t block;       /* repeat prim where the copy runs */
@@ -369,7 +387,7 @@ static layout follow(mx *x, const graph_op *o, bool rows_whole) {
     return plan(x, &ot, rows_whole);
 }
 
-static int expand_ewise(mx *x, const graph_op *o, low_ew_op ew) {
+static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
     layout l = follow(x, o, false);
     int32_t in[2];
     for (int32_t i = 0; i < o->nin; i++) {
@@ -381,8 +399,8 @@ static int expand_ewise(mx *x, const graph_op *o, low_ew_op ew) {
     int32_t pr = emit(x, MID_EWISE, in, o->nin, &out, 1);
     mid_prim *p = mid_p(x->p, pr);
     p->ew = ew;
-    if (ew == LOW_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
-    if (ew == LOW_EW_CAST) {
+    if (ew == MID_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
+    if (ew == MID_EW_CAST) {
         p->cast_ordinal = x->casts++;
         p->f[0] = dtype_is_f8(graph_val(x->g, o->out[0])->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
     }
@@ -985,7 +1003,7 @@ static int expand_clip(mx *x, const graph_op *o) {
         emit_copy(x, coef, c, NULL);
         int32_t in[2] = {grads[i], c};
         int32_t out = result(x, o->out[i], &lg);
-        mid_p(x->p, emit(x, MID_EWISE, in, 2, &out, 1))->ew = LOW_EW_MUL;
+        mid_p(x->p, emit(x, MID_EWISE, in, 2, &out, 1))->ew = MID_EW_MUL;
     }
     return 0;
 }
@@ -1083,14 +1101,14 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_YIELD: return 0; /* the repeat copies yielded values */
     case OP_REPEAT: return expand_repeat(x, op_id);
     case OP_MATMUL: return expand_matmul(x, o);
-    case OP_ADD: return expand_ewise(x, o, LOW_EW_ADD);
-    case OP_SUB: return expand_ewise(x, o, LOW_EW_SUB);
-    case OP_MUL: return expand_ewise(x, o, LOW_EW_MUL);
-    case OP_GELU: return expand_ewise(x, o, LOW_EW_GELU);
-    case OP_GELU_GRAD: return expand_ewise(x, o, LOW_EW_GELU_GRAD);
-    case OP_GELU_ERF: return expand_ewise(x, o, LOW_EW_GELU_ERF);
-    case OP_SCALE: return expand_ewise(x, o, LOW_EW_SCALE);
-    case OP_CAST: return expand_ewise(x, o, LOW_EW_CAST);
+    case OP_ADD: return expand_ewise(x, o, MID_EW_ADD);
+    case OP_SUB: return expand_ewise(x, o, MID_EW_SUB);
+    case OP_MUL: return expand_ewise(x, o, MID_EW_MUL);
+    case OP_GELU: return expand_ewise(x, o, MID_EW_GELU);
+    case OP_GELU_GRAD: return expand_ewise(x, o, MID_EW_GELU_GRAD);
+    case OP_GELU_ERF: return expand_ewise(x, o, MID_EW_GELU_ERF);
+    case OP_SCALE: return expand_ewise(x, o, MID_EW_SCALE);
+    case OP_CAST: return expand_ewise(x, o, MID_EW_CAST);
     case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);
     case OP_LAYER_NORM: return expand_rows(x, o, MID_LAYER_NORM);
     case OP_RESHAPE: return expand_reshape(x, o);

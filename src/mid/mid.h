@@ -22,10 +22,32 @@
 
 #include "../graph/graph.h"
 #include "../layout/layout.h"
-#include "../low/low.h"
 #include "../machine/machine.h"
 
 typedef enum { MT_TEMP, MT_PARAM, MT_INPUT } mid_tensor_kind;
+
+/* Elementwise ops (EWISE prims and the low EWISE kernel): name, arity (unary
+ * ones ignore operand b) and the machine's work class that prices them. */
+#define MID_EW_OPS(X)                             \
+    X(ADD, add, 2, MACHINE_EW_ARITH)              \
+    X(SUB, sub, 2, MACHINE_EW_ARITH)              \
+    X(MUL, mul, 2, MACHINE_EW_ARITH)              \
+    X(GELU, gelu, 1, MACHINE_EW_GELU)             \
+    X(GELU_GRAD, gelu_grad, 2, MACHINE_EW_GELU_GRAD) \
+    X(SCALE, scale, 1, MACHINE_EW_ARITH)          \
+    X(CAST, cast, 1, MACHINE_EW_CAST)             \
+    X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU)
+
+typedef enum {
+#define X(id, name, arity, cls) MID_EW_##id,
+    MID_EW_OPS(X)
+#undef X
+    MID_EW_COUNT
+} mid_ew_op;
+
+extern const char *const mid_ew_names[MID_EW_COUNT];
+extern const int mid_ew_arity[MID_EW_COUNT];
+extern const machine_ew_class mid_ew_class[MID_EW_COUNT];
 
 typedef struct mid_tensor {
     const char *name;
@@ -65,9 +87,9 @@ typedef struct mid_prim {
     mid_kind kind;
     int32_t in[MID_MAX_IN], nin;      /* tensor ids */
     int32_t out[MID_MAX_OUT], nout;
-    low_ew_op ew;                      /* EWISE */
+    mid_ew_op ew;                      /* EWISE */
     dtype acc;                         /* GEMM, REDUCE */
-    float f[5];                        /* kernel parameters, as low.h defines them */
+    float f[5];                        /* kernel parameters, as low.h's kernels take them */
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
     int64_t step;                      /* ADAMW: the optimizer step */

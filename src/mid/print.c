@@ -34,7 +34,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
             put_tensor(f, p, pr->out[k]);
         }
         fprintf(f, " = %s", mid_kind_names[pr->kind]);
-        if (pr->kind == MID_EWISE) fprintf(f, ".%s", low_ew_names[pr->ew]);
+        if (pr->kind == MID_EWISE) fprintf(f, ".%s", mid_ew_names[pr->ew]);
         if (pr->has_view) fputs(".view", f);
         fputc('(', f);
         for (int k = 0; k < pr->nin; k++) {

@@ -394,17 +394,17 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
 
 /* ---- EWISE -------------------------------------------------------------------------------- */
 
-static void ew_apply(low_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
+static void ew_apply(mid_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
     switch (op) {
-    case LOW_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
-    case LOW_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
-    case LOW_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
-    case LOW_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
-    case LOW_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
-    case LOW_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
-    case LOW_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
-    case LOW_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
-    case LOW_EW_COUNT: break;
+    case MID_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
+    case MID_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
+    case MID_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
+    case MID_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
+    case MID_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
+    case MID_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
+    case MID_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
+    case MID_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
+    case MID_EW_COUNT: break;
     }
     TS_UNREACHABLE();
 }
@@ -423,7 +423,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
     for (uint64_t at = 0; at < len; at += CHUNK) {
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
-        ew_apply((low_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
+        ew_apply((mid_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
         if (x->unsaturated)
             for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
         else
@@ -434,7 +434,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
 static const int EW_OPS[3] = {0, 1, 2};
 
 static void run_ewise(const low_run *r, uint8_t *const ptr[]) {
-    ew_ctx x = {r, 1 + low_ew_arity[r->op], r->op == LOW_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
+    ew_ctx x = {r, 1 + mid_ew_arity[r->op], r->op == MID_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
     box b = box_of_run(r, EW_OPS, x.nops);
     box_walk(&b, ptr, ew_row, &x);
 }
@@ -643,44 +643,18 @@ static void run_clip_coef(const low_run *r, uint8_t *const ptr[]) {
     memcpy(ptr[0], &c, sizeof c);
 }
 
-/* ---- cycle model ------------------------------------------------------------------------ */
-
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
-static uint32_t load_rate(const machine *m, const bool *interleaved, int i) {
-    return interleaved && interleaved[i] ? m->interleaved_load_bytes_per_cycle : m->load_bytes_per_cycle;
-}
+/* ---- cycle model: what each run is, in the machine's formulas (machine.h) ------------------ */
 
 static uint64_t ebytes(const low_run *r, int i) { return (uint64_t)dtype_bytes((dtype)r->dt[i]); }
+static bool inter(const bool *interleaved, int i) { return interleaved && interleaved[i]; }
 
-/* What a vector kernel moves and evaluates; vw_cycles turns it into cycles. */
-typedef struct vwork {
-    uint64_t vec_bytes;                    /* bytes read and written through the vector unit */
-    uint64_t load_bytes[LOW_MAX_OPERANDS]; /* bytes loaded, per operand */
-    uint64_t rows;                         /* row loops entered, each pass counted */
-    uint64_t funcs;                        /* transcendental (or sqrt + divide) evaluations */
-} vwork;
-
-static void vw_read(vwork *w, const low_run *r, int i, uint64_t elems) {
+static void vw_read(machine_vwork *w, const low_run *r, const bool *interleaved, int i, uint64_t elems) {
     w->vec_bytes += elems * ebytes(r, i);
     w->load_bytes[i] += elems * ebytes(r, i);
+    w->interleaved[i] = inter(interleaved, i);
 }
 
-static void vw_write(vwork *w, const low_run *r, int i, uint64_t elems) { w->vec_bytes += elems * ebytes(r, i); }
-
-/* run + rows * row + max(vector bytes / vector rate + functions, loads / their load rates). */
-static uint64_t vw_cycles(const vwork *w, const machine *m, const bool *interleaved) {
-    uint64_t vec = ceil_div(w->vec_bytes, m->vector_bytes_per_cycle) + w->funcs * m->vector_func_cycles, load = 0;
-    for (int i = 0; i < LOW_MAX_OPERANDS; i++) load += ceil_div(w->load_bytes[i], load_rate(m, interleaved, i));
-    return m->vector_run_cycles + w->rows * m->vector_row_cycles + max_u64(vec, load);
-}
-
-/* Worker rounds: `grains` units of work dealt over the tile's worker threads, each round costing
- * `instrs` worker instructions of `workers` cycles (barrel scheduling). */
-static uint64_t worker_rounds(const machine *m, uint64_t grains, uint64_t instrs) {
-    return ceil_div(grains, m->workers) * m->workers * instrs;
-}
+static void vw_write(machine_vwork *w, const low_run *r, int i, uint64_t elems) { w->vec_bytes += elems * ebytes(r, i); }
 
 /* Widest operand, as a multiple of 16-bit lanes (f32 work takes twice the instructions). */
 static uint64_t lane_factor(const low_run *r, int nops) {
@@ -690,37 +664,15 @@ static uint64_t lane_factor(const low_run *r, int nops) {
     return w / 2;
 }
 
-/* machine.h's AMP formula, K counted in panel depths, rows dealt over the workers, floored by the
- * loads of A (once per column panel) and B (once). A run over several column panels writes C
- * row-major rather than in the AMP's panel order and pays gemm_packed_row_cycles per row per panel.
- * 8-bit operands with f32 partials run at amp_macs_f8_f32acc. */
 static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *interleaved) {
-    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
-    uint64_t macs_a = machine_amp_macs(m, ta), macs_b = machine_amp_macs(m, tb);
-    uint64_t macs = macs_a < macs_b ? macs_a : macs_b;
-    if (macs && dtype_is_f8(ta) && dtype_is_f8(tb) && r->acc == DT_F32) macs = m->amp_macs_f8_f32acc;
-    if (macs == 0) return SIM_CYCLES_UNSUPPORTED;
-    /* Mixed widths (not emitted today) run at the narrower panel of the wider operand. */
-    uint64_t depth = machine_amp_panel_depth(m, dtype_bytes(ta) >= dtype_bytes(tb) ? ta : tb);
-    uint64_t batch = r->n[0], rows = r->n[1], cols = r->n[2], K = r->n[3];
-    uint64_t kp = ceil_div(K, depth) * depth;
-    uint64_t col_panels = ceil_div(cols, m->amp_col_panel);
-    uint64_t panels = ceil_div(kp, depth) * col_panels;
-    uint64_t wrows = ceil_div(rows, m->workers) * m->workers;  /* the busiest worker's rows, times workers */
-    uint64_t row = m->gemm_row_cycles + (col_panels > 1 ? m->gemm_packed_row_cycles : 0);
-    uint64_t per_panel = m->gemm_panel_cycles + wrows * row + ceil_div(wrows * depth * m->amp_col_panel, macs);
-    uint64_t amp = m->gemm_run_cycles + batch * panels * per_panel;
-    uint64_t a_bytes = batch * col_panels * rows * kp * ebytes(r, 0), b_bytes = batch * kp * cols * ebytes(r, 1);
-    uint64_t load = ceil_div(a_bytes, load_rate(m, interleaved, 0)) + ceil_div(b_bytes, load_rate(m, interleaved, 1));
-    return max_u64(amp, load);
+    machine_gemm g = {(dtype)r->dt[0], (dtype)r->dt[1], (dtype)r->acc, r->n[0], r->n[1], r->n[2], r->n[3],
+                      inter(interleaved, 0), inter(interleaved, 1)};
+    return machine_gemm_cycles(m, &g);
 }
 
-/* Grains of reduce_grain_elems outputs dealt over the workers; each grain pays its setup and one
- * step per partial. */
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    uint64_t instrs = (m->reduce_grain_instrs + (uint64_t)m->reduce_partial_instrs * r->n[0]) * lane_factor(r, 2);
-    return m->reduce_run_cycles + worker_rounds(m, ceil_div(r->n[1], m->reduce_grain_elems), instrs);
+    return machine_reduce_cycles(m, r->n[0], r->n[1], lane_factor(r, 2));
 }
 
 static uint64_t box_elems(const low_run *r) {
@@ -729,58 +681,25 @@ static uint64_t box_elems(const low_run *r) {
     return e;
 }
 
-/* Worker instructions per grain of ewise_grain_elems for op. */
-static uint64_t ewise_instrs(const low_run *r, const machine *m) {
-    bool f8 = dtype_is_f8((dtype)r->dt[0]) || dtype_is_f8((dtype)r->dt[1]);
-    uint64_t i;
-    switch ((low_ew_op)r->op) {
-    case LOW_EW_GELU:
-    case LOW_EW_GELU_ERF: i = m->ewise_gelu_instrs; break; /* erf priced as tanh: not measured apart */
-    case LOW_EW_GELU_GRAD: i = m->ewise_gelu_instrs + m->ewise_add_instrs; break;
-    case LOW_EW_CAST: return f8 ? m->ewise_cast_instrs : m->ewise_add_instrs;
-    default: i = m->ewise_add_instrs; break;
-    }
-    if (dtype_is_f8((dtype)r->dt[0])) i += m->ewise_f8_out_instrs;
-    return i;
-}
-
-/* Each row of the merged box is one pass over the workers: whole grains of ewise_grain_elems dealt
- * over them, while one worker takes the tail in pairs (a pair costs a quarter of a grain). */
+/* Each row of the merged box is one pass over the workers. */
 static uint64_t cycles_ewise(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    int nops = 1 + low_ew_arity[r->op];
+    int nops = 1 + mid_ew_arity[r->op];
     box b = box_of_run(r, EW_OPS, nops);
     uint64_t rows = box_rows(&b), per_row = box_elems(r) / rows;
-    uint64_t instrs = ewise_instrs(r, m) * lane_factor(r, nops), g = m->ewise_grain_elems;
-    uint64_t body = worker_rounds(m, per_row / g, instrs);
-    uint64_t tail = ceil_div(per_row % g, 2) * ceil_div(m->workers * instrs, 4);
-    return m->ewise_run_cycles + rows * max_u64(body, tail);
+    bool f8_out = dtype_is_f8((dtype)r->dt[0]), f8_any = f8_out || dtype_is_f8((dtype)r->dt[1]);
+    uint64_t instrs = machine_ewise_instrs(m, mid_ew_class[r->op], f8_any, f8_out) * lane_factor(r, nops);
+    return machine_ewise_cycles(m, instrs, rows, per_row);
 }
 
-/* Each row is cut into s segments (1 to workers), every segment one worker's task, the tasks
- * dealt over the workers in waves; a split row then merges its segments' maxima and sums. The
- * kernel takes the best s: one row splits six ways, 7 or 8 rows two ways (three waves either
- * way, so they cost the same), many rows stay whole. */
 static uint64_t cycles_softmax(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    uint64_t rows = r->n[0], keys = r->n[1], lanes = lane_factor(r, 2), best = UINT64_MAX;
-    for (uint64_t s = 1; s <= m->workers; s++) {
-        uint64_t task = m->softmax_row_cycles + ceil_div(ceil_div(keys, s) * m->softmax_key_centi * lanes, 100) +
-                        (s > 1 ? m->softmax_merge_cycles + s * m->softmax_segment_cycles : 0);
-        uint64_t c = ceil_div(rows * s, m->workers) * task;
-        if (c < best) best = c;
-    }
-    return m->softmax_run_cycles + best;
+    return machine_softmax_cycles(m, r->n[0], r->n[1], lane_factor(r, 2));
 }
 
-/* Rows one after another, each over all workers: three launches (mean, variance, apply), then
- * grains of reduce_grain_elems dealt over the workers; an 8-bit result adds its conversion. */
 static uint64_t cycles_layer_norm(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    uint64_t instrs = m->layer_norm_grain_instrs * lane_factor(r, 2);
-    if (dtype_is_f8((dtype)r->dt[0])) instrs += ceil_div(m->ewise_f8_out_instrs * m->reduce_grain_elems, m->ewise_grain_elems);
-    uint64_t row = m->layer_norm_row_cycles + worker_rounds(m, ceil_div(r->n[1], m->reduce_grain_elems), instrs);
-    return m->layer_norm_run_cycles + (uint64_t)r->n[0] * row;
+    return machine_layer_norm_cycles(m, r->n[0], r->n[1], lane_factor(r, 2), dtype_is_f8((dtype)r->dt[0]));
 }
 
 static const int SUM_OPS[2] = {0, 1};
@@ -790,55 +709,53 @@ static uint64_t cycles_reduce_sum(const low_run *r, const machine *m, const bool
     uint64_t outs = 1;
     for (int d = 0; d < LOW_MAX_BOX; d++)
         if (r->stride[0][d]) outs *= r->n[d];
-    vwork w = {.rows = box_rows(&b)};
-    vw_read(&w, r, 1, box_elems(r));
+    machine_vwork w = {.rows = box_rows(&b)};
+    vw_read(&w, r, interleaved, 1, box_elems(r));
     vw_write(&w, r, 0, outs);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
 static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = 1};
+    (void)interleaved;
+    machine_vwork w = {.rows = 1};
     vw_write(&w, r, 0, r->n[0]);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
-/* A copy program: setup, a step per span, then bytes at the copy rate, no faster than the source
- * can be loaded. */
 static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
-    uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2], bytes = spans * r->n[3];
-    return m->copy_run_cycles + spans * m->copy_span_cycles +
-           max_u64(ceil_div(bytes, m->copy_bytes_per_cycle), ceil_div(bytes, load_rate(m, interleaved, 1)));
+    uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2];
+    return machine_copy_cycles(m, spans, spans * r->n[3], inter(interleaved, 1));
 }
 
 static uint64_t cycles_sgd(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = 1};
+    machine_vwork w = {.rows = 1};
     for (int i = 2; i < 5; i++)
-        if (low_run_uses(r, i)) vw_read(&w, r, i, r->n[0]);
+        if (low_run_uses(r, i)) vw_read(&w, r, interleaved, i, r->n[0]);
     for (int i = 0; i < 2; i++)
         if (low_run_uses(r, i)) vw_write(&w, r, i, r->n[0]);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
 /* Reads w, g, m, v; writes w', m', v'; a square root and a divide per element. */
 static uint64_t cycles_adamw(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = 1, .funcs = r->n[0]};
-    for (int i = 3; i < 7; i++) vw_read(&w, r, i, r->n[0]);
+    machine_vwork w = {.rows = 1, .funcs = r->n[0]};
+    for (int i = 3; i < 7; i++) vw_read(&w, r, interleaved, i, r->n[0]);
     for (int i = 0; i < 3; i++) vw_write(&w, r, i, r->n[0]);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
 static uint64_t cycles_sumsq(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = 1};
-    vw_read(&w, r, 1, r->n[0]);
+    machine_vwork w = {.rows = 1};
+    vw_read(&w, r, interleaved, 1, r->n[0]);
     vw_write(&w, r, 0, 1);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
 static uint64_t cycles_clip_coef(const low_run *r, const machine *m, const bool *interleaved) {
-    vwork w = {.rows = 1, .funcs = 1};
-    vw_read(&w, r, 1, r->n[0]);
+    machine_vwork w = {.rows = 1, .funcs = 1};
+    vw_read(&w, r, interleaved, 1, r->n[0]);
     vw_write(&w, r, 0, 1);
-    return vw_cycles(&w, m, interleaved);
+    return machine_vector_cycles(m, &w);
 }
 
 /* ---- the kernel table --------------------------------------------------------------------- */

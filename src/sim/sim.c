@@ -137,31 +137,23 @@ static void gather(void *ctx, int64_t b, int64_t e) {
     }
 }
 
-/* What one exchange phase costs (the sync, the patching and the busiest tile's transfers); the
- * sync and patching part goes to *overhead. Per tile: payload at exchange_bytes_per_cycle in the
- * busier direction, exchange_conflict_percent slower when the tile sends from and receives into
- * one memory element; send and receive controls at fragment_cycles each, summed; the tile takes
- * the larger of payload and controls. Inside a repeat every strided fragment address is a word
- * repatched per iteration on its tile, at exchange_patch_cycles each. A phase that moves data also
- * waits exchange_latency_cycles for the last of it to land. */
+/* What one exchange phase costs, in the machine's formulas (machine.h): every tile's sends and
+ * receives, the busiest tile's; the sync and the patching (inside a repeat every strided fragment
+ * address is a word repatched per iteration on its tile) go to *overhead. */
 static uint64_t exchange_phase_cycles(const sim *s, uint32_t nfrags, uint64_t *overhead, uint32_t *busiest) {
     const machine *m = s->m;
-    uint64_t worst = 0, patch = 0, bw = m->exchange_bytes_per_cycle;
+    uint64_t worst = 0, patch = 0;
     *busiest = 0;
     for (uint32_t t = 0; t < m->tiles; t++) {
-        uint64_t bytes = s->sent[t] > s->recv[t] ? s->sent[t] : s->recv[t];
-        uint64_t c = (bytes + bw - 1) / bw;
-        if (s->sent_elems[t] & s->recv_elems[t]) c += (c * m->exchange_conflict_percent + 99) / 100;
-        uint64_t fc = (s->fsent[t] + s->frecv[t]) * m->fragment_cycles;
-        if (fc > c) c = fc;
+        uint64_t c = machine_exchange_tile_cycles(m, s->sent[t], s->recv[t], s->fsent[t] + s->frecv[t],
+                                                  (s->sent_elems[t] & s->recv_elems[t]) != 0);
         if (c > worst) {
             worst = c;
             *busiest = t;
         }
-        if (s->patch[t] * m->exchange_patch_cycles > patch) patch = s->patch[t] * m->exchange_patch_cycles;
+        if (s->patch[t] > patch) patch = s->patch[t];
     }
-    *overhead = m->sync_cycles + patch;
-    return *overhead + (nfrags ? m->exchange_latency_cycles + worst : 0);
+    return machine_exchange_phase_cycles(m, worst, patch, nfrags != 0, overhead);
 }
 
 /* The bit of the memory element holding bytes [addr, addr + bytes): exact up to 64 elements per

@@ -18,7 +18,7 @@
 /* What sim_kernel_cycles returns for a GEMM the machine's AMP cannot take (8-bit operands on mk2,
  * bf16): large enough that any plan containing one loses, small enough that a sum of a few
  * thousand of them does not wrap. The compiler must never emit such a run. */
-#define SIM_CYCLES_UNSUPPORTED (UINT64_MAX / 4096)
+#define SIM_CYCLES_UNSUPPORTED MACHINE_CYCLES_UNSUPPORTED
 
 /* Runs r with its operands already resolved to host pointers (ptr[i] points at the operand's
  * first byte inside the tile's memory image; unused operands are NULL). */

@@ -200,7 +200,7 @@ static void compute(prog *g, int32_t out, int32_t in) {
     low_run r;
     memset(&r, 0, sizeof r);
     r.kernel = in < 0 ? LOW_K_FILL : LOW_K_EWISE;
-    r.op = LOW_EW_CAST;
+    r.op = MID_EW_CAST;
     for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
     r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
     if (in >= 0) r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};

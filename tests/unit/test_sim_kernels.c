@@ -245,7 +245,7 @@ static void invalid_runs_rejected(void **state) {
     assert_false(low_run_valid(&a, why, sizeof why));
     a.n[1] = 1;
     assert_true(low_run_valid(&a, why, sizeof why));
-    low_run e = {.kernel = LOW_K_EWISE, .op = LOW_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
+    low_run e = {.kernel = LOW_K_EWISE, .op = MID_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
     e.stride[0][3] = 2;
     assert_false(low_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
     e.stride[0][2] = 8;
@@ -270,14 +270,14 @@ static float ref_gelu_grad(float x, float dy) {
 }
 
 static float ew(const low_run *r, float a, float b) {
-    switch ((low_ew_op)r->op) {
-    case LOW_EW_ADD: return a + b;
-    case LOW_EW_SUB: return a - b;
-    case LOW_EW_MUL: return a * b;
-    case LOW_EW_GELU: return ref_gelu(a);
-    case LOW_EW_GELU_GRAD: return ref_gelu_grad(a, b);
-    case LOW_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
-    case LOW_EW_SCALE: return a * r->f[0];
+    switch ((mid_ew_op)r->op) {
+    case MID_EW_ADD: return a + b;
+    case MID_EW_SUB: return a - b;
+    case MID_EW_MUL: return a * b;
+    case MID_EW_GELU: return ref_gelu(a);
+    case MID_EW_GELU_GRAD: return ref_gelu_grad(a, b);
+    case MID_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
+    case MID_EW_SCALE: return a * r->f[0];
     default: return a;
     }
 }
@@ -289,7 +289,7 @@ static const uint8_t *at4(const low_run *r, uint8_t *const p[], int i, const uin
 }
 
 static void ref_ewise(const low_run *r, uint8_t *const p[]) {
-    bool binary = low_ew_arity[r->op] == 2;
+    bool binary = mid_ew_arity[r->op] == 2;
     uint32_t idx[4];
     for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
         for (idx[1] = 0; idx[1] < r->n[1]; idx[1]++)
@@ -299,7 +299,7 @@ static void ref_ewise(const low_run *r, uint8_t *const p[]) {
                     float b = binary ? ld((dtype)r->dt[2], r->scale[2], at4(r, p, 2, idx)) : 0.0f;
                     uint8_t *o = (uint8_t *)at4(r, p, 0, idx);
                     /* f[0] != 0: an unsaturated cast, whose 8-bit overflow is inf or NaN */
-                    if (r->op == LOW_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
+                    if (r->op == MID_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
                         *o = f8_encode((dtype)r->dt[0], a, r->scale[0], false);
                     else
                         st((dtype)r->dt[0], r->scale[0], o, ew(r, a, b));
@@ -330,24 +330,24 @@ static void random_box(low_run *r) {
     r->n[3] = (uint32_t)(rnd(0, 5) ? rnd(1, 40) : rnd(500, 1100)); /* long rows cross the 512 chunk */
 }
 
-static void ewise_case(low_ew_op op) {
+static void ewise_case(mid_ew_op op) {
     low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op};
     for (int i = 0; i < 3; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
     }
-    r.f[0] = op == LOW_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
+    r.f[0] = op == MID_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
     random_box(&r);
     bool dense = rnd(0, 3) == 0;
     box_strides(&r, 0, !dense && rnd(0, 1), !dense, false);
     box_strides(&r, 1, !dense && rnd(0, 1), !dense, !dense);
     box_strides(&r, 2, !dense && rnd(0, 1), !dense, !dense);
-    if (low_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
+    if (mid_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
     size_t need = 256;
     for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
     image im = image_new(need);
     uint32_t off[LOW_MAX_OPERANDS] = {0};
-    for (int i = 1; i < 1 + low_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
+    for (int i = 1; i < 1 + mid_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
     off[0] = place(&im, &r, 0, false, 0);
     check_run(&im, &r, off, ref_ewise);
     image_free(&im);
@@ -355,14 +355,14 @@ static void ewise_case(low_ew_op op) {
 
 static void ewise_random(void **state) {
     (void)state;
-    for (int op = 0; op < LOW_EW_COUNT; op++)
-        for (int c = 0; c < 60; c++) ewise_case((low_ew_op)op);
+    for (int op = 0; op < MID_EW_COUNT; op++)
+        for (int c = 0; c < 60; c++) ewise_case((mid_ew_op)op);
 }
 
 /* out over its own input: each chunk is read before it is written. */
 static void ewise_in_place(void **state) {
     (void)state;
-    low_run r = {.kernel = LOW_K_EWISE, .op = LOW_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
+    low_run r = {.kernel = LOW_K_EWISE, .op = MID_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
     box_strides(&r, 0, false, true, false);
     memcpy(r.stride[1], r.stride[0], sizeof r.stride[0]);
     box_strides(&r, 2, false, false, false);
@@ -802,7 +802,7 @@ static void cycles_gemm_shape(void **state) {
     assert_int_equal(plain, 4 * 128 * 256 * 2 / 8 + 256 * 64 * 2 / 8);
 }
 
-static uint64_t ew_cycles(const machine *m, low_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
+static uint64_t ew_cycles(const machine *m, mid_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
     low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
     for (int i = 0; i < 3; i++) r.stride[i][3] = dtype_bytes(t), r.stride[i][2] = (int32_t)len * dtype_bytes(t) + row_pad;
     return sim_kernel_cycles(&r, m, NULL);
@@ -813,23 +813,23 @@ static void cycles_vector_shape(void **state) {
     machine c600 = preset("c600");
     uint64_t prev = 0, g = c600.ewise_grain_elems;
     for (uint32_t n = (uint32_t)g; n <= 3000; n += (uint32_t)g) { /* monotone in whole grains */
-        uint64_t c = ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, n, 0);
+        uint64_t c = ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, n, 0);
         assert_true(c >= prev);
         prev = c;
     }
     /* Pinned, the worked example of docs/sim.md: 576 f16 adds are 36 grains of 16, six rounds
      * of six workers at 15 instructions of 6 cycles, plus 309. */
-    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 576, 0), 309 + 6 * 6 * 15);
+    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 576, 0), 309 + 6 * 6 * 15);
     /* The tail goes in pairs on one worker: 30 GeLU values cost more than 96 (measured 1,182
      * and 792 cycles, docs/calibration.md). */
-    assert_true(ew_cycles(&c600, LOW_EW_GELU, DT_F16, 1, 30, 0) > ew_cycles(&c600, LOW_EW_GELU, DT_F16, 1, 96, 0));
+    assert_true(ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 30, 0) > ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 96, 0));
     /* gelu pays a function per element; 8-bit moves fewer bytes than f16, f32 more. */
-    assert_true(ew_cycles(&c600, LOW_EW_GELU, DT_F16, 1, 1000, 0) > ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 1000, 0) + 3000);
-    assert_true(ew_cycles(&c600, LOW_EW_CAST, DT_F143, 1, 1000, 0) > ew_cycles(&c600, LOW_EW_CAST, DT_F16, 1, 1000, 0));
-    assert_true(ew_cycles(&c600, LOW_EW_CAST, DT_F32, 1, 1000, 0) > ew_cycles(&c600, LOW_EW_CAST, DT_F16, 1, 1000, 0));
+    assert_true(ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 1000, 0) > ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 1000, 0) + 3000);
+    assert_true(ew_cycles(&c600, MID_EW_CAST, DT_F143, 1, 1000, 0) > ew_cycles(&c600, MID_EW_CAST, DT_F16, 1, 1000, 0));
+    assert_true(ew_cycles(&c600, MID_EW_CAST, DT_F32, 1, 1000, 0) > ew_cycles(&c600, MID_EW_CAST, DT_F16, 1, 1000, 0));
     /* Dense rows merge into one; padded rows each make their own pass over the workers. */
-    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 10, 64, 0), ew_cycles(&c600, LOW_EW_ADD, DT_F16, 1, 640, 0));
-    assert_int_equal(ew_cycles(&c600, LOW_EW_ADD, DT_F16, 10, 64, 2), 309 + 10 * 6 * 15);
+    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 10, 64, 0), ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 640, 0));
+    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 10, 64, 2), 309 + 10 * 6 * 15);
     /* Softmax rows go one per worker: up to six rows cost one, 7 and 8 rows cost the same
      * (measured, docs/calibration.md). Layer norm rows go one after another. */
     low_run sm = {.kernel = LOW_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {4, 100}};
