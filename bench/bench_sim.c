@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
     graph *g = models_load(model, &d);
     package p;
     compile_info ci;
-    if (!g || tessel_compile(g, &m, model, NULL, &p, &ci, &d)) {
+    compile_options co = {.model = model, .search_steps = 48, .quiet = true};
+    if (!g || tessel_compile(g, &m, &co, &p, &ci, &d)) {
         fputs(d.text, stderr);
         return 2;
     }

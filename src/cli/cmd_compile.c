@@ -34,39 +34,89 @@ static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g
     return *g ? 0 : -1;
 }
 
+/* --recipe and --search-steps, shared by compile and check. */
+enum { DEFAULT_SEARCH_STEPS = 48 };
+
+static int plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
+    *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = DEFAULT_SEARCH_STEPS,
+                           .quiet = quiet};
+    const char *steps = cli_opt(c, p, "--search-steps");
+    if (steps) {
+        char *end = NULL;
+        long long v = strtoll(steps, &end, 10);
+        if (!*steps || *end || v < 0 || v > 1000000)
+            return diag_fail(d, "tessel %s: error: option '--search-steps': '%s' is not a count from 0 to 1000000", c->name,
+                             steps);
+        o->search_steps = v;
+    }
+    return 0;
+}
+
+/* Writes text through the output set. */
+static int write_text(outset *os, FILE *f, const char *path, const char *text, diag *d) {
+    if (!f) return 0;
+    if (fputs(text, f) < 0) return diag_fail(d, "%s: error: cannot write", path);
+    return outset_close(os, f, path, d);
+}
+
+/* A few lines on stderr: what the search chose and how sure it is. */
+static void print_search_summary(const graph *g, const compile_info *ci) {
+    const search_result *sr = &ci->search;
+    fprintf(stderr, "search: %lld proposals, %d kept, predicted %.0f cycles (compute %.0f, exchange %.0f); finalist %d of %d",
+            (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute, sr->est.exchange, ci->finalist + 1,
+            sr->nfinalists);
+    if (ci->nfailed) fprintf(stderr, " (%d failed placement)", ci->nfailed);
+    fprintf(stderr, "\n");
+    (void)g;
+}
+
 int cmd_compile(const cmd *c, int argc, char **argv) {
     parsed p;
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
-    const char *out = cli_opt(c, &p, "-o");
+    const char *out = cli_opt(c, &p, "-o"), *save = cli_opt(c, &p, "--save-recipe"), *report = cli_opt(c, &p, "--report");
     diag d = {0};
     if (!out) return diag_fail(&d, "tessel compile: error: option '-o PKG' is required"), cli_report(&d);
     graph *g = NULL;
     machine m;
+    compile_options co;
+    if (plan_options(c, &p, p.pos[0], cli_flag(c, &p, "--quiet"), &co, &d)) return cli_report(&d);
     if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
-    /* The output exists as a temporary from the start: an unwritable path
+    co.print_mid = cli_flag(c, &p, "--print-mid") ? stderr : NULL;
+    /* Every output exists as a temporary from the start: an unwritable path
      * fails before the work, and an interrupted compile leaves nothing. */
     outset os = {0};
-    FILE *f = outset_open(&os, out, &d);
+    FILE *f = outset_open(&os, out, &d), *fr = NULL, *fp = NULL;
+    if (f && save && !(fr = outset_open(&os, save, &d))) f = NULL;
+    if (f && report && !(fp = outset_open(&os, report, &d))) f = NULL;
     if (!f) {
+        outset_abort(&os);
         graph_free(g);
         return cli_report(&d);
     }
     package pkg;
     compile_info ci;
-    rc = tessel_compile(g, &m, p.pos[0], cli_flag(c, &p, "--print-mid") ? stderr : NULL, &pkg, &ci, &d);
+    rc = tessel_compile(g, &m, &co, &pkg, &ci, &d);
     if (rc == 0) {
         rc = package_write(&pkg, f, out, &d);
         package_free(&pkg);
     }
     if (outset_close(&os, f, out, &d)) rc = -1;
+    if (rc == 0) rc = write_text(&os, fr, save, ci.recipe, &d);
+    if (rc == 0 && fp) {
+        char *text = tessel_compile_report(g, &m, &ci);
+        rc = write_text(&os, fp, report, text, &d);
+        free(text);
+    }
     if (rc == 0) rc = outset_commit(&os, &d);
     else outset_abort(&os);
     if (rc == 0) {
         /* The file's size, without serialising the package a second time. */
         struct stat sb;
+        print_search_summary(g, &ci);
         print_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
     }
+    compile_info_free(&ci);
     graph_free(g);
     return rc ? cli_report(&d) : 0;
 }
@@ -287,7 +337,9 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     }
     if (cli_machine(c, p, m, d) || sim_host_check(m, host_limit, "--max-host-memory", d)) return -1;
     package built;
-    if (tessel_compile(g, m, p->pos[0], NULL, &built, ci, d)) return -1;
+    compile_options co;
+    if (plan_options(c, p, p->pos[0], true, &co, d)) return -1;
+    if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
     size_t n;
     uint8_t *img = package_image(&built, &n);
     package_free(&built);
@@ -366,6 +418,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     free(source);
     free(specs);
     check_result_free(&r);
+    compile_info_free(&ci);
     graph_free(g);
     if (rc) return cli_report(&d);
     return pass ? 0 : EXIT_CHECK_FAILED;

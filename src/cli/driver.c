@@ -5,32 +5,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The package's metadata: what was compiled, statistics, and the plan's
- * numeric decisions, which the plan-exact reference reads back. */
-static char *meta_json(const graph *g, const machine *m, const char *model, const compile_info *ci, const char *numerics) {
+/* The package's metadata: what was compiled, statistics, the plan's numeric
+ * decisions (which the plan-exact reference reads back) and its recipe. */
+static char *meta_json(const graph *g, const machine *m, const char *model, const compile_info *ci, const char *numerics,
+                       const char *recipe) {
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:I, s:I, s:I}}", "tessel", "0.1", "model", model, "graph",
                           g->name, "machine", m->name, "compile", "tile_bytes", (int)ci->place.tile_bytes, "param_bytes",
                           (int)ci->place.param_bytes, "buffers", (int)ci->place.buffers, "steps", (json_int_t)ci->steps,
                           "runs", (json_int_t)ci->runs, "fragments", (json_int_t)ci->frags);
     json_object_set_new(j, "numerics", json_loads(numerics, 0, NULL));
+    json_object_set_new(j, "recipe", json_loads(recipe, 0, NULL));
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     return s;
 }
 
-int tessel_compile(const graph *g, const machine *m, const char *model, FILE *print_mid, package *out, compile_info *info,
-                   diag *d) {
-    double t0 = util_now_seconds();
-    memset(info, 0, sizeof *info);
+/* One finalist through expansion, lowering, the schedule and placement. */
+static int build_package(const graph *g, const machine *m, const compile_options *o, const mid_plan *plan, package *out,
+                         compile_info *info, diag *d) {
+    mid_plan pl;
+    mid_plan_copy(&pl, plan);
     mid_program mid;
-    if (mid_expand(g, m, &mid, d)) return -1;
-    if (print_mid) mid_print(print_mid, &mid);
+    int rc = mid_expand(g, m, &pl, &mid, d);
+    mid_plan_free(&pl);
+    if (rc) return -1;
+    if (o->print_mid) mid_print(o->print_mid, &mid);
+    double t0 = util_now_seconds();
     arena la;
     arena_init(&la);
     low_program low, sched;
     int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
     low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
-    int rc = low_lower(&mid, m, &la, &low, buf_of, prim_steps, d);
+    rc = low_lower(&mid, m, &la, &low, buf_of, prim_steps, d);
     if (rc == 0) {
         /* Supersteps: independent copies share exchange phases. */
         int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low.steps.n + 1));
@@ -45,12 +51,15 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
         info->steps = low.steps.n;
         info->runs = low.runs.n;
         info->frags = low.frags.n;
+        info->lower_seconds += util_now_seconds() - t0;
+        t0 = util_now_seconds();
         /* Placement first fills the statistics the metadata reports. */
         rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
+        info->place_seconds += util_now_seconds() - t0;
         if (rc == 0) {
             graph_numerics nu;
             mid_numerics(&mid, &nu);
-            char *nj = graph_numerics_json(g, &nu), *meta = meta_json(g, m, model, info, nj);
+            char *nj = graph_numerics_json(g, &nu), *meta = meta_json(g, m, o->model, info, nj, info->recipe);
             out->meta = arena_strdup(&out->arena, meta);
             free(meta);
             free(nj);
@@ -61,8 +70,108 @@ int tessel_compile(const graph *g, const machine *m, const char *model, FILE *pr
     free(prim_steps);
     arena_free(&la);
     mid_free(&mid);
+    return rc;
+}
+
+int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
+    double t0 = util_now_seconds();
+    memset(info, 0, sizeof *info);
+    mid_plan start;
+    mid_plan_init(&start, g);
+    int rc = o->recipe ? search_recipe_load(o->recipe, g, m, &start, d) : 0;
+    search_options so = {.steps = o->search_steps, .quiet = o->quiet};
+    if (rc == 0) rc = search_plan(g, m, &start, &so, &info->search, d);
+    mid_plan_free(&start);
+    info->search_seconds = util_now_seconds() - t0;
+    /* The best finalist that lowers and places; the others in order when it
+     * does not (memory, exchange tables). */
+    for (int i = 0; rc == 0 && i < info->search.nfinalists; i++) {
+        free(info->recipe);
+        info->recipe = search_recipe_json(g, m, &info->search.finalist[i]);
+        diag fd = {0};
+        if (build_package(g, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
+            info->finalist = i;
+            break;
+        }
+        compile_failure *f = &info->failed[info->nfailed++];
+        f->predicted = info->search.finalist_cycles[i];
+        snprintf(f->why, sizeof f->why, "%s", fd.text);
+        size_t n = strlen(f->why);
+        if (n && f->why[n - 1] == '\n') f->why[n - 1] = 0;
+        if (i + 1 == info->search.nfinalists) {
+            *d = fd; /* none placed: the best one's reason is the last tried's too */
+            rc = -1;
+        }
+    }
     info->seconds = util_now_seconds() - t0;
     return rc;
+}
+
+void compile_info_free(compile_info *info) {
+    search_result_free(&info->search);
+    free(info->recipe);
+    info->recipe = NULL;
+}
+
+static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
+    mid_gemm_site s;
+    mid_gemm_site_of(g, op, &s);
+    json_t *bp = json_array();
+    for (int j = 0; j < s.nb; j++) json_array_append_new(bp, json_integer(c->batch_parts[j]));
+    int64_t R = (s.M + c->bm - 1) / c->bm, C = (s.N + c->bn - 1) / c->bn, K = (s.K + c->bk - 1) / c->bk;
+    return json_pack("{s:o, s:I, s:I, s:I, s:[I,I,I], s:s}", "batch_parts", bp, "rows", (json_int_t)c->bm, "cols",
+                     (json_int_t)c->bn, "k", (json_int_t)c->bk, "grid", (json_int_t)R, (json_int_t)C, (json_int_t)K,
+                     "partials", dtype_name(c->partials));
+}
+
+char *tessel_compile_report(const graph *g, const machine *m, const compile_info *info) {
+    const search_result *sr = &info->search;
+    json_t *ops = json_array();
+    for (int32_t i = 0; i < sr->ops.n; i++) {
+        const search_op *so = &sr->ops.v[i];
+        json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
+                              gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
+        if (so->has_runner) {
+            json_object_set_new(o, "runner_up", gemm_json(g, so->op, &so->runner_up));
+            json_object_set_new(o, "runner_up_score", json_real(so->runner_score));
+        }
+        json_array_append_new(ops, o);
+    }
+    json_t *steps = json_array();
+    for (int32_t i = 0; i < sr->steps.n; i++)
+        json_array_append_new(steps, json_pack("{s:s, s:f, s:f, s:f}", "op", graph_op_name(g, sr->steps.v[i].op), "before",
+                                               sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
+                                               sr->steps.v[i].after - sr->steps.v[i].before));
+    json_t *failed = json_array();
+    for (int i = 0; i < info->nfailed; i++)
+        json_array_append_new(failed, json_pack("{s:i, s:f, s:s}", "finalist", i, "predicted_cycles",
+                                                info->failed[i].predicted, "why", info->failed[i].why));
+    const est_result *e = &sr->est;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:o, s:o, s:o, s:i, "
+        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
+        "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
+        "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
+        "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
+        e->table_bytes_max, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
+        "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "ops", ops, "search_steps", steps,
+        "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
+        "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,
+        "evaluations", (json_int_t)sr->evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",
+        (json_int_t)sr->copies_reused, "finalists", sr->nfinalists, "placed", "tile_bytes", (int)info->place.tile_bytes,
+        "peak_tile", (int)info->place.peak_tile, "table_bytes_max", (int)info->place.table_bytes_max, "table_bytes_median",
+        (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
+        "place", info->place_seconds, "total", info->seconds);
+    json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
+    char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(j);
+    size_t n = strlen(s);
+    char *out = xmalloc(n + 2);
+    memcpy(out, s, n);
+    out[n] = '\n';
+    out[n + 1] = 0;
+    free(s);
+    return out;
 }
 
 int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {

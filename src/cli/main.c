@@ -3,6 +3,9 @@
 
 #include "cli.h"
 
+#define PLAN_OPTS                                                                                                    \
+    {"--recipe", "R.json", "start the plan search from this recipe (its choices; the rest searched)", false},         \
+    {"--search-steps", "N", "local-search proposals at most (default 48; 0: the recipe or greedy plan as it is)", false}
 #define PRECISION_OPT {"--precision", "f16|fp8|fp8-all|f32", "types of an imported (.onnx) model: f16, or f143 GEMM weights (default f16)", false}
 static const opt_spec graph_opts[] = {PRECISION_OPT, {0}};
 static const opt_spec zoo_opts[] = {{0}};
@@ -22,6 +25,10 @@ static const opt_spec compile_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
     {"-o", "PKG", "write the package here (required)", false},
     {"--print-mid", NULL, "print the expanded mid program to stderr", false},
+    PLAN_OPTS,
+    {"--save-recipe", "R.json", "write the packaged plan as a recipe (--recipe R.json --search-steps 0 replays it)", false},
+    {"--report", "FILE.json", "write the compile report: plan per op and why, predictions, search steps, stage times", false},
+    {"--quiet", NULL, "no progress line", false},
     PRECISION_OPT,
     {0}};
 static const opt_spec run_opts[] = {
@@ -43,6 +50,7 @@ static const opt_spec check_opts[] = {
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
     {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
+    PLAN_OPTS,
     PRECISION_OPT,
     {0}};
 

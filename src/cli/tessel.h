@@ -5,7 +5,22 @@
 #define TESSEL_DRIVER_H
 
 #include "../place/place.h"
+#include "../search/search.h"
 #include "../sim/sim.h"
+
+typedef struct compile_options {
+    const char *model;        /* names the source in the package's metadata */
+    FILE *print_mid;          /* when set, receives the expanded program */
+    const char *recipe;       /* start from this recipe file, or NULL */
+    int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is */
+    bool quiet;               /* no progress line */
+} compile_options;
+
+/* A finalist that lowering or placement refused, and why. */
+typedef struct compile_failure {
+    double predicted;         /* its predicted cycles */
+    char why[2048];
+} compile_failure;
 
 typedef struct compile_info {
     place_stats place;
@@ -13,12 +28,21 @@ typedef struct compile_info {
     int64_t steps, runs, frags;
     int32_t phases_merged;    /* exchange phases the schedule merged into earlier ones */
     double seconds;           /* compile wall time */
+    double search_seconds, lower_seconds, place_seconds;
+    search_result search;     /* the plan search: finalists, steps, estimate */
+    int finalist;             /* the finalist that was packaged */
+    compile_failure failed[SEARCH_FINALISTS];
+    int nfailed;
+    char *recipe;             /* the packaged plan as a recipe (JSON text) */
 } compile_info;
 
-/* graph -> package for machine m; model names the source in the package's
- * metadata. print_mid, if not NULL, receives the expanded program. */
-int tessel_compile(const graph *g, const machine *m, const char *model, FILE *print_mid, package *out, compile_info *info,
-                   diag *d);
+/* graph -> package for machine m: plan search, then the best finalist that
+ * lowers and places. */
+int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d);
+void compile_info_free(compile_info *info);
+/* The compile report (--report): the plan per op, predictions, search steps,
+ * failed finalists, statistics, stage times. JSON text, caller frees. */
+char *tessel_compile_report(const graph *g, const machine *m, const compile_info *info);
 
 /* Whether package p (read from path) was compiled from g: its host inputs
  * and outputs are g's, by name, dtype and shape, in order. */

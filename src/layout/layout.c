@@ -540,3 +540,39 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
     free(w.src_tiles);
     return w.stop;
 }
+
+int64_t layout_axis_stride(const layout *l, int a) {
+    int64_t s = l->elem_bytes * layout_panel_width(l);
+    if (a == l->rank - 1) return l->elem_bytes;
+    for (int i = a + 1; i < l->rank - 1; i++) s *= l->block[i];
+    return s;
+}
+
+int64_t layout_panel_stride(const layout *l) {
+    int64_t rows = 1;
+    for (int i = 0; i < l->rank - 1; i++) rows *= l->block[i];
+    return rows * layout_panel_width(l) * l->elem_bytes;
+}
+
+void layout_box_collapse(layout_box *b) {
+    int m = 0;
+    for (int d = 0; d < b->nd; d++) {
+        if (b->n[d] == 1) continue;
+        bool merge = m > 0;
+        for (int i = 0; i < b->nops && merge; i++) merge = b->st[i][m - 1] == b->st[i][d] * b->n[d];
+        if (merge) {
+            b->n[m - 1] *= b->n[d];
+            for (int i = 0; i < b->nops; i++) b->st[i][m - 1] = b->st[i][d];
+            continue;
+        }
+        b->n[m] = b->n[d];
+        for (int i = 0; i < b->nops; i++) b->st[i][m] = b->st[i][d];
+        m++;
+    }
+    if (m == 0) {
+        b->n[0] = 1;
+        for (int i = 0; i < b->nops; i++) b->st[i][0] = 0;
+        m = 1;
+    }
+    b->nd = m;
+}

@@ -127,4 +127,28 @@ void layout_pick_source(const layout *src, const int64_t *src_shard, int32_t dst
 typedef void (*layout_span_fn)(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n);
 void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void *ctx);
 
+/* Bytes between neighbours along axis a inside a shard (for the last axis:
+ * within one panel), and between panels. */
+int64_t layout_axis_stride(const layout *l, int a);
+int64_t layout_panel_stride(const layout *l);
+
+/* ---- boxes ------------------------------------------------------------------ */
+
+/* A box of elements several operands walk together: n[d] elements along
+ * axis d (outermost first), st[i][d] bytes per step of operand i. The
+ * lowering builds runs from boxes, the simulator walks them and the
+ * estimator prices them. */
+enum { LAYOUT_BOX_AXES = 6, LAYOUT_BOX_OPS = 4 };
+typedef struct layout_box {
+    int nd;                               /* axes in use, at least 1 */
+    int nops;                             /* operands walking the box */
+    int64_t n[LAYOUT_BOX_AXES];              /* elements per axis */
+    int64_t st[LAYOUT_BOX_OPS][LAYOUT_BOX_AXES];/* bytes per step, per operand */
+} layout_box;
+
+/* Drops unit axes and merges an axis into the next inner one wherever every
+ * operand is contiguous across the pair. The element order, and so every
+ * summation order, is unchanged; a single element stays one axis of 1. */
+void layout_box_collapse(layout_box *b);
+
 #endif

@@ -157,25 +157,3 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     return true;
 }
 
-void low_box_collapse(low_box *b) {
-    int m = 0;
-    for (int d = 0; d < b->nd; d++) {
-        if (b->n[d] == 1) continue;
-        bool merge = m > 0;
-        for (int i = 0; i < b->nops && merge; i++) merge = b->st[i][m - 1] == b->st[i][d] * b->n[d];
-        if (merge) {
-            b->n[m - 1] *= b->n[d];
-            for (int i = 0; i < b->nops; i++) b->st[i][m - 1] = b->st[i][d];
-            continue;
-        }
-        b->n[m] = b->n[d];
-        for (int i = 0; i < b->nops; i++) b->st[i][m] = b->st[i][d];
-        m++;
-    }
-    if (m == 0) {
-        b->n[0] = 1;
-        for (int i = 0; i < b->nops; i++) b->st[i][0] = 0;
-        m = 1;
-    }
-    b->nd = m;
-}

@@ -159,22 +159,6 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
 
 /* ---- kernels.c ---------------------------------------------------------- */
 
-/* A box of elements several operands walk together: n[d] elements along
- * axis d (outermost first), st[i][d] bytes per step of operand i. The
- * lowering builds runs from boxes; the simulator walks them. */
-enum { LOW_BOX_AXES = 6, LOW_BOX_OPS = 4 };
-typedef struct low_box {
-    int nd;                               /* axes in use, at least 1 */
-    int nops;                             /* operands walking the box */
-    int64_t n[LOW_BOX_AXES];              /* elements per axis */
-    int64_t st[LOW_BOX_OPS][LOW_BOX_AXES];/* bytes per step, per operand */
-} low_box;
-
-/* Drops unit axes and merges an axis into the next inner one wherever every
- * operand is contiguous across the pair. The element order, and so every
- * summation order, is unchanged; a single element stays one axis of 1. */
-void low_box_collapse(low_box *b);
-
 /* Whether run r uses operand i (SGD without momentum skips its buffers). */
 bool low_run_uses(const low_run *r, int i);
 /* Whether run r writes operand i (the rest it only reads; SUMSQ does both). */

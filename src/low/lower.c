@@ -65,21 +65,6 @@ static low_addr addr(lx *x, int32_t t, int64_t off) {
     return a;
 }
 
-/* Bytes between neighbours along axis a inside a shard (for the last axis:
- * within one panel). */
-static int64_t axis_stride(const layout *l, int a) {
-    int64_t s = l->elem_bytes * layout_panel_width(l);
-    if (a == l->rank - 1) return l->elem_bytes;
-    for (int i = a + 1; i < l->rank - 1; i++) s *= l->block[i];
-    return s;
-}
-
-static int64_t panel_stride(const layout *l) {
-    int64_t rows = 1;
-    for (int i = 0; i < l->rank - 1; i++) rows *= l->block[i];
-    return rows * layout_panel_width(l) * l->elem_bytes;
-}
-
 /* ---- shards ---------------------------------------------------------------------- */
 
 /* Calls fn for every shard of l (replica 0), in tile order of the shard grid. */
@@ -166,7 +151,7 @@ typedef struct box_emit {
     const low_run *tmpl;
 } box_emit;
 
-static void emit_box(lx *x, const low_box *b, const box_emit *e) {
+static void emit_box(lx *x, const layout_box *b, const box_emit *e) {
     int outer = b->nd > e->keep ? b->nd - e->keep : 0;
     int64_t idx[LAYOUT_MAX_RANK] = {0};
     for (;;) {
@@ -208,7 +193,7 @@ static void aligned_strides(lx *x, int32_t t, const layout *out, int64_t *st) {
     int off = out->rank - l->rank;
     for (int j = 0; j < out->rank; j++) {
         int i = j - off;
-        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? axis_stride(l, i) : 0;
+        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? layout_axis_stride(l, i) : 0;
     }
 }
 
@@ -218,11 +203,11 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const layout *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
-    low_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
+    layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
     for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
     aligned_strides(x, pr->out[0], lo, b.st[0]);
     for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
-    low_box_collapse(&b);
+    layout_box_collapse(&b);
     box_emit e = {.kernel = LOW_K_EWISE, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = c->tmpl};
     e.t[0] = pr->out[0];
     for (int i = 0; i < pr->nin; i++) e.t[1 + i] = pr->in[i];
@@ -248,17 +233,17 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
     int last = lo->rank - 1;
-    low_box b = {.nd = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
+    layout_box b = {.nd = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
     if (lo->rank == 1) {
         b.n[0] = 1;
     } else {
         for (int a = 0; a < last; a++) b.n[a] = hi[a] - lo_[a];
     }
     for (int a = 0; a < b.nd && lo->rank > 1; a++) {
-        b.st[0][a] = axis_stride(lo, a);
-        b.st[1][a] = axis_stride(&mid_t(x->p, pr->in[0])->lay, a);
+        b.st[0][a] = layout_axis_stride(lo, a);
+        b.st[1][a] = layout_axis_stride(&mid_t(x->p, pr->in[0])->lay, a);
     }
-    low_box_collapse(&b);
+    layout_box_collapse(&b);
     low_run tmpl = *c->tmpl;
     box_emit e = {.kernel = pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
@@ -311,13 +296,13 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t K = la->dim[la->rank - 1], kpart = cb ? s[0] : 0;
     int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
     if (k1 > K) k1 = K;
-    low_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
+    layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
     for (int j = 0; j < nb; j++) {
         b.n[j] = hi[cb + j] - lo[cb + j];
         int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
-        b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? axis_stride(la, ia) : 0;
-        b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? axis_stride(lb, ib) : 0;
-        b.st[2][j] = axis_stride(lc, cb + j);
+        b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? layout_axis_stride(la, ia) : 0;
+        b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? layout_axis_stride(lb, ib) : 0;
+        b.st[2][j] = layout_axis_stride(lc, cb + j);
     }
     if (nb == 0) b.n[0] = 1;
     low_run tmpl;
@@ -339,11 +324,11 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->n[3] = (uint32_t)(k1 - k0);
         memset(r->stride, 0, sizeof r->stride);
         r->stride[0][0] = sa;
-        r->stride[0][1] = (int32_t)panel_stride(la);
+        r->stride[0][1] = (int32_t)layout_panel_stride(la);
         r->stride[1][0] = sb;
-        r->stride[1][1] = (int32_t)axis_stride(lb, lb->rank - 2);
+        r->stride[1][1] = (int32_t)layout_axis_stride(lb, lb->rank - 2);
         r->stride[2][0] = sc;
-        r->stride[2][1] = (int32_t)axis_stride(lc, rc - 2);
+        r->stride[2][1] = (int32_t)layout_axis_stride(lc, rc - 2);
     }
 }
 
@@ -380,7 +365,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         set_operand(x, r, 1, pr->in[0], 0);
         r->n[0] = (uint32_t)lq->dim[0];
         r->n[1] = (uint32_t)block_elems(lo);
-        r->stride[1][0] = (int32_t)axis_stride(lq, 0);
+        r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
         return;
     }
     case MID_SGD:
@@ -469,21 +454,21 @@ static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) 
     const layout *li = &mid_t(x->p, pr->in[0])->lay, *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK];
     layout_shard_extent(li, s, a0, a1);
-    low_box b = {.nd = li->rank, .nops = 2};
+    layout_box b = {.nd = li->rank, .nops = 2};
     int j = 0;
     for (int a = 0; a < li->rank; a++) {
         b.n[a] = a1[a] - a0[a];
-        b.st[1][a] = axis_stride(li, a);
+        b.st[1][a] = layout_axis_stride(li, a);
         bool red = pr->axes >> a & 1;
         if (red) {
             b.st[0][a] = 0;
             if (pr->keepdims && j < lo->rank) j++;
         } else {
-            b.st[0][a] = j < lo->rank ? axis_stride(lo, j) : 0;
+            b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
             j++;
         }
     }
-    low_box_collapse(&b);
+    layout_box_collapse(&b);
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     box_emit e = {.kernel = LOW_K_REDUCE_SUM, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = &tmpl};

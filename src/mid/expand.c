@@ -1,11 +1,12 @@
-/* expand.c: graph -> mid with the fixed plan (docs/lowering.md).
+/* expand.c: graph -> mid with the plan's choices (docs/lowering.md).
  *
  * Every op picks the layout of its result and asks for its operands in the
  * layouts it needs; `want` returns the operand as is when it already lies so,
  * places a parameter or input there when nothing has placed it yet, and
  * otherwise emits a COPY. Elementwise ops follow their first full-shape
- * operand, row ops (softmax, layer norm) keep rows whole, a matmul runs on a
- * (batch, rows, columns, K) tile grid with K partials reduced across tiles. */
+ * operand, row ops (softmax, layer norm) keep rows whole, a matmul runs on the
+ * plan's (batch, rows, columns, K) tile grid with K partials reduced across
+ * tiles. Choosing the grid is the search's business (src/search). */
 #include "mid.h"
 
 #include <stdlib.h>
@@ -50,8 +51,7 @@ typedef struct mx {
     int32_t open[16];    /* repeat prims being filled, outermost first */
     int depth;
     int err;             /* a failure recorded where no status can be returned */
-    int64_t min_pieces;  /* distinct shards a parameter needs so they all fit (>= 1) */
-    double temp_bytes;   /* what one op's temporaries may take of a tile, bytes */
+    mid_plan *plan;      /* the choices being expanded */
     int32_t origin;      /* graph op being expanded */
     int32_t casts;       /* casts emitted for origin so far */
     VEC(copy_memo) memo; /* copies already made, to reuse */
@@ -613,80 +613,6 @@ typedef struct gemm_plan {
     int64_t bm, bn, bk, sub;         /* blocks; sub = rows per tile after the K reduction */
 } gemm_plan;
 
-/* AMP cycles of one tile's share, the machine's documented formula with K in
- * blocks of amp_k_block and columns in micro-panels (docs/machine.md). */
-static double amp_cycles(const machine *m, dtype t, int64_t rows, int64_t n, int64_t k) {
-    uint32_t macs = machine_amp_macs(m, t), depth = machine_amp_panel_depth(m, t);
-    if (!macs || !depth) return 1e30;
-    int64_t kr = round_up(k, m->amp_k_block);
-    double panels = (double)cdiv(kr, depth) * (double)cdiv(n, m->amp_col_panel);
-    return m->gemm_run_cycles +
-           panels * (m->gemm_panel_cycles + rows * (m->gemm_row_cycles + (double)depth * m->amp_col_panel / macs));
-}
-
-/* Picks (R, C, Kp) for one batch block by a small model: AMP time, operand
- * delivery and the partial-sum reduction (docs/lowering.md). */
-/* Every tile holds one shard of each parameter at the same address, so what
- * a parameter costs each tile is its size over its number of distinct
- * shards: a B parameter is cut into C x Kp pieces, an A parameter into
- * R x Kp. pieces_b and pieces_a are the least that lets every parameter fit
- * in its share of memory; a grid short of them is taken only if none has them. */
-enum { COL_GRANULE = 32 }; /* elements */
-
-static void plan_grid(const machine *m, dtype in, dtype acc, int64_t tiles, int64_t gb, int64_t M, int64_t N, int64_t K,
-                      int64_t pieces_a, int64_t pieces_b, gemm_plan *best) {
-    double best_cost = 1e300;
-    int es = dtype_bytes(in), ea = dtype_bytes(acc);
-    int64_t kblock = m->amp_k_block;
-    /* Column blocks of whole 32-element groups (two AMP column panels, and
-     * one 8-bit AMP-left panel of a consumer that takes the result as its
-     * left operand, so a retile moves whole panel rows), unless that would
-     * leave a weight B too few pieces; then of 16, one column panel. */
-    int64_t gran = cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
-    /* Every distinct block size once: a part count giving the same block as
-     * the previous one is the same grid. */
-    for (int64_t R = 1, prev_m = 0; R <= min64(M, tiles); R++) {
-        int64_t bm0 = cdiv(M, R);
-        if (bm0 == prev_m) continue;
-        prev_m = bm0;
-        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, gran), tiles / R); C++) {
-            int64_t bn = N < gran ? N : min64(round_up(cdiv(N, C), gran), N);
-            if (bn == prev_n) continue;
-            prev_n = bn;
-            int64_t Cr = cdiv(N, bn);
-            for (int64_t Kp = 1, prev_k = 0; Kp <= min64(cdiv(K, kblock), tiles / (R * Cr)); Kp++) {
-                int64_t bk = round_up(cdiv(K, Kp), kblock);
-                if (bk > K) bk = K;
-                if (bk == prev_k) continue;
-                prev_k = bk;
-                int64_t Kr = cdiv(K, bk);
-                int64_t sub = cdiv(bm0, Kr), bm = sub * Kr, Rr = cdiv(M, bm);
-                double amp = gb * amp_cycles(m, in, bm, bn, bk);
-                double bytes_in = (double)gb * ((double)bm * bk + (double)bk * bn) * es;
-                double cost = amp + bytes_in / m->exchange_bytes_per_cycle;
-                if (Kr > 1) {
-                    double part = (double)gb * bm * bn * ea;
-                    cost += part * (Kr - 1) / Kr / m->exchange_bytes_per_cycle + m->sync_cycles +
-                            part / m->vector_bytes_per_cycle;
-                }
-                int64_t short_b = pieces_b - Cr * Kr, short_a = pieces_a - Rr * Kr;
-                if (short_b > 0) cost += 1e15 * (double)short_b;
-                if (short_a > 0) cost += 1e15 * (double)short_a;
-                if (cost < best_cost) {
-                    best_cost = cost;
-                    best->R = Rr;
-                    best->C = Cr;
-                    best->Kp = Kr;
-                    best->bm = bm;
-                    best->bn = bn;
-                    best->bk = bk;
-                    best->sub = sub;
-                }
-            }
-        }
-    }
-}
-
 /* The layout of one GEMM operand or result over the grid. axes[i] names the
  * role of logical axis i: 'b' + batch index, 'm', 'n', 'k' or 'p' (the
  * partials axis); roles missing from the tensor become replica axes. */
@@ -758,6 +684,89 @@ static bool is_param(const mx *x, int32_t v) {
     return t >= 0 && mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
 }
 
+/* ---- plans ---------------------------------------------------------------------- */
+
+void mid_plan_init(mid_plan *pl, const graph *g) {
+    memset(pl, 0, sizeof *pl);
+    pl->nops = g->ops.n;
+    pl->gemm = xcalloc((size_t)pl->nops + 1, sizeof(mid_gemm_plan));
+    pl->has = xcalloc((size_t)pl->nops + 1, sizeof(bool));
+}
+
+void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
+    *dst = *src;
+    dst->gemm = xmalloc(sizeof(mid_gemm_plan) * ((size_t)src->nops + 1));
+    dst->has = xmalloc(sizeof(bool) * ((size_t)src->nops + 1));
+    memcpy(dst->gemm, src->gemm, sizeof(mid_gemm_plan) * (size_t)src->nops);
+    memcpy(dst->has, src->has, sizeof(bool) * (size_t)src->nops);
+}
+
+void mid_plan_free(mid_plan *pl) {
+    free(pl->gemm);
+    free(pl->has);
+    memset(pl, 0, sizeof *pl);
+}
+
+#define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
+
+bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap) {
+    int64_t tiles = 1;
+    for (int j = 0; j < s->nb; j++) {
+        if (c->batch_parts[j] < 1 || c->batch_parts[j] > s->batch[j])
+            return WHY("batch axis %d in %lld parts, it has %lld", j, (long long)c->batch_parts[j], (long long)s->batch[j]);
+        if (s->b_broadcast && c->batch_parts[j] != 1)
+            return WHY("batch axis %d must stay whole: an operand is shared by every batch", j);
+        tiles *= c->batch_parts[j];
+    }
+    int64_t kp = cdiv(s->K, c->bk < 1 ? 1 : c->bk);
+    /* A row block is a multiple of the K parts, so it may pass M when M is smaller. */
+    if (c->bm < 1 || c->bm > round_up(s->M, kp) || c->bn < 1 || c->bn > s->N || c->bk < 1 || c->bk > s->K)
+        return WHY("blocks %lldx%lldx%lld outside the %lldx%lldx%lld product", (long long)c->bm, (long long)c->bn,
+                   (long long)c->bk, (long long)s->M, (long long)s->N, (long long)s->K);
+    if (c->bk != s->K && c->bk % m->amp_k_block)
+        return WHY("K block %lld is not whole AMP K blocks of %u", (long long)c->bk, m->amp_k_block);
+    if (kp > 1 && c->bm % kp)
+        return WHY("row block %lld is not a multiple of the %lld K parts", (long long)c->bm, (long long)kp);
+    tiles *= cdiv(s->M, c->bm) * cdiv(s->N, c->bn) * kp;
+    if (tiles > m->tiles) return WHY("the grid needs %lld tiles, the machine has %u", (long long)tiles, m->tiles);
+    if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
+        return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
+    if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
+    return true;
+}
+
+#undef WHY
+
+/* The plan's choice for matmul o (asking the chooser when there is none),
+ * checked against the op. */
+static int gemm_choice(mx *x, const mid_gemm_site *s, mid_gemm_plan *c) {
+    mid_plan *pl = x->plan;
+    if (s->op >= pl->nops) return FAIL(x, "the plan does not cover this op");
+    if (!pl->has[s->op]) {
+        if (!pl->choose) return FAIL(x, "the plan has no grid for this matmul");
+        if (pl->choose(pl->ctx, s, &pl->gemm[s->op], x->d)) return -1;
+        pl->has[s->op] = true;
+    }
+    *c = pl->gemm[s->op];
+    char why[200];
+    if (!mid_gemm_plan_valid(x->m, s, c, why, sizeof why)) return FAIL(x, "the plan's grid does not fit: %s", why);
+    return 0;
+}
+
+void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
+    const graph_op *o = graph_opr(g, op);
+    const graph_type *ta = &graph_val(g, o->in[0])->type, *tb = &graph_val(g, o->in[1])->type;
+    const graph_type *tc = &graph_val(g, o->out[0])->type;
+    bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A);
+    int nb = tc->rank - 2;
+    *site = (mid_gemm_site){.op = op, .a = ta->dtype, .b = tb->dtype, .acc = graph_attr_dtype(o, ATTR_ACC), .out = tc->dtype,
+                            .nb = nb, .M = tc->dim[nb], .N = tc->dim[nb + 1], .K = ta->dim[ta->rank - (tra ? 2 : 1)]};
+    for (int j = 0; j < nb; j++) site->batch[j] = tc->dim[j];
+    /* An operand lacking batch axes (a weight shared by every image) would be
+     * copied per batch part, so such batches stay on one grid. */
+    site->b_broadcast = tb->rank - 2 < nb || ta->rank - 2 < nb;
+}
+
 static int expand_matmul(mx *x, const graph_op *o) {
     const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
     const graph_type *tc = &graph_val(x->g, o->out[0])->type;
@@ -766,26 +775,19 @@ static int expand_matmul(mx *x, const graph_op *o) {
     if (!machine_amp_macs(x->m, in_dt))
         return FAIL(x, "machine '%s' has no AMP path for %s operands", x->m->name, dtype_name(in_dt));
     int nb = tc->rank - 2;
-    int64_t M = tc->dim[nb], N = tc->dim[nb + 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
+    mid_gemm_site site;
+    mid_gemm_site_of(x->g, x->origin, &site);
+    /* A parameter operand is copied once per grid part it does not span. */
+    site.a_param = is_param(x, o->in[0]);
+    site.b_param = is_param(x, o->in[1]);
+    mid_gemm_plan ch;
+    if (gemm_choice(x, &site, &ch)) return -1;
+    int64_t M = site.M, N = site.N, K = site.K;
     gemm_plan gp = {.nb = nb};
-    /* A parameter operand is copied once per grid part it does not span:
-     * keep that within what memory allows. B lacking the batch axes (a
-     * weight shared by every image) would be copied per batch part too, so
-     * such batches stay on the tiles of one grid. */
-    bool pa = is_param(x, o->in[0]), pb = is_param(x, o->in[1]);
-    int64_t pieces_a = pa ? x->min_pieces : 1, pieces_b = pb ? x->min_pieces : 1;
-    bool keep_batch_local = (pb && tb->rank - 2 < nb) || (pa && ta->rank - 2 < nb);
-    /* Batch axes first, spread like rows; the grid takes what is left. */
-    int64_t left = x->m->tiles, G = 1;
-    for (int j = 0; j < nb; j++) {
-        gp.gp[j] = keep_batch_local ? 1 : min64(tc->dim[j], left);
-        gp.gp[j] = cdiv(tc->dim[j], cdiv(tc->dim[j], gp.gp[j]));
-        left /= gp.gp[j];
-        G *= cdiv(tc->dim[j], gp.gp[j]);
-    }
-    gp.R = gp.C = gp.Kp = 1;
-    gp.bm = gp.sub = M, gp.bn = N, gp.bk = K;
-    plan_grid(x->m, in_dt, acc, left, G, M, N, K, pieces_a, pieces_b, &gp);
+    for (int j = 0; j < nb; j++) gp.gp[j] = ch.batch_parts[j];
+    gp.bm = ch.bm, gp.bn = ch.bn, gp.bk = ch.bk;
+    gp.R = cdiv(M, gp.bm), gp.C = cdiv(N, gp.bn), gp.Kp = cdiv(K, gp.bk);
+    gp.sub = gp.bm / gp.Kp;
     int64_t per_batch = gp.R * gp.C * gp.Kp;
     for (int j = nb - 1, s = 1; j >= 0; j--) {
         gp.gstride[j] = (int32_t)(per_batch * s);
@@ -837,9 +839,7 @@ static int expand_matmul(mx *x, const graph_op *o) {
     rc[0] = (role){'p', 0}, dc[0] = gp.Kp;
     const char *name = graph_val(x->g, o->out[0])->name;
     char pn[256];
-    dtype pdt = acc;
-    double tile_temps = (double)gp.bm * gp.bk * dtype_bytes(in_dt) + 2.0 * gp.bm * gp.bn * dtype_bytes(acc);
-    if (acc == DT_F32 && tile_temps > x->temp_bytes) pdt = DT_F16;
+    dtype pdt = ch.partials;
     layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), false);
     snprintf(pn, sizeof pn, "%s.partials", name);
     int32_t part = new_tensor(x, pn, pdt, 0, &lp, -1);
@@ -1147,27 +1147,14 @@ static int expand_block(mx *x, const graph_block *b) {
     return 0;
 }
 
-int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d) {
+int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d) {
     memset(out, 0, sizeof *out);
     arena_init(&out->arena);
     out->g = g;
     out->m = m;
-    mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1};
+    mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1, .plan = pl};
     x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
     for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = -1;
-    /* Parameters get at most half of each tile: cut into at least this many
-     * distinct shards, all of them fit. */
-    double params = 0;
-    for (int32_t i = 0; i < g->ops.n; i++)
-        if (graph_opr(g, i)->kind == OP_PARAM) {
-            const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
-            params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
-        }
-    x.min_pieces = (int64_t)(params / (0.5 * machine_tile_bytes(m))) + 1;
-    /* The rest of a tile, once parameters spread over every tile (with a
-     * tenth for uneven shards) and the program's code and exchange tables
-     * (at most their budget) have theirs. */
-    x.temp_bytes = machine_tile_bytes(m) - 1.1 * params / m->tiles - m->table_budget_bytes;
     int rc = expand_block(&x, &g->body);
     /* Inputs and parameters nothing consumed still get a layout. */
     for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)

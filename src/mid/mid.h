@@ -125,10 +125,61 @@ typedef struct mid_program {
     VEC(mid_probe) probes; /* every op result, in program order */
 } mid_program;
 
-/* Expands g for machine m with the fixed plan (docs/lowering.md). User-level
- * failures (an op the machine cannot run, a model that needs what the
- * compiler does not do yet) return -1 with d naming the op. */
-int mid_expand(const graph *g, const machine *m, mid_program *out, diag *d);
+/* ---- the plan: the choices mid_expand expands --------------------------------
+ *
+ * A matmul runs on a grid: its batch axes cut into batch_parts[j] parts,
+ * and per batch block a (rows, columns, K) grid of blocks bm x bn x bk. With
+ * K cut into Kp = ceil(K / bk) parts every tile writes partial sums, stored
+ * in `partials`, which an exchange gathers so each tile holds all Kp of a
+ * row block of bm / Kp rows (bm is a multiple of Kp), summed in the op's
+ * acc. Every other op's layout follows from its operands (docs/lowering.md). */
+typedef struct mid_gemm_plan {
+    int64_t batch_parts[LAYOUT_MAX_RANK]; /* per result batch axis */
+    int64_t bm, bn, bk;                   /* block of rows, columns, K */
+    dtype partials;                       /* stored K partials (Kp > 1): f32 or f16 */
+} mid_gemm_plan;
+
+/* What a chooser knows of a matmul when expansion reaches it. */
+typedef struct mid_gemm_site {
+    int32_t op;                  /* graph op */
+    dtype a, b, acc, out;        /* operand, chain and result dtypes */
+    int nb;                      /* batch axes of the result */
+    int64_t batch[LAYOUT_MAX_RANK];
+    int64_t M, N, K;
+    bool a_param, b_param;       /* the operand is resident data (a parameter or its slice) */
+    bool b_broadcast;            /* an operand lacks batch axes of the result */
+} mid_gemm_site;
+
+/* The site of matmul op as the graph gives it (a_param and b_param false:
+ * expansion knows them). */
+void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site);
+
+/* Called for a matmul the plan has no choice for: fills *out, returns 0, or
+ * fails with d. */
+typedef int (*mid_gemm_chooser)(void *ctx, const mid_gemm_site *site, mid_gemm_plan *out, diag *d);
+
+typedef struct mid_plan {
+    int32_t nops;                /* graph ops the arrays cover */
+    mid_gemm_plan *gemm;         /* per graph op (matmuls) */
+    bool *has;                   /* per graph op: gemm[op] is decided */
+    mid_gemm_chooser choose;     /* asked for undecided matmuls; its answer is recorded here */
+    void *ctx;
+} mid_plan;
+
+/* An empty plan for g (every matmul undecided); mid_plan_free releases it. */
+void mid_plan_init(mid_plan *pl, const graph *g);
+void mid_plan_copy(mid_plan *dst, const mid_plan *src);
+void mid_plan_free(mid_plan *pl);
+/* Whether choice c is a grid expansion can build for site s on m (blocks
+ * within the dims, bm a multiple of Kp, K blocks whole AMP blocks, the grid
+ * within the machine's tiles); when not, *why says what is wrong. */
+bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap);
+
+/* Expands g for machine m with plan pl (docs/lowering.md); choices the plan
+ * lacks are asked of pl->choose and recorded in pl. User-level failures (an
+ * op the machine cannot run, a model that needs what the compiler does not
+ * do yet, a plan that does not fit the op) return -1 with d naming the op. */
+int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d);
 void mid_free(mid_program *p);
 /* One line per prim with its tensors and layouts; for --print-after. */
 void mid_print(FILE *f, const mid_program *p);

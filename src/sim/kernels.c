@@ -164,7 +164,7 @@ enum { CHUNK = 512 };
 
 enum { BOX_MAX_OPS = 3 }; /* operands an EWISE or REDUCE_SUM box walks */
 
-typedef low_box box;
+typedef layout_box box;
 
 /* The box of r over operands ops[0..nops) (their strides), collapsed. */
 static box box_of_run(const low_run *r, const int *ops, int nops) {
@@ -172,7 +172,7 @@ static box box_of_run(const low_run *r, const int *ops, int nops) {
     for (int d = 0; d < LOW_MAX_BOX; d++) b.n[d] = r->n[d];
     for (int i = 0; i < nops; i++)
         for (int d = 0; d < LOW_MAX_BOX; d++) b.st[i][d] = r->stride[ops[i]][d];
-    low_box_collapse(&b);
+    layout_box_collapse(&b);
     return b;
 }
 
@@ -189,7 +189,7 @@ typedef void row_fn(void *ctx, uint8_t *const p[BOX_MAX_OPS], uint64_t len, cons
 /* Visits the rows of b in box order (outer axes odometer-style). */
 static void box_walk(const box *b, uint8_t *const base[BOX_MAX_OPS], row_fn *fn, void *ctx) {
     int inner = b->nd - 1;
-    int64_t idx[LOW_BOX_AXES] = {0};
+    int64_t idx[LAYOUT_BOX_AXES] = {0};
     int64_t step[BOX_MAX_OPS] = {0};
     for (int i = 0; i < b->nops; i++) step[i] = b->st[i][inner];
     for (;;) {
@@ -532,8 +532,8 @@ static void run_reduce_sum(const low_run *r, uint8_t *const ptr[]) {
     }
     float *acc = scratch_floats(SCR_T3, outs);
     memset(acc, 0, outs * sizeof(float));
-    low_box_collapse(&sum);
-    low_box_collapse(&keep);
+    layout_box_collapse(&sum);
+    layout_box_collapse(&keep);
     box_walk(&sum, (uint8_t *const[BOX_MAX_OPS]){ptr[1], (uint8_t *)acc, NULL}, sum_row, (void *)r);
     box_walk(&keep, (uint8_t *const[BOX_MAX_OPS]){ptr[0], (uint8_t *)acc, NULL}, store_row, (void *)r);
 }

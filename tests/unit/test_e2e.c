@@ -31,7 +31,9 @@ static built build(const char *model, const char *mach) {
     assert_int_equal(machine_preset(mach, &b.m), 0);
     package p;
     compile_info ci;
-    if (tessel_compile(b.g, &b.m, model, NULL, &p, &ci, &d)) fail_msg("%s", d.text);
+    compile_options co = {.model = model, .search_steps = 8, .quiet = true};
+    if (tessel_compile(b.g, &b.m, &co, &p, &ci, &d)) fail_msg("%s", d.text);
+    compile_info_free(&ci);
     b.img = package_image(&p, &b.len);
     package_free(&p);
     return b;

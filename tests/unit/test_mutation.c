@@ -57,7 +57,9 @@ static void load(subject *s, const char *model, const char *mach) {
     assert_int_equal(machine_preset(mach, &m), 0);
     package built;
     compile_info ci;
-    if (tessel_compile(s->g, &m, model, NULL, &built, &ci, &d)) fail_msg("%s: %s", model, d.text);
+    compile_options co = {.model = model, .search_steps = 8, .quiet = true};
+    if (tessel_compile(s->g, &m, &co, &built, &ci, &d)) fail_msg("%s: %s", model, d.text);
+    compile_info_free(&ci);
     size_t n;
     uint8_t *img = package_image(&built, &n);
     package_free(&built);

@@ -1,0 +1,595 @@
+/* estimate.c: the cost model (estimate.h). */
+#include "estimate.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Exchange-table row costs; src/place/tables.c encodes with the same. */
+enum { TABLE_HEADER_BYTES = 8, TABLE_SEND_BYTES = 8, TABLE_RECV_BYTES = 4 };
+
+double est_table_bytes(uint64_t sent_frags, uint64_t recv_frags) {
+    if (!sent_frags && !recv_frags) return 0;
+    return TABLE_HEADER_BYTES + (double)sent_frags * TABLE_SEND_BYTES + (double)recv_frags * TABLE_RECV_BYTES;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- copies: priced once per (source layout, destination layout, view, patching) ---------- */
+
+typedef struct copy_cost {
+    uint64_t key;
+    layout src, dst;
+    layout_view view;
+    bool has_view;
+    uint8_t patch;          /* 1: source addresses repatched per iteration, 2: destination, 3: both */
+    /* the priced phase */
+    uint64_t busiest;       /* the busiest tile's exchange cycles */
+    uint64_t patch_words;   /* on the tile patching most */
+    uint64_t frags;         /* fragments sent */
+    uint64_t local;         /* the busiest tile's on-tile copy cycles, launches included */
+    uint32_t *table;        /* per tile: table bytes of this phase */
+    struct copy_cost *next;
+} copy_cost;
+
+enum { CACHE_BUCKETS = 4096 };
+
+struct est_cache {
+    const machine *m;
+    pthread_mutex_t lock;
+    copy_cost *bucket[CACHE_BUCKETS];
+    int64_t priced, reused;
+};
+
+est_cache *est_cache_new(const machine *m) {
+    est_cache *c = xcalloc(1, sizeof *c);
+    c->m = m;
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+void est_cache_free(est_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < CACHE_BUCKETS; i++)
+        for (copy_cost *e = c->bucket[i], *n; e; e = n) {
+            n = e->next;
+            free(e->table);
+            free(e);
+        }
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void est_cache_stats(const est_cache *c, int64_t *priced, int64_t *reused) {
+    *priced = c->priced;
+    *reused = c->reused;
+}
+
+static uint64_t mix(uint64_t h, int64_t v) { return util_hash_bytes(&v, sizeof v, h); }
+
+static uint64_t layout_key(const layout *l, uint64_t h) {
+    h = mix(mix(mix(mix(h, l->rank), l->elem_bytes), l->enc), l->tile_base);
+    for (int a = 0; a < l->rank; a++) h = mix(mix(mix(mix(h, l->dim[a]), l->parts[a]), l->block[a]), l->tile_stride[a]);
+    h = mix(h, l->nrep);
+    for (int k = 0; k < l->nrep; k++) h = mix(mix(h, l->rep[k]), l->rep_stride[k]);
+    return h;
+}
+
+static bool view_equal(const layout_view *a, const layout_view *b, int drank, int srank) {
+    for (int i = 0; i < drank; i++)
+        if (a->axis[i] != b->axis[i] || a->off[i] != b->off[i]) return false;
+    for (int j = 0; j < srank; j++)
+        if (a->src_fix[j] != b->src_fix[j]) return false;
+    return true;
+}
+
+/* Per tile while walking one copy's runs. */
+typedef struct walk_tile {
+    uint64_t sent, recv, fsent, frecv, rows_recv, spans, local_bytes, local_boxes;
+    int64_t last_dst_end;   /* end of the last remote run received (contiguous receives share a row) */
+    int64_t last_len, last_step_d, last_step_s, last_d, last_s, box_n; /* the on-tile box being grown */
+} walk_tile;
+
+typedef struct send_key {
+    int32_t src_tile;
+    int64_t src_off, bytes, dst_off;
+} send_key;
+
+typedef struct copy_walk {
+    const machine *m;
+    walk_tile *t;
+    send_key *sends;
+    int64_t nsends, cap;
+} copy_walk;
+
+static uint64_t splits(const machine *m, int64_t bytes) { return (uint64_t)cdiv(bytes, m->max_send_bytes); }
+
+/* On-tile runs become strided boxes as the lowering makes them: runs of one
+ * length at a constant step on both sides are one copy run. */
+static void local_run(copy_walk *w, const layout_run *r) {
+    walk_tile *t = &w->t[r->dst_tile];
+    t->spans++;
+    t->local_bytes += (uint64_t)r->bytes;
+    bool grows = t->box_n > 0 && r->bytes == t->last_len &&
+                 (t->box_n == 1 ? r->dst_off > t->last_d && r->src_off >= t->last_s
+                                : r->dst_off - t->last_d == t->last_step_d && r->src_off - t->last_s == t->last_step_s);
+    if (grows) {
+        if (t->box_n == 1) t->last_step_d = r->dst_off - t->last_d, t->last_step_s = r->src_off - t->last_s;
+        t->box_n++;
+    } else {
+        t->local_boxes++;
+        t->box_n = 1;
+        t->last_len = r->bytes;
+    }
+    t->last_d = r->dst_off;
+    t->last_s = r->src_off;
+}
+
+static int copy_run(void *ctx, const layout_run *r) {
+    copy_walk *w = ctx;
+    if (r->src_tile == r->dst_tile) {
+        local_run(w, r);
+        return 0;
+    }
+    walk_tile *t = &w->t[r->dst_tile];
+    uint64_t n = splits(w->m, r->bytes);
+    t->recv += (uint64_t)r->bytes;
+    t->frecv += n;
+    if (t->last_dst_end != r->dst_off) t->rows_recv++;
+    t->last_dst_end = r->dst_off + r->bytes;
+    if (w->nsends == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 1024;
+        w->sends = xrealloc(w->sends, sizeof(send_key) * (size_t)w->cap);
+    }
+    w->sends[w->nsends++] = (send_key){r->src_tile, r->src_off, r->bytes, r->dst_off};
+    return 0;
+}
+
+static int cmp_send(const void *a, const void *b) {
+    const send_key *x = a, *y = b;
+    if (x->src_tile != y->src_tile) return x->src_tile < y->src_tile ? -1 : 1;
+    if (x->src_off != y->src_off) return x->src_off < y->src_off ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return x->dst_off < y->dst_off ? -1 : x->dst_off > y->dst_off;
+}
+
+static void price_copy(const machine *m, copy_cost *c) {
+    uint32_t tiles = m->tiles;
+    copy_walk w = {.m = m, .t = xcalloc(tiles, sizeof(walk_tile))};
+    for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
+    layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
+    /* Runs with one source span and destination offset are one multicast
+     * fragment: the sender pays for it once. */
+    if (w.nsends) qsort(w.sends, (size_t)w.nsends, sizeof(send_key), cmp_send);
+    for (int64_t i = 0; i < w.nsends; i++) {
+        const send_key *k = &w.sends[i];
+        if (i && cmp_send(k, &w.sends[i - 1]) == 0) continue;
+        walk_tile *t = &w.t[k->src_tile];
+        t->sent += (uint64_t)k->bytes;
+        t->fsent += splits(m, k->bytes);
+        c->frags += splits(m, k->bytes);
+    }
+    c->table = xcalloc(tiles, sizeof(uint32_t));
+    for (uint32_t i = 0; i < tiles; i++) {
+        const walk_tile *t = &w.t[i];
+        uint64_t x = machine_exchange_tile_cycles(m, t->sent, t->recv, t->fsent + t->frecv, false);
+        if (x > c->busiest) c->busiest = x;
+        uint64_t pw = ((c->patch & 1) ? t->fsent : 0) + ((c->patch & 2) ? t->frecv : 0);
+        if (pw > c->patch_words) c->patch_words = pw;
+        c->table[i] = (uint32_t)est_table_bytes(t->fsent, t->rows_recv);
+        if (t->spans) {
+            uint64_t l = t->local_boxes * (m->launch_cycles + m->copy_run_cycles) +
+                         machine_copy_cycles(m, t->spans, t->local_bytes, true) - m->copy_run_cycles;
+            if (l > c->local) c->local = l;
+        }
+    }
+    free(w.sends);
+    free(w.t);
+}
+
+static const copy_cost *copy_priced(est_cache *cache, const layout *src, const layout *dst, const layout_view *view,
+                                    uint8_t patch) {
+    uint64_t h = layout_key(dst, layout_key(src, 0x5eed ^ patch));
+    if (view)
+        for (int i = 0; i < dst->rank; i++) h = mix(mix(h, view->axis[i]), view->off[i]);
+    pthread_mutex_lock(&cache->lock);
+    for (copy_cost *e = cache->bucket[h % CACHE_BUCKETS]; e; e = e->next)
+        if (e->key == h && e->patch == patch && e->has_view == (view != NULL) && layout_equal(&e->src, src) &&
+            layout_equal(&e->dst, dst) && (!view || view_equal(&e->view, view, dst->rank, src->rank))) {
+            cache->reused++;
+            pthread_mutex_unlock(&cache->lock);
+            return e;
+        }
+    pthread_mutex_unlock(&cache->lock);
+    /* Priced outside the lock: two threads may price one copy; the values agree. */
+    copy_cost *c = xcalloc(1, sizeof *c);
+    c->key = h;
+    c->src = *src;
+    c->dst = *dst;
+    c->has_view = view != NULL;
+    if (view) c->view = *view;
+    c->patch = patch;
+    price_copy(cache->m, c);
+    pthread_mutex_lock(&cache->lock);
+    c->next = cache->bucket[h % CACHE_BUCKETS];
+    cache->bucket[h % CACHE_BUCKETS] = c;
+    cache->priced++;
+    pthread_mutex_unlock(&cache->lock);
+    return c;
+}
+
+/* ---- compute ------------------------------------------------------------------------------- */
+
+typedef struct ex {
+    const mid_program *p;
+    const machine *m;
+    est_cache *cache;
+    est_result *r;
+    double *table;          /* per tile */
+    int depth;              /* repeats entered */
+} ex;
+
+static const layout *lay(const ex *x, int32_t t) { return &mid_t(x->p, t)->lay; }
+static int64_t ebytes_t(const ex *x, int32_t t) { return dtype_bytes(mid_t(x->p, t)->dtype); }
+
+/* The extents of the shard of l along each axis: the full block, or the
+ * tail when `tail` has the axis's bit (and the axis has a shorter tail). */
+static bool shard_shape(const layout *l, uint32_t tail, int64_t *ext) {
+    for (int a = 0; a < l->rank; a++) {
+        int64_t t = l->dim[a] - (l->parts[a] - 1) * l->block[a];
+        if (tail >> a & 1) {
+            if (t == l->block[a]) return false; /* no distinct tail: that shape was seen */
+            ext[a] = t;
+        } else {
+            ext[a] = l->parts[a] == 1 ? l->dim[a] : l->block[a];
+        }
+    }
+    return true;
+}
+
+/* Strides of tensor t aligned to out's axes (broadcast axes 0), as the lowering's. */
+static void aligned_st(const ex *x, int32_t t, const layout *out, int64_t *st) {
+    const layout *l = lay(x, t);
+    int off = out->rank - l->rank;
+    for (int j = 0; j < out->rank; j++) {
+        int i = j - off;
+        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? layout_axis_stride(l, i) : 0;
+    }
+}
+
+static uint64_t lanes_of(const ex *x, const int32_t *t, int n) {
+    int64_t w = 2;
+    for (int i = 0; i < n; i++)
+        if (ebytes_t(x, t[i]) > w) w = ebytes_t(x, t[i]);
+    return (uint64_t)(w / 2);
+}
+
+static uint64_t box_outer(const layout_box *b, int keep) {
+    uint64_t runs = 1;
+    for (int d = 0; d + keep < b->nd; d++) runs *= (uint64_t)b->n[d];
+    return runs;
+}
+
+static uint64_t box_inner_rows(const layout_box *b, int keep) {
+    uint64_t rows = 1;
+    int first = b->nd > keep ? b->nd - keep : 0;
+    for (int d = first; d + 1 < b->nd; d++) rows *= (uint64_t)b->n[d];
+    return rows;
+}
+
+static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) {
+    const machine *m = x->m;
+    const layout *lo = lay(x, pr->out[0]);
+    uint64_t L = m->launch_cycles;
+    int64_t elems = 1;
+    for (int a = 0; a < lo->rank; a++) elems *= ext[a];
+    switch (pr->kind) {
+    case MID_GEMM: {
+        const layout *la = lay(x, pr->in[0]), *lb = lay(x, pr->in[1]);
+        int rc = lo->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2, cb = rc - 2 - nb;
+        layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
+        for (int j = 0; j < nb; j++) {
+            b.n[j] = ext[cb + j];
+            int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
+            b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? layout_axis_stride(la, ia) : 0;
+            b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? layout_axis_stride(lb, ib) : 0;
+            b.st[2][j] = layout_axis_stride(lo, cb + j);
+        }
+        if (nb == 0) b.n[0] = 1;
+        layout_box_collapse(&b);
+        machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc,
+                          (uint64_t)b.n[b.nd - 1], (uint64_t)ext[rc - 2], (uint64_t)ext[rc - 1],
+                          (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]), true,
+                          true};
+        return box_outer(&b, 1) * (L + machine_gemm_cycles(m, &g));
+    }
+    case MID_EWISE: {
+        layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
+        for (int a = 0; a < lo->rank; a++) b.n[a] = ext[a];
+        aligned_st(x, pr->out[0], lo, b.st[0]);
+        for (int i = 0; i < pr->nin; i++) aligned_st(x, pr->in[i], lo, b.st[1 + i]);
+        layout_box_collapse(&b);
+        int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
+        int nops = 1 + mid_ew_arity[pr->ew];
+        bool f8_out = dtype_is_f8(mid_t(x->p, ops[0])->dtype), f8_any = f8_out || dtype_is_f8(mid_t(x->p, ops[1])->dtype);
+        uint64_t instrs = machine_ewise_instrs(m, mid_ew_class[pr->ew], f8_any, f8_out) * lanes_of(x, ops, nops);
+        uint64_t rows = box_inner_rows(&b, 4), per_row = (uint64_t)b.n[b.nd - 1];
+        return box_outer(&b, 4) * (L + machine_ewise_cycles(m, instrs, rows, per_row));
+    }
+    case MID_SOFTMAX:
+    case MID_LAYER_NORM: {
+        int last = lo->rank - 1;
+        layout_box b = {.nd = lo->rank > 1 ? last : 1, .nops = 2};
+        b.n[0] = 1;
+        for (int a = 0; a < last; a++) {
+            b.n[a] = ext[a];
+            b.st[0][a] = layout_axis_stride(lo, a);
+            b.st[1][a] = layout_axis_stride(lay(x, pr->in[0]), a);
+        }
+        layout_box_collapse(&b);
+        int32_t ops[2] = {pr->out[0], pr->in[0]};
+        uint64_t rows = (uint64_t)b.n[b.nd - 1], n = (uint64_t)lo->dim[last], lanes = lanes_of(x, ops, 2);
+        uint64_t c = pr->kind == MID_SOFTMAX
+                         ? machine_softmax_cycles(m, rows, n, lanes)
+                         : machine_layer_norm_cycles(m, rows, n, lanes, dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
+        return box_outer(&b, 1) * (L + c);
+    }
+    case MID_REDUCE: {
+        int64_t block = 1;
+        for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+        int32_t ops[2] = {pr->out[0], pr->in[0]};
+        return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2));
+    }
+    default: break;
+    }
+    /* Vector kernels over whole shards. */
+    machine_vwork w = {.rows = 1};
+    int64_t block = 1;
+    for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+    switch (pr->kind) {
+    case MID_FILL: w.vec_bytes = (uint64_t)(elems * ebytes_t(x, pr->out[0])); break;
+    case MID_SGD:
+    case MID_ADAMW:
+        for (int i = 0; i < pr->nin; i++) {
+            w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->in[i]));
+            w.load_bytes[i] = (uint64_t)(block * ebytes_t(x, pr->in[i]));
+            w.interleaved[i] = true;
+        }
+        for (int i = 0; i < pr->nout; i++) w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[i]));
+        if (pr->kind == MID_ADAMW) w.funcs = (uint64_t)block;
+        break;
+    case MID_REDUCE_SUM:
+    case MID_SUMSQ:
+    case MID_CLIP_COEF: {
+        const layout *li = lay(x, pr->in[0]);
+        int64_t in = 1;
+        for (int a = 0; a < li->rank; a++) in *= li->parts[a] > 1 ? li->block[a] : li->dim[a];
+        w.vec_bytes = (uint64_t)(in * ebytes_t(x, pr->in[0]) + elems * ebytes_t(x, pr->out[0]));
+        w.load_bytes[1] = (uint64_t)(in * ebytes_t(x, pr->in[0]));
+        w.interleaved[1] = true;
+        w.funcs = pr->kind == MID_CLIP_COEF;
+        break;
+    }
+    default: TS_UNREACHABLE();
+    }
+    return L + machine_vector_cycles(m, &w);
+}
+
+/* The busiest shard's runs: every distinct combination of full and tail extents. */
+static uint64_t compute_cost(const ex *x, const mid_prim *pr) {
+    const layout *l = lay(x, pr->kind == MID_SUMSQ || pr->kind == MID_REDUCE_SUM ? pr->in[0] : pr->out[0]);
+    const layout *lo = lay(x, pr->out[0]);
+    uint64_t worst = 0;
+    int rank = lo->rank;
+    (void)l;
+    for (uint32_t tail = 0; tail < (1u << rank); tail++) {
+        int64_t ext[LAYOUT_MAX_RANK];
+        if (!shard_shape(lo, tail, ext)) continue;
+        uint64_t c = shard_cost(x, pr, ext);
+        if (c > worst) worst = c;
+    }
+    return worst;
+}
+
+/* ---- the program ----------------------------------------------------------------------------- */
+
+static bool is_slice(const mid_program *p, int32_t t) {
+    for (;;) {
+        const mid_tensor *mt = mid_t(p, t);
+        if (mt->slice_of >= 0) return true;
+        if (mt->alias_of < 0) return false;
+        t = mt->alias_of;
+    }
+}
+
+static double block_cost(ex *x, const mid_block *b, double times);
+
+static double prim_cost(ex *x, int32_t id, double times) {
+    const mid_prim *pr = mid_p(x->p, id);
+    const machine *m = x->m;
+    double c = 0;
+    if (pr->kind == MID_REPEAT) {
+        x->depth++;
+        c = block_cost(x, &pr->body, times * (double)pr->count) * (double)pr->count;
+        x->depth--;
+        return c;
+    }
+    if (pr->kind == MID_COPY) {
+        uint8_t patch = 0;
+        if (x->depth) patch = (uint8_t)((is_slice(x->p, pr->in[0]) ? 1 : 0) | (is_slice(x->p, pr->out[0]) ? 2 : 0));
+        const copy_cost *cc = copy_priced(x->cache, lay(x, pr->in[0]), lay(x, pr->out[0]), pr->has_view ? &pr->view : NULL,
+                                          patch);
+        if (cc->frags) {
+            double e = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
+            x->r->exchange += e * times;
+            x->r->phases += (int64_t)times;
+            x->r->fragments += (int64_t)(cc->frags * times);
+            c += e;
+            for (uint32_t t = 0; t < m->tiles; t++) x->table[t] += cc->table[t];
+        }
+        x->r->compute += (double)cc->local * times;
+        c += (double)cc->local;
+    } else {
+        double k = (double)compute_cost(x, pr);
+        x->r->compute += k * times;
+        c += k;
+    }
+    if (x->r->prim_cycles) x->r->prim_cycles[id] = c;
+    return c;
+}
+
+static double block_cost(ex *x, const mid_block *b, double times) {
+    double c = 0;
+    for (int32_t i = 0; i < b->n; i++) c += prim_cost(x, b->v[i], times);
+    return c;
+}
+
+/* ---- memory: per-tile peak of live buffers ---------------------------------------------------- */
+
+typedef struct live {
+    int32_t first, last;   /* prim positions in program order */
+} live;
+
+/* Positions: every non-repeat prim one, in program order (bodies once);
+ * range[r] the positions of repeat r's body. */
+typedef struct order {
+    const mid_program *p;
+    live *lv;              /* per storage tensor */
+    live *range;           /* per prim id, for repeats */
+    int32_t pos;
+    int32_t open[64];      /* repeat prims entered */
+    int depth;
+} order;
+
+static void number(order *o, const mid_block *b) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const mid_prim *pr = mid_p(o->p, b->v[i]);
+        if (pr->kind != MID_REPEAT) {
+            o->pos++;
+            continue;
+        }
+        o->range[b->v[i]].first = o->pos;
+        number(o, &pr->body);
+        o->range[b->v[i]].last = o->pos - 1;
+    }
+}
+
+static void extend(live *l, int32_t first, int32_t last) {
+    if (l->first < 0 || first < l->first) l->first = first;
+    if (last > l->last) l->last = last;
+}
+
+/* A buffer used inside a repeat but made outside it (a carried value, an
+ * operand from before the loop) lives through the whole body: every
+ * iteration reads it. One made in the body lives from its first to its last
+ * use there. */
+static void touch(order *o, int32_t t) {
+    int32_t s = mid_storage(o->p, t), scope = mid_t(o->p, t)->scope;
+    extend(&o->lv[s], o->pos, o->pos);
+    for (int i = o->depth - 1; i >= 0 && o->open[i] != scope; i--)
+        extend(&o->lv[s], o->range[o->open[i]].first, o->range[o->open[i]].last);
+}
+
+static void walk_order(order *o, const mid_block *b) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const mid_prim *pr = mid_p(o->p, b->v[i]);
+        if (pr->kind == MID_REPEAT) {
+            TS_ASSERT(o->depth < (int)TS_COUNT(o->open));
+            o->open[o->depth++] = b->v[i];
+            walk_order(o, &pr->body);
+            o->depth--;
+            continue;
+        }
+        for (int k = 0; k < pr->nin; k++) touch(o, pr->in[k]);
+        for (int k = 0; k < pr->nout; k++) touch(o, pr->out[k]);
+        o->pos++;
+    }
+}
+
+typedef struct mem_ev {
+    int32_t at;
+    int32_t t;     /* storage tensor */
+    bool end;
+} mem_ev;
+
+static int cmp_ev(const void *a, const void *b) {
+    const mem_ev *x = a, *y = b;
+    if (x->at != y->at) return x->at < y->at ? -1 : 1;
+    if (x->end != y->end) return x->end ? 1 : -1; /* starts first: a prim's inputs and outputs coexist */
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* Adds v to every tile holding a shard of l. */
+static void add_tiles(const layout *l, double v, double *tile, double *peak, uint32_t tiles) {
+    int64_t ns = layout_shards(l), nr = layout_replicas(l), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK];
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t k = i;
+        for (int a = l->rank - 1; a >= 0; a--) s[a] = k % l->parts[a], k /= l->parts[a];
+        for (int64_t j = 0; j < nr; j++) {
+            int64_t q = j;
+            for (int a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
+            int32_t t = layout_tile(l, s, r);
+            if (t < 0 || (uint32_t)t >= tiles) continue;
+            tile[t] += v;
+            if (v > 0 && tile[t] > peak[t]) peak[t] = tile[t];
+        }
+    }
+}
+
+static void memory_peak(const mid_program *p, const machine *m, est_result *r) {
+    int32_t n = p->tensors.n;
+    order o = {.p = p, .lv = xmalloc(sizeof(live) * (size_t)(n + 1)),
+               .range = xcalloc((size_t)p->prims.n + 1, sizeof(live))};
+    for (int32_t t = 0; t < n; t++) o.lv[t] = (live){-1, -1};
+    number(&o, &p->top);
+    o.pos = 0;
+    walk_order(&o, &p->top);
+    int32_t end = o.pos;
+    mem_ev *ev = xmalloc(sizeof(mem_ev) * (size_t)(2 * n + 1));
+    int32_t ne = 0;
+    for (int32_t t = 0; t < n; t++) {
+        const mid_tensor *mt = mid_t(p, t);
+        if (mid_storage(p, t) != t || !mt->placed) continue;
+        live l = o.lv[t];
+        if (mt->kind != MT_TEMP) l = (live){0, end};
+        if (l.first < 0) continue;
+        ev[ne++] = (mem_ev){l.first, t, false};
+        ev[ne++] = (mem_ev){l.last + 1, t, true};
+    }
+    for (int32_t i = 0; i < p->outputs.n; i++) {
+        int32_t s = mid_storage(p, p->outputs.v[i]);
+        for (int32_t k = 0; k < ne; k++)
+            if (ev[k].t == s && ev[k].end) ev[k].at = end + 1;
+    }
+    qsort(ev, (size_t)ne, sizeof(mem_ev), cmp_ev);
+    double *tile = xcalloc(m->tiles, sizeof(double)), *peak = xcalloc(m->tiles, sizeof(double));
+    for (int32_t k = 0; k < ne; k++) {
+        const mid_tensor *mt = mid_t(p, ev[k].t);
+        double bytes = (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
+        add_tiles(&mt->lay, ev[k].end ? -bytes : bytes, tile, peak, m->tiles);
+    }
+    r->peak_bytes = 0;
+    r->peak_tile = 0;
+    for (uint32_t t = 0; t < m->tiles; t++)
+        if (peak[t] > r->peak_bytes) r->peak_bytes = peak[t], r->peak_tile = (int32_t)t;
+    free(tile);
+    free(peak);
+    free(ev);
+    free(o.lv);
+    free(o.range);
+}
+
+void est_program(const mid_program *p, est_cache *c, est_result *r) {
+    double *prim_cycles = r->prim_cycles;
+    memset(r, 0, sizeof *r);
+    r->prim_cycles = prim_cycles;
+    ex x = {.p = p, .m = p->m, .cache = c, .r = r, .table = xcalloc(p->m->tiles, sizeof(double))};
+    block_cost(&x, &p->top, 1);
+    r->cycles = r->compute + r->exchange;
+    for (uint32_t t = 0; t < p->m->tiles; t++) {
+        r->table_bytes_total += x.table[t];
+        if (x.table[t] > r->table_bytes_max) r->table_bytes_max = x.table[t];
+    }
+    free(x.table);
+    memory_peak(p, p->m, r);
+}

@@ -1,0 +1,52 @@
+/* estimate: what a mid program costs on a machine, without lowering or
+ * simulating it (docs/search.md).
+ *
+ *   compute   per prim, the runs the busiest tile executes (the shard shapes
+ *             the lowering cuts, full blocks and tails alike), priced with
+ *             the machine's kernel formulas (machine.h), launch included;
+ *   exchange  per copy, the ownership runs of layout_runs (the geometry the
+ *             lowering cuts its fragments from): bytes and fragments each
+ *             tile sends and receives, multicast receivers counted as
+ *             receives and not sends, runs split at max_send_bytes, priced
+ *             with the machine's exchange formulas, one phase per copy;
+ *   memory    per tile, the peak of the bytes of the buffers live at once
+ *             (mid-level liveness over program order, repeat bodies whole);
+ *   tables    per tile, exchange-table bytes from the same fragments
+ *             (src/place/tables.c's row costs).
+ *
+ * Repeat bodies count `count` times. A copy's pricing depends only on its
+ * two layouts and view, so it is memoized in an est_cache that any number of
+ * threads can share; the result never depends on which thread priced what.
+ */
+#ifndef TESSEL_ESTIMATE_H
+#define TESSEL_ESTIMATE_H
+
+#include "../mid/mid.h"
+
+typedef struct est_cache est_cache;
+est_cache *est_cache_new(const machine *m);
+void est_cache_free(est_cache *c);
+/* Copies priced and reused, for statistics. */
+void est_cache_stats(const est_cache *c, int64_t *priced, int64_t *reused);
+
+typedef struct est_result {
+    double cycles;            /* predicted run time */
+    double compute, exchange; /* its parts */
+    int64_t phases;           /* exchange phases run (repeat bodies times their count) */
+    int64_t fragments;        /* fragments sent, likewise */
+    double peak_bytes;        /* the fullest tile's live buffer bytes at its peak */
+    int32_t peak_tile;
+    double table_bytes_max;   /* the busiest tile's exchange-table bytes */
+    double table_bytes_total; /* over all tiles */
+    double *prim_cycles;      /* when non-NULL (p->prims.n entries): one execution of each prim */
+} est_result;
+
+/* Prices p. The cache (non-NULL) must be for p's machine. */
+void est_program(const mid_program *p, est_cache *c, est_result *r);
+
+/* Exchange-table bytes of one tile's part of a phase: a header, a send row
+ * per fragment it sends, a receive row per fragment it receives (the row
+ * costs of src/place/tables.c). */
+double est_table_bytes(uint64_t sent_frags, uint64_t recv_frags);
+
+#endif

@@ -1,0 +1,167 @@
+/* recipe.c: a plan as JSON, keyed by stable op names (docs/search.md).
+ *
+ *   {"format": "tessel-recipe", "version": 1, "model": "vit",
+ *    "machine": "c600", "machine_fingerprint": "a2039e54632b4915",
+ *    "choices": [{"op": "l.fc1", "kind": "matmul_grid",
+ *                 "shape": {"batch": [1], "m": 729, "n": 4304, "k": 1152},
+ *                 "batch_parts": [1], "rows": 105, "cols": 64, "k": 384,
+ *                 "partials": "f32"}, ...]}
+ *
+ * Choices come in graph op order; the machine is named by its fingerprint
+ * (every field but the name), the model by its name and, per choice, the
+ * op's shape, so a recipe for another model or machine is refused with
+ * what differs. */
+#define _POSIX_C_SOURCE 200809L
+#include "search.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { RECIPE_VERSION = 1 };
+
+static json_t *ints(const int64_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
+    char fp[32];
+    snprintf(fp, sizeof fp, "%016" PRIx64, machine_fingerprint(m));
+    json_t *choices = json_array();
+    for (int32_t i = 0; i < g->ops.n && i < pl->nops; i++) {
+        if (graph_opr(g, i)->kind != OP_MATMUL || !pl->has[i]) continue;
+        mid_gemm_site s;
+        mid_gemm_site_of(g, i, &s);
+        const mid_gemm_plan *c = &pl->gemm[i];
+        json_t *shape = json_pack("{s:o, s:I, s:I, s:I}", "batch", ints(s.batch, s.nb), "m", (json_int_t)s.M, "n",
+                                  (json_int_t)s.N, "k", (json_int_t)s.K);
+        json_array_append_new(choices, json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:s}", "op", graph_op_name(g, i), "kind",
+                                                 "matmul_grid", "shape", shape, "batch_parts", ints(c->batch_parts, s.nb),
+                                                 "rows", (json_int_t)c->bm, "cols", (json_int_t)c->bn, "k", (json_int_t)c->bk,
+                                                 "partials", dtype_name(c->partials)));
+    }
+    json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-recipe", "version", RECIPE_VERSION, "model",
+                          g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
+    char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(j);
+    size_t n = strlen(text);
+    char *out = xmalloc(n + 2);
+    memcpy(out, text, n);
+    out[n] = '\n';
+    out[n + 1] = 0;
+    free(text);
+    return out;
+}
+
+#define BAD(...) (rc = diag_fail(d, __VA_ARGS__), (void)0)
+
+static bool get_int(json_t *o, const char *key, int64_t lo, int64_t *out) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo) return false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static bool get_ints(json_t *o, const char *key, int n, int64_t lo, int64_t *out) {
+    json_t *a = json_object_get(o, key);
+    if (!json_is_array(a) || (int)json_array_size(a) != n) return false;
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < lo) return false;
+        out[i] = json_integer_value(v);
+    }
+    return true;
+}
+
+static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, const machine *m, const strmap *names,
+                       mid_plan *pl, diag *d) {
+    int rc = 0;
+    const char *op = json_string_value(json_object_get(c, "op")), *kind = json_string_value(json_object_get(c, "kind"));
+    int32_t id = -1;
+    if (!json_is_object(c) || !op || !kind)
+        return diag_fail(d, "%s: error: choice %zu: needs \"op\" and \"kind\" strings", path, idx);
+    if (strcmp(kind, "matmul_grid") != 0)
+        return diag_fail(d, "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid)", path, idx, op,
+                         kind);
+    if (!strmap_get(names, op, &id))
+        return diag_fail(d, "%s: error: choice %zu: op '%s' is not in model '%s' (a recipe for another model?)", path, idx, op,
+                         g->name);
+    if (graph_opr(g, id)->kind != OP_MATMUL)
+        return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not a matmul", path, idx, op,
+                         graph_op_infos[graph_opr(g, id)->kind].name, g->name);
+    mid_gemm_site s;
+    mid_gemm_site_of(g, id, &s);
+    json_t *shape = json_object_get(c, "shape");
+    int64_t batch[LAYOUT_MAX_RANK] = {0}, M = 0, N = 0, K = 0;
+    if (!json_is_object(shape) || !get_ints(shape, "batch", s.nb, 1, batch) || !get_int(shape, "m", 1, &M) ||
+        !get_int(shape, "n", 1, &N) || !get_int(shape, "k", 1, &K))
+        return diag_fail(d, "%s: error: choice %zu ('%s'): \"shape\" needs batch (%d dims), m, n and k here", path, idx, op,
+                         s.nb);
+    if (M != s.M || N != s.N || K != s.K || memcmp(batch, s.batch, sizeof(int64_t) * (size_t)s.nb) != 0)
+        return diag_fail(d,
+                         "%s: error: choice %zu: op '%s' is %lldx%lldx%lld (m x n x k) in model '%s', the recipe has "
+                         "%lldx%lldx%lld (a recipe for another model?)",
+                         path, idx, op, (long long)s.M, (long long)s.N, (long long)s.K, g->name, (long long)M, (long long)N,
+                         (long long)K);
+    mid_gemm_plan p = {0};
+    const char *pd = json_string_value(json_object_get(c, "partials"));
+    if (!get_ints(c, "batch_parts", s.nb, 1, p.batch_parts) || !get_int(c, "rows", 1, &p.bm) || !get_int(c, "cols", 1, &p.bn) ||
+        !get_int(c, "k", 1, &p.bk) || !pd || !dtype_parse(pd, strlen(pd), &p.partials))
+        return diag_fail(d,
+                         "%s: error: choice %zu ('%s'): needs batch_parts (%d positive integers), rows, cols, k (positive "
+                         "integers) and partials (a dtype)",
+                         path, idx, op, s.nb);
+    char why[200];
+    if (!mid_gemm_plan_valid(m, &s, &p, why, sizeof why))
+        BAD("%s: error: choice %zu ('%s'): the grid does not fit the op on machine '%s': %s", path, idx, op, m->name, why);
+    if (rc == 0 && pl->has[id]) BAD("%s: error: choice %zu: op '%s' has a choice already", path, idx, op);
+    if (rc == 0) {
+        pl->gemm[id] = p;
+        pl->has[id] = true;
+    }
+    return rc;
+}
+
+int search_recipe_load(const char *path, const graph *g, const machine *m, mid_plan *pl, diag *d) {
+    char *text = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &text, &len, d)) return -1;
+    json_error_t err;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text);
+    int rc = 0;
+    const char *fmt = json_string_value(json_object_get(j, "format"));
+    json_t *ver = json_object_get(j, "version"), *choices = json_object_get(j, "choices");
+    const char *model = json_string_value(json_object_get(j, "model"));
+    const char *mname = json_string_value(json_object_get(j, "machine"));
+    const char *fp = json_string_value(json_object_get(j, "machine_fingerprint"));
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, machine_fingerprint(m));
+    if (!json_is_object(j) || !fmt || strcmp(fmt, "tessel-recipe") != 0)
+        BAD("%s: error: not a tessel recipe (no \"format\": \"tessel-recipe\")", path);
+    else if (!json_is_integer(ver) || json_integer_value(ver) != RECIPE_VERSION)
+        BAD("%s: error: recipe version %s; this tessel reads version %d", path,
+            json_is_integer(ver) ? "other than 1" : "missing", RECIPE_VERSION);
+    else if (!model || !mname || !fp || !json_is_array(choices))
+        BAD("%s: error: a recipe needs \"model\", \"machine\", \"machine_fingerprint\" and a \"choices\" array", path);
+    else if (strcmp(fp, want) != 0)
+        BAD("%s: error: the recipe is for machine '%s' (fingerprint %s), not '%s' (fingerprint %s): their fields differ "
+            "(tessel machine NAME prints them)",
+            path, mname, fp, m->name, want);
+    else if (strcmp(model, g->name) != 0)
+        BAD("%s: error: the recipe is for model '%s', not '%s'", path, model, g->name);
+    if (rc == 0) {
+        strmap names = {0};
+        for (int32_t i = 0; i < g->ops.n; i++)
+            strmap_put(&names, graph_op_name(g, i), i);
+        for (size_t i = 0; i < json_array_size(choices) && rc == 0; i++)
+            rc = load_choice(path, i, json_array_get(choices, i), g, m, &names, pl, d);
+        strmap_free(&names);
+    }
+    json_decref(j);
+    return rc;
+}

@@ -1,0 +1,344 @@
+/* search.c: candidates, the greedy start and the local search (search.h). */
+#include "search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- what a plan must leave room for ------------------------------------------------------- */
+
+static double param_bytes(const graph *g) {
+    double params = 0;
+    for (int32_t i = 0; i < g->ops.n; i++)
+        if (graph_opr(g, i)->kind == OP_PARAM) {
+            const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
+            params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
+        }
+    return params;
+}
+
+/* Every tile holds one shard of each parameter at the same address, so what
+ * a parameter costs each tile is its size over its number of distinct
+ * shards. Parameters get at most half of each tile: cut into at least this
+ * many distinct shards, all of them fit. */
+int64_t search_min_pieces(const graph *g, const machine *m) {
+    return (int64_t)(param_bytes(g) / (0.5 * machine_tile_bytes(m))) + 1;
+}
+
+/* The rest of a tile, once parameters spread over every tile (with a tenth
+ * for uneven shards) and the program's code and exchange tables (at most
+ * their budget) have theirs: what one matmul's temporaries may take. */
+static double temp_bytes(const graph *g, const machine *m) {
+    return machine_tile_bytes(m) - 1.1 * param_bytes(g) / m->tiles - m->table_budget_bytes;
+}
+
+/* ---- candidates ------------------------------------------------------------------------------ */
+
+typedef struct cand {
+    mid_gemm_plan c;
+    double score;
+} cand;
+
+typedef struct op_alts {
+    cand v[SEARCH_ALTERNATIVES];
+    int n;
+    bool seen;
+} op_alts;
+
+typedef struct state {
+    const graph *g;
+    const machine *m;
+    int64_t min_pieces;
+    double temp_bytes;
+    op_alts *alts;       /* per graph op */
+    const mid_plan *start; /* choices given (a recipe), or NULL */
+} state;
+
+/* A grid's cost alone: the busiest tile's AMP run, its operands' delivery at
+ * the exchange rate, and for a K split the partials' exchange, a phase and
+ * their reduction. A parameter cut into fewer pieces than it needs to fit is
+ * priced out unless no grid has them. */
+static double score(const state *st, const mid_gemm_site *s, int64_t G, const mid_gemm_plan *c) {
+    const machine *m = st->m;
+    int64_t R = cdiv(s->M, c->bm), C = cdiv(s->N, c->bn), Kp = cdiv(s->K, c->bk);
+    machine_gemm gm = {s->a, s->b, s->acc, (uint64_t)G, (uint64_t)c->bm, (uint64_t)c->bn, (uint64_t)c->bk, true, true};
+    double amp = (double)(m->launch_cycles + machine_gemm_cycles(m, &gm));
+    /* Resident operands (parameters) are loaded where they are used: only
+     * computed ones are delivered. */
+    double bytes_in = (double)G * ((s->a_param ? 0 : (double)c->bm * c->bk * dtype_bytes(s->a)) +
+                                   (s->b_param ? 0 : (double)c->bk * c->bn * dtype_bytes(s->b)));
+    double cost = amp + bytes_in / m->exchange_bytes_per_cycle;
+    if (Kp > 1) {
+        double part = (double)G * c->bm * c->bn * dtype_bytes(c->partials);
+        uint64_t lanes = dtype_bytes(c->partials) > 2 || dtype_bytes(s->out) > 2 ? 2 : 1;
+        cost += part * (double)(Kp - 1) / (double)Kp / m->exchange_bytes_per_cycle + m->sync_cycles +
+                m->exchange_latency_cycles +
+                (double)machine_reduce_cycles(m, (uint64_t)Kp, (uint64_t)(G * (c->bm / Kp) * c->bn), lanes);
+    }
+    int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param ? st->min_pieces : 1;
+    int64_t short_b = pieces_b - C * Kp, short_a = pieces_a - R * Kp;
+    if (short_b > 0) cost += 1e15 * (double)short_b;
+    if (short_a > 0) cost += 1e15 * (double)short_a;
+    return cost;
+}
+
+static void keep(op_alts *a, const cand *c) {
+    int n = a->n, i = n;
+    while (i > 0 && a->v[i - 1].score > c->score) i--; /* stable: equal scores keep enumeration order */
+    if (i >= SEARCH_ALTERNATIVES) return;
+    if (n == SEARCH_ALTERNATIVES) n--;
+    memmove(&a->v[i + 1], &a->v[i], sizeof(cand) * (size_t)(n - i));
+    a->v[i] = *c;
+    a->n = n + 1;
+}
+
+/* Every distinct grid once: a part count giving the same block as the
+ * previous one is the same grid. Column blocks are whole 32-element groups
+ * (two AMP column panels, and one 8-bit AMP-left panel of a consumer that
+ * takes the result as its left operand, so a retile moves whole panel rows)
+ * unless that leaves a weight too few pieces; then 16, one column panel. */
+enum { COL_GRANULE = 32 };
+
+static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
+    const machine *m = st->m;
+    mid_gemm_plan base = {.partials = s->acc};
+    int64_t left = m->tiles, G = 1;
+    for (int j = 0; j < s->nb; j++) {
+        int64_t p = s->b_broadcast ? 1 : min64(s->batch[j], left);
+        p = cdiv(s->batch[j], cdiv(s->batch[j], p));
+        base.batch_parts[j] = p;
+        left /= p;
+        G *= cdiv(s->batch[j], p);
+    }
+    int64_t M = s->M, N = s->N, K = s->K, kblock = m->amp_k_block;
+    int64_t pieces_b = s->b_param ? st->min_pieces : 1;
+    int64_t gran = cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
+    out->n = 0;
+    for (int64_t R = 1, prev_m = 0; R <= min64(M, left); R++) {
+        int64_t bm0 = cdiv(M, R);
+        if (bm0 == prev_m) continue;
+        prev_m = bm0;
+        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, gran), left / R); C++) {
+            int64_t bn = N < gran ? N : min64(round_up(cdiv(N, C), gran), N);
+            if (bn == prev_n) continue;
+            prev_n = bn;
+            int64_t Cr = cdiv(N, bn);
+            for (int64_t Kp = 1, prev_k = 0; Kp <= min64(cdiv(K, kblock), left / (R * Cr)); Kp++) {
+                int64_t bk = round_up(cdiv(K, Kp), kblock);
+                if (bk > K) bk = K;
+                if (bk == prev_k) continue;
+                prev_k = bk;
+                int64_t Kr = cdiv(K, bk), sub = cdiv(bm0, Kr);
+                cand c = {.c = base};
+                c.c.bm = sub * Kr; /* may pass M when M < Kp: the layouts store only rows that exist */
+                c.c.bn = bn;
+                c.c.bk = bk;
+                if (cdiv(M, c.c.bm) * Cr * Kr > left) continue;
+                /* Partials in the chain dtype, unless that leaves the tile no room: then f16, as the
+                 * IPU's AMP writes them (each tile's chain stays in acc). */
+                double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
+                c.c.partials = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes ? DT_F16 : s->acc;
+                c.score = score(st, s, G, &c.c);
+                keep(out, &c);
+            }
+        }
+    }
+}
+
+static int choose(void *ctx, const mid_gemm_site *s, mid_gemm_plan *out, diag *d) {
+    state *st = ctx;
+    op_alts *a = &st->alts[s->op];
+    candidates(st, s, a);
+    a->seen = true;
+    if (st->start && s->op < st->start->nops && st->start->has[s->op]) {
+        *out = st->start->gemm[s->op]; /* given: expansion checks it fits the op */
+        return 0;
+    }
+    if (!a->n) return graph_fail_op(st->g, s->op, d, "no tile grid of machine '%s' can run this matmul", st->m->name);
+    *out = a->v[0].c;
+    return 0;
+}
+
+/* ---- evaluating a plan ---------------------------------------------------------------------- */
+
+typedef struct eval {
+    double cycles, peak, table_max;
+    bool ok;
+} eval;
+
+static eval evaluate(const state *st, const mid_plan *pl, est_cache *cache, est_result *keep_est) {
+    mid_plan p;
+    mid_plan_copy(&p, pl);
+    p.choose = NULL;
+    mid_program mid;
+    diag d = {0};
+    eval e = {0};
+    if (mid_expand(st->g, st->m, &p, &mid, &d) == 0) {
+        est_result r = {0};
+        est_program(&mid, cache, &r);
+        e = (eval){r.cycles, r.peak_bytes, r.table_bytes_max, true};
+        if (keep_est) *keep_est = r;
+        mid_free(&mid);
+    }
+    mid_plan_free(&p);
+    return e;
+}
+
+/* ---- local search ------------------------------------------------------------------------- */
+
+typedef struct proposal {
+    const state *st;
+    const mid_plan *base;
+    est_cache *cache;
+    int32_t op;
+    const cand *alt;
+    eval *out;
+} proposal;
+
+static void run_proposals(void *ctx, int64_t b, int64_t e) {
+    proposal *p = ctx;
+    for (int64_t i = b; i < e; i++) {
+        mid_plan pl;
+        mid_plan_copy(&pl, p[i].base);
+        pl.gemm[p[i].op] = p[i].alt->c;
+        *p[i].out = evaluate(p[i].st, &pl, p[i].cache, NULL);
+        mid_plan_free(&pl);
+    }
+}
+
+static bool same_plan(const mid_gemm_plan *a, const mid_gemm_plan *b) {
+    return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
+           a->bk == b->bk && a->partials == b->partials;
+}
+
+static void push_finalist(search_result *r, const mid_plan *pl, double cycles) {
+    if (r->nfinalists == SEARCH_FINALISTS) mid_plan_free(&r->finalist[--r->nfinalists]);
+    memmove(&r->finalist[1], &r->finalist[0], sizeof(mid_plan) * (size_t)r->nfinalists);
+    memmove(&r->finalist_cycles[1], &r->finalist_cycles[0], sizeof(double) * (size_t)r->nfinalists);
+    mid_plan_copy(&r->finalist[0], pl);
+    r->finalist[0].choose = NULL;
+    r->finalist_cycles[0] = cycles;
+    r->nfinalists++;
+}
+
+/* The usable part of a tile for buffers once code and tables have theirs. */
+static double buffer_room(const machine *m, double table_max) {
+    double code = 16384; /* code and run descriptors: src/place's estimate is well below this on the zoo */
+    return (double)(m->loader_limit - m->tile_memory_base) - table_max - code;
+}
+
+int search_plan(const graph *g, const machine *m, const mid_plan *start, const search_options *o, search_result *r, diag *d) {
+    double t0 = util_now_seconds();
+    memset(r, 0, sizeof *r);
+    arena_init(&r->arena);
+    state st = {g, m, search_min_pieces(g, m), temp_bytes(g, m), xcalloc((size_t)g->ops.n + 1, sizeof(op_alts)), start};
+    mid_plan pl;
+    mid_plan_init(&pl, g);
+    pl.choose = choose;
+    pl.ctx = &st;
+    /* The start: expansion asks for every grid; the chooser scores the op's
+     * candidates, keeps its alternatives, and answers with the given choice
+     * or else the best-scored one. */
+    mid_program mid;
+    int rc = mid_expand(g, m, &pl, &mid, d);
+    if (rc == 0) mid_free(&mid);
+    est_cache *cache = est_cache_new(m);
+    eval cur = {0};
+    if (rc == 0) {
+        cur = evaluate(&st, &pl, cache, NULL);
+        r->evaluations++;
+        push_finalist(r, &pl, cur.cycles);
+    }
+    double room = buffer_room(m, cur.table_max), limit = cur.peak > room ? cur.peak : room;
+    VEC(int32_t) ops = {0};
+    for (int32_t i = 0; i < g->ops.n && rc == 0; i++)
+        if (graph_opr(g, i)->kind == OP_MATMUL && st.alts[i].n > 1) vec_push(&r->arena, &ops, i);
+    progress pg;
+    progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
+    bool improved = rc == 0 && o->steps > 0;
+    eval *res = xcalloc(SEARCH_ALTERNATIVES, sizeof(eval));
+    proposal *props = xcalloc(SEARCH_ALTERNATIVES, sizeof(proposal));
+    while (improved && r->proposals < o->steps) {
+        improved = false;
+        for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
+            int32_t op = ops.v[k];
+            const op_alts *a = &st.alts[op];
+            int n = 0;
+            for (int i = 0; i < a->n && r->proposals + n < o->steps; i++)
+                if (!same_plan(&a->v[i].c, &pl.gemm[op]))
+                    props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], &res[n]};
+            for (int i = 0; i < n; i++) props[i].out = &res[i];
+            util_parallel(n, 1, run_proposals, props);
+            r->proposals += n;
+            r->evaluations += n;
+            int best = -1;
+            for (int i = 0; i < n; i++) {
+                if (!res[i].ok) continue;
+                if (res[i].peak > limit) {
+                    r->rejected_memory++;
+                    continue;
+                }
+                if (res[i].cycles >= cur.cycles * (1 - 1e-9)) {
+                    r->rejected_slower++;
+                    continue;
+                }
+                if (best < 0 || res[i].cycles < res[best].cycles) best = i;
+            }
+            if (best >= 0) {
+                search_step s = {op, cur.cycles, res[best].cycles};
+                vec_push(&r->arena, &r->steps, s);
+                pl.gemm[op] = props[best].alt->c;
+                cur = res[best];
+                push_finalist(r, &pl, cur.cycles);
+                improved = true;
+            }
+            char detail[160];
+            snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur.cycles, (int)r->steps.n);
+            progress_step(&pg, r->proposals, detail);
+        }
+    }
+    progress_end(&pg);
+    free(res);
+    free(props);
+    if (rc == 0) {
+        /* The best finalist's estimate, per prim, for the report. */
+        mid_plan best;
+        mid_plan_copy(&best, &r->finalist[0]);
+        mid_program bm;
+        diag dd = {0};
+        if (mid_expand(g, m, &best, &bm, &dd) == 0) {
+            r->est.prim_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
+            est_program(&bm, cache, &r->est);
+            for (int32_t i = 0; i < g->ops.n; i++) {
+                if (graph_opr(g, i)->kind != OP_MATMUL || !best.has[i]) continue;
+                search_op so = {.op = i, .chosen = best.gemm[i]};
+                for (int32_t k = 0; k < bm.prims.n; k++)
+                    if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
+                const op_alts *a = &st.alts[i];
+                for (int k = 0; k < a->n; k++) {
+                    if (same_plan(&a->v[k].c, &so.chosen)) so.chosen_score = a->v[k].score;
+                    else if (!so.has_runner) so.runner_up = a->v[k].c, so.runner_score = a->v[k].score, so.has_runner = true;
+                }
+                vec_push(&r->arena, &r->ops, so);
+            }
+            mid_free(&bm);
+        }
+        mid_plan_free(&best);
+    }
+    est_cache_stats(cache, &r->copies_priced, &r->copies_reused);
+    est_cache_free(cache);
+    mid_plan_free(&pl);
+    free(st.alts);
+    r->seconds = util_now_seconds() - t0;
+    return rc;
+}
+
+void search_result_free(search_result *r) {
+    for (int i = 0; i < r->nfinalists; i++) mid_plan_free(&r->finalist[i]);
+    arena_free(&r->arena);
+    memset(r, 0, sizeof *r);
+}

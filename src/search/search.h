@@ -1,0 +1,80 @@
+/* search: choosing the plan (docs/search.md).
+ *
+ *   candidates  per matmul, every distinct (batch, rows, columns, K) grid the
+ *               machine's tiles allow, scored alone: the AMP run (machine.h's
+ *               formula), operand delivery, and for a K split the partials'
+ *               exchange and reduction; parameter operands must be cut into
+ *               enough distinct pieces that every parameter fits. The best
+ *               SEARCH_ALTERNATIVES stay as the op's alternatives.
+ *   greedy      expansion asks for each matmul's grid as it reaches it and
+ *               takes the best-scored candidate: the starting plan.
+ *   local       one proposal at a time, one matmul's alternative; the whole
+ *               program is expanded and priced (src/estimate), and the change
+ *               is kept only when the program gets faster and its estimated
+ *               peak still fits. A round tries every alternative of one op in
+ *               parallel and keeps the best (ties: the earlier alternative),
+ *               so the result does not depend on the thread count.
+ *   finalists   every accepted plan is a finalist; the caller lowers and
+ *               places the best and falls back to earlier ones.
+ *   recipes     every choice under the graph op's stable name, as JSON.
+ */
+#ifndef TESSEL_SEARCH_H
+#define TESSEL_SEARCH_H
+
+#include "../estimate/estimate.h"
+#include "../mid/mid.h"
+
+enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4 };
+
+typedef struct search_options {
+    int64_t steps;           /* local-search proposals at most; 0: expand the plan as given */
+    bool quiet;              /* no progress line */
+} search_options;
+
+/* One accepted local-search step. */
+typedef struct search_step {
+    int32_t op;              /* the matmul changed */
+    double before, after;    /* predicted cycles */
+} search_step;
+
+/* Per matmul: its choice, predicted cost alone, and the runner-up. */
+typedef struct search_op {
+    int32_t op;
+    mid_gemm_plan chosen, runner_up;
+    double chosen_score, runner_score; /* cycles of the op alone (candidate score) */
+    double cycles;                     /* predicted cycles of its prims in the whole program, one execution */
+    bool has_runner;
+} search_op;
+
+typedef struct search_result {
+    mid_plan finalist[SEARCH_FINALISTS]; /* best first */
+    double finalist_cycles[SEARCH_FINALISTS];
+    int nfinalists;
+    est_result est;                      /* of the best finalist */
+    VEC(search_step) steps;
+    VEC(search_op) ops;
+    int64_t proposals, rejected_memory, rejected_slower, evaluations;
+    int64_t copies_priced, copies_reused;
+    double seconds;
+    arena arena;
+} search_result;
+
+/* Plans g for m starting from `start` (choices given, e.g. from a recipe;
+ * NULL: none), then improves it by local search. */
+int search_plan(const graph *g, const machine *m, const mid_plan *start, const search_options *o, search_result *r, diag *d);
+void search_result_free(search_result *r);
+
+/* What every op's tile share may take for temporaries, and the distinct
+ * pieces a parameter must be cut into so all parameters fit (docs/search.md). */
+int64_t search_min_pieces(const graph *g, const machine *m);
+
+/* ---- recipes (recipe.c) ---- */
+
+/* The plan as a recipe: JSON text (caller frees), keyed by op names, with the
+ * model's name, every matmul's shape and the machine's fingerprint. */
+char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl);
+/* Reads a recipe into pl (initialised for g): refuses one for another model
+ * or machine, saying what differs; d names the file. */
+int search_recipe_load(const char *path, const graph *g, const machine *m, mid_plan *pl, diag *d);
+
+#endif
