@@ -84,12 +84,17 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     mid_plan_free(&start);
     info->search_seconds = util_now_seconds() - t0;
     /* The best finalist that lowers and places; the others in order when it
-     * does not (memory, exchange tables). */
+     * does not (memory, exchange tables). TESSEL_REFUSE_FINALISTS=N makes
+     * placement refuse the first N, so tests can watch the fallback. */
+    const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
+    int nrefuse = refuse ? atoi(refuse) : 0;
     for (int i = 0; rc == 0 && i < info->search.nfinalists; i++) {
         free(info->recipe);
         info->recipe = search_recipe_json(g, m, &info->search.finalist[i]);
         diag fd = {0};
-        if (build_package(g, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
+        if (i < nrefuse) {
+            diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, i + 1, nrefuse);
+        } else if (build_package(g, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
             info->finalist = i;
             break;
         }

@@ -87,7 +87,6 @@ static bool view_equal(const layout_view *a, const layout_view *b, int drank, in
 typedef struct walk_tile {
     uint64_t sent, recv, fsent, frecv, rows_recv, spans, local_bytes, local_boxes;
     int64_t last_dst_end;   /* end of the last remote run received (contiguous receives share a row) */
-    int64_t last_len, last_step_d, last_step_s, last_d, last_s, box_n; /* the on-tile box being grown */
 } walk_tile;
 
 typedef struct send_key {
@@ -100,35 +99,29 @@ typedef struct copy_walk {
     walk_tile *t;
     send_key *sends;
     int64_t nsends, cap;
+    layout_run *local;       /* on-tile runs, in order */
+    int64_t nlocal, lcap;
 } copy_walk;
 
 static uint64_t splits(const machine *m, int64_t bytes) { return (uint64_t)cdiv(bytes, m->max_send_bytes); }
 
-/* On-tile runs become strided boxes as the lowering makes them: runs of one
- * length at a constant step on both sides are one copy run. */
-static void local_run(copy_walk *w, const layout_run *r) {
-    walk_tile *t = &w->t[r->dst_tile];
-    t->spans++;
-    t->local_bytes += (uint64_t)r->bytes;
-    bool grows = t->box_n > 0 && r->bytes == t->last_len &&
-                 (t->box_n == 1 ? r->dst_off > t->last_d && r->src_off >= t->last_s
-                                : r->dst_off - t->last_d == t->last_step_d && r->src_off - t->last_s == t->last_step_s);
-    if (grows) {
-        if (t->box_n == 1) t->last_step_d = r->dst_off - t->last_d, t->last_step_s = r->src_off - t->last_s;
-        t->box_n++;
-    } else {
-        t->local_boxes++;
-        t->box_n = 1;
-        t->last_len = r->bytes;
-    }
-    t->last_d = r->dst_off;
-    t->last_s = r->src_off;
+/* An on-tile copy run as the lowering makes it (layout_copy_boxes). */
+static void local_box(void *ctx, const layout_copy_box *b) {
+    walk_tile *t = &((copy_walk *)ctx)->t[b->tile];
+    uint64_t spans = (uint64_t)(b->n[0] * b->n[1]);
+    t->local_boxes++;
+    t->spans += spans;
+    t->local_bytes += spans * (uint64_t)b->len;
 }
 
 static int copy_run(void *ctx, const layout_run *r) {
     copy_walk *w = ctx;
     if (r->src_tile == r->dst_tile) {
-        local_run(w, r);
+        if (w->nlocal == w->lcap) {
+            w->lcap = w->lcap ? 2 * w->lcap : 1024;
+            w->local = xrealloc(w->local, sizeof(layout_run) * (size_t)w->lcap);
+        }
+        w->local[w->nlocal++] = *r;
         return 0;
     }
     walk_tile *t = &w->t[r->dst_tile];
@@ -158,6 +151,7 @@ static void price_copy(const machine *m, copy_cost *c) {
     copy_walk w = {.m = m, .t = xcalloc(tiles, sizeof(walk_tile))};
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
+    layout_copy_boxes(w.local, w.nlocal, local_box, &w);
     /* Runs with one source span and destination offset are one multicast
      * fragment: the sender pays for it once. */
     if (w.nsends) qsort(w.sends, (size_t)w.nsends, sizeof(send_key), cmp_send);
@@ -184,6 +178,7 @@ static void price_copy(const machine *m, copy_cost *c) {
         }
     }
     free(w.sends);
+    free(w.local);
     free(w.t);
 }
 

@@ -115,6 +115,17 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
 void layout_pick_source(const layout *src, const int64_t *src_shard, int32_t dst_tile, int64_t dst_shard_lin,
                         int64_t dst_rep_lin, int64_t *src_rep);
 
+/* On-tile runs (src_tile == dst_tile, in layout_runs' order) grouped as the
+ * lowering copies them: runs of one length at constant steps on both sides
+ * become rows, rows of one shape at constant steps become planes; fn gets
+ * each box, in order. The estimator counts the same boxes. */
+typedef struct layout_copy_box {
+    int32_t tile;
+    int64_t dst, src, len;                /* first span's offsets, bytes per span */
+    int64_t n[2], dstep[2], sstep[2];     /* [0] planes, [1] rows: counts and byte steps */
+} layout_copy_box;
+void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, const layout_copy_box *b), void *ctx);
+
 /* ---- spans.c ----------------------------------------------------------------- */
 
 /* Walks the valid elements of one shard (or, with shard NULL, of every

@@ -1,7 +1,9 @@
 /* spans.c: contiguous element spans of every shard, for moving whole tensors
- * between host arrays and tile memory (parameters, inputs, outputs). */
+ * between host arrays and tile memory (parameters, inputs, outputs), and the
+ * grouping of on-tile copy spans into strided boxes. */
 #include "layout.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void *ctx) {
@@ -43,4 +45,42 @@ void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void
         }
         if (a < 0) return;
     }
+}
+
+static bool extends(const layout_copy_box *b, int level, int64_t dst, int64_t src) {
+    int64_t k = b->n[level];
+    if (k == 1) return dst > b->dst && src >= b->src;
+    return dst == b->dst + k * b->dstep[level] && src == b->src + k * b->sstep[level];
+}
+
+/* Two passes: spans into rows, rows into planes. */
+void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, const layout_copy_box *b), void *ctx) {
+    layout_copy_box *rows = xmalloc(sizeof(layout_copy_box) * (size_t)(n ? n : 1));
+    int64_t nrows = 0;
+    for (int64_t i = 0; i < n; i++) {
+        layout_copy_box *b = nrows ? &rows[nrows - 1] : NULL;
+        const layout_run *r = &runs[i];
+        if (b && b->tile == r->dst_tile && b->len == r->bytes && extends(b, 1, r->dst_off, r->src_off)) {
+            if (b->n[1] == 1) b->dstep[1] = r->dst_off - b->dst, b->sstep[1] = r->src_off - b->src;
+            b->n[1]++;
+            continue;
+        }
+        rows[nrows++] = (layout_copy_box){r->dst_tile, r->dst_off, r->src_off, r->bytes, {1, 1}, {0, 0}, {0, 0}};
+    }
+    layout_copy_box plane = {0};
+    bool open = false;
+    for (int64_t i = 0; i < nrows; i++) {
+        const layout_copy_box *r = &rows[i];
+        if (open && plane.tile == r->tile && plane.len == r->len && plane.n[1] == r->n[1] && plane.dstep[1] == r->dstep[1] &&
+            plane.sstep[1] == r->sstep[1] && extends(&plane, 0, r->dst, r->src)) {
+            if (plane.n[0] == 1) plane.dstep[0] = r->dst - plane.dst, plane.sstep[0] = r->src - plane.src;
+            plane.n[0]++;
+            continue;
+        }
+        if (open) fn(ctx, &plane);
+        plane = *r;
+        open = true;
+    }
+    if (open) fn(ctx, &plane);
+    free(rows);
 }

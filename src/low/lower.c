@@ -568,22 +568,9 @@ static int copy_sink(void *vctx, const layout_run *run) {
     return 0;
 }
 
-/* On-tile spans of equal length at constant steps on both sides become one
- * strided copy: spans of a transpose or a retile cost one run, not one each.
- * Two passes: spans into rows, rows into planes. */
-typedef struct span_box {
-    int32_t tile;
-    int64_t dst, src, len;
-    int64_t n[2], dstep[2], sstep[2];  /* [0] outer (planes), [1] inner (rows) */
-} span_box;
-
-static bool extends(const span_box *b, int level, int64_t dst, int64_t src) {
-    int64_t k = b->n[level];
-    if (k == 1) return dst > b->dst && src >= b->src;
-    return dst == b->dst + k * b->dstep[level] && src == b->src + k * b->sstep[level];
-}
-
-static void emit_copy_box(lx *x, const mid_prim *pr, const span_box *b) {
+static void emit_copy_box(void *ctx, const layout_copy_box *b) {
+    lx *x = ((void **)ctx)[0];
+    const mid_prim *pr = ((void **)ctx)[1];
     low_run *r = new_run(x, LOW_K_COPY, b->tile);
     set_operand(x, r, 0, pr->out[0], b->dst);
     set_operand(x, r, 1, pr->in[0], b->src);
@@ -596,33 +583,12 @@ static void emit_copy_box(lx *x, const mid_prim *pr, const span_box *b) {
 }
 
 static void emit_local_copies(lx *x, const mid_prim *pr, const remote *loc, int32_t n) {
-    span_box *rows = xmalloc(sizeof(span_box) * (size_t)(n ? n : 1));
-    int32_t nrows = 0;
-    for (int32_t i = 0; i < n; i++) {
-        span_box *b = nrows ? &rows[nrows - 1] : NULL;
-        if (b && b->tile == loc[i].dst_tile && b->len == loc[i].bytes && extends(b, 1, loc[i].dst_off, loc[i].src_off)) {
-            if (b->n[1] == 1) b->dstep[1] = loc[i].dst_off - b->dst, b->sstep[1] = loc[i].src_off - b->src;
-            b->n[1]++;
-            continue;
-        }
-        rows[nrows++] = (span_box){loc[i].dst_tile, loc[i].dst_off, loc[i].src_off, loc[i].bytes, {1, 1}, {0, 0}, {0, 0}};
-    }
-    span_box plane = {0};
-    bool open = false;
-    for (int32_t i = 0; i < nrows; i++) {
-        const span_box *r = &rows[i];
-        if (open && plane.tile == r->tile && plane.len == r->len && plane.n[1] == r->n[1] && plane.dstep[1] == r->dstep[1] &&
-            plane.sstep[1] == r->sstep[1] && extends(&plane, 0, r->dst, r->src)) {
-            if (plane.n[0] == 1) plane.dstep[0] = r->dst - plane.dst, plane.sstep[0] = r->src - plane.src;
-            plane.n[0]++;
-            continue;
-        }
-        if (open) emit_copy_box(x, pr, &plane);
-        plane = *r;
-        open = true;
-    }
-    if (open) emit_copy_box(x, pr, &plane);
-    free(rows);
+    layout_run *runs = xmalloc(sizeof(layout_run) * (size_t)(n ? n : 1));
+    for (int32_t i = 0; i < n; i++)
+        runs[i] = (layout_run){loc[i].src_tile, loc[i].dst_tile, loc[i].src_off, loc[i].dst_off, loc[i].bytes};
+    void *ctx[2] = {x, (void *)pr};
+    layout_copy_boxes(runs, n, emit_copy_box, ctx);
+    free(runs);
 }
 
 static int cmp_remote(const void *a, const void *b) {
