@@ -270,7 +270,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             int n = 0;
             for (int i = 0; i < a->n && r->proposals + n < o->steps; i++)
                 if (!same_plan(&a->v[i].c, &pl.gemm[op]))
-                    props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], &res[n]};
+                    props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], NULL};
             for (int i = 0; i < n; i++) props[i].out = &res[i];
             util_parallel(n, 1, run_proposals, props);
             r->proposals += n;
