@@ -237,6 +237,7 @@ static void copy_program(placer *p) {
         low_run r = src->runs.v[i];
         for (int k = 0; k < LOW_MAX_OPERANDS; k++)
             r.ptr[k] = low_run_uses(&r, k) ? absolute(p, r.ptr[k]) : (low_addr){.buf = LOW_ABSOLUTE};
+        low_run_canonical(&r); /* what the package holds of it, so a loaded run is this run */
         vec_push(a, &dst->runs, r);
     }
     for (int32_t i = 0; i < src->frags.n; i++) {
