@@ -17,6 +17,7 @@ typedef struct checker {
     uint8_t *frag_owned;  /* per fragment: 1 once an exchange step has claimed it */
     int32_t *tile_step;   /* per tile: the last compute step with a run on it, -1 none */
     uint32_t *tile_run;   /* per tile: its last run in that step */
+    uint32_t next_run, next_frag; /* where the next compute (exchange) step's runs (fragments) start */
 } checker;
 
 static int fail(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -93,7 +94,7 @@ static int fail_run(checker *c, uint32_t i, const char *why) {
     char kernel[24];
     if (r->kernel < LOW_K_COUNT) snprintf(kernel, sizeof kernel, "%s", low_kernel_names[r->kernel]);
     else snprintf(kernel, sizeof kernel, "kernel %u", r->kernel);
-    return fail(c, "run %" PRIu32 " (%s on tile %" PRIu32 "): %s", i, kernel, r->tile, why);
+    return fail(c, "section RUNS: run %" PRIu32 " (%s on tile %" PRIu32 "): %s", i, kernel, r->tile, why);
 }
 
 static int check_run(checker *c, uint32_t i, int32_t step, uint32_t iters) {
@@ -124,7 +125,7 @@ static int check_run(checker *c, uint32_t i, int32_t step, uint32_t iters) {
 
 static int fail_frag(checker *c, uint32_t i, const char *why) {
     const low_frag *f = &c->p->prog.frags.v[i];
-    return fail(c, "fragment %" PRIu32 " (tile %" PRIu32 " to %" PRIu32 " tile%s): %s", i, f->src_tile, f->ndst,
+    return fail(c, "section FRAG: fragment %" PRIu32 " (tile %" PRIu32 " to %" PRIu32 " tile%s): %s", i, f->src_tile, f->ndst,
                 f->ndst == 1 ? "" : "s", why);
 }
 
@@ -168,7 +169,7 @@ static int fail_step(checker *c, int32_t i, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(c, "step %" PRId32 " (%s): %s", i, what, msg);
+    return fail(c, "section STEP: step %" PRId32 " (%s): %s", i, what, msg);
 }
 
 /* The runs (or fragments) of step i: inside the array, and each claimed
@@ -181,6 +182,12 @@ static int check_range(checker *c, int32_t i, uint32_t iters, bool compute) {
     if ((uint64_t)s->first + s->count > (uint64_t)have)
         return fail_step(c, i, "%s %" PRIu32 "..%" PRIu64 " run past the %" PRId32 " %s of the package", what, s->first,
                          (uint64_t)s->first + s->count, have, what);
+    /* The file stores only counts: each step's runs (fragments) follow the previous one's. */
+    uint32_t *next = compute ? &c->next_run : &c->next_frag;
+    if (s->first != *next)
+        return fail_step(c, i, "its %s start at %" PRIu32 ", not at %" PRIu32 " where the previous step's end", what, s->first,
+                         *next);
+    *next = s->first + s->count;
     for (uint32_t k = s->first; k < s->first + s->count; k++) {
         if (owned[k]) return fail_step(c, i, "%.*s %" PRIu32 " also belongs to an earlier step", (int)strlen(what) - 1, what, k);
         owned[k] = 1;
@@ -233,7 +240,7 @@ static int check_dsts(checker *c) {
     const low_program *g = &c->p->prog;
     for (int32_t i = 0; i < g->dst_tiles.n; i++)
         if (g->dst_tiles.v[i] >= c->m->tiles)
-            return fail(c, "destination list entry %" PRId32 " is tile %" PRIu32 ", outside the machine's %" PRIu32 " tiles",
+            return fail(c, "section DSTS: destination list entry %" PRId32 " is tile %" PRIu32 ", outside the machine's %" PRIu32 " tiles",
                         i, g->dst_tiles.v[i], c->m->tiles);
     return 0;
 }
@@ -243,15 +250,15 @@ static int check_bufs(checker *c) {
     for (int32_t i = 0; i < g->bufs.n; i++) {
         const low_buf *b = &g->bufs.v[i];
         if (!label_ok(c, b->label))
-            return fail(c, "buffer %" PRId32 ": label offset %" PRIu32 " is outside the string table (%" PRId32 " bytes)", i,
+            return fail(c, "section BUFS: buffer %" PRId32 ": label offset %" PRIu32 " is outside the string table (%" PRId32 " bytes)", i,
                         b->label, g->strings.n);
         if (b->first < -1 || b->first > g->steps.n || b->last < -1 || b->last > g->steps.n || b->first > b->last)
-            return fail(c, "buffer %" PRId32 ": steps %" PRId32 "..%" PRId32 " are not steps of the program (%" PRId32 " steps)",
+            return fail(c, "section BUFS: buffer %" PRId32 ": steps %" PRId32 "..%" PRId32 " are not steps of the program (%" PRId32 " steps)",
                         i, b->first, b->last, g->steps.n);
         /* Placed (an address), it owns at least its payload inside what the loader fills. */
         if ((b->addr || b->reserved) &&
             (b->reserved < b->bytes || b->addr < c->m->tile_memory_base || (uint64_t)b->addr + b->reserved > c->m->loader_limit))
-            return fail(c, "buffer %" PRId32 ": %" PRIu32 " bytes reserved at 0x%" PRIx32 " for %" PRIu32
+            return fail(c, "section BUFS: buffer %" PRId32 ": %" PRIu32 " bytes reserved at 0x%" PRIx32 " for %" PRIu32
                         " of payload, outside tile memory below the loader limit 0x%" PRIx32,
                         i, b->reserved, b->addr, b->bytes, c->m->loader_limit);
     }
@@ -284,7 +291,7 @@ static int check_segment(checker *c, int32_t i) {
                  s->blob_off + s->bytes, c->p->blob_bytes);
     else if (span_ok(&at, s->bytes, 0, m->tile_memory_base, m->loader_limit, "the loader limit", "it", why, sizeof why))
         return 0;
-    return fail(c, "segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 ", %" PRIu32 " bytes): %s", i, s->tile, s->addr,
+    return fail(c, "section SEGS: segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 ", %" PRIu32 " bytes): %s", i, s->tile, s->addr,
                 s->bytes, why);
 }
 
@@ -304,7 +311,7 @@ static int check_segments(checker *c) {
     for (int32_t k = 1; k < n && rc == 0; k++) {
         const seg_key *a = &keys[k - 1], *b = &keys[k];
         if (a->tile == b->tile && (uint64_t)a->addr + a->bytes > b->addr)
-            rc = fail(c, "segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 "..0x%" PRIx64 ") overlaps segment %" PRId32
+            rc = fail(c, "section SEGS: segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 "..0x%" PRIx64 ") overlaps segment %" PRId32
                       " (0x%" PRIx32 "..0x%" PRIx64 ")", b->index, b->tile, b->addr, (uint64_t)b->addr + b->bytes,
                       a->index, a->addr, (uint64_t)a->addr + a->bytes);
     }
@@ -362,17 +369,17 @@ static int check_bindings(checker *c) {
         char why[512];
         int32_t other;
         if (!b->name || !b->name[0]) {
-            rc = fail(c, "binding %" PRId32 " has no name", i);
+            rc = fail(c, "section BIND: binding %" PRId32 " has no name", i);
         } else if (strmap_get(&names[b->role], b->name, &other)) {
-            rc = fail(c, "binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
+            rc = fail(c, "section BIND: binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
         } else if (b->role < last) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): a%s %s after a%s %s (inputs, then outputs, then probes)", i, b->name,
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): a%s %s after a%s %s (inputs, then outputs, then probes)", i, b->name,
                       b->role == PKG_PROBE ? "" : "n", role_names[b->role], last == PKG_PROBE ? "" : "n", role_names[last]);
         } else if (b->role == PKG_PROBE ? b->step < 0 || b->step >= c->p->prog.steps.n : b->step != -1) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): step %" PRId32 " is not %s", i, b->name, b->step,
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): step %" PRId32 " is not %s", i, b->name, b->step,
                       b->role == PKG_PROBE ? "a step of the program" : "-1 (only probes name a step)");
         } else if (!binding_ok(c, b, why, sizeof why)) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
         } else {
             strmap_put(&names[b->role], b->name, i);
             last = b->role;

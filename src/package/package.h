@@ -14,7 +14,8 @@
  *   meta      JSON text: model, recipe, compile statistics
  *
  * The file is a little-endian sequence of sections, each a tag, a CRC-32C of
- * its payload, a byte length and fixed-size records; the layout is in
+ * its payload, a byte length and its records (a run holds only what its
+ * kernel reads, whatever low_run's arrays can hold); the layout is in
  * docs/package.md. Every checksum is verified before anything is read. Writing the same
  * package twice gives the same bytes. A package is untrusted input: the
  * reader checks every count, index, offset and length, and every address a
@@ -27,7 +28,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 3 };
+enum { PACKAGE_VERSION = 4 };
 
 typedef struct pkg_segment {
     uint32_t tile;

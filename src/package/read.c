@@ -202,8 +202,9 @@ static int read_sections(reader *r) {
         (vec).v = v_;                                               \
         (vec).n = (vec).cap = n_;                                   \
     } while (0)
-    RECORDS(p->prog.steps, SEC_STEPS);
-    RECORDS(p->prog.runs, SEC_RUNS);
+    pkg_in_ctx c = {&p->arena, r->path, r->d};
+    pkg_in steps = {r->payload[SEC_STEPS], r->payload_bytes[SEC_STEPS], 0}, runs = {r->payload[SEC_RUNS], r->payload_bytes[SEC_RUNS], 0};
+    if (pkg_steps_decode(&c, &steps, &p->prog) != 0 || pkg_runs_decode(&c, &runs, &p->prog) != 0) return -1;
     RECORDS(p->prog.frags, SEC_FRAGS);
     RECORDS(p->prog.dst_tiles, SEC_DSTS);
     RECORDS(p->prog.bufs, SEC_BUFS);

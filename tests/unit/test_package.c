@@ -197,6 +197,8 @@ static void build(package *p) {
     add_image(p);
     add_bindings(p);
     p->meta = arena_strdup(&p->arena, "{\"model\": \"test\", \"cycles\": 1234}");
+    /* What placement does: a placed run holds only what its kernel reads. */
+    for (int32_t i = 0; i < p->prog.runs.n; i++) low_run_canonical(&p->prog.runs.v[i]);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -362,8 +364,11 @@ static void test_round_trip(void **state) {
 }
 
 /* The record sizes docs/package.md gives, pinned: header 24, section
- * headers 16, step 17, run 205, fragment 40, destination 4, buffer 24,
- * segment 20, binding 278 bytes. */
+ * headers 16; steps and runs a count and variable records (a step 5 bytes
+ * and its count or iterations; a run its tile and kernel, op or acc, the
+ * kernel's box axes and floats, 10 bytes per operand it uses, 4 per stride
+ * its kernel reads); fragment 40, destination 4, buffer 24, segment 20,
+ * binding 278 bytes. */
 static void test_documented_sizes(void **state) {
     (void)state;
     package p;
@@ -371,10 +376,17 @@ static void test_documented_sizes(void **state) {
     size_t len;
     uint8_t *img = package_image(&p, &len);
     char *json = machine_to_json(&p.machine);
-    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + 6 * 17 + 6 * 205 + 2 * 40 + 4 * 4 + 1 * 24 +
+    size_t steps = 4 + 5 * 9 + 5;                  /* compute, repeat, compute, exchange, compute; end */
+    size_t runs = 4 + (5 + 4 + 4 + 10)              /* fill: n[0], f[0], one operand */
+                  + (5 + 16 + 2 * 10 + 6 * 4)       /* copy: n[0..4), two operands, strides [0..1][0..3) */
+                  + (5 + 4 + 4 + 10)                /* fill */
+                  + (5 + 1 + 16 + 3 * 10 + 6 * 4)   /* gemm: acc, n[0..4), three operands, strides [0..3][0..2) */
+                  + (5 + 1 + 16 + 4 + 3 * 10 + 12 * 4) /* ewise add: op, n, f[0], three operands, all strides */
+                  + (5 + 8 + 2 * 10 + 2 * 4);       /* softmax: n[0..2), two operands, stride[0..2][0] */
+    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + 2 * 40 + 4 * 4 + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\3\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\4\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -461,8 +473,8 @@ static void test_header(void **state) {
     expect_refused(img, len, "not a tessel package");
     img[0] = 'T';
 
-    put_u32(img + 8, 2);
-    expect_refused(img, len, "package format version 2, but this tessel reads only version 3");
+    put_u32(img + 8, 3);
+    expect_refused(img, len, "package format version 3, but this tessel reads only version 4");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -560,8 +572,32 @@ static void test_records(void **state) {
     uint8_t *img = good_image(&len);
 
     uint8_t *cut = shorten_section(img, len, "STEP", &short_len);
-    expect_refused(cut, short_len, "section STEP holds 101 bytes, not a whole number of 17-byte step records");
+    expect_refused(cut, short_len, "section STEP: step 5 (compute): the section ends inside field count");
     free(cut);
+    cut = shorten_section(img, len, "RUNS", &short_len);
+    expect_refused(cut, short_len, "section RUNS: run 5 (softmax on tile 4): the section ends inside field stride[1][0]");
+    free(cut);
+
+    /* Step and run records, field by field: a count, then kind u8, label u32, ... */
+    size_t step = section_at(img, len, "STEP") + 16, runs = section_at(img, len, "RUNS") + 16;
+    put_u32(img + step, 7);
+    expect_refused(img, len, "section STEP: step 6 (?): the section ends inside field kind");
+    put_u32(img + step, 5);
+    expect_refused(img, len, "section STEP: 9 bytes after its 5 steps");
+    put_u32(img + step, 6);
+    img[step + 4 + 9] = 9;  /* the second step's kind */
+    expect_refused(img, len, "section STEP: step 1 (kind 9): unknown step kind");
+    img[step + 4 + 9] = LOW_STEP_REPEAT;
+    img[runs + 4 + 4] = 99;  /* the first run's kernel */
+    expect_refused(img, len, "section RUNS: run 0 (kernel 99 on tile 5): unknown kernel");
+    img[runs + 4 + 4] = LOW_K_FILL;
+    put_u32(img + runs + 4 + 5, 0);  /* its n[0] */
+    expect_refused(img, len, "section RUNS: run 0 (fill on tile 5): empty run");
+    put_u32(img + runs + 4 + 5, 64);
+    put_u32(img + runs + 4 + 13 + 2, 0x6bf80);  /* its address: 256 bytes from there cross the end */
+    expect_refused(img, len, "section RUNS: run 0 (fill on tile 5): operand 0 spans 0x6bf80..0x6c080, past the end of tile memory 0x6c000");
+    free(img);
+    img = good_image(&len);
     cut = shorten_section(img, len, "STRS", &short_len);
     expect_refused(cut, short_len, "the string table (section STRS) does not end with a NUL byte");
     free(cut);
@@ -594,7 +630,6 @@ static void gemm_c_past_end(package *p) { run(p, 3)->ptr[2].off = 0x6bf00; }
 static void gemm_w_walks_out(package *p) { run(p, 3)->ptr[1].iter_stride = 0x6000; }
 static void gemm_x_walks_below(package *p) { run(p, 3)->ptr[0].iter_stride = -0x8000; }
 static void fill_stride_outside(package *p) { run(p, 0)->ptr[0].iter_stride = 4; }
-static void copy_unplaced(package *p) { run(p, 1)->ptr[1].buf = 2; }
 static void run_tile_16(package *p) { run(p, 5)->tile = 16; }
 static void run_kernel_99(package *p) { run(p, 5)->kernel = 99; }
 static void run_bad_dtype(package *p) { run(p, 3)->dt[1] = DT_I32; }
@@ -606,10 +641,12 @@ static void frag_dst_list(package *p) { p->prog.frags.v[1].ndst = 2; }
 static void frag_no_dst(package *p) { p->prog.frags.v[1].ndst = 0; }
 static void dst_tile_16(package *p) { p->prog.dst_tiles.v[2] = 16; }
 static void step_range_past(package *p) { p->prog.steps.v[5].count = 2; }
-static void step_claims_twice(package *p) { p->prog.steps.v[5].first = 4; }
 static void run_unclaimed(package *p) { p->prog.steps.v[5].count = 0; }
 static void frag_unclaimed(package *p) { p->prog.steps.v[3].count = 1; }
-static void repeat_no_end(package *p) { p->prog.steps.v[4].kind = LOW_STEP_EXCHANGE; }
+static void repeat_no_end(package *p) {
+    p->prog.steps.v[4].kind = LOW_STEP_EXCHANGE;
+    p->prog.steps.v[4].first = 2;  /* after step 3's fragments, as a loaded step has it */
+}
 static void end_no_repeat(package *p) { p->prog.steps.v[1].kind = LOW_STEP_END; }
 static void repeat_zero(package *p) { p->prog.steps.v[1].iterations = 0; }
 static void step_kind_9(package *p) { p->prog.steps.v[2].kind = 9; }
@@ -654,7 +691,6 @@ static const struct {
      "run 3 (gemm on tile 3): operand 1 at iteration 3 (of 4) spans 0x6e000..0x6e400, past the end of tile memory"},
     {gemm_x_walks_below, "operand 0 at iteration 3 (of 4) starts at 0x34000, below the start of tile memory 0x4c000"},
     {fill_stride_outside, "run 0 (fill on tile 5): operand 0 has an iteration stride of 4 bytes outside any repeat"},
-    {copy_unplaced, "run 1 (copy on tile 3): operand 1 is in buffer 2, not at an absolute address"},
     {run_tile_16, "run 5 (softmax on tile 16): tile 16 is outside the machine's 16 tiles"},
     {run_kernel_99, "run 5 (kernel 99 on tile 4): unknown kernel"},
     {run_bad_dtype, "run 3 (gemm on tile 3): bad operand dtype"},
@@ -666,7 +702,6 @@ static const struct {
     {frag_no_dst, "fragment 1 (tile 3 to 0 tiles): it has no destination tiles"},
     {dst_tile_16, "destination list entry 2 is tile 16, outside the machine's 16 tiles"},
     {step_range_past, "step 5 (compute): runs 5..7 run past the 6 runs of the package"},
-    {step_claims_twice, "step 5 (compute): run 4 also belongs to an earlier step"},
     {run_unclaimed, "run 5 (softmax on tile 4): no compute step runs it"},
     {frag_unclaimed, "fragment 1 (tile 3 to 1 tile): no exchange step sends it"},
     {repeat_no_end, "step 1 (repeat 'layer'): this REPEAT has no matching END"},
@@ -703,6 +738,32 @@ static void test_bad_programs(void **state) {
     }
 }
 
+/* Damage only a package in memory can have (the file has no field for it):
+ * the writer refuses it. */
+static void copy_unplaced(package *p) { run(p, 1)->ptr[1].buf = 2; }
+static void step_claims_twice(package *p) { p->prog.steps.v[5].first = 4; }
+
+static const struct {
+    mutator damage;
+    const char *want;
+} BAD_IN_MEMORY[] = {
+    {copy_unplaced, "section RUNS: run 1 (copy on tile 3): operand 1 is in buffer 2, not at an absolute address"},
+    {step_claims_twice, "section STEP: step 5 (compute): its runs start at 4, not at 5 where the previous step's end"},
+};
+
+static void test_bad_in_memory(void **state) {
+    (void)state;
+    for (size_t i = 0; i < TS_COUNT(BAD_IN_MEMORY); i++) {
+        package p;
+        build(&p);
+        BAD_IN_MEMORY[i].damage(&p);
+        diag d = {0};
+        assert_int_equal(package_save(&p, "/tmp/never-written.tpk", &d), -1);
+        if (!strstr(d.text, BAD_IN_MEMORY[i].want)) fail_msg("want '%s', got %s", BAD_IN_MEMORY[i].want, d.text);
+        package_free(&p);
+    }
+}
+
 /* Damage the writer cannot produce: a machine the reader refuses outright. */
 static void test_bad_machine_bytes(void **state) {
     (void)state;
@@ -727,6 +788,7 @@ int main(void) {
         cmocka_unit_test(test_sections),
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_bad_programs),
+        cmocka_unit_test(test_bad_in_memory),
         cmocka_unit_test(test_bad_machine_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

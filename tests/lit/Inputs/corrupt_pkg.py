@@ -31,8 +31,18 @@ strs_at, strs_len, _ = sections["STRS"]
 strings = bytes(data[strs_at:strs_at + strs_len])
 step_at, step_len, _ = sections["STEP"]
 frag_at, frag_len, frag_head = sections["FRAG"]
-for i in range(step_len // 17):
-    kind, first, count, _, lab = struct.unpack_from("<BIIII", data, step_at + 17 * i)
+nsteps = struct.unpack_from("<I", data, step_at)[0]
+at, frags = step_at + 4, 0
+for i in range(nsteps):
+    kind, lab = struct.unpack_from("<BI", data, at)
+    at += 5
+    count = 0
+    if kind in (0, 1, 2):  # compute, exchange: a count; repeat: iterations
+        count = struct.unpack_from("<I", data, at)[0]
+        at += 4
+    first = frags
+    if kind == 1:
+        frags += count
     name = strings[lab:strings.index(b"\0", lab)].decode()
     if kind == 1 and name == label:
         rec = frag_at + 40 * (first + count // 2)
