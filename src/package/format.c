@@ -29,24 +29,6 @@ _Static_assert(PACKAGE_VERSION == 4 && PKG_PROBE == 2 && LOW_K_COUNT == 12 && LO
     {#f, FK_SUB, (uint8_t)(MEMBER_BYTES(T, f) / (n)), 0, n, (uint32_t)offsetof(T, f), 0, &rec}
 #define RECORD(T, label, fields) {label, sizeof(T), (int32_t)TS_COUNT(fields), fields}
 
-static const pkg_field ADDR_FIELDS[] = {
-    SCALAR(low_addr, buf, FK_UINT, 4, 0),
-    SCALAR(low_addr, off, FK_UINT, 4, 0),
-    SCALAR(low_addr, iter_stride, FK_SINT, 4, 0),
-};
-static const pkg_record ADDR = RECORD(low_addr, "address", ADDR_FIELDS);
-
-static const pkg_field FRAG_FIELDS[] = {
-    SCALAR(low_frag, src_tile, FK_UINT, 4, 0),
-    NESTED(low_frag, src, ADDR, 1),
-    NESTED(low_frag, dst, ADDR, 1),
-    SCALAR(low_frag, bytes, FK_UINT, 4, 0),
-    SCALAR(low_frag, dst0, FK_UINT, 4, 0),
-    SCALAR(low_frag, ndst, FK_UINT, 4, 0),
-};
-
-static const pkg_field DST_FIELDS[] = {{"tile", FK_UINT, sizeof(uint32_t), 4, 1, 0, 0, NULL}};
-
 static const pkg_field BUF_FIELDS[] = {
     SCALAR(low_buf, bytes, FK_UINT, 4, 0),
     SCALAR(low_buf, label, FK_UINT, 4, 0),
@@ -88,8 +70,6 @@ static const pkg_field BINDING_FIELDS[] = {
     SCALAR(pkg_binding, step, FK_SINT, 4, 0),
 };
 
-static const pkg_record FRAG = RECORD(low_frag, "fragment", FRAG_FIELDS);
-static const pkg_record DST = RECORD(uint32_t, "destination", DST_FIELDS);
 static const pkg_record BUF = RECORD(low_buf, "buffer", BUF_FIELDS);
 static const pkg_record SEGMENT = RECORD(pkg_segment, "segment", SEGMENT_FIELDS);
 static const pkg_record BINDING = RECORD(pkg_binding, "binding", BINDING_FIELDS);
@@ -101,8 +81,8 @@ const pkg_section_info pkg_sections[SEC_COUNT] = {
     [SEC_STRINGS] = {TAG('S', 'T', 'R', 'S'), "STRS", NULL},
     [SEC_STEPS] = {TAG('S', 'T', 'E', 'P'), "STEP", NULL}, /* records.c */
     [SEC_RUNS] = {TAG('R', 'U', 'N', 'S'), "RUNS", NULL},  /* records.c */
-    [SEC_FRAGS] = {TAG('F', 'R', 'A', 'G'), "FRAG", &FRAG},
-    [SEC_DSTS] = {TAG('D', 'S', 'T', 'S'), "DSTS", &DST},
+    [SEC_GROUPS] = {TAG('G', 'R', 'P', 'S'), "GRPS", NULL}, /* records.c */
+    [SEC_TABLES] = {TAG('X', 'T', 'A', 'B'), "XTAB", NULL}, /* records.c */
     [SEC_BUFS] = {TAG('B', 'U', 'F', 'S'), "BUFS", &BUF},
     [SEC_SEGMENTS] = {TAG('S', 'E', 'G', 'S'), "SEGS", &SEGMENT},
     [SEC_BLOB] = {TAG('B', 'L', 'O', 'B'), "BLOB", NULL},

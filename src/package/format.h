@@ -7,8 +7,8 @@
  *   section  u32 tag | u32 CRC-32C of the payload | u64 payload bytes | payload
  *   payload  raw bytes (machine JSON, strings, blob, meta), a packed array
  *            of fixed-size records, each field little-endian in table order
- *            (BUFS, SEGS, BIND), or a count and variable-length records
- *            (STEP, RUNS: records.c)
+ *            (BUFS, SEGS, BIND), or variable-length records (STEP, RUNS,
+ *            GRPS, XTAB: records.c)
  */
 #ifndef TESSEL_PACKAGE_FORMAT_H
 #define TESSEL_PACKAGE_FORMAT_H
@@ -30,8 +30,8 @@ typedef enum {
     SEC_STRINGS,
     SEC_STEPS,
     SEC_RUNS,
-    SEC_FRAGS,
-    SEC_DSTS,
+    SEC_GROUPS,
+    SEC_TABLES,
     SEC_BUFS,
     SEC_SEGMENTS,
     SEC_BLOB,
@@ -122,6 +122,10 @@ void pkg_runs_encode(pkg_out *o, const low_program *g);
  * section and record on anything the format cannot hold. */
 int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g);
 int pkg_runs_decode(pkg_in_ctx *c, pkg_in *in, low_program *g);
+void pkg_groups_encode(pkg_out *o, const pkg_tables *t);
+int pkg_groups_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t);
+void pkg_tables_encode(pkg_out *o, const pkg_tables *t, uint32_t tiles);
+int pkg_tables_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t, uint32_t tiles);
 
 /* ---- check.c ---------------------------------------------------------- */
 

@@ -36,8 +36,9 @@ static int32_t sext32(uint64_t v) { return (int32_t)(uint32_t)v; }
 /* ---- steps -------------------------------------------------------------- */
 
 /* step: u8 kind, u32 label, then COMPUTE: u32 runs (they follow the runs of
- * the compute steps before it); EXCHANGE: u32 fragments (likewise); REPEAT:
- * u32 iterations; END: nothing. */
+ * the compute steps before it); REPEAT: u32 iterations; EXCHANGE and END:
+ * nothing (an exchange step's phase is its place among the exchange steps;
+ * the tables hold what it moves). */
 static const char *const STEP_KIND[] = {"compute", "exchange", "repeat", "end"};
 
 void pkg_steps_encode(pkg_out *o, const low_program *g) {
@@ -46,7 +47,7 @@ void pkg_steps_encode(pkg_out *o, const low_program *g) {
         const low_step *s = &g->steps.v[i];
         pkg_out_le(o, s->kind, 1);
         pkg_out_le(o, s->label, 4);
-        if (s->kind == LOW_STEP_COMPUTE || s->kind == LOW_STEP_EXCHANGE) pkg_out_le(o, s->count, 4);
+        if (s->kind == LOW_STEP_COMPUTE) pkg_out_le(o, s->count, 4);
         else if (s->kind == LOW_STEP_REPEAT) pkg_out_le(o, s->iterations, 4);
     }
 }
@@ -60,7 +61,7 @@ int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
     uint64_t n, v;
     if (!take(in, 4, &n, "count", why, sizeof why))
         return diag_fail(c->d, "%s: error: section STEP: %s", c->path, why);
-    uint64_t runs = 0, frags = 0;
+    uint64_t runs = 0, phases = 0;
     for (uint64_t i = 0; i < n; i++) {
         low_step s;
         memset(&s, 0, sizeof s);  /* padding too: a decoded step compares with memcmp */
@@ -72,13 +73,14 @@ int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
         if (s.kind >= TS_COUNT(STEP_KIND)) return step_fail(c, (uint32_t)i, kind, "unknown step kind");
         if (!take(in, 4, &v, "label", why, sizeof why)) return step_fail(c, (uint32_t)i, kind, why);
         s.label = (uint32_t)v;
-        if (s.kind == LOW_STEP_COMPUTE || s.kind == LOW_STEP_EXCHANGE) {
+        if (s.kind == LOW_STEP_COMPUTE) {
             if (!take(in, 4, &v, "count", why, sizeof why)) return step_fail(c, (uint32_t)i, kind, why);
-            uint64_t *at = s.kind == LOW_STEP_COMPUTE ? &runs : &frags;
-            if (*at > UINT32_MAX) return step_fail(c, (uint32_t)i, kind, "its runs or fragments start past 2^32");
-            s.first = (uint32_t)*at;
+            if (runs > UINT32_MAX) return step_fail(c, (uint32_t)i, kind, "its runs start past 2^32");
+            s.first = (uint32_t)runs;
             s.count = (uint32_t)v;
-            *at += v;
+            runs += v;
+        } else if (s.kind == LOW_STEP_EXCHANGE) {
+            s.first = (uint32_t)phases++;
         } else if (s.kind == LOW_STEP_REPEAT) {
             if (!take(in, 4, &v, "iterations", why, sizeof why)) return step_fail(c, (uint32_t)i, kind, why);
             s.iterations = (uint32_t)v;
@@ -207,5 +209,72 @@ int pkg_runs_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
     if (in->at != in->n)
         return diag_fail(c->d, "%s: error: section RUNS: %" PRIu64 " bytes after its %" PRIu64 " runs", c->path,
                          in->n - in->at, n);
+    return 0;
+}
+
+/* ---- multicast groups and exchange tables ------------------------------- */
+
+/* GRPS: u32 groups, then per group u32 tiles and that many u32 tiles. */
+void pkg_groups_encode(pkg_out *o, const pkg_tables *t) {
+    pkg_out_le(o, t->ngroups, 4);
+    for (uint32_t g = 0; g < t->ngroups; g++) {
+        pkg_out_le(o, t->group_at[g + 1] - t->group_at[g], 4);
+        for (uint32_t k = t->group_at[g]; k < t->group_at[g + 1]; k++) pkg_out_le(o, t->group_tiles[k], 4);
+    }
+}
+
+int pkg_groups_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t) {
+    char why[256];
+    uint64_t n, m, v = 0;
+    if (!take(in, 4, &n, "count", why, sizeof why)) return diag_fail(c->d, "%s: error: section GRPS: %s", c->path, why);
+    /* Every group takes at least 4 bytes, so a count the bytes cannot hold fails before any allocation. */
+    if (n > (in->n - in->at) / 4)
+        return diag_fail(c->d, "%s: error: section GRPS: %" PRIu64 " groups do not fit its %" PRIu64 " bytes", c->path, n, in->n);
+    t->ngroups = (uint32_t)n;
+    t->group_at = arena_alloc(c->a, sizeof(uint32_t) * ((size_t)n + 1));
+    t->group_tiles = arena_alloc(c->a, (size_t)(in->n - in->at) + 4); /* at most one tile per 4 bytes */
+    uint64_t k = 0;
+    for (uint64_t g = 0; g < n; g++) {
+        t->group_at[g] = (uint32_t)k;
+        if (!take(in, 4, &m, "tiles", why, sizeof why))
+            return diag_fail(c->d, "%s: error: section GRPS: group %" PRIu64 ": %s", c->path, g, why);
+        if (m > (in->n - in->at) / 4)
+            return diag_fail(c->d, "%s: error: section GRPS: group %" PRIu64 ": %" PRIu64 " tiles run past the section", c->path, g, m);
+        for (uint64_t j = 0; j < m; j++) {
+            take(in, 4, &v, "tile", why, sizeof why);
+            t->group_tiles[k++] = (uint32_t)v;
+        }
+    }
+    t->group_at[n] = (uint32_t)k;
+    if (in->at != in->n)
+        return diag_fail(c->d, "%s: error: section GRPS: %" PRIu64 " bytes after its %" PRIu64 " groups", c->path, in->n - in->at, n);
+    return 0;
+}
+
+/* XTAB: u32 bytes per tile (every tile of the machine), then the tables,
+ * tile after tile. */
+void pkg_tables_encode(pkg_out *o, const pkg_tables *t, uint32_t tiles) {
+    for (uint32_t k = 0; k < tiles; k++) pkg_out_le(o, t->at ? t->at[k + 1] - t->at[k] : 0, 4);
+    uint64_t n = t->at ? t->at[tiles] : 0;
+    for (uint64_t k = 0; k < n; k++) pkg_out_le(o, t->bytes[k], 1);
+}
+
+int pkg_tables_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t, uint32_t tiles) {
+    char why[256];
+    if ((in->n - in->at) / 4 < tiles)
+        return diag_fail(c->d, "%s: error: section XTAB: %" PRIu64 " bytes cannot hold the table sizes of the machine's %" PRIu32 " tiles",
+                         c->path, in->n, tiles);
+    t->at = arena_alloc(c->a, sizeof(uint64_t) * ((size_t)tiles + 1));
+    uint64_t v = 0;
+    for (uint32_t k = 0; k < tiles; k++) {
+        take(in, 4, &v, "bytes", why, sizeof why);
+        t->at[k + 1] = t->at[k] + v;
+    }
+    if (t->at[tiles] != in->n - in->at)
+        return diag_fail(c->d, "%s: error: section XTAB: the tiles' tables add up to %" PRIu64 " bytes, the section holds %" PRIu64,
+                         c->path, t->at[tiles], in->n - in->at);
+    t->bytes = arena_alloc(c->a, (size_t)t->at[tiles] + 1);
+    if (t->at[tiles]) memcpy(t->bytes, in->p + in->at, (size_t)t->at[tiles]);
+    in->at = in->n;
     return 0;
 }

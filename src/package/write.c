@@ -55,8 +55,10 @@ static void gather(const package *p, image_parts *w) {
     pkg_runs_encode(&w->enc[SEC_RUNS], &p->prog);
     PART(SEC_STEPS, w->enc[SEC_STEPS].v, w->enc[SEC_STEPS].n);
     PART(SEC_RUNS, w->enc[SEC_RUNS].v, w->enc[SEC_RUNS].n);
-    PART(SEC_FRAGS, p->prog.frags.v, p->prog.frags.n);
-    PART(SEC_DSTS, p->prog.dst_tiles.v, p->prog.dst_tiles.n);
+    pkg_groups_encode(&w->enc[SEC_GROUPS], &p->tables);
+    pkg_tables_encode(&w->enc[SEC_TABLES], &p->tables, p->machine.tiles);
+    PART(SEC_GROUPS, w->enc[SEC_GROUPS].v, w->enc[SEC_GROUPS].n);
+    PART(SEC_TABLES, w->enc[SEC_TABLES].v, w->enc[SEC_TABLES].n);
     PART(SEC_BUFS, p->prog.bufs.v, p->prog.bufs.n);
     PART(SEC_SEGMENTS, p->segments.v, p->segments.n);
     PART(SEC_BLOB, p->blob, p->blob_bytes);
