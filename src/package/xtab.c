@@ -259,7 +259,6 @@ typedef struct per_tile {
     uint64_t *count;        /* fragments sent to it in this phase */
     uint64_t *pos;          /* where its next one goes in recv[] */
     uint32_t *last_slot;    /* the slot of the last one placed */
-    uint64_t *block;        /* its receive block in this phase */
 } per_tile;
 
 typedef struct plan_alloc {
@@ -365,7 +364,6 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
         if (!b->h.nrecv) continue;
         pt->stamp[b->tile] = stamp;
         pt->count[b->tile] = 0;
-        pt->block[b->tile] = k;
         pt->last_slot[b->tile] = UINT32_MAX;
     }
     int rc = 0;
@@ -510,7 +508,7 @@ int pkg_xplan_build(const package *p, const char *path, pkg_xplan *out, diag *d)
     if (!rc) {
         uint32_t tiles = p->machine.tiles ? p->machine.tiles : 1;
         per_tile pt = {xcalloc(tiles, sizeof(uint32_t)), xcalloc(tiles, sizeof(uint64_t)), xcalloc(tiles, sizeof(uint64_t)),
-                       xcalloc(tiles, sizeof(uint32_t)), xcalloc(tiles, sizeof(uint64_t))};
+                       xcalloc(tiles, sizeof(uint32_t))};
         out->nphases = x.nphases;
         out->phase = xcalloc((size_t)x.nphases + 1, sizeof(pkg_xphase));
         out->send = xmalloc(sizeof(pkg_xsend) * (size_t)(total_send ? total_send : 1));
@@ -526,7 +524,6 @@ int pkg_xplan_build(const package *p, const char *path, pkg_xplan *out, diag *d)
         free(pt.count);
         free(pt.pos);
         free(pt.last_slot);
-        free(pt.block);
     }
     free(x.blocks);
     free(x.step_of);
