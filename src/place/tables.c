@@ -359,8 +359,11 @@ typedef struct encode_ctx {
     uint32_t why_tile;
 } encode_ctx;
 
-static uint32_t address_of(const encode_ctx *e, low_addr a) {
-    return a.buf == LOW_ABSOLUTE || !e->buf_addr ? a.off : e->buf_addr[a.buf] + a.off;
+/* A row's address: inside tile memory, or its field would not hold it. */
+static uint32_t address_of(const encode_ctx *e, const place_xt *x, low_addr a) {
+    uint32_t v = a.buf == LOW_ABSOLUTE || !e->buf_addr ? a.off : e->buf_addr[a.buf] + a.off;
+    TS_ASSERT(v >= x->m->tile_memory_base && v < x->m->tile_memory_end);
+    return v;
 }
 
 static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32_t tile, const tile_rows *r) {
@@ -378,7 +381,8 @@ static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32
     for (uint64_t k = r->send0; k < r->send1; k++, row += x->f.send_bytes) {
         uint32_t i = P->send_frag[k];
         const low_frag *f = &frags[i];
-        pkg_xt_send s = {address_of(e, f->src), f->bytes, P->slot[i - P->first],
+        TS_ASSERT(f->bytes >= 1 && f->bytes <= x->m->max_send_bytes && (uint64_t)P->slot[i - P->first] >> x->f.addr_bits == 0);
+        pkg_xt_send s = {address_of(e, x, f->src), f->bytes, P->slot[i - P->first],
                          x->group_of[i] < 0 ? x->lp->dst_tiles.v[f->dst0] : x->m->tiles + (uint32_t)x->group_of[i]};
         pkg_xt_put_send(&x->f, row, &s);
         if (f->src.iter_stride) {
@@ -391,7 +395,7 @@ static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32
     for (uint64_t k = r->recv0; k < r->recv1; n++, row += x->f.recv_bytes) {
         uint64_t j = recv_row_end(x, P, k, r->recv1);
         const low_frag *f = &frags[P->recv_frag[k]];
-        pkg_xt_recv rv = {address_of(e, f->dst), (uint32_t)(j - k)};
+        pkg_xt_recv rv = {address_of(e, x, f->dst), (uint32_t)(j - k)};
         pkg_xt_put_recv(&x->f, row, &rv);
         if (f->dst.iter_stride) {
             pkg_xt_patch p = {PKG_XT_RECV_ROW | n, f->dst.iter_stride};
