@@ -11,6 +11,9 @@ declare -A seeds=(
   [fuzz_onnx]="$root/fuzz/corpus/onnx"
   [fuzz_machine]="$root/fuzz/corpus/machine"
 )
+declare -A dicts=(
+  [fuzz_pkg]="-dict=$root/fuzz/pkg.dict"
+)
 for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
@@ -19,7 +22,7 @@ for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine; do
   log="$build/$t.log"
   rc=0
   # shellcheck disable=SC2086
-  "$build/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/$t-" \
+  "$build/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/$t-" ${dicts[$t]:-} \
       "$work" ${seeds[$t]} >"$log" 2>&1 || rc=$?
   grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)" "$log" || true
   if [ "$rc" -ne 0 ]; then tail -40 "$log"; echo "fuzz: $t failed (status $rc), log in $log"; exit 1; fi

@@ -3,9 +3,10 @@
  * limit, their distribution over the tiles, the tiles with the least
  * headroom first, and one tile's memory map: every buffer with its address,
  * payload, reservation and live steps. Which tile holds which buffer comes
- * from the program itself: every run operand and fragment end, matched to
- * the buffer live at that address at that step (live buffers never share a
- * byte, so the match is unique). */
+ * from the program itself: every run operand and every send and receive of
+ * the decoded exchange tables, matched to the buffer live at that address
+ * at that step (live buffers never share a byte, so the match is unique).
+ * Table bytes are the encoded tables' own sizes. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ typedef struct live_at {
 
 typedef struct view {
     const package *p;
+    const pkg_xplan *xp;  /* the exchange tables, decoded */
     live_at *steps;       /* per step, plus one for "before the first" (segments) */
     uint8_t *holds;       /* [tile][buffer]: the tile uses the buffer */
     int32_t nbufs;
@@ -71,12 +73,17 @@ static void index_tiles(view *v) {
                 for (int op = 0; op < LOW_MAX_OPERANDS; op++)
                     if (low_run_uses(r, op)) mark(v, s, r->tile, r->ptr[op].off);
             }
-        else if (st->kind == LOW_STEP_EXCHANGE)
-            for (uint32_t k = st->first; k < st->first + st->count; k++) {
-                const low_frag *f = &g->frags.v[k];
-                mark(v, s, f->src_tile, f->src.off);
-                for (uint32_t d = 0; d < f->ndst; d++) mark(v, s, g->dst_tiles.v[f->dst0 + d], f->dst.off);
+        else if (st->kind == LOW_STEP_EXCHANGE) {
+            const pkg_xphase *ph = &v->xp->phase[st->first];
+            for (uint32_t k = 0; k < ph->nsenders; k++) {
+                const pkg_xtile *t = &v->xp->tiles[ph->senders + k];
+                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->send[i].addr);
             }
+            for (uint32_t k = 0; k < ph->nreceivers; k++) {
+                const pkg_xtile *t = &v->xp->tiles[ph->receivers + k];
+                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->recv[i].addr);
+            }
+        }
     }
     for (int32_t i = 0; i < v->p->segments.n; i++) mark(v, 0, v->p->segments.v[i].tile, v->p->segments.v[i].addr);
 }
@@ -133,12 +140,19 @@ int cmd_inspect(const cmd *c, int argc, char **argv) {
             return cli_report(&d);
         }
     }
-    view v = {.p = &pkg, .nbufs = pkg.prog.bufs.n};
+    pkg_xplan xp;
+    if (pkg_xplan_build(&pkg, p.pos[0], &xp, &d)) {
+        package_free(&pkg);
+        return cli_report(&d);
+    }
+    uint64_t frags = 0;
+    for (uint32_t k = 0; k < xp.nphases; k++) frags += xp.phase[k].nsend;
+    view v = {.p = &pkg, .xp = &xp, .nbufs = pkg.prog.bufs.n};
     index_steps(&v);
     index_tiles(&v);
     uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles), *tables = xmalloc(sizeof(uint32_t) * tiles);
     place_code_bytes(&pkg.prog, m, code);
-    place_table_bytes(&pkg.prog, m, tables);
+    for (uint32_t t = 0; t < tiles; t++) tables[t] = pkg.tables.at ? (uint32_t)(pkg.tables.at[t + 1] - pkg.tables.at[t]) : 0;
     tile_row *rows = xmalloc(sizeof(tile_row) * tiles);
     for (uint32_t t = 0; t < tiles; t++) {
         uint64_t end = m->tile_memory_base + code[t] + tables[t];
@@ -164,7 +178,7 @@ int cmd_inspect(const cmd *c, int argc, char **argv) {
     if (cli_flag(c, &p, "--json")) {
         json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i}", "package", p.pos[0], "machine", m->name, "steps",
                               (json_int_t)pkg.prog.steps.n, "runs", (json_int_t)pkg.prog.runs.n, "fragments",
-                              (json_int_t)pkg.prog.frags.n, "buffers", (int)v.nbufs);
+                              (json_int_t)frags, "buffers", (int)v.nbufs);
         json_t *jt = json_array(), *jm = json_array();
         for (uint32_t t = 0; t < tiles; t++)
             json_array_append_new(jt, json_pack("{s:i, s:i, s:i, s:i, s:I}", "tile", (int)rows[t].tile, "end_bytes",
@@ -186,9 +200,9 @@ int cmd_inspect(const cmd *c, int argc, char **argv) {
     } else {
         char blob[32];
         fmt_bytes(blob, sizeof blob, (double)pkg.blob_bytes);
-        printf("package %s for %s: %d steps, %d kernel runs, %d exchange fragments (repeat bodies once), %d buffers, %s of "
+        printf("package %s for %s: %d steps, %d kernel runs, %lld exchange fragments (repeat bodies once), %d buffers, %s of "
                "initial data\n",
-               p.pos[0], m->name, (int)pkg.prog.steps.n, (int)pkg.prog.runs.n, (int)pkg.prog.frags.n, (int)v.nbufs, blob);
+               p.pos[0], m->name, (int)pkg.prog.steps.n, (int)pkg.prog.runs.n, (long long)frags, (int)v.nbufs, blob);
         printf("  %-22s %12s %12s %12s\n", "per tile", "min", "median", "max");
         print_bytes_row("memory reached", s_end);
         print_bytes_row("code and descriptors", s_code);
@@ -225,6 +239,7 @@ int cmd_inspect(const cmd *c, int argc, char **argv) {
     free(rows);
     free(sorted);
     free(map);
+    pkg_xplan_free(&xp);
     package_free(&pkg);
     return 0;
 }

@@ -4,13 +4,19 @@
 #include "low.h"
 
 const char *const low_kernel_names[LOW_K_COUNT] = {
-#define X(id, name, nops) [LOW_K_##id] = #name,
+#define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = #name,
     LOW_KERNELS(X)
 #undef X
 };
 
 const int low_kernel_operands[LOW_K_COUNT] = {
-#define X(id, name, nops) [LOW_K_##id] = nops,
+#define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = nops,
+    LOW_KERNELS(X)
+#undef X
+};
+
+const low_kernel_fields low_kernel_used[LOW_K_COUNT] = {
+#define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {box, floats, params, strides},
     LOW_KERNELS(X)
 #undef X
 };
@@ -22,6 +28,24 @@ bool low_run_uses(const low_run *r, int i) {
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
     if (r->kernel == LOW_K_EWISE && i == 2) return r->op < MID_EW_COUNT && mid_ew_arity[r->op] == 2;
     return true;
+}
+
+void low_run_canonical(low_run *r) {
+    if (r->kernel >= LOW_K_COUNT) return;
+    const low_kernel_fields *u = &low_kernel_used[r->kernel];
+    if (!(u->params & LOW_P_ACC)) r->acc = 0;
+    if (!(u->params & LOW_P_OP)) r->op = 0;
+    for (int d = u->box; d < LOW_MAX_BOX; d++) r->n[d] = 0;
+    for (int k = u->floats; k < (int)TS_COUNT(r->f); k++) r->f[k] = 0.0f;
+    for (int i = 0; i < LOW_MAX_OPERANDS; i++) {
+        if (low_run_uses(r, i)) continue;
+        r->dt[i] = 0;
+        r->scale[i] = 0;
+        r->ptr[i] = (low_addr){.buf = LOW_ABSOLUTE};
+    }
+    for (int i = 0; i < LOW_STRIDED_OPERANDS; i++)
+        for (int d = 0; d < LOW_MAX_BOX; d++)
+            if (!(u->strides >> (4 * i + d) & 1) || !low_run_uses(r, i)) r->stride[i][d] = 0;
 }
 
 bool low_run_writes(const low_run *r, int i) {

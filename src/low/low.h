@@ -62,22 +62,30 @@
  *                             shard, in order, make one chain over its elements
  *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
  */
-#define LOW_KERNELS(X)                \
-    X(GEMM, gemm, 3)                  \
-    X(REDUCE, reduce, 2)              \
-    X(EWISE, ewise, 3)                \
-    X(SOFTMAX, softmax, 2)            \
-    X(LAYER_NORM, layer_norm, 4)      \
-    X(REDUCE_SUM, reduce_sum, 2)      \
-    X(FILL, fill, 1)                  \
-    X(COPY, copy, 2)                  \
-    X(SGD, sgd, 5)                    \
-    X(ADAMW, adamw, 7)                \
-    X(SUMSQ, sumsq, 2)                \
-    X(CLIP_COEF, clip_coef, 2)
+/* What each kernel reads of a run besides its operands, so that a package
+ * holds only that (docs/package.md, "run"): `box` the leading box axes n[0..box),
+ * `strides` a mask of stride[i][d] at bit 4*i + d, `floats` the leading
+ * f[0..floats), `params` LOW_P_ACC (acc) and LOW_P_OP (op). Everything else is
+ * zero in a placed run (low_run_canonical). */
+enum { LOW_P_ACC = 1, LOW_P_OP = 2 };
+
+/*  id          name        operands  box  strides  floats  params */
+#define LOW_KERNELS(X)                                    \
+    X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)              \
+    X(REDUCE, reduce, 2, 2, 0x010, 0, LOW_P_ACC)          \
+    X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP)             \
+    X(SOFTMAX, softmax, 2, 2, 0x011, 0, 0)                \
+    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, 0)          \
+    X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)          \
+    X(FILL, fill, 1, 1, 0x000, 1, 0)                      \
+    X(COPY, copy, 2, 4, 0x077, 0, 0)                      \
+    X(SGD, sgd, 5, 1, 0x000, 3, 0)                        \
+    X(ADAMW, adamw, 7, 2, 0x000, 5, 0)                    \
+    X(SUMSQ, sumsq, 2, 1, 0x000, 0, 0)                    \
+    X(CLIP_COEF, clip_coef, 2, 1, 0x000, 1, 0)
 
 typedef enum {
-#define X(id, name, nops) LOW_K_##id,
+#define X(id, name, nops, box, strides, floats, params) LOW_K_##id,
     LOW_KERNELS(X)
 #undef X
     LOW_K_COUNT
@@ -85,6 +93,12 @@ typedef enum {
 
 extern const char *const low_kernel_names[LOW_K_COUNT];
 extern const int low_kernel_operands[LOW_K_COUNT];
+/* The columns box, strides, floats and params of LOW_KERNELS. */
+typedef struct low_kernel_fields {
+    uint8_t box, floats, params;
+    uint16_t strides;
+} low_kernel_fields;
+extern const low_kernel_fields low_kernel_used[LOW_K_COUNT];
 
 enum { LOW_MAX_OPERANDS = 7, LOW_MAX_BOX = 4, LOW_STRIDED_OPERANDS = 4, LOW_AMP_PANEL_BYTES = 32 };
 #define LOW_ABSOLUTE 0xffffffffu
@@ -161,6 +175,10 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
 
 /* Whether run r uses operand i (SGD without momentum skips its buffers). */
 bool low_run_uses(const low_run *r, int i);
+/* Zeroes every field of r its kernel does not read (LOW_KERNELS' columns,
+ * operands low_run_uses says are unused): what a package stores of r, so a
+ * placed run equals the run a package gives back. */
+void low_run_canonical(low_run *r);
 /* Whether run r writes operand i (the rest it only reads; SUMSQ does both). */
 bool low_run_writes(const low_run *r, int i);
 /* Placement's rules for operand i of a kernel: the alignment its address

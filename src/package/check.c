@@ -14,9 +14,11 @@ typedef struct checker {
     const char *path;
     diag *d;
     uint8_t *run_owned;   /* per run: 1 once a compute step has claimed it */
-    uint8_t *frag_owned;  /* per fragment: 1 once an exchange step has claimed it */
+    uint32_t *phase_iters; /* per exchange phase: its innermost repeat's iterations, 0 outside any */
     int32_t *tile_step;   /* per tile: the last compute step with a run on it, -1 none */
     uint32_t *tile_run;   /* per tile: its last run in that step */
+    uint32_t next_run;    /* where the next compute step's runs start */
+    uint32_t phases;      /* exchange steps so far */
 } checker;
 
 static int fail(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -82,7 +84,7 @@ static bool span_ok(const low_addr *a, uint64_t extent, uint32_t iters, uint32_t
     return true;
 }
 
-/* ---- runs and fragments ----------------------------------------------- */
+/* ---- runs -------------------------------------------------------------- */
 
 static const char *const OPERAND[LOW_MAX_OPERANDS] = {
     "operand 0", "operand 1", "operand 2", "operand 3", "operand 4", "operand 5", "operand 6",
@@ -93,7 +95,7 @@ static int fail_run(checker *c, uint32_t i, const char *why) {
     char kernel[24];
     if (r->kernel < LOW_K_COUNT) snprintf(kernel, sizeof kernel, "%s", low_kernel_names[r->kernel]);
     else snprintf(kernel, sizeof kernel, "kernel %u", r->kernel);
-    return fail(c, "run %" PRIu32 " (%s on tile %" PRIu32 "): %s", i, kernel, r->tile, why);
+    return fail(c, "section RUNS: run %" PRIu32 " (%s on tile %" PRIu32 "): %s", i, kernel, r->tile, why);
 }
 
 static int check_run(checker *c, uint32_t i, int32_t step, uint32_t iters) {
@@ -122,35 +124,6 @@ static int check_run(checker *c, uint32_t i, int32_t step, uint32_t iters) {
     return 0;
 }
 
-static int fail_frag(checker *c, uint32_t i, const char *why) {
-    const low_frag *f = &c->p->prog.frags.v[i];
-    return fail(c, "fragment %" PRIu32 " (tile %" PRIu32 " to %" PRIu32 " tile%s): %s", i, f->src_tile, f->ndst,
-                f->ndst == 1 ? "" : "s", why);
-}
-
-static int check_frag(checker *c, uint32_t i, uint32_t iters) {
-    const machine *m = c->m;
-    const low_frag *f = &c->p->prog.frags.v[i];
-    char why[512];
-    if (f->src_tile >= m->tiles)
-        snprintf(why, sizeof why, "source tile %" PRIu32 " is outside the machine's %" PRIu32 " tiles", f->src_tile,
-                 m->tiles);
-    else if (f->bytes == 0 || f->bytes > m->max_send_bytes)
-        snprintf(why, sizeof why, "it sends %" PRIu32 " bytes; a fragment sends 1..%" PRIu32 " (max_send_bytes)", f->bytes,
-                 m->max_send_bytes);
-    else if (f->ndst == 0)
-        snprintf(why, sizeof why, "it has no destination tiles");
-    else if ((uint64_t)f->dst0 + f->ndst > (uint64_t)c->p->prog.dst_tiles.n)
-        snprintf(why, sizeof why, "destinations %" PRIu32 "..%" PRIu64 " run past the %" PRId32 " entries of the destination list",
-                 f->dst0, (uint64_t)f->dst0 + f->ndst, c->p->prog.dst_tiles.n);
-    else if (span_ok(&f->src, f->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory",
-                     "the source", why, sizeof why) &&
-             span_ok(&f->dst, f->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory",
-                     "the destination", why, sizeof why))
-        return 0;
-    return fail_frag(c, i, why);
-}
-
 /* ---- steps ------------------------------------------------------------ */
 
 static int fail_step(checker *c, int32_t i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -168,23 +141,27 @@ static int fail_step(checker *c, int32_t i, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(c, "step %" PRId32 " (%s): %s", i, what, msg);
+    return fail(c, "section STEP: step %" PRId32 " (%s): %s", i, what, msg);
 }
 
-/* The runs (or fragments) of step i: inside the array, and each claimed
- * by this step alone, so every one is checked once, with its repeat. */
-static int check_range(checker *c, int32_t i, uint32_t iters, bool compute) {
+/* The runs of compute step i: inside the array, each where the previous
+ * compute step's end, and so each claimed by this step alone and checked
+ * once, with its repeat. */
+static int check_range(checker *c, int32_t i, uint32_t iters) {
     const low_step *s = &c->p->prog.steps.v[i];
-    int32_t have = compute ? c->p->prog.runs.n : c->p->prog.frags.n;
-    uint8_t *owned = compute ? c->run_owned : c->frag_owned;
-    const char *what = compute ? "runs" : "fragments";
+    int32_t have = c->p->prog.runs.n;
     if ((uint64_t)s->first + s->count > (uint64_t)have)
-        return fail_step(c, i, "%s %" PRIu32 "..%" PRIu64 " run past the %" PRId32 " %s of the package", what, s->first,
-                         (uint64_t)s->first + s->count, have, what);
+        return fail_step(c, i, "runs %" PRIu32 "..%" PRIu64 " run past the %" PRId32 " runs of the package", s->first,
+                         (uint64_t)s->first + s->count, have);
+    /* The file stores only counts: each step's runs follow the previous one's. */
+    if (s->first != c->next_run)
+        return fail_step(c, i, "its runs start at %" PRIu32 ", not at %" PRIu32 " where the previous step's end", s->first,
+                         c->next_run);
+    c->next_run = s->first + s->count;
     for (uint32_t k = s->first; k < s->first + s->count; k++) {
-        if (owned[k]) return fail_step(c, i, "%.*s %" PRIu32 " also belongs to an earlier step", (int)strlen(what) - 1, what, k);
-        owned[k] = 1;
-        if ((compute ? check_run(c, k, i, iters) : check_frag(c, k, iters)) != 0) return -1;
+        if (c->run_owned[k]) return fail_step(c, i, "run %" PRIu32 " also belongs to an earlier step", k);
+        c->run_owned[k] = 1;
+        if (check_run(c, k, i, iters) != 0) return -1;
     }
     return 0;
 }
@@ -202,8 +179,14 @@ static int check_steps(checker *c) {
         uint32_t inner = depth ? iters[depth - 1] : 0;
         switch (s->kind) {
         case LOW_STEP_COMPUTE:
+            if (check_range(c, i, inner) != 0) return -1;
+            break;
         case LOW_STEP_EXCHANGE:
-            if (check_range(c, i, inner, s->kind == LOW_STEP_COMPUTE) != 0) return -1;
+            /* What it moves is in the tables, under its phase: its place among the exchange steps. */
+            if (s->first != c->phases || s->count)
+                return fail_step(c, i, "phase %" PRIu32 " with count %" PRIu32 "; as exchange step %" PRIu32
+                                 " it is phase %" PRIu32 " with count 0", s->first, s->count, c->phases, c->phases);
+            c->phase_iters[c->phases++] = inner;
             break;
         case LOW_STEP_REPEAT:
             if (s->iterations < 1) return fail_step(c, i, "a repeat needs at least 1 iteration");
@@ -222,36 +205,73 @@ static int check_steps(checker *c) {
     if (depth) return fail_step(c, opened[depth - 1], "this REPEAT has no matching END");
     for (int32_t k = 0; k < g->runs.n; k++)
         if (!c->run_owned[k]) return fail_run(c, (uint32_t)k, "no compute step runs it");
-    for (int32_t k = 0; k < g->frags.n; k++)
-        if (!c->frag_owned[k]) return fail_frag(c, (uint32_t)k, "no exchange step sends it");
     return 0;
 }
 
-/* ---- destinations, buffers, segments ---------------------------------- */
+/* ---- exchange tables --------------------------------------------------- */
 
-static int check_dsts(checker *c) {
-    const low_program *g = &c->p->prog;
-    for (int32_t i = 0; i < g->dst_tiles.n; i++)
-        if (g->dst_tiles.v[i] >= c->m->tiles)
-            return fail(c, "destination list entry %" PRId32 " is tile %" PRIu32 ", outside the machine's %" PRIu32 " tiles",
-                        i, g->dst_tiles.v[i], c->m->tiles);
-    return 0;
+/* Every address a phase's rows reach, over every iteration of its repeat:
+ * what pkg_xplan_build leaves (it decodes and cross-checks the rows). */
+static int check_tables(checker *c) {
+    const package *p = c->p;
+    const machine *m = c->m;
+    if (p->prog.frags.n || p->prog.dst_tiles.n)
+        return fail(c, "the program still holds %" PRId32 " exchange fragments: a package's exchanges are its encoded tables",
+                    p->prog.frags.n);
+    pkg_xplan x;
+    if (pkg_xplan_build(p, c->path, &x, c->d) != 0) return -1;
+    int rc = 0;
+    char why[512];
+    for (uint32_t ph = 0; ph < x.nphases && !rc; ph++) {
+        const pkg_xphase *P = &x.phase[ph];
+        uint32_t iters = c->phase_iters[ph];
+        const low_step *st = &p->prog.steps.v[P->step];
+        const char *label = p->prog.strings.v + st->label;
+        for (uint32_t k = 0; k < P->nsenders && !rc; k++) {
+            const pkg_xtile *t = &x.tiles[P->senders + k];
+            for (uint32_t i = 0; i < t->n && !rc; i++) {
+                const pkg_xsend *s = &x.send[t->first + i];
+                low_addr a = {LOW_ABSOLUTE, s->addr, s->stride};
+                if (!span_ok(&a, s->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory", "its source",
+                             why, sizeof why))
+                    rc = fail(c, "section XTAB: tile %" PRIu32 ", phase %" PRIu32 " (step %" PRId32 " '%.60s'), send row %" PRIu32 ": %s",
+                              t->tile, ph, P->step, label, i, why);
+            }
+        }
+        for (uint32_t k = 0; k < P->nreceivers && !rc; k++) {
+            const pkg_xtile *t = &x.tiles[P->receivers + k];
+            for (uint32_t i = 0; i < t->n && !rc; i++) {
+                const pkg_xrecv *r = &x.recv[t->first + i];
+                const pkg_xsend *s = &x.send[r->send];
+                low_addr a = {LOW_ABSOLUTE, r->addr, r->stride};
+                if (!span_ok(&a, s->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory",
+                             "the fragment", why, sizeof why))
+                    rc = fail(c, "section XTAB: tile %" PRIu32 ", phase %" PRIu32 " (step %" PRId32 " '%.60s'), receive row %" PRIu32
+                              ": %s (fragment %" PRIu32 " it receives, %" PRIu32 " bytes from tile %" PRIu32 ")",
+                              t->tile, ph, P->step, label, pkg_xt_recv_row_of(p, t->tile, ph, i), why, i, s->bytes, s->tile);
+            }
+        }
+    }
+    pkg_xplan_free(&x);
+    return rc;
 }
+
+/* ---- buffers, segments ------------------------------------------------ */
 
 static int check_bufs(checker *c) {
     const low_program *g = &c->p->prog;
     for (int32_t i = 0; i < g->bufs.n; i++) {
         const low_buf *b = &g->bufs.v[i];
         if (!label_ok(c, b->label))
-            return fail(c, "buffer %" PRId32 ": label offset %" PRIu32 " is outside the string table (%" PRId32 " bytes)", i,
+            return fail(c, "section BUFS: buffer %" PRId32 ": label offset %" PRIu32 " is outside the string table (%" PRId32 " bytes)", i,
                         b->label, g->strings.n);
         if (b->first < -1 || b->first > g->steps.n || b->last < -1 || b->last > g->steps.n || b->first > b->last)
-            return fail(c, "buffer %" PRId32 ": steps %" PRId32 "..%" PRId32 " are not steps of the program (%" PRId32 " steps)",
+            return fail(c, "section BUFS: buffer %" PRId32 ": steps %" PRId32 "..%" PRId32 " are not steps of the program (%" PRId32 " steps)",
                         i, b->first, b->last, g->steps.n);
         /* Placed (an address), it owns at least its payload inside what the loader fills. */
         if ((b->addr || b->reserved) &&
             (b->reserved < b->bytes || b->addr < c->m->tile_memory_base || (uint64_t)b->addr + b->reserved > c->m->loader_limit))
-            return fail(c, "buffer %" PRId32 ": %" PRIu32 " bytes reserved at 0x%" PRIx32 " for %" PRIu32
+            return fail(c, "section BUFS: buffer %" PRId32 ": %" PRIu32 " bytes reserved at 0x%" PRIx32 " for %" PRIu32
                         " of payload, outside tile memory below the loader limit 0x%" PRIx32,
                         i, b->reserved, b->addr, b->bytes, c->m->loader_limit);
     }
@@ -284,7 +304,7 @@ static int check_segment(checker *c, int32_t i) {
                  s->blob_off + s->bytes, c->p->blob_bytes);
     else if (span_ok(&at, s->bytes, 0, m->tile_memory_base, m->loader_limit, "the loader limit", "it", why, sizeof why))
         return 0;
-    return fail(c, "segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 ", %" PRIu32 " bytes): %s", i, s->tile, s->addr,
+    return fail(c, "section SEGS: segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 ", %" PRIu32 " bytes): %s", i, s->tile, s->addr,
                 s->bytes, why);
 }
 
@@ -304,7 +324,7 @@ static int check_segments(checker *c) {
     for (int32_t k = 1; k < n && rc == 0; k++) {
         const seg_key *a = &keys[k - 1], *b = &keys[k];
         if (a->tile == b->tile && (uint64_t)a->addr + a->bytes > b->addr)
-            rc = fail(c, "segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 "..0x%" PRIx64 ") overlaps segment %" PRId32
+            rc = fail(c, "section SEGS: segment %" PRId32 " (tile %" PRIu32 ", 0x%" PRIx32 "..0x%" PRIx64 ") overlaps segment %" PRId32
                       " (0x%" PRIx32 "..0x%" PRIx64 ")", b->index, b->tile, b->addr, (uint64_t)b->addr + b->bytes,
                       a->index, a->addr, (uint64_t)a->addr + a->bytes);
     }
@@ -362,17 +382,17 @@ static int check_bindings(checker *c) {
         char why[512];
         int32_t other;
         if (!b->name || !b->name[0]) {
-            rc = fail(c, "binding %" PRId32 " has no name", i);
+            rc = fail(c, "section BIND: binding %" PRId32 " has no name", i);
         } else if (strmap_get(&names[b->role], b->name, &other)) {
-            rc = fail(c, "binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
+            rc = fail(c, "section BIND: binding %" PRId32 ": the name '%.64s' is also binding %" PRId32 "'s", i, b->name, other);
         } else if (b->role < last) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): a%s %s after a%s %s (inputs, then outputs, then probes)", i, b->name,
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): a%s %s after a%s %s (inputs, then outputs, then probes)", i, b->name,
                       b->role == PKG_PROBE ? "" : "n", role_names[b->role], last == PKG_PROBE ? "" : "n", role_names[last]);
         } else if (b->role == PKG_PROBE ? b->step < 0 || b->step >= c->p->prog.steps.n : b->step != -1) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): step %" PRId32 " is not %s", i, b->name, b->step,
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): step %" PRId32 " is not %s", i, b->name, b->step,
                       b->role == PKG_PROBE ? "a step of the program" : "-1 (only probes name a step)");
         } else if (!binding_ok(c, b, why, sizeof why)) {
-            rc = fail(c, "binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
+            rc = fail(c, "section BIND: binding %" PRId32 " ('%.64s'): %s", i, b->name, why);
         } else {
             strmap_put(&names[b->role], b->name, i);
             last = b->role;
@@ -384,7 +404,7 @@ static int check_bindings(checker *c) {
 
 /* ---- the whole package ------------------------------------------------ */
 
-static int check_tables(checker *c) {
+static int check_all(checker *c) {
     const low_program *g = &c->p->prog;
     diag md = {0};
     if (machine_validate(c->m, &md) != 0) {
@@ -394,7 +414,7 @@ static int check_tables(checker *c) {
     }
     if (g->strings.n && g->strings.v[g->strings.n - 1] != 0)
         return fail(c, "the string table does not end with a NUL byte");
-    if (check_dsts(c) != 0 || check_steps(c) != 0 || check_bufs(c) != 0 || check_segments(c) != 0) return -1;
+    if (check_steps(c) != 0 || check_tables(c) != 0 || check_bufs(c) != 0 || check_segments(c) != 0) return -1;
     return check_bindings(c);
 }
 
@@ -405,13 +425,13 @@ int pkg_check(const package *p, const char *path, diag *d) {
      * an unvalidated count only sizes them (at least 1). */
     size_t nt = tiles && tiles <= (1u << 20) ? tiles : 1;
     c.run_owned = xcalloc((size_t)p->prog.runs.n + 1, 1);
-    c.frag_owned = xcalloc((size_t)p->prog.frags.n + 1, 1);
+    c.phase_iters = xcalloc((size_t)p->prog.steps.n + 1, sizeof(uint32_t));
     c.tile_step = xmalloc(nt * sizeof *c.tile_step);
     c.tile_run = xcalloc(nt, sizeof *c.tile_run);
     for (size_t t = 0; t < nt; t++) c.tile_step[t] = -1;
-    int rc = check_tables(&c);
+    int rc = check_all(&c);
     free(c.run_owned);
-    free(c.frag_owned);
+    free(c.phase_iters);
     free(c.tile_step);
     free(c.tile_run);
     return rc;

@@ -11,7 +11,7 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
 /* The file stores these enums as numbers (docs/package.md lists them): a
  * change to any of them is a format change and bumps PACKAGE_VERSION. A code
  * appended at the end (EWISE gelu_erf = 7) keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 3 && PKG_PROBE == 2 && LOW_K_COUNT == 12 && MID_EW_COUNT == 8 && LOW_STEP_END == 3 &&
+_Static_assert(PACKAGE_VERSION == 4 && PKG_PROBE == 2 && LOW_K_COUNT == 12 && MID_EW_COUNT == 8 && LOW_STEP_END == 3 &&
                    DT_COUNT == 7 && ENC_AMP_OUT == 2 && LOW_MAX_OPERANDS == 7 && LOW_MAX_BOX == 4 &&
                    LAYOUT_MAX_RANK == 6,
                "package format codes changed: bump PACKAGE_VERSION and update docs/package.md");
@@ -28,45 +28,6 @@ _Static_assert(PACKAGE_VERSION == 3 && PKG_PROBE == 2 && LOW_K_COUNT == 12 && MI
 #define NESTED(T, f, rec, n) \
     {#f, FK_SUB, (uint8_t)(MEMBER_BYTES(T, f) / (n)), 0, n, (uint32_t)offsetof(T, f), 0, &rec}
 #define RECORD(T, label, fields) {label, sizeof(T), (int32_t)TS_COUNT(fields), fields}
-
-static const pkg_field ADDR_FIELDS[] = {
-    SCALAR(low_addr, buf, FK_UINT, 4, 0),
-    SCALAR(low_addr, off, FK_UINT, 4, 0),
-    SCALAR(low_addr, iter_stride, FK_SINT, 4, 0),
-};
-static const pkg_record ADDR = RECORD(low_addr, "address", ADDR_FIELDS);
-
-static const pkg_field STEP_FIELDS[] = {
-    SCALAR(low_step, kind, FK_UINT, 1, 0),
-    SCALAR(low_step, first, FK_UINT, 4, 0),
-    SCALAR(low_step, count, FK_UINT, 4, 0),
-    SCALAR(low_step, iterations, FK_UINT, 4, 0),
-    SCALAR(low_step, label, FK_UINT, 4, 0),
-};
-
-static const pkg_field RUN_FIELDS[] = {
-    SCALAR(low_run, tile, FK_UINT, 4, 0),
-    SCALAR(low_run, kernel, FK_UINT, 1, 0),
-    SCALAR(low_run, op, FK_UINT, 1, 0),
-    SCALAR(low_run, acc, FK_UINT, 1, 0),
-    ARRAY(low_run, dt, FK_UINT, 1, LOW_MAX_OPERANDS),
-    ARRAY(low_run, scale, FK_SINT, 1, LOW_MAX_OPERANDS),
-    NESTED(low_run, ptr, ADDR, LOW_MAX_OPERANDS),
-    ARRAY(low_run, n, FK_UINT, 4, LOW_MAX_BOX),
-    ARRAY(low_run, stride, FK_SINT, 4, LOW_STRIDED_OPERANDS * LOW_MAX_BOX),
-    ARRAY(low_run, f, FK_UINT, 4, 5), /* IEEE-754 bits */
-};
-
-static const pkg_field FRAG_FIELDS[] = {
-    SCALAR(low_frag, src_tile, FK_UINT, 4, 0),
-    NESTED(low_frag, src, ADDR, 1),
-    NESTED(low_frag, dst, ADDR, 1),
-    SCALAR(low_frag, bytes, FK_UINT, 4, 0),
-    SCALAR(low_frag, dst0, FK_UINT, 4, 0),
-    SCALAR(low_frag, ndst, FK_UINT, 4, 0),
-};
-
-static const pkg_field DST_FIELDS[] = {{"tile", FK_UINT, sizeof(uint32_t), 4, 1, 0, 0, NULL}};
 
 static const pkg_field BUF_FIELDS[] = {
     SCALAR(low_buf, bytes, FK_UINT, 4, 0),
@@ -109,10 +70,6 @@ static const pkg_field BINDING_FIELDS[] = {
     SCALAR(pkg_binding, step, FK_SINT, 4, 0),
 };
 
-static const pkg_record STEP = RECORD(low_step, "step", STEP_FIELDS);
-static const pkg_record RUN = RECORD(low_run, "run", RUN_FIELDS);
-static const pkg_record FRAG = RECORD(low_frag, "fragment", FRAG_FIELDS);
-static const pkg_record DST = RECORD(uint32_t, "destination", DST_FIELDS);
 static const pkg_record BUF = RECORD(low_buf, "buffer", BUF_FIELDS);
 static const pkg_record SEGMENT = RECORD(pkg_segment, "segment", SEGMENT_FIELDS);
 static const pkg_record BINDING = RECORD(pkg_binding, "binding", BINDING_FIELDS);
@@ -122,10 +79,10 @@ static const pkg_record BINDING = RECORD(pkg_binding, "binding", BINDING_FIELDS)
 const pkg_section_info pkg_sections[SEC_COUNT] = {
     [SEC_MACHINE] = {TAG('M', 'A', 'C', 'H'), "MACH", NULL},
     [SEC_STRINGS] = {TAG('S', 'T', 'R', 'S'), "STRS", NULL},
-    [SEC_STEPS] = {TAG('S', 'T', 'E', 'P'), "STEP", &STEP},
-    [SEC_RUNS] = {TAG('R', 'U', 'N', 'S'), "RUNS", &RUN},
-    [SEC_FRAGS] = {TAG('F', 'R', 'A', 'G'), "FRAG", &FRAG},
-    [SEC_DSTS] = {TAG('D', 'S', 'T', 'S'), "DSTS", &DST},
+    [SEC_STEPS] = {TAG('S', 'T', 'E', 'P'), "STEP", NULL}, /* records.c */
+    [SEC_RUNS] = {TAG('R', 'U', 'N', 'S'), "RUNS", NULL},  /* records.c */
+    [SEC_GROUPS] = {TAG('G', 'R', 'P', 'S'), "GRPS", NULL}, /* records.c */
+    [SEC_TABLES] = {TAG('X', 'T', 'A', 'B'), "XTAB", NULL}, /* records.c */
     [SEC_BUFS] = {TAG('B', 'U', 'F', 'S'), "BUFS", &BUF},
     [SEC_SEGMENTS] = {TAG('S', 'E', 'G', 'S'), "SEGS", &SEGMENT},
     [SEC_BLOB] = {TAG('B', 'L', 'O', 'B'), "BLOB", NULL},

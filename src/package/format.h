@@ -5,8 +5,10 @@
  *   file     header | section 0 | section 1 | ... | section SEC_COUNT-1
  *   header   magic "TESSPKG\0" (8) | u32 version | u32 sections | u64 fingerprint
  *   section  u32 tag | u32 CRC-32C of the payload | u64 payload bytes | payload
- *   payload  raw bytes (machine JSON, strings, blob, meta) or a packed array
+ *   payload  raw bytes (machine JSON, strings, blob, meta), a packed array
  *            of fixed-size records, each field little-endian in table order
+ *            (BUFS, SEGS, BIND), or variable-length records (STEP, RUNS,
+ *            GRPS, XTAB: records.c)
  */
 #ifndef TESSEL_PACKAGE_FORMAT_H
 #define TESSEL_PACKAGE_FORMAT_H
@@ -28,8 +30,8 @@ typedef enum {
     SEC_STRINGS,
     SEC_STEPS,
     SEC_RUNS,
-    SEC_FRAGS,
-    SEC_DSTS,
+    SEC_GROUPS,
+    SEC_TABLES,
     SEC_BUFS,
     SEC_SEGMENTS,
     SEC_BLOB,
@@ -91,6 +93,39 @@ bool pkg_decode(const uint8_t *in, const pkg_record *rec, void *elem, const char
 /* Whether off names a NUL-terminated string of the table: the table must be
  * empty or end with a NUL, so any offset inside it is terminated. */
 bool pkg_string_ok(const char *table, uint64_t table_bytes, uint64_t off);
+
+/* ---- records.c -------------------------------------------------------- */
+
+/* Bytes being written: grows as needed (malloc'd). */
+typedef struct pkg_out {
+    uint8_t *v;
+    size_t n, cap;
+} pkg_out;
+void pkg_out_le(pkg_out *o, uint64_t v, int bytes);
+
+/* A section payload being read: at most n bytes from p. */
+typedef struct pkg_in {
+    const uint8_t *p;
+    uint64_t n, at;
+} pkg_in;
+
+/* Where decoded records go and errors are told. */
+typedef struct pkg_in_ctx {
+    arena *a;
+    const char *path;
+    diag *d;
+} pkg_in_ctx;
+
+void pkg_steps_encode(pkg_out *o, const low_program *g);
+void pkg_runs_encode(pkg_out *o, const low_program *g);
+/* Decode the whole payload into g's steps (runs); -1 with d naming the
+ * section and record on anything the format cannot hold. */
+int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g);
+int pkg_runs_decode(pkg_in_ctx *c, pkg_in *in, low_program *g);
+void pkg_groups_encode(pkg_out *o, const pkg_tables *t);
+int pkg_groups_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t);
+void pkg_tables_encode(pkg_out *o, const pkg_tables *t, uint32_t tiles);
+int pkg_tables_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t, uint32_t tiles);
 
 /* ---- check.c ---------------------------------------------------------- */
 

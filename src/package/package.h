@@ -3,8 +3,11 @@
  *
  *   header    magic "TESSPKG\0", format version, machine fingerprint
  *   machine   the full machine description (its fingerprint must match)
- *   program   steps, kernel runs, exchange fragments (low.h), placed: every
- *             address absolute and inside the tile's memory map
+ *   program   steps and kernel runs (low.h), placed: every address absolute
+ *             and inside the tile's memory map
+ *   tables    every tile's encoded exchange tables: per exchange phase a
+ *             header, its send rows, its receive rows and its repeat patch
+ *             rows; the multicast groups the send rows name
  *   segments  sparse initial tile memory (weights, constants): (tile, address,
  *             bytes, offset into the blob); replicas share blob bytes
  *   bindings  host inputs and outputs: name, dtype, scale, shape, layout and
@@ -14,7 +17,8 @@
  *   meta      JSON text: model, recipe, compile statistics
  *
  * The file is a little-endian sequence of sections, each a tag, a CRC-32C of
- * its payload, a byte length and fixed-size records; the layout is in
+ * its payload, a byte length and its records (a run holds only what its
+ * kernel reads, whatever low_run's arrays can hold); the layout is in
  * docs/package.md. Every checksum is verified before anything is read. Writing the same
  * package twice gives the same bytes. A package is untrusted input: the
  * reader checks every count, index, offset and length, and every address a
@@ -27,7 +31,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 3 };
+enum { PACKAGE_VERSION = 4 };
 
 typedef struct pkg_segment {
     uint32_t tile;
@@ -52,17 +56,132 @@ typedef struct pkg_binding {
                            when its loop exits); -1 for inputs and outputs */
 } pkg_binding;
 
+/* The encoded exchange tables (docs/package.md, "Exchange tables"). */
+typedef struct pkg_tables {
+    uint8_t *bytes;             /* every tile's table, tile after tile */
+    uint64_t *at;               /* tiles + 1 offsets: tile t's table is bytes[at[t], at[t + 1]); NULL: all empty */
+    uint32_t ngroups;           /* multicast groups */
+    uint32_t *group_at;         /* ngroups + 1 offsets into group_tiles */
+    uint32_t *group_tiles;      /* group g: group_tiles[group_at[g], group_at[g + 1]), ascending */
+} pkg_tables;
+
 typedef struct package {
     arena arena;                /* owns everything below */
     machine machine;
     uint64_t fingerprint;       /* machine_fingerprint(&machine) */
-    low_program prog;           /* placed: every low_addr.buf is LOW_ABSOLUTE */
+    low_program prog;           /* placed: every low_addr.buf is LOW_ABSOLUTE; no fragments (an
+                                   EXCHANGE step's first is its phase, the how-manieth exchange
+                                   step it is, and its count is 0): the exchanges are the tables */
+    pkg_tables tables;
     VEC(pkg_segment) segments;
     uint8_t *blob;              /* initial memory bytes */
     uint64_t blob_bytes;
     VEC(pkg_binding) bindings;  /* inputs first, in graph order, then outputs, then probes in program order */
     const char *meta;           /* JSON text */
 } package;
+
+/* ---- xtab.c: exchange tables ------------------------------------------ */
+
+/* Every row of a package's tables has fields as wide as its machine and
+ * program need (docs/package.md, "Exchange tables"). */
+typedef struct pkg_xt_format {
+    uint32_t base;           /* tile_memory_base: row addresses are offsets from it */
+    uint32_t tiles;          /* a destination below this is a tile, from it tiles + group */
+    uint32_t max_send;       /* max_send_bytes */
+    uint8_t addr_bits;       /* A: an offset into tile memory; a slot is as wide */
+    uint8_t len_bits;        /* L: bytes - 1 */
+    uint8_t dst_bits;        /* G: a tile or tiles + group */
+    uint8_t count_bits;      /* C: fragments - 1 through one receive pointer */
+    uint8_t send_bytes;      /* whole words holding 2A + L + G bits */
+    uint8_t recv_bytes;      /* whole words holding A + C bits (C at least 8) */
+} pkg_xt_format;
+
+enum {
+    PKG_XT_HEADER_BYTES = 8,  /* u16 phase, u16 send rows, u16 receive rows, u16 patch rows */
+    PKG_XT_PATCH_BYTES = 8,   /* u32 row (PKG_XT_RECV_ROW: a receive row), i32 bytes per iteration */
+    PKG_XT_MAX_ROWS = 0xffff, /* of one kind, on one tile, in one phase */
+    PKG_XT_MAX_PHASES = 0x10000,
+};
+#define PKG_XT_RECV_ROW 0x80000000u
+
+void pkg_xt_format_init(pkg_xt_format *f, const machine *m, uint32_t groups);
+/* Bytes of one tile's block for a phase with these rows. */
+uint64_t pkg_xt_block_bytes(const pkg_xt_format *f, uint64_t nsend, uint64_t nrecv, uint64_t npatch);
+
+typedef struct pkg_xt_header {
+    uint32_t phase, nsend, nrecv, npatch;
+} pkg_xt_header;
+typedef struct pkg_xt_send {
+    uint32_t addr;           /* source address at iteration 0 */
+    uint32_t bytes;
+    uint32_t slot;           /* its place in the phase's delivery order */
+    uint32_t dst;            /* a tile, or tiles + a multicast group */
+} pkg_xt_send;
+typedef struct pkg_xt_recv {
+    uint32_t addr;           /* where the first fragment lands, at iteration 0 */
+    uint32_t count;          /* fragments that stream through the pointer */
+} pkg_xt_recv;
+typedef struct pkg_xt_patch {
+    uint32_t row;            /* a send row of the block, or PKG_XT_RECV_ROW | a receive row */
+    int32_t stride;          /* bytes added to its address per iteration */
+} pkg_xt_patch;
+
+void pkg_xt_put_header(uint8_t *out, const pkg_xt_header *h);
+void pkg_xt_put_send(const pkg_xt_format *f, uint8_t *out, const pkg_xt_send *s);
+void pkg_xt_put_recv(const pkg_xt_format *f, uint8_t *out, const pkg_xt_recv *r);
+void pkg_xt_put_patch(uint8_t *out, const pkg_xt_patch *p);
+void pkg_xt_get_header(const uint8_t *in, pkg_xt_header *h);
+/* False when a bit beyond the row's fields is set. */
+bool pkg_xt_get_send(const pkg_xt_format *f, const uint8_t *in, pkg_xt_send *s);
+bool pkg_xt_get_recv(const pkg_xt_format *f, const uint8_t *in, pkg_xt_recv *r);
+void pkg_xt_get_patch(const uint8_t *in, pkg_xt_patch *p);
+
+/* The tables decoded: per phase what every tile sends and where every
+ * fragment lands. The simulator runs the phases from it, the checker
+ * validates with it, inspect reads it. */
+typedef struct pkg_xsend {
+    uint32_t tile;           /* the sender */
+    uint32_t addr;           /* source address at iteration 0 */
+    int32_t stride;          /* bytes added per iteration (its patch row), else 0 */
+    uint32_t bytes;
+    uint64_t stage;          /* where its bytes go in the phase's staging buffer */
+} pkg_xsend;
+typedef struct pkg_xrecv {
+    uint32_t send;           /* the fragment: an index into send[] */
+    uint32_t addr;           /* where it lands at iteration 0 */
+    int32_t stride;          /* its receive row's patch, else 0 */
+} pkg_xrecv;
+typedef struct pkg_xtile {
+    uint32_t tile;
+    uint32_t n;              /* its sends (receives) in the phase */
+    uint64_t first;          /* into send[] (recv[]) */
+} pkg_xtile;
+typedef struct pkg_xphase {
+    int32_t step;            /* its EXCHANGE step */
+    uint32_t nsenders, nreceivers;
+    uint64_t senders, receivers;  /* into tiles[]: ascending tiles */
+    uint64_t first_send, nsend;   /* send[]: by sender, each in its table's order */
+    uint64_t first_recv, nrecv;   /* recv[]: by receiver, each in delivery order */
+    uint64_t bytes;          /* payload, a multicast once */
+} pkg_xphase;
+typedef struct pkg_xplan {
+    uint32_t nphases;
+    pkg_xphase *phase;
+    pkg_xsend *send;
+    pkg_xrecv *recv;
+    pkg_xtile *tiles;
+} pkg_xplan;
+
+/* Decodes and cross-checks p's tables against its steps and groups: every
+ * field, every row count, each tile's receive rows against the fragments
+ * sent to it (docs/package.md, "Validation"). -1 with d naming the section,
+ * tile, phase and row otherwise. Addresses are checked only at iteration 0
+ * here; pkg_check checks every iteration. */
+int pkg_xplan_build(const package *p, const char *path, pkg_xplan *x, diag *d);
+void pkg_xplan_free(pkg_xplan *x);
+/* The receive row of tile's phase block through which the k-th fragment
+ * delivered to it streams (for messages). */
+uint32_t pkg_xt_recv_row_of(const package *p, uint32_t tile, uint32_t phase, uint64_t k);
 
 void package_init(package *p);
 void package_free(package *p);

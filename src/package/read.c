@@ -202,10 +202,13 @@ static int read_sections(reader *r) {
         (vec).v = v_;                                               \
         (vec).n = (vec).cap = n_;                                   \
     } while (0)
-    RECORDS(p->prog.steps, SEC_STEPS);
-    RECORDS(p->prog.runs, SEC_RUNS);
-    RECORDS(p->prog.frags, SEC_FRAGS);
-    RECORDS(p->prog.dst_tiles, SEC_DSTS);
+    pkg_in_ctx c = {&p->arena, r->path, r->d};
+    pkg_in steps = {r->payload[SEC_STEPS], r->payload_bytes[SEC_STEPS], 0}, runs = {r->payload[SEC_RUNS], r->payload_bytes[SEC_RUNS], 0};
+    pkg_in groups = {r->payload[SEC_GROUPS], r->payload_bytes[SEC_GROUPS], 0};
+    pkg_in tables = {r->payload[SEC_TABLES], r->payload_bytes[SEC_TABLES], 0};
+    if (pkg_steps_decode(&c, &steps, &p->prog) != 0 || pkg_runs_decode(&c, &runs, &p->prog) != 0 ||
+        pkg_groups_decode(&c, &groups, &p->tables) != 0 || pkg_tables_decode(&c, &tables, &p->tables, p->machine.tiles) != 0)
+        return -1;
     RECORDS(p->prog.bufs, SEC_BUFS);
     RECORDS(p->segments, SEC_SEGMENTS);
     if (read_blob(r) != 0) return -1;

@@ -10,6 +10,7 @@ typedef struct image_parts {
     const void *data[SEC_COUNT];
     uint64_t n[SEC_COUNT];  /* records, or bytes for raw sections */
     char *machine_json;     /* malloc'd */
+    pkg_out enc[SEC_COUNT]; /* the variable-length record sections, encoded (records.c) */
     char *strings;          /* malloc'd: the program's labels, then binding names not among them */
     strmap offsets;         /* each string of `strings` -> offset of its first occurrence */
 } image_parts;
@@ -50,10 +51,14 @@ static void gather(const package *p, image_parts *w) {
 #define PART(s, ptr, count) (w->data[s] = (ptr), w->n[s] = (uint64_t)(count))
     PART(SEC_MACHINE, w->machine_json, strlen(w->machine_json));
     gather_strings(p, w);
-    PART(SEC_STEPS, p->prog.steps.v, p->prog.steps.n);
-    PART(SEC_RUNS, p->prog.runs.v, p->prog.runs.n);
-    PART(SEC_FRAGS, p->prog.frags.v, p->prog.frags.n);
-    PART(SEC_DSTS, p->prog.dst_tiles.v, p->prog.dst_tiles.n);
+    pkg_steps_encode(&w->enc[SEC_STEPS], &p->prog);
+    pkg_runs_encode(&w->enc[SEC_RUNS], &p->prog);
+    PART(SEC_STEPS, w->enc[SEC_STEPS].v, w->enc[SEC_STEPS].n);
+    PART(SEC_RUNS, w->enc[SEC_RUNS].v, w->enc[SEC_RUNS].n);
+    pkg_groups_encode(&w->enc[SEC_GROUPS], &p->tables);
+    pkg_tables_encode(&w->enc[SEC_TABLES], &p->tables, p->machine.tiles);
+    PART(SEC_GROUPS, w->enc[SEC_GROUPS].v, w->enc[SEC_GROUPS].n);
+    PART(SEC_TABLES, w->enc[SEC_TABLES].v, w->enc[SEC_TABLES].n);
     PART(SEC_BUFS, p->prog.bufs.v, p->prog.bufs.n);
     PART(SEC_SEGMENTS, p->segments.v, p->segments.n);
     PART(SEC_BLOB, p->blob, p->blob_bytes);
@@ -64,6 +69,7 @@ static void gather(const package *p, image_parts *w) {
 
 static void release(image_parts *w) {
     free(w->machine_json);
+    for (int s = 0; s < SEC_COUNT; s++) free(w->enc[s].v);
     free(w->strings);
     strmap_free(&w->offsets);
 }

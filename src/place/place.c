@@ -17,6 +17,7 @@ typedef struct placer {
     const int32_t *buf_of;
     const machine *m;
     package *pkg;
+    place_xt *xt;        /* the exchange tables, planned once: counted for support, then encoded */
     uint32_t *addr;      /* per buffer */
     int32_t *tensor_of;  /* buffer -> its storage tensor */
     diag *d;
@@ -53,7 +54,7 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
     uint32_t tiles = m->tiles;
     uint32_t *code = xmalloc(sizeof(uint32_t) * tiles), *tables = xmalloc(sizeof(uint32_t) * tiles);
     place_code_bytes(p->lp, m, code);
-    place_table_bytes(p->lp, m, tables);
+    place_tables_count(p->xt, tables, -1, NULL);
     uint32_t most_code = 0, most = 0;
     for (uint32_t t = 0; t < tiles; t++) {
         if (code[t] > most_code) most_code = code[t];
@@ -73,7 +74,7 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
     if (st->table_bytes_max > m->table_budget_bytes) {
         /* Name the phases that cost the busiest tile most. */
         uint32_t *per_tile = xmalloc(sizeof(uint32_t) * tiles), *per_step = xcalloc((size_t)p->lp->steps.n + 1, sizeof(uint32_t));
-        place_table_rows(p->lp, m, per_tile, (int32_t)busiest, per_step);
+        place_tables_count(p->xt, per_tile, (int32_t)busiest, per_step);
         char top[512] = "";
         size_t at = 0;
         for (int k = 0; k < 4; k++) {
@@ -237,15 +238,9 @@ static void copy_program(placer *p) {
         low_run r = src->runs.v[i];
         for (int k = 0; k < LOW_MAX_OPERANDS; k++)
             r.ptr[k] = low_run_uses(&r, k) ? absolute(p, r.ptr[k]) : (low_addr){.buf = LOW_ABSOLUTE};
+        low_run_canonical(&r); /* what the package holds of it, so a loaded run is this run */
         vec_push(a, &dst->runs, r);
     }
-    for (int32_t i = 0; i < src->frags.n; i++) {
-        low_frag f = src->frags.v[i];
-        f.src = absolute(p, f.src);
-        f.dst = absolute(p, f.dst);
-        vec_push(a, &dst->frags, f);
-    }
-    for (int32_t i = 0; i < src->dst_tiles.n; i++) vec_push(a, &dst->dst_tiles, src->dst_tiles.v[i]);
     for (int32_t i = 0; i < src->strings.n; i++) vec_push(a, &dst->strings, src->strings.v[i]);
 }
 
@@ -369,9 +364,14 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
     for (int32_t b = 0; b < lp->bufs.n; b++) p.tensor_of[b] = -1;
     for (int32_t t = 0; t < mp->tensors.n; t++)
         if (buf_of[t] >= 0) p.tensor_of[buf_of[t]] = t;
+    p.xt = place_tables_plan(lp, mp->m);
     int rc = assign_addresses(&p, st);
     if (rc == 0) {
         copy_program(&p);
+        /* The exchanges: every tile's tables, from the plan support() counted. */
+        rc = place_tables_encode(p.xt, p.addr, out, d);
+    }
+    if (rc == 0) {
         for (int32_t t = 0; t < mp->tensors.n && rc == 0; t++)
             if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) rc = add_param(&p, t);
         if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
@@ -388,6 +388,7 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
         add_probes(&p, prim_steps);
         out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
     }
+    place_tables_free(p.xt);
     free(p.addr);
     free(p.tensor_of);
     free(p.blob);

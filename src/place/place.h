@@ -70,8 +70,29 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
 
 /* ---- tables.c --------------------------------------------------------- */
 
+/* Every tile's exchange tables, planned from a program's exchange phases
+ * (docs/placement.md, "Exchange tables"); lp's fragments may be in buffers
+ * (before placement) or absolute. The plan refers to lp, which must outlive it. */
+typedef struct place_xt place_xt;
+place_xt *place_tables_plan(const low_program *lp, const machine *m);
+void place_tables_free(place_xt *x);
+/* Bytes of the encoded tables of every tile (per_tile[tiles]); with
+ * per_step, also the bytes tile `tile`'s tables spend on each step
+ * (per_step[steps.n], added to). */
+void place_tables_count(const place_xt *x, uint32_t *per_tile, int32_t tile, uint32_t *per_step);
+/* Writes the tables into out (tables and groups; every EXCHANGE step of
+ * out->prog, which mirrors lp's steps, gets its phase): exactly the bytes
+ * place_tables_count gives. buf_addr: each buffer's address (NULL when the
+ * fragments are absolute). -1 with d if a row count or the phase count
+ * does not fit its header field. */
+int place_tables_encode(const place_xt *x, const uint32_t *buf_addr, package *out, diag *d);
+/* For packages built by hand (tests, calibration): encodes p->prog's
+ * absolute fragments into p's tables and drops them from the program. */
+int place_package_tables(package *p, diag *d);
+
 /* Bytes of the encoded exchange tables of every tile (per_tile[tiles]):
- * the rows docs/placement.md prices, over every exchange phase. */
+ * the rows docs/placement.md prices, over every exchange phase; what
+ * place_tables_encode writes. */
 void place_table_bytes(const low_program *lp, const machine *m, uint32_t *per_tile);
 /* The same, and per step the bytes that tile `tile`'s tables spend on it
  * (per_step[steps.n], added to). */

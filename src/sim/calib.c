@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../place/place.h"
 #include "sim.h"
 #include "sim_kernels.h"
 
@@ -439,7 +440,7 @@ static bool simulate(json_t *pt, const machine *m, calib_point *out) {
         sim_stats st;
         sim_options so = {.quiet = true};
         diag d = {0};
-        if (sim_run(&b.p, &so, NULL, NULL, &st, &d)) {
+        if (place_package_tables(&b.p, &d) || sim_run(&b.p, &so, NULL, NULL, &st, &d)) {
             snprintf(out->why, CALIB_WHY_CAP, "the simulator refused it: %.120s", d.text);
             ok = false;
         } else if (st.cycles >= SIM_CYCLES_UNSUPPORTED) {

@@ -767,7 +767,7 @@ typedef struct sim_kernel {
 
 _Static_assert(LOW_K_COUNT == 12, "a new kernel needs a run and a cycles function here");
 static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
-#define X(id, name, nops) [LOW_K_##id] = {run_##name, cycles_##name},
+#define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {run_##name, cycles_##name},
     LOW_KERNELS(X)
 #undef X
 };

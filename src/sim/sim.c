@@ -26,8 +26,7 @@ typedef struct sim {
     uint64_t *sent_elems, *recv_elems; /* per tile, per phase: memory elements sent from and
                                          * received into, one bit each (element mod 64) */
     int depth;            /* repeats open around the current step */
-    uint64_t *frag_at;    /* staging offset per fragment of the phase */
-    uint64_t frag_cap;
+    pkg_xplan xp;         /* the exchange tables, decoded */
     const sim_options *o;
     uint32_t *probe_at;   /* probes of step i: probe_of[probe_at[i], probe_at[i+1]) */
     int32_t *probe_of;    /* binding indices */
@@ -124,19 +123,6 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest) {
 
 /* ---- exchange phases ------------------------------------------------------------------ */
 
-typedef struct gather_job {
-    sim *s;
-    const low_frag *f;
-} gather_job;
-
-static void gather(void *ctx, int64_t b, int64_t e) {
-    gather_job *j = ctx;
-    for (int64_t i = b; i < e; i++) {
-        const low_frag *f = &j->f[i];
-        memcpy(j->s->stage + j->s->frag_at[i], at(j->s, f->src_tile, eff(j->s, f->src)), f->bytes);
-    }
-}
-
 /* What one exchange phase costs, in the machine's formulas (machine.h): every tile's sends and
  * receives, the busiest tile's; the sync and the patching (inside a repeat every strided fragment
  * address is a word repatched per iteration on its tile) go to *overhead. */
@@ -165,26 +151,64 @@ static uint64_t elems_of(const sim *s, uint64_t addr, uint32_t bytes) {
     return bits;
 }
 
+/* One phase as its tables say: every sender's rows read the memory as it
+ * was before the phase into a staging buffer, then every receiver's rows
+ * write what is delivered to it, in slot order, from its pointers. Senders
+ * and receivers each run on their own thread (a tile's counters and memory
+ * are its own), so the bytes do not depend on the thread count. */
+typedef struct xchg_job {
+    sim *s;
+    const pkg_xphase *ph;
+} xchg_job;
+
+static void send_tiles(void *ctx, int64_t b, int64_t e) {
+    xchg_job *j = ctx;
+    sim *s = j->s;
+    for (int64_t k = b; k < e; k++) {
+        const pkg_xtile *t = &s->xp.tiles[j->ph->senders + (uint64_t)k];
+        uint32_t tile = t->tile;
+        for (uint64_t i = t->first; i < t->first + t->n; i++) {
+            const pkg_xsend *x = &s->xp.send[i];
+            uint64_t src = (uint64_t)((int64_t)x->addr + (int64_t)s->iter * x->stride);
+            memcpy(s->stage + x->stage, at(s, tile, src), x->bytes);
+            s->sent[tile] += x->bytes;
+            s->fsent[tile]++;
+            s->patch[tile] += s->depth && x->stride;
+            s->sent_elems[tile] |= elems_of(s, src, x->bytes);
+            note_peak(s->peak, tile, src + x->bytes);
+        }
+        s->used[tile] = true;
+    }
+}
+
+static void recv_tiles(void *ctx, int64_t b, int64_t e) {
+    xchg_job *j = ctx;
+    sim *s = j->s;
+    for (int64_t k = b; k < e; k++) {
+        const pkg_xtile *t = &s->xp.tiles[j->ph->receivers + (uint64_t)k];
+        uint32_t tile = t->tile;
+        for (uint64_t i = t->first; i < t->first + t->n; i++) {
+            const pkg_xrecv *r = &s->xp.recv[i];
+            const pkg_xsend *x = &s->xp.send[r->send];
+            uint64_t da = (uint64_t)((int64_t)r->addr + (int64_t)s->iter * r->stride);
+            memcpy(at(s, tile, da), s->stage + x->stage, x->bytes);
+            s->recv[tile] += x->bytes;
+            s->frecv[tile]++;
+            s->patch[tile] += s->depth && r->stride;
+            s->recv_elems[tile] |= elems_of(s, da, x->bytes);
+            note_peak(s->peak, tile, da + x->bytes);
+        }
+        s->used[tile] = true;
+    }
+}
+
 static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
-    const low_frag *f = s->p->prog.frags.v + st->first;
-    const uint32_t *dst = s->p->prog.dst_tiles.v;
-    uint32_t n = st->count, tiles = s->m->tiles;
-    if (n > s->frag_cap) {
-        s->frag_cap = n;
-        s->frag_at = xrealloc(s->frag_at, sizeof(uint64_t) * n);
+    const pkg_xphase *ph = &s->xp.phase[st->first];
+    uint32_t tiles = s->m->tiles;
+    if (ph->bytes > s->stage_cap) {
+        s->stage_cap = ph->bytes;
+        s->stage = xrealloc(s->stage, ph->bytes);
     }
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        s->frag_at[i] = total;
-        total += f[i].bytes;
-    }
-    if (total > s->stage_cap) {
-        s->stage_cap = total;
-        s->stage = xrealloc(s->stage, total);
-    }
-    /* Every fragment reads memory as it was before the phase. */
-    gather_job j = {s, f};
-    util_parallel(n, 256, gather, &j);
     memset(s->sent, 0, sizeof(uint64_t) * tiles);
     memset(s->recv, 0, sizeof(uint64_t) * tiles);
     memset(s->fsent, 0, sizeof(uint64_t) * tiles);
@@ -192,29 +216,13 @@ static uint64_t run_exchange(sim *s, const low_step *st, uint32_t *busiest) {
     memset(s->patch, 0, sizeof(uint64_t) * tiles);
     memset(s->sent_elems, 0, sizeof(uint64_t) * tiles);
     memset(s->recv_elems, 0, sizeof(uint64_t) * tiles);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t src = eff(s, f[i].src), da = eff(s, f[i].dst);
-        s->sent[f[i].src_tile] += f[i].bytes;
-        s->fsent[f[i].src_tile]++;
-        s->patch[f[i].src_tile] += s->depth && f[i].src.iter_stride;
-        s->sent_elems[f[i].src_tile] |= elems_of(s, src, f[i].bytes);
-        s->used[f[i].src_tile] = true;
-        note_peak(s->peak, f[i].src_tile, src + f[i].bytes);
-        for (uint32_t k = 0; k < f[i].ndst; k++) {
-            uint32_t t = dst[f[i].dst0 + k];
-            memcpy(at(s, t, da), s->stage + s->frag_at[i], f[i].bytes);
-            s->recv[t] += f[i].bytes;
-            s->frecv[t]++;
-            s->patch[t] += s->depth && f[i].dst.iter_stride;
-            s->recv_elems[t] |= elems_of(s, da, f[i].bytes);
-            s->used[t] = true;
-            note_peak(s->peak, t, da + f[i].bytes);
-        }
-    }
-    uint64_t overhead = 0, cycles = exchange_phase_cycles(s, n, &overhead, busiest);
-    s->st->fragments += n;
+    xchg_job j = {s, ph};
+    util_parallel(ph->nsenders, 8, send_tiles, &j);
+    util_parallel(ph->nreceivers, 8, recv_tiles, &j);
+    uint64_t overhead = 0, cycles = exchange_phase_cycles(s, (uint32_t)ph->nsend, &overhead, busiest);
+    s->st->fragments += ph->nsend;
     s->st->phases++;
-    s->st->exchange_bytes += total;
+    s->st->exchange_bytes += ph->bytes;
     s->st->sync_cycles += overhead;
     return cycles;
 }
@@ -395,6 +403,10 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
         return diag_fail(d, "tessel: error: cannot allocate %s of simulated tile memory", b);
     }
     double t0 = util_now_seconds();
+    if (pkg_xplan_build(p, "package", &s.xp, d) != 0) {
+        free(s.mem);
+        return -1;
+    }
     s.used = xcalloc(m->tiles, sizeof(bool));
     s.peak = xcalloc(m->tiles, sizeof(uint64_t));
     s.sent = xcalloc(m->tiles, sizeof(uint64_t));
@@ -443,7 +455,7 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.sent_elems);
     free(s.recv_elems);
     free(s.stage);
-    free(s.frag_at);
+    pkg_xplan_free(&s.xp);
     free(s.probe_at);
     free(s.probe_of);
     free(s.probe_buf);

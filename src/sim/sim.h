@@ -6,8 +6,13 @@
  *                   parallel host threads (results never depend on how many);
  *                   the step takes its slowest tile's cycles, each run paying
  *                   the machine's launch cost on top of its kernel cycles
- *   EXCHANGE step   all fragments read a snapshot taken before the phase,
- *                   then write their destinations; the phase takes the sync
+ *   EXCHANGE step   executed from the package's exchange tables, decoded once
+ *                   (pkg_xplan_build): every tile's send rows read a snapshot
+ *                   taken before the phase, then every tile's receive rows
+ *                   write what is delivered to it, in slot order, from their
+ *                   pointers; senders and receivers run on host threads, each
+ *                   tile on one, so results never depend on how many; the
+ *                   phase takes the sync
  *                   cost and the repeat patching of its busiest patcher, then
  *                   (if it moves data) the latency and its busiest tile: the
  *                   bytes of the busier direction over the exchange bandwidth

@@ -1,5 +1,5 @@
 /* test_e2e.c: the compiled program end to end: a check that can fail (one
- * corrupted weight byte or exchange fragment makes it fail), byte-identical
+ * corrupted weight byte or exchange-table row makes it fail), byte-identical
  * packages, and simulator results independent of the thread count. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -103,18 +103,32 @@ static void corrupted_weight_fails(void **state) {
     built_free(&b);
 }
 
-/* Moves one exchange fragment's destination by one element: valid as a
- * program, wrong as a computation. */
-static void corrupted_fragment_fails(void **state) {
+/* Moves one receive row's pointer (in the middle tile's first block that
+ * receives) by 2 bytes: valid as a program, wrong as a computation. */
+static void corrupted_receive_row_fails(void **state) {
     (void)state;
     built b = build(MODEL, "tiny");
     package p;
     diag d = {0};
     assert_int_equal(package_parse(b.img, b.len, "x", &p, &d), 0);
-    assert_true(p.prog.frags.n > 0);
-    /* Rewrite the package with a fragment whose destination is shifted. */
-    low_frag *f = &p.prog.frags.v[p.prog.frags.n / 2];
-    f->dst.off += 2;
+    pkg_xt_format f;
+    pkg_xt_format_init(&f, &p.machine, p.tables.ngroups);
+    bool moved = false;
+    for (uint32_t t = p.machine.tiles / 2; t < p.machine.tiles && !moved; t++)
+        for (uint64_t at = p.tables.at[t]; at < p.tables.at[t + 1] && !moved;) {
+            pkg_xt_header h;
+            pkg_xt_get_header(p.tables.bytes + at, &h);
+            if (h.nrecv) {
+                uint8_t *row = p.tables.bytes + at + PKG_XT_HEADER_BYTES + h.nsend * f.send_bytes;
+                pkg_xt_recv r;
+                assert_true(pkg_xt_get_recv(&f, row, &r));
+                r.addr += 2;
+                pkg_xt_put_recv(&f, row, &r);
+                moved = true;
+            }
+            at += pkg_xt_block_bytes(&f, h.nsend, h.nrecv, h.npatch);
+        }
+    assert_true(moved);
     size_t n;
     uint8_t *img = package_image(&p, &n);
     assert_int_equal(n, b.len);
@@ -175,7 +189,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unmodified_package_passes),
         cmocka_unit_test(corrupted_weight_fails),
-        cmocka_unit_test(corrupted_fragment_fails),
+        cmocka_unit_test(corrupted_receive_row_fails),
         cmocka_unit_test(packages_are_byte_identical),
         cmocka_unit_test(thread_count_does_not_matter),
     };

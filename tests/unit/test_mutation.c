@@ -1,13 +1,14 @@
 /* test_mutation.c: the exact check catches every corruption that changes an
- * output bit. Each exchange fragment is corrupted (destination offset moved
- * by 2 bytes, length cut by 2 bytes, source tile moved by one) and each
- * kernel run's operands are moved by one element, one at a time, in small
- * f16 and fp8 models of every zoo family. A mutant the package loader
- * refuses is caught there; one the loader accepts is simulated, and if any
- * output bit differs from the unmutated run, the comparison tessel check
- * makes (bit for bit against the plan-exact reference) must fail. A sample
- * of the caught ones also goes through tessel_check with --locate, which
- * must name an op.
+ * output bit. Each row of the encoded exchange tables is corrupted (a
+ * receive row's destination pointer moved by 2 bytes, a send row's length
+ * cut by 2 bytes, a send row moved to the next tile, which then sends it
+ * from its own memory) and each kernel run's operands are moved by one
+ * element, one at a time, in small f16 and fp8 models of every zoo family.
+ * A mutant the package loader refuses is caught there; one the loader
+ * accepts is simulated, and if any output bit differs from the unmutated
+ * run, the comparison tessel check makes (bit for bit against the
+ * plan-exact reference) must fail. A sample of the caught ones also goes
+ * through tessel_check with --locate, which must name an op.
  *
  * CI runs a fixed-seed sample of each model's corruptions; the full sweep
  * (every corruption, c600 models too) runs by hand:
@@ -27,13 +28,152 @@
 #include "cli/tessel.h"
 #include "models/models.h"
 
-typedef enum { MUT_FRAG_DST, MUT_FRAG_LEN, MUT_FRAG_SRC, MUT_RUN_OPERAND } mut_kind;
+typedef enum { MUT_RECV_DST, MUT_SEND_LEN, MUT_SEND_TILE, MUT_RUN_OPERAND } mut_kind;
+static const char *const MUT_NAMES[] = {"receive pointer", "send length", "send tile", "run operand"};
 
 typedef struct mutation {
     mut_kind kind;
-    int32_t index;    /* fragment or run */
+    int32_t index;    /* run, or tile */
+    int32_t block;    /* tables: the tile's block */
+    int32_t row;      /* tables: the send or receive row */
     int operand;      /* runs */
 } mutation;
+
+/* ---- the tables as rows, to edit and encode again ---------------------- */
+
+typedef struct ed_send {
+    pkg_xt_send s;
+    int32_t stride;
+} ed_send;
+typedef struct ed_recv {
+    pkg_xt_recv r;
+    int32_t stride;
+} ed_recv;
+typedef struct ed_block {
+    uint32_t phase, ns, nr;
+    ed_send *s;
+    ed_recv *r;
+} ed_block;
+typedef struct ed_tile {
+    uint32_t nb;
+    ed_block *b;
+} ed_tile;
+typedef struct tables_ed {
+    pkg_xt_format f;
+    uint32_t tiles;
+    ed_tile *t;
+} tables_ed;
+
+static void ed_decode(const package *p, tables_ed *e) {
+    pkg_xt_format_init(&e->f, &p->machine, p->tables.ngroups);
+    e->tiles = p->machine.tiles;
+    e->t = calloc(e->tiles, sizeof(ed_tile));
+    for (uint32_t t = 0; t < e->tiles; t++) {
+        ed_tile *et = &e->t[t];
+        for (uint64_t at = p->tables.at[t]; at < p->tables.at[t + 1];) {
+            const uint8_t *b = p->tables.bytes + at;
+            pkg_xt_header h;
+            pkg_xt_get_header(b, &h);
+            et->b = realloc(et->b, sizeof(ed_block) * (et->nb + 1));
+            ed_block *eb = &et->b[et->nb++];
+            eb->phase = h.phase, eb->ns = h.nsend, eb->nr = h.nrecv;
+            eb->s = calloc(h.nsend + 1, sizeof(ed_send));
+            eb->r = calloc(h.nrecv + 1, sizeof(ed_recv));
+            const uint8_t *row = b + PKG_XT_HEADER_BYTES;
+            for (uint32_t i = 0; i < h.nsend; i++, row += e->f.send_bytes) pkg_xt_get_send(&e->f, row, &eb->s[i].s);
+            for (uint32_t i = 0; i < h.nrecv; i++, row += e->f.recv_bytes) pkg_xt_get_recv(&e->f, row, &eb->r[i].r);
+            for (uint32_t i = 0; i < h.npatch; i++, row += PKG_XT_PATCH_BYTES) {
+                pkg_xt_patch pr;
+                pkg_xt_get_patch(row, &pr);
+                if (pr.row & PKG_XT_RECV_ROW) eb->r[pr.row & ~PKG_XT_RECV_ROW].stride = pr.stride;
+                else eb->s[pr.row].stride = pr.stride;
+            }
+            at += pkg_xt_block_bytes(&e->f, h.nsend, h.nrecv, h.npatch);
+        }
+    }
+}
+
+/* The edited rows as p's tables (malloc'd: *bytes and *at, freed by the caller). */
+static void ed_encode(const tables_ed *e, package *p, uint8_t **bytes, uint64_t **at) {
+    uint64_t total = 0;
+    *at = calloc(e->tiles + 1, sizeof(uint64_t));
+    for (uint32_t t = 0; t < e->tiles; t++) {
+        for (uint32_t k = 0; k < e->t[t].nb; k++) {
+            const ed_block *b = &e->t[t].b[k];
+            uint32_t np = 0;
+            for (uint32_t i = 0; i < b->ns; i++) np += b->s[i].stride != 0;
+            for (uint32_t i = 0; i < b->nr; i++) np += b->r[i].stride != 0;
+            total += b->ns + b->nr ? pkg_xt_block_bytes(&e->f, b->ns, b->nr, np) : 0;
+        }
+        (*at)[t + 1] = total;
+    }
+    *bytes = malloc(total + 1);
+    uint8_t *out = *bytes;
+    for (uint32_t t = 0; t < e->tiles; t++)
+        for (uint32_t k = 0; k < e->t[t].nb; k++) {
+            const ed_block *b = &e->t[t].b[k];
+            if (!b->ns && !b->nr) continue;  /* a block whose last row moved away */
+            uint32_t np = 0;
+            for (uint32_t i = 0; i < b->ns; i++) np += b->s[i].stride != 0;
+            for (uint32_t i = 0; i < b->nr; i++) np += b->r[i].stride != 0;
+            pkg_xt_header h = {b->phase, b->ns, b->nr, np};
+            pkg_xt_put_header(out, &h);
+            out += PKG_XT_HEADER_BYTES;
+            for (uint32_t i = 0; i < b->ns; i++, out += e->f.send_bytes) pkg_xt_put_send(&e->f, out, &b->s[i].s);
+            for (uint32_t i = 0; i < b->nr; i++, out += e->f.recv_bytes) pkg_xt_put_recv(&e->f, out, &b->r[i].r);
+            for (uint32_t i = 0; i < b->ns; i++)
+                if (b->s[i].stride) {
+                    pkg_xt_patch pr = {i, b->s[i].stride};
+                    pkg_xt_put_patch(out, &pr);
+                    out += PKG_XT_PATCH_BYTES;
+                }
+            for (uint32_t i = 0; i < b->nr; i++)
+                if (b->r[i].stride) {
+                    pkg_xt_patch pr = {PKG_XT_RECV_ROW | i, b->r[i].stride};
+                    pkg_xt_put_patch(out, &pr);
+                    out += PKG_XT_PATCH_BYTES;
+                }
+        }
+    p->tables.bytes = *bytes;
+    p->tables.at = *at;
+}
+
+static void ed_free(tables_ed *e) {
+    for (uint32_t t = 0; t < e->tiles; t++) {
+        for (uint32_t k = 0; k < e->t[t].nb; k++) {
+            free(e->t[t].b[k].s);
+            free(e->t[t].b[k].r);
+        }
+        free(e->t[t].b);
+    }
+    free(e->t);
+}
+
+/* Moves send row `row` of tile's block k to tile `to`'s block of the same
+ * phase (made if it has none), in slot order there. */
+static void ed_move_send(tables_ed *e, uint32_t tile, int32_t k, int32_t row, uint32_t to) {
+    ed_block *from = &e->t[tile].b[k];
+    ed_send s = from->s[row];
+    memmove(from->s + row, from->s + row + 1, sizeof(ed_send) * (from->ns - (uint32_t)row - 1));
+    from->ns--;
+    ed_tile *dt = &e->t[to];
+    uint32_t j = 0;
+    while (j < dt->nb && dt->b[j].phase < from->phase) j++;
+    if (j == dt->nb || dt->b[j].phase != from->phase) {
+        uint32_t phase = from->phase;  /* from may move with the realloc when tile == to: it never is */
+        dt->b = realloc(dt->b, sizeof(ed_block) * (dt->nb + 1));
+        memmove(dt->b + j + 1, dt->b + j, sizeof(ed_block) * (dt->nb - j));
+        dt->nb++;
+        dt->b[j] = (ed_block){phase, 0, 0, calloc(1, sizeof(ed_send)), calloc(1, sizeof(ed_recv))};
+    }
+    ed_block *b = &dt->b[j];
+    b->s = realloc(b->s, sizeof(ed_send) * (b->ns + 1));
+    uint32_t at = 0;
+    while (at < b->ns && b->s[at].s.slot <= s.s.slot) at++;
+    memmove(b->s + at + 1, b->s + at, sizeof(ed_send) * (b->ns - at));
+    b->s[at] = s;
+    b->ns++;
+}
 
 typedef struct subject {
     graph *g;
@@ -116,16 +256,25 @@ static void unload(subject *s) {
 
 /* Every corruption of the package, in a fixed order. */
 static mutation *mutations(const package *p, int64_t *n) {
-    int64_t cap = 3 * (int64_t)p->prog.frags.n + LOW_MAX_OPERANDS * (int64_t)p->prog.runs.n + 1, k = 0;
+    tables_ed e;
+    ed_decode(p, &e);
+    int64_t cap = LOW_MAX_OPERANDS * (int64_t)p->prog.runs.n + 1, k = 0;
+    for (uint32_t t = 0; t < e.tiles; t++)
+        for (uint32_t b = 0; b < e.t[t].nb; b++) cap += 2 * e.t[t].b[b].ns + e.t[t].b[b].nr;
     mutation *m = malloc(sizeof(mutation) * (size_t)cap);
-    for (int32_t i = 0; i < p->prog.frags.n; i++) {
-        m[k++] = (mutation){MUT_FRAG_DST, i, 0};
-        if (p->prog.frags.v[i].bytes > 2) m[k++] = (mutation){MUT_FRAG_LEN, i, 0};
-        if (p->machine.tiles > 1) m[k++] = (mutation){MUT_FRAG_SRC, i, 0};
-    }
+    for (uint32_t t = 0; t < e.tiles; t++)
+        for (uint32_t b = 0; b < e.t[t].nb; b++) {
+            const ed_block *eb = &e.t[t].b[b];
+            for (uint32_t i = 0; i < eb->nr; i++) m[k++] = (mutation){MUT_RECV_DST, (int32_t)t, (int32_t)b, (int32_t)i, 0};
+            for (uint32_t i = 0; i < eb->ns; i++) {
+                if (eb->s[i].s.bytes > 2) m[k++] = (mutation){MUT_SEND_LEN, (int32_t)t, (int32_t)b, (int32_t)i, 0};
+                if (p->machine.tiles > 1) m[k++] = (mutation){MUT_SEND_TILE, (int32_t)t, (int32_t)b, (int32_t)i, 0};
+            }
+        }
     for (int32_t i = 0; i < p->prog.runs.n; i++)
         for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-            if (low_run_uses(&p->prog.runs.v[i], op)) m[k++] = (mutation){MUT_RUN_OPERAND, i, op};
+            if (low_run_uses(&p->prog.runs.v[i], op)) m[k++] = (mutation){MUT_RUN_OPERAND, i, 0, 0, op};
+    ed_free(&e);
     *n = k;
     return m;
 }
@@ -135,21 +284,39 @@ static uint32_t element(const low_run *r, int i) {
     return r->kernel == LOW_K_COPY ? 1u : (uint32_t)dtype_bytes((dtype)r->dt[i]);
 }
 
-/* Applies m (sign +1) or its mirror image (sign -1, for a shift that
- * leaves the tile); undo restores the saved record. */
-static void apply(package *p, const mutation *m, int sign) {
+/* The image of p with m applied (sign +1) or its mirror image (sign -1,
+ * for a shift that leaves the tile); p is left as it was. */
+static uint8_t *mutant_image(package *p, const mutation *m, int sign, size_t *len) {
     if (m->kind == MUT_RUN_OPERAND) {
         low_run *r = &p->prog.runs.v[m->index];
+        low_run saved = *r;
         r->ptr[m->operand].off += (uint32_t)sign * element(r, m->operand);
-        return;
+        uint8_t *img = package_image(p, len);
+        *r = saved;
+        return img;
     }
-    low_frag *f = &p->prog.frags.v[m->index];
+    tables_ed e;
+    ed_decode(p, &e);
+    ed_block *b = &e.t[m->index].b[m->block];
     switch (m->kind) {
-    case MUT_FRAG_DST: f->dst.off += (uint32_t)(2 * sign); break;
-    case MUT_FRAG_LEN: f->bytes -= 2; break;
-    case MUT_FRAG_SRC: f->src_tile = (f->src_tile + (sign > 0 ? 1 : p->machine.tiles - 1)) % p->machine.tiles; break;
+    case MUT_RECV_DST: b->r[m->row].r.addr += (uint32_t)(2 * sign); break;
+    case MUT_SEND_LEN: b->s[m->row].s.bytes -= 2; break;
+    case MUT_SEND_TILE:
+        ed_move_send(&e, (uint32_t)m->index, m->block, m->row,
+                     ((uint32_t)m->index + (sign > 0 ? 1 : p->machine.tiles - 1)) % p->machine.tiles);
+        break;
     default: break;
     }
+    pkg_tables saved = p->tables;
+    uint8_t *bytes;
+    uint64_t *at;
+    ed_encode(&e, p, &bytes, &at);
+    uint8_t *img = package_image(p, len);
+    p->tables = saved;
+    free(bytes);
+    free(at);
+    ed_free(&e);
+    return img;
 }
 
 /* The old check: cosine and rms thresholds against the rounded reference. */
@@ -165,23 +332,16 @@ static bool graph_has_fp8(const graph *g) {
 
 /* Runs mutant m: rejected by the loader, or simulated and compared. */
 static void try_one(subject *s, const mutation *m, tally *t, bool locate_it) {
-    low_run run_saved;
-    low_frag frag_saved;
-    if (m->kind == MUT_RUN_OPERAND) run_saved = s->p.prog.runs.v[m->index];
-    else frag_saved = s->p.prog.frags.v[m->index];
     package mutant;
     diag d = {0};
     bool loaded = false;
     for (int sign = 1; sign >= -1 && !loaded; sign -= 2) {
-        if (sign < 0 && m->kind == MUT_FRAG_LEN) break;
-        apply(&s->p, m, sign);
+        if (sign < 0 && m->kind == MUT_SEND_LEN) break;
         size_t n;
-        uint8_t *img = package_image(&s->p, &n);
+        uint8_t *img = mutant_image(&s->p, m, sign, &n);
         memset(&d, 0, sizeof d);
         loaded = package_parse(img, n, "mutant.tpk", &mutant, &d) == 0;
         free(img);
-        if (m->kind == MUT_RUN_OPERAND) s->p.prog.runs.v[m->index] = run_saved;
-        else s->p.prog.frags.v[m->index] = frag_saved;
     }
     t->tried++;
     if (!loaded) {
@@ -211,8 +371,10 @@ static void try_one(subject *s, const mutation *m, tally *t, bool locate_it) {
         t->changed++;
         t->caught += caught;
         t->old_caught += old_caught;
-        if (!caught) fail_msg("mutation %d of %s %d (operand %d) changes an output but the check passes", (int)m->kind,
-                              m->kind == MUT_RUN_OPERAND ? "run" : "fragment", (int)m->index, m->operand);
+        if (!caught)
+            fail_msg("mutation (%s) of %s %d (block %d, row %d, operand %d) changes an output but the check passes",
+                     MUT_NAMES[m->kind], m->kind == MUT_RUN_OPERAND ? "run" : "tile", (int)m->index, (int)m->block, (int)m->row,
+                     m->operand);
         if (locate_it) {
             /* The whole check, as the command runs it, names an op. */
             check_options co = {.package = "mutant.tpk", .inputs = in, .sim = {.quiet = true}};

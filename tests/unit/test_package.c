@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "package/package.h"
+#include "place/place.h"
 
 #define PATH "t.tpk"
 
@@ -197,6 +198,11 @@ static void build(package *p) {
     add_image(p);
     add_bindings(p);
     p->meta = arena_strdup(&p->arena, "{\"model\": \"test\", \"cycles\": 1234}");
+    /* What placement does: a placed run holds only what its kernel reads,
+     * and the exchanges become every tile's tables. */
+    for (int32_t i = 0; i < p->prog.runs.n; i++) low_run_canonical(&p->prog.runs.v[i]);
+    diag d = {0};
+    if (place_package_tables(p, &d)) fail_msg("%s", d.text);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -295,8 +301,13 @@ static void expect_equal(const package *a, const package *b) {
     assert_true(a->fingerprint == b->fingerprint);
     SAME_ARRAY(a->prog.steps, b->prog.steps);
     SAME_ARRAY(a->prog.runs, b->prog.runs);
-    SAME_ARRAY(a->prog.frags, b->prog.frags);
-    SAME_ARRAY(a->prog.dst_tiles, b->prog.dst_tiles);
+    assert_int_equal(b->prog.frags.n + b->prog.dst_tiles.n, 0);
+    uint32_t tiles = a->machine.tiles;
+    assert_memory_equal(a->tables.at, b->tables.at, sizeof(uint64_t) * (tiles + 1));
+    assert_memory_equal(a->tables.bytes, b->tables.bytes, (size_t)a->tables.at[tiles]);
+    assert_int_equal(a->tables.ngroups, b->tables.ngroups);
+    assert_memory_equal(a->tables.group_at, b->tables.group_at, sizeof(uint32_t) * (a->tables.ngroups + 1));
+    assert_memory_equal(a->tables.group_tiles, b->tables.group_tiles, sizeof(uint32_t) * a->tables.group_at[a->tables.ngroups]);
     SAME_ARRAY(a->prog.bufs, b->prog.bufs);
     SAME_ARRAY(a->segments, b->segments);
     /* b's string table may hold binding names after a's labels. */
@@ -362,8 +373,12 @@ static void test_round_trip(void **state) {
 }
 
 /* The record sizes docs/package.md gives, pinned: header 24, section
- * headers 16, step 17, run 205, fragment 40, destination 4, buffer 24,
- * segment 20, binding 278 bytes. */
+ * headers 16; steps and runs a count and variable records (a step 5 bytes
+ * and its count or iterations; a run its tile and kernel, op or acc, the
+ * kernel's box axes and floats, 10 bytes per operand it uses, 4 per stride
+ * its kernel reads); groups a count and their tile lists; the tables a
+ * size per tile and the rows docs/package.md gives; buffer 24, segment
+ * 20, binding 278 bytes. */
 static void test_documented_sizes(void **state) {
     (void)state;
     package p;
@@ -371,10 +386,22 @@ static void test_documented_sizes(void **state) {
     size_t len;
     uint8_t *img = package_image(&p, &len);
     char *json = machine_to_json(&p.machine);
-    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + 6 * 17 + 6 * 205 + 2 * 40 + 4 * 4 + 1 * 24 +
+    size_t steps = 4 + 4 * 9 + 2 * 5;              /* compute, repeat, compute, compute; exchange, end */
+    size_t runs = 4 + (5 + 4 + 4 + 10)              /* fill: n[0], f[0], one operand */
+                  + (5 + 16 + 2 * 10 + 6 * 4)       /* copy: n[0..4), two operands, strides [0..1][0..3) */
+                  + (5 + 4 + 4 + 10)                /* fill */
+                  + (5 + 1 + 16 + 3 * 10 + 6 * 4)   /* gemm: acc, n[0..4), three operands, strides [0..3][0..2) */
+                  + (5 + 1 + 16 + 4 + 3 * 10 + 12 * 4) /* ewise add: op, n, f[0], three operands, all strides */
+                  + (5 + 8 + 2 * 10 + 2 * 4);       /* softmax: n[0..2), two operands, stride[0..2][0] */
+    size_t groups = 4 + 4 + 3 * 4;                 /* one group: tiles 4, 5, 6 */
+    /* Tables: a u32 size per tile, then tile 3 sends two rows (8 bytes on
+     * tiny), the multicast's source patched; tiles 4, 5, 6 receive it through
+     * one 4-byte row, patched; tile 7 the other through one row. */
+    size_t tables = 16 * 4 + (8 + 2 * 8 + 8) + 3 * (8 + 4 + 8) + (8 + 4);
+    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\3\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\4\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -461,8 +488,8 @@ static void test_header(void **state) {
     expect_refused(img, len, "not a tessel package");
     img[0] = 'T';
 
-    put_u32(img + 8, 2);
-    expect_refused(img, len, "package format version 2, but this tessel reads only version 3");
+    put_u32(img + 8, 3);
+    expect_refused(img, len, "package format version 3, but this tessel reads only version 4");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -560,8 +587,32 @@ static void test_records(void **state) {
     uint8_t *img = good_image(&len);
 
     uint8_t *cut = shorten_section(img, len, "STEP", &short_len);
-    expect_refused(cut, short_len, "section STEP holds 101 bytes, not a whole number of 17-byte step records");
+    expect_refused(cut, short_len, "section STEP: step 5 (compute): the section ends inside field count");
     free(cut);
+    cut = shorten_section(img, len, "RUNS", &short_len);
+    expect_refused(cut, short_len, "section RUNS: run 5 (softmax on tile 4): the section ends inside field stride[1][0]");
+    free(cut);
+
+    /* Step and run records, field by field: a count, then kind u8, label u32, ... */
+    size_t step = section_at(img, len, "STEP") + 16, runs = section_at(img, len, "RUNS") + 16;
+    put_u32(img + step, 7);
+    expect_refused(img, len, "section STEP: step 6 (?): the section ends inside field kind");
+    put_u32(img + step, 5);
+    expect_refused(img, len, "section STEP: 9 bytes after its 5 steps");
+    put_u32(img + step, 6);
+    img[step + 4 + 9] = 9;  /* the second step's kind */
+    expect_refused(img, len, "section STEP: step 1 (kind 9): unknown step kind");
+    img[step + 4 + 9] = LOW_STEP_REPEAT;
+    img[runs + 4 + 4] = 99;  /* the first run's kernel */
+    expect_refused(img, len, "section RUNS: run 0 (kernel 99 on tile 5): unknown kernel");
+    img[runs + 4 + 4] = LOW_K_FILL;
+    put_u32(img + runs + 4 + 5, 0);  /* its n[0] */
+    expect_refused(img, len, "section RUNS: run 0 (fill on tile 5): empty run");
+    put_u32(img + runs + 4 + 5, 64);
+    put_u32(img + runs + 4 + 13 + 2, 0x6bf80);  /* its address: 256 bytes from there cross the end */
+    expect_refused(img, len, "section RUNS: run 0 (fill on tile 5): operand 0 spans 0x6bf80..0x6c080, past the end of tile memory 0x6c000");
+    free(img);
+    img = good_image(&len);
     cut = shorten_section(img, len, "STRS", &short_len);
     expect_refused(cut, short_len, "the string table (section STRS) does not end with a NUL byte");
     free(cut);
@@ -594,22 +645,77 @@ static void gemm_c_past_end(package *p) { run(p, 3)->ptr[2].off = 0x6bf00; }
 static void gemm_w_walks_out(package *p) { run(p, 3)->ptr[1].iter_stride = 0x6000; }
 static void gemm_x_walks_below(package *p) { run(p, 3)->ptr[0].iter_stride = -0x8000; }
 static void fill_stride_outside(package *p) { run(p, 0)->ptr[0].iter_stride = 4; }
-static void copy_unplaced(package *p) { run(p, 1)->ptr[1].buf = 2; }
 static void run_tile_16(package *p) { run(p, 5)->tile = 16; }
 static void run_kernel_99(package *p) { run(p, 5)->kernel = 99; }
 static void run_bad_dtype(package *p) { run(p, 3)->dt[1] = DT_I32; }
 static void runs_not_grouped(package *p) { run(p, 2)->tile = 5; }
-static void frag_too_long(package *p) { p->prog.frags.v[0].bytes = 260; }
-static void frag_empty(package *p) { p->prog.frags.v[1].bytes = 0; }
-static void frag_dst_walks_out(package *p) { p->prog.frags.v[0].dst.iter_stride = 0xb000; }
-static void frag_dst_list(package *p) { p->prog.frags.v[1].ndst = 2; }
-static void frag_no_dst(package *p) { p->prog.frags.v[1].ndst = 0; }
-static void dst_tile_16(package *p) { p->prog.dst_tiles.v[2] = 16; }
+/* The exchange step's tables, edited in place: tile's block for phase 0. */
+static uint8_t *block0(package *p, uint32_t tile, pkg_xt_header *h) {
+    assert_true(p->tables.at[tile + 1] > p->tables.at[tile]);
+    uint8_t *b = p->tables.bytes + p->tables.at[tile];
+    pkg_xt_get_header(b, h);
+    return b;
+}
+
+static void edit_send(package *p, uint32_t tile, uint32_t k, int field, uint32_t v) {
+    pkg_xt_format f;
+    pkg_xt_format_init(&f, &p->machine, p->tables.ngroups);
+    pkg_xt_header h;
+    uint8_t *row = block0(p, tile, &h) + PKG_XT_HEADER_BYTES + k * f.send_bytes;
+    pkg_xt_send s;
+    assert_true(pkg_xt_get_send(&f, row, &s));
+    uint32_t *at[] = {&s.addr, &s.bytes, &s.slot, &s.dst};
+    *at[field] = v;
+    pkg_xt_put_send(&f, row, &s);
+}
+
+static void edit_recv(package *p, uint32_t tile, uint32_t k, int field, uint32_t v) {
+    pkg_xt_format f;
+    pkg_xt_format_init(&f, &p->machine, p->tables.ngroups);
+    pkg_xt_header h;
+    uint8_t *b = block0(p, tile, &h);
+    uint8_t *row = b + PKG_XT_HEADER_BYTES + h.nsend * f.send_bytes + k * f.recv_bytes;
+    pkg_xt_recv r;
+    assert_true(pkg_xt_get_recv(&f, row, &r));
+    uint32_t *at[] = {&r.addr, &r.count};
+    *at[field] = v;
+    pkg_xt_put_recv(&f, row, &r);
+}
+
+/* Tile 3 sends row 0 (the multicast to group 0: tiles 4, 5, 6) and row 1 (to tile 7), both in slot 0. */
+static void send_dst_bad(package *p) { edit_send(p, 3, 1, 3, 18); }
+static void send_slot_big(package *p) { edit_send(p, 3, 1, 2, 2); }
+static void send_src_past(package *p) { edit_send(p, 3, 1, 0, 0x6bf80); }
+static void send_to_unlisted(package *p) { edit_send(p, 3, 1, 3, 8); }
+static void slots_tie(package *p) { edit_send(p, 3, 1, 3, 4); }
+static void send_bits(package *p) {
+    pkg_xt_header h;
+    block0(p, 3, &h)[PKG_XT_HEADER_BYTES + 8 + 7] = 0x80;  /* the top bit of tile 3's second send row */
+}
+static void recv_takes_more(package *p) { edit_recv(p, 7, 0, 1, 2); }
+static void recv_walks_out(package *p) {
+    pkg_xt_header h;
+    uint8_t *b = block0(p, 4, &h);
+    pkg_xt_patch pr;
+    pkg_xt_get_patch(b + PKG_XT_HEADER_BYTES + 4, &pr);  /* tile 4: one receive row, then its patch */
+    assert_int_equal(pr.row, PKG_XT_RECV_ROW);
+    pr.stride = 0xb000;
+    pkg_xt_put_patch(b + PKG_XT_HEADER_BYTES + 4, &pr);
+}
+static void phase_past(package *p) {
+    pkg_xt_header h;
+    uint8_t *b = block0(p, 7, &h);
+    h.phase = 3;
+    pkg_xt_put_header(b, &h);
+}
+static void group_tile_16(package *p) { p->tables.group_tiles[2] = 16; }
+static void group_unsorted(package *p) { p->tables.group_tiles[1] = 4; }
 static void step_range_past(package *p) { p->prog.steps.v[5].count = 2; }
-static void step_claims_twice(package *p) { p->prog.steps.v[5].first = 4; }
 static void run_unclaimed(package *p) { p->prog.steps.v[5].count = 0; }
-static void frag_unclaimed(package *p) { p->prog.steps.v[3].count = 1; }
-static void repeat_no_end(package *p) { p->prog.steps.v[4].kind = LOW_STEP_EXCHANGE; }
+static void repeat_no_end(package *p) {
+    p->prog.steps.v[4].kind = LOW_STEP_EXCHANGE;
+    p->prog.steps.v[4].first = 1;  /* the second exchange phase, as a loaded step has it */
+}
 static void end_no_repeat(package *p) { p->prog.steps.v[1].kind = LOW_STEP_END; }
 static void repeat_zero(package *p) { p->prog.steps.v[1].iterations = 0; }
 static void step_kind_9(package *p) { p->prog.steps.v[2].kind = 9; }
@@ -654,21 +760,23 @@ static const struct {
      "run 3 (gemm on tile 3): operand 1 at iteration 3 (of 4) spans 0x6e000..0x6e400, past the end of tile memory"},
     {gemm_x_walks_below, "operand 0 at iteration 3 (of 4) starts at 0x34000, below the start of tile memory 0x4c000"},
     {fill_stride_outside, "run 0 (fill on tile 5): operand 0 has an iteration stride of 4 bytes outside any repeat"},
-    {copy_unplaced, "run 1 (copy on tile 3): operand 1 is in buffer 2, not at an absolute address"},
     {run_tile_16, "run 5 (softmax on tile 16): tile 16 is outside the machine's 16 tiles"},
     {run_kernel_99, "run 5 (kernel 99 on tile 4): unknown kernel"},
     {run_bad_dtype, "run 3 (gemm on tile 3): bad operand dtype"},
     {runs_not_grouped, "run 2 (fill on tile 5): tile 5 already ran run 0 in step 0, not just before"},
-    {frag_too_long, "fragment 0 (tile 3 to 3 tiles): it sends 260 bytes; a fragment sends 1..256 (max_send_bytes)"},
-    {frag_empty, "fragment 1 (tile 3 to 1 tile): it sends 0 bytes"},
-    {frag_dst_walks_out, "fragment 0 (tile 3 to 3 tiles): the destination at iteration 3 (of 4) spans 0x6d000..0x6d100, past the end of tile memory 0x6c000"},
-    {frag_dst_list, "destinations 3..5 run past the 4 entries of the destination list"},
-    {frag_no_dst, "fragment 1 (tile 3 to 0 tiles): it has no destination tiles"},
-    {dst_tile_16, "destination list entry 2 is tile 16, outside the machine's 16 tiles"},
+    {send_dst_bad, "section XTAB: tile 3, phase 0 (step 3 'xchg'): send row 1: its destination is neither a tile nor a group"},
+    {send_slot_big, "section XTAB: tile 3, phase 0 (step 3 'xchg'): send row 1: its slot is not below the phase's number of send rows"},
+    {send_src_past, "section XTAB: tile 3, phase 0 (step 3 'xchg'), send row 1: its source spans 0x6bf80..0x6c080, past the end of tile memory 0x6c000"},
+    {send_to_unlisted, "section XTAB: tile 8, phase 0 (step 3 'xchg'): tile 3 sends it 256 bytes from 0x4c900 (slot 0), but its table has no receive rows in the phase"},
+    {slots_tie, "section XTAB: tile 4, phase 0 (step 3 'xchg'): two fragments sent to it share slot 0"},
+    {send_bits, "section XTAB: tile 3, phase 0 (step 3 'xchg'): send row 1: bits past its fields are set"},
+    {recv_takes_more, "section XTAB: tile 7, phase 0 (step 3 'xchg'): receive row 0 (0x4c000, 2 fragments): its rows take more than the 1 fragments sent to the tile"},
+    {recv_walks_out, "section XTAB: tile 4, phase 0 (step 3 'xchg'), receive row 0: the fragment at iteration 3 (of 4) spans 0x6d000..0x6d100, past the end of tile memory 0x6c000 (fragment 0 it receives, 256 bytes from tile 3)"},
+    {phase_past, "section XTAB: tile 7, phase 3: the program has fewer exchange phases"},
+    {group_tile_16, "section GRPS: group 0 names tile 16, outside the machine's 16 tiles"},
+    {group_unsorted, "section GRPS: group 0 lists tile 4 after tile 4 (a group's tiles ascend, each once)"},
     {step_range_past, "step 5 (compute): runs 5..7 run past the 6 runs of the package"},
-    {step_claims_twice, "step 5 (compute): run 4 also belongs to an earlier step"},
     {run_unclaimed, "run 5 (softmax on tile 4): no compute step runs it"},
-    {frag_unclaimed, "fragment 1 (tile 3 to 1 tile): no exchange step sends it"},
     {repeat_no_end, "step 1 (repeat 'layer'): this REPEAT has no matching END"},
     {end_no_repeat, "step 1 (end 'layer'): an END with no open REPEAT"},
     {repeat_zero, "step 1 (repeat 'layer'): a repeat needs at least 1 iteration"},
@@ -703,6 +811,39 @@ static void test_bad_programs(void **state) {
     }
 }
 
+/* Damage only a package in memory can have (the file has no field for it):
+ * the writer refuses it. */
+static void copy_unplaced(package *p) { run(p, 1)->ptr[1].buf = 2; }
+static void step_claims_twice(package *p) { p->prog.steps.v[5].first = 4; }
+static void exchange_phase_wrong(package *p) { p->prog.steps.v[3].first = 1; }
+static void fragments_left(package *p) {
+    low_frag f = {.src_tile = 3, .src = at(BASE, 0), .dst = at(BASE, 0), .bytes = 4, .dst0 = 0, .ndst = 1};
+    vec_push(&p->arena, &p->prog.frags, f);
+}
+
+static const struct {
+    mutator damage;
+    const char *want;
+} BAD_IN_MEMORY[] = {
+    {copy_unplaced, "section RUNS: run 1 (copy on tile 3): operand 1 is in buffer 2, not at an absolute address"},
+    {step_claims_twice, "section STEP: step 5 (compute): its runs start at 4, not at 5 where the previous step's end"},
+    {exchange_phase_wrong, "section STEP: step 3 (exchange 'xchg'): phase 1 with count 0; as exchange step 0 it is phase 0 with count 0"},
+    {fragments_left, "the program still holds 1 exchange fragments: a package's exchanges are its encoded tables"},
+};
+
+static void test_bad_in_memory(void **state) {
+    (void)state;
+    for (size_t i = 0; i < TS_COUNT(BAD_IN_MEMORY); i++) {
+        package p;
+        build(&p);
+        BAD_IN_MEMORY[i].damage(&p);
+        diag d = {0};
+        assert_int_equal(package_save(&p, "/tmp/never-written.tpk", &d), -1);
+        if (!strstr(d.text, BAD_IN_MEMORY[i].want)) fail_msg("want '%s', got %s", BAD_IN_MEMORY[i].want, d.text);
+        package_free(&p);
+    }
+}
+
 /* Damage the writer cannot produce: a machine the reader refuses outright. */
 static void test_bad_machine_bytes(void **state) {
     (void)state;
@@ -727,6 +868,7 @@ int main(void) {
         cmocka_unit_test(test_sections),
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_bad_programs),
+        cmocka_unit_test(test_bad_in_memory),
         cmocka_unit_test(test_bad_machine_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* test_sim.c: the executor's semantics on hand-built packages: exchanges
  * read a snapshot (a swap swaps), repeats advance strided addresses and
- * multiply cycles, inputs and outputs go through their layouts. */
+ * multiply cycles, inputs and outputs go through their layouts. Exchanges
+ * are written as fragments and encoded into tables as placement would. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,11 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "place/place.h"
 #include "sim/sim.h"
 
 enum { BASE = 0x4c000 };
 
 static low_addr at(uint32_t a, int32_t stride) { return (low_addr){.buf = LOW_ABSOLUTE, .off = a, .iter_stride = stride}; }
+
+/* The package's fragments as tables (what a placed package carries), then the run. */
+static int run_sim(package *p, const sim_options *o, float *const *in, float **out, sim_stats *st, diag *d) {
+    if (place_package_tables(p, d)) return -1;
+    return sim_run(p, o, in, out, st, d);
+}
 
 static void step(package *p, low_step_kind k, uint32_t first, uint32_t count, uint32_t it) {
     low_step s = {.kind = (uint8_t)k, .first = first, .count = count, .iterations = it};
@@ -70,7 +78,7 @@ static void exchange_reads_a_snapshot(void **state) {
     sim_stats st;
     sim_options so = {.quiet = true};
     diag d = {0};
-    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
     assert_true(out[0][0] == -2.0f && out[0][1] == 1.5f);
     /* One phase: the sync, the latency, then the busiest tile's 4 bytes (1 cycle at 4
      * bytes/cycle, 2 with the element conflict: each tile sends from and receives into the same
@@ -108,7 +116,7 @@ static void repeat_advances_strides(void **state) {
     sim_stats st;
     sim_options so = {.quiet = true, .trace = true};
     diag d = {0};
-    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
     assert_true(out[0][0] == 1 + 10 + 20 + 30 && out[0][1] == 2 + 100 + 200 + 300);
     /* Three executions of the compute set, each costing the same. */
     assert_int_equal(st.nevents, 3);
@@ -135,7 +143,7 @@ static void nested_repeats_multiply(void **state) {
     sim_stats st;
     sim_options so = {.quiet = true};
     diag d = {0};
-    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
     assert_true(out[0][0] == 64 && out[0][1] == -192); /* doubled six times */
     assert_int_equal(st.runs, 12);
     free(out[0]);
@@ -162,7 +170,7 @@ static void repeat_patches_strided_fragments(void **state) {
     sim_stats st;
     sim_options so = {.quiet = true};
     diag d = {0};
-    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
     const machine *m = &p.machine;
     uint64_t overhead = m->sync_cycles + 5 * m->exchange_patch_cycles;
     assert_int_equal(st.sync_cycles, 2 * overhead);
@@ -188,7 +196,7 @@ static void exchange_element_conflict(void **state) {
         sim_stats st;
         sim_options so = {.quiet = true};
         diag d = {0};
-        assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+        assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
         cyc[conflict] = st.cycles;
         free(out[0]);
         package_free(&p);
@@ -210,7 +218,7 @@ static void exchange_element_conflict(void **state) {
     sim_stats st;
     sim_options so = {.quiet = true};
     diag d = {0};
-    assert_int_equal(sim_run(&p, &so, in, out, &st, &d), 0);
+    assert_int_equal(run_sim(&p, &so, in, out, &st, &d), 0);
     /* Only tile 0 conflicts (tile 1 receives into element 0 but sends from element 2): 128 payload
      * cycles each way, exchange_conflict_percent more on tile 0. */
     assert_int_equal(st.cycles, m.sync_cycles + m.exchange_latency_cycles + 128 + (128 * m.exchange_conflict_percent + 99) / 100);
