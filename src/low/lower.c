@@ -330,6 +330,23 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->stride[2][0] = sc;
         r->stride[2][1] = (int32_t)layout_axis_stride(lc, rc - 2);
     }
+    /* A run per strip of col_run columns (row-major B and C: a strip starts
+     * col_run elements further along each row). */
+    size_t end = (size_t)x->out->runs.n;
+    uint32_t cols = (uint32_t)(hi[rc - 1] - lo[rc - 1]), strip = (uint32_t)pr->col_run;
+    if (!strip || strip >= cols) return;
+    low_run *whole = xmalloc(sizeof(low_run) * (end - before));
+    memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
+    x->out->runs.n = (int32_t)before;
+    for (size_t i = 0; i < end - before; i++)
+        for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
+            low_run *r = new_run(x, LOW_K_GEMM, tile);
+            *r = whole[i];
+            r->n[2] = cols - c0 < strip ? cols - c0 : strip;
+            r->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
+            r->ptr[2].off += c0 * (uint32_t)lc->elem_bytes;
+        }
+    free(whole);
 }
 
 static void lower_gemm(lx *x, const mid_prim *pr) {

@@ -729,6 +729,9 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
         return WHY("row block %lld is not a multiple of the %lld K parts", (long long)c->bm, (long long)kp);
     tiles *= cdiv(s->M, c->bm) * cdiv(s->N, c->bn) * kp;
     if (tiles > m->tiles) return WHY("the grid needs %lld tiles, the machine has %u", (long long)tiles, m->tiles);
+    if (c->col_run < 1 || c->col_run > c->bn || (c->col_run != c->bn && c->col_run % m->amp_col_panel))
+        return WHY("%lld columns per run: the whole block of %lld, or whole AMP column panels of %u", (long long)c->col_run,
+                   (long long)c->bn, m->amp_col_panel);
     if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
         return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
     if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
@@ -828,7 +831,9 @@ static int expand_matmul(mx *x, const graph_op *o) {
     if (gp.Kp == 1) {
         layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
         int32_t out = result(x, o->out[0], &lc);
-        mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1))->acc = acc;
+        mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1));
+        g->acc = acc;
+        g->col_run = ch.col_run;
         return 0;
     }
     /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
@@ -843,7 +848,9 @@ static int expand_matmul(mx *x, const graph_op *o) {
     layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), false);
     snprintf(pn, sizeof pn, "%s.partials", name);
     int32_t part = new_tensor(x, pn, pdt, 0, &lp, -1);
-    mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1))->acc = acc;
+    mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1));
+    g->acc = acc;
+    g->col_run = ch.col_run;
     layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
     snprintf(pn, sizeof pn, "%s.gathered", name);
     int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);

@@ -93,6 +93,7 @@ typedef struct mid_prim {
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
     int64_t step;                      /* ADAMW: the optimizer step */
+    int64_t col_run;                   /* GEMM: columns per kernel run */
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
@@ -132,10 +133,16 @@ typedef struct mid_program {
  * K cut into Kp = ceil(K / bk) parts every tile writes partial sums, stored
  * in `partials`, which an exchange gathers so each tile holds all Kp of a
  * row block of bm / Kp rows (bm is a multiple of Kp), summed in the op's
- * acc. Every other op's layout follows from its operands (docs/lowering.md). */
+ * acc. Each tile's block runs as one GEMM kernel run, or as one per strip of
+ * col_run columns: a run over several AMP column panels writes its rows
+ * across panels and pays gemm_packed_row_cycles per row per panel, a strip
+ * of one panel does not but pays its own setup. Every other op's layout
+ * follows from its operands (docs/lowering.md). */
 typedef struct mid_gemm_plan {
     int64_t batch_parts[LAYOUT_MAX_RANK]; /* per result batch axis */
     int64_t bm, bn, bk;                   /* block of rows, columns, K */
+    int64_t col_run;                      /* columns per kernel run: bn (one run per block), or a
+                                             multiple of amp_col_panel (a run per column strip) */
     dtype partials;                       /* stored K partials (Kp > 1): f32 or f16 */
 } mid_gemm_plan;
 

@@ -35,6 +35,11 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         }
         fprintf(f, " = %s", mid_kind_names[pr->kind]);
         if (pr->kind == MID_EWISE) fprintf(f, ".%s", mid_ew_names[pr->ew]);
+        if (pr->kind == MID_GEMM) {
+            const layout *lc = &mid_t(p, pr->out[0])->lay;
+            if (pr->col_run && pr->col_run < lc->block[lc->rank - 1])
+                fprintf(f, ".strips%lld", (long long)pr->col_run);
+        }
         if (pr->has_view) fputs(".view", f);
         fputc('(', f);
         for (int k = 0; k < pr->nin; k++) {

@@ -66,7 +66,11 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
     const machine *m = st->m;
     int64_t R = cdiv(s->M, c->bm), C = cdiv(s->N, c->bn), Kp = cdiv(s->K, c->bk);
     machine_gemm gm = {s->a, s->b, s->acc, (uint64_t)G, (uint64_t)c->bm, (uint64_t)c->bn, (uint64_t)c->bk, true, true};
-    double amp = (double)(m->launch_cycles + machine_gemm_cycles(m, &gm));
+    double amp = 0;
+    for (int64_t c0 = 0; c0 < c->bn; c0 += c->col_run) {
+        gm.cols = (uint64_t)(c->bn - c0 < c->col_run ? c->bn - c0 : c->col_run);
+        amp += (double)(m->launch_cycles + machine_gemm_cycles(m, &gm));
+    }
     /* Resident operands (parameters) are loaded where they are used: only
      * computed ones are delivered. */
     double bytes_in = (double)G * ((s->a_param ? 0 : (double)c->bm * c->bk * dtype_bytes(s->a)) +
@@ -142,8 +146,15 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                  * IPU's AMP writes them (each tile's chain stays in acc). */
                 double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
                 c.c.partials = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes ? DT_F16 : s->acc;
+                /* One run per tile, or one per AMP column panel. */
+                c.c.col_run = bn;
                 c.score = score(st, s, G, &c.c);
                 keep(out, &c);
+                if (bn > m->amp_col_panel) {
+                    c.c.col_run = m->amp_col_panel;
+                    c.score = score(st, s, G, &c.c);
+                    keep(out, &c);
+                }
             }
         }
     }
@@ -212,7 +223,7 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
 
 static bool same_plan(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
-           a->bk == b->bk && a->partials == b->partials;
+           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials;
 }
 
 static void push_finalist(search_result *r, const mid_plan *pl, double cycles) {
