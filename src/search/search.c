@@ -145,16 +145,16 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                 /* Partials in the chain dtype, unless that leaves the tile no room: then f16, as the
                  * IPU's AMP writes them (each tile's chain stays in acc). */
                 double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
-                c.c.partials = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes ? DT_F16 : s->acc;
-                /* One run per tile, or one per AMP column panel. */
-                c.c.col_run = bn;
-                c.score = score(st, s, G, &c.c);
-                keep(out, &c);
-                if (bn > m->amp_col_panel) {
-                    c.c.col_run = m->amp_col_panel;
-                    c.score = score(st, s, G, &c.c);
-                    keep(out, &c);
-                }
+                bool must_f16 = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes;
+                /* Variants: partials stored in the chain dtype or (K split, f32 chains) in f16,
+                 * halving their exchange and reduction; one run per tile or per AMP column panel. */
+                for (int pv = must_f16 ? 1 : 0; pv < (Kr > 1 && s->acc == DT_F32 ? 2 : 1); pv++)
+                    for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++) {
+                        c.c.partials = pv ? DT_F16 : s->acc;
+                        c.c.col_run = rv ? m->amp_col_panel : bn;
+                        c.score = score(st, s, G, &c.c);
+                        keep(out, &c);
+                    }
             }
         }
     }
