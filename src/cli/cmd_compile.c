@@ -35,7 +35,7 @@ static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g
 }
 
 /* --recipe and --search-steps, shared by compile and check. */
-enum { DEFAULT_SEARCH_STEPS = 48 };
+enum { DEFAULT_SEARCH_STEPS = 256 };
 
 static int plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
     *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = DEFAULT_SEARCH_STEPS,

@@ -146,15 +146,19 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                  * IPU's AMP writes them (each tile's chain stays in acc). */
                 double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
                 bool must_f16 = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes;
-                /* Variants: partials stored in the chain dtype or (K split, f32 chains) in f16,
-                 * halving their exchange and reduction; one run per tile or per AMP column panel. */
+                /* A grid is kept once, in its best-scored variant (variants are the local
+                 * search's separate proposals): partials stored in the chain dtype or (K split,
+                 * f32 chains) in f16, halving their exchange and reduction; one run per tile or
+                 * per AMP column panel. */
+                cand best = {.score = INFINITY};
                 for (int pv = must_f16 ? 1 : 0; pv < (Kr > 1 && s->acc == DT_F32 ? 2 : 1); pv++)
                     for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++) {
                         c.c.partials = pv ? DT_F16 : s->acc;
                         c.c.col_run = rv ? m->amp_col_panel : bn;
                         c.score = score(st, s, G, &c.c);
-                        keep(out, &c);
+                        if (c.score < best.score) best = c;
                     }
+                keep(out, &best);
             }
         }
     }
@@ -221,6 +225,23 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* The variants of choice c one change away: the other partials dtype (K
+ * split, f32 chains), the other runs per tile (block wider than a panel). */
+static int variants(const machine *m, const graph *g, int32_t op, const mid_gemm_plan *c, cand *out) {
+    mid_gemm_site s;
+    mid_gemm_site_of(g, op, &s);
+    int n = 0;
+    if (cdiv(s.K, c->bk) > 1 && s.acc == DT_F32) {
+        out[n] = (cand){.c = *c};
+        out[n++].c.partials = c->partials == DT_F16 ? DT_F32 : DT_F16;
+    }
+    if (c->bn > m->amp_col_panel) {
+        out[n] = (cand){.c = *c};
+        out[n++].c.col_run = c->col_run == c->bn ? m->amp_col_panel : c->bn;
+    }
+    return n;
+}
+
 static bool same_plan(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
            a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials;
@@ -271,8 +292,9 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
-    eval *res = xcalloc(SEARCH_ALTERNATIVES, sizeof(eval));
-    proposal *props = xcalloc(SEARCH_ALTERNATIVES, sizeof(proposal));
+    eval *res = xcalloc(SEARCH_ALTERNATIVES + 2, sizeof(eval));
+    proposal *props = xcalloc(SEARCH_ALTERNATIVES + 2, sizeof(proposal));
+    cand var[2];
     while (improved && r->proposals < o->steps) {
         improved = false;
         for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
@@ -282,6 +304,10 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             for (int i = 0; i < a->n && r->proposals + n < o->steps; i++)
                 if (!same_plan(&a->v[i].c, &pl.gemm[op]))
                     props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], NULL};
+            /* The current grid's other variants, one change each. */
+            int nv = variants(m, g, op, &pl.gemm[op], var);
+            for (int i = 0; i < nv && r->proposals + n < o->steps; i++)
+                props[n++] = (proposal){&st, &pl, cache, op, &var[i], NULL};
             for (int i = 0; i < n; i++) props[i].out = &res[i];
             util_parallel(n, 1, run_proposals, props);
             r->proposals += n;
