@@ -213,6 +213,11 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     return c;
 }
 
+void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_view *view, est_copy_info *out) {
+    const copy_cost *cc = copy_priced(c, src, dst, view, 0);
+    *out = (est_copy_info){cc->frags, cc->busiest, cc->local};
+}
+
 /* ---- compute ------------------------------------------------------------------------------- */
 
 typedef struct ex {

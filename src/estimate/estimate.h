@@ -44,6 +44,16 @@ typedef struct est_result {
 /* Prices p. The cache (non-NULL) must be for p's machine. */
 void est_program(const mid_program *p, est_cache *c, est_result *r);
 
+/* One copy alone, as est_program prices it: fragments sent (a multicast
+ * once), the busiest tile's exchange cycles, the busiest tile's on-tile copy
+ * cycles. Both layouts must pass layout_check for the cache's machine. */
+typedef struct est_copy_info {
+    uint64_t fragments;
+    uint64_t busiest;
+    uint64_t local;
+} est_copy_info;
+void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_view *view, est_copy_info *out);
+
 /* Exchange-table bytes of one tile's part of a phase: a header, a send row
  * per fragment it sends, a receive row per fragment it receives (the row
  * costs of src/place/tables.c). */
