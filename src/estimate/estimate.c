@@ -89,16 +89,12 @@ typedef struct walk_tile {
     int64_t last_dst_end;   /* end of the last remote run received (contiguous receives share a row) */
 } walk_tile;
 
-typedef struct send_key {
-    int32_t src_tile;
-    int64_t src_off, bytes, dst_off;
-} send_key;
-
 typedef struct copy_walk {
     const machine *m;
     walk_tile *t;
-    send_key *sends;
+    layout_run *sends;       /* runs between tiles */
     int64_t nsends, cap;
+    uint64_t frags;
     layout_run *local;       /* on-tile runs, in order */
     int64_t nlocal, lcap;
 } copy_walk;
@@ -132,18 +128,19 @@ static int copy_run(void *ctx, const layout_run *r) {
     t->last_dst_end = r->dst_off + r->bytes;
     if (w->nsends == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 1024;
-        w->sends = xrealloc(w->sends, sizeof(send_key) * (size_t)w->cap);
+        w->sends = xrealloc(w->sends, sizeof(layout_run) * (size_t)w->cap);
     }
-    w->sends[w->nsends++] = (send_key){r->src_tile, r->src_off, r->bytes, r->dst_off};
+    w->sends[w->nsends++] = *r;
     return 0;
 }
 
-static int cmp_send(const void *a, const void *b) {
-    const send_key *x = a, *y = b;
-    if (x->src_tile != y->src_tile) return x->src_tile < y->src_tile ? -1 : 1;
-    if (x->src_off != y->src_off) return x->src_off < y->src_off ? -1 : 1;
-    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
-    return x->dst_off < y->dst_off ? -1 : x->dst_off > y->dst_off;
+/* A send (layout_fragments): the source tile pays for it once. */
+static void send(void *ctx, const layout_fragment *f) {
+    copy_walk *w = ctx;
+    walk_tile *t = &w->t[f->src_tile];
+    t->sent += (uint64_t)f->bytes;
+    t->fsent++;
+    w->frags++;
 }
 
 static void price_copy(const machine *m, copy_cost *c) {
@@ -152,17 +149,8 @@ static void price_copy(const machine *m, copy_cost *c) {
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
-    /* Runs with one source span and destination offset are one multicast
-     * fragment: the sender pays for it once. */
-    if (w.nsends) qsort(w.sends, (size_t)w.nsends, sizeof(send_key), cmp_send);
-    for (int64_t i = 0; i < w.nsends; i++) {
-        const send_key *k = &w.sends[i];
-        if (i && cmp_send(k, &w.sends[i - 1]) == 0) continue;
-        walk_tile *t = &w.t[k->src_tile];
-        t->sent += (uint64_t)k->bytes;
-        t->fsent += splits(m, k->bytes);
-        c->frags += splits(m, k->bytes);
-    }
+    layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);
+    c->frags = w.frags;
     c->table = xcalloc(tiles, sizeof(uint32_t));
     for (uint32_t i = 0; i < tiles; i++) {
         const walk_tile *t = &w.t[i];

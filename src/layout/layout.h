@@ -126,6 +126,22 @@ typedef struct layout_copy_box {
 } layout_copy_box;
 void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, const layout_copy_box *b), void *ctx);
 
+/* Runs between tiles (src_tile != dst_tile) as the exchange sends them:
+ * runs with one source span and destination offset are one multicast
+ * fragment whatever the number of receivers, cut into sends of at most
+ * max_send bytes. Sorts runs (source tile, offset, length, destination
+ * offset, destination tile) and calls fn per send, in that order; f->dst
+ * points at the group's runs, whose dst_tile are the receivers. The
+ * lowering emits these and the estimator prices them. */
+typedef struct layout_fragment {
+    int32_t src_tile;
+    int64_t src_off, dst_off, bytes;  /* this send */
+    const layout_run *dst;            /* the group's runs (receivers), ndst of them */
+    int64_t ndst;
+} layout_fragment;
+void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(void *ctx, const layout_fragment *f),
+                      void *ctx);
+
 /* ---- spans.c ----------------------------------------------------------------- */
 
 /* Walks the valid elements of one shard (or, with shard NULL, of every

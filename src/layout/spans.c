@@ -84,3 +84,29 @@ void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, 
     if (open) fn(ctx, &plane);
     free(rows);
 }
+
+static int cmp_remote(const void *a, const void *b) {
+    const layout_run *x = a, *y = b;
+    if (x->src_tile != y->src_tile) return x->src_tile < y->src_tile ? -1 : 1;
+    if (x->src_off != y->src_off) return x->src_off < y->src_off ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    if (x->dst_off != y->dst_off) return x->dst_off < y->dst_off ? -1 : 1;
+    return x->dst_tile < y->dst_tile ? -1 : x->dst_tile > y->dst_tile;
+}
+
+void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(void *ctx, const layout_fragment *f),
+                      void *ctx) {
+    if (n) qsort(runs, (size_t)n, sizeof *runs, cmp_remote);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && runs[j].src_tile == runs[i].src_tile && runs[j].src_off == runs[i].src_off &&
+               runs[j].bytes == runs[i].bytes && runs[j].dst_off == runs[i].dst_off)
+            j++;
+        for (int64_t at = 0; at < runs[i].bytes; at += max_send) {
+            layout_fragment f = {runs[i].src_tile, runs[i].src_off + at, runs[i].dst_off + at,
+                                 runs[i].bytes - at < max_send ? runs[i].bytes - at : max_send, &runs[i], j - i};
+            fn(ctx, &f);
+        }
+        i = j;
+    }
+}

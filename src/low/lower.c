@@ -563,25 +563,19 @@ static void lower_fill(lx *x, const mid_prim *pr) {
 
 /* ---- copies ----------------------------------------------------------------------------------- */
 
-typedef struct remote {
-    int32_t src_tile, dst_tile;
-    int64_t src_off, dst_off, bytes;
-} remote;
-
 typedef struct copy_ctx {
     lx *x;
     const mid_prim *pr;
-    VEC(remote) rem;   /* between tiles: exchange fragments */
-    VEC(remote) loc;   /* on one tile: copy programs */
+    VEC(layout_run) rem;   /* between tiles: exchange fragments */
+    VEC(layout_run) loc;   /* on one tile: copy programs */
     arena rem_a, loc_a;/* their storage, one arena each so they grow in place;
                           freed once the copy is lowered */
 } copy_ctx;
 
 static int copy_sink(void *vctx, const layout_run *run) {
     copy_ctx *c = vctx;
-    remote rm = {run->src_tile, run->dst_tile, run->src_off, run->dst_off, run->bytes};
-    if (run->src_tile == run->dst_tile) vec_push(&c->loc_a, &c->loc, rm);
-    else vec_push(&c->rem_a, &c->rem, rm);
+    if (run->src_tile == run->dst_tile) vec_push(&c->loc_a, &c->loc, *run);
+    else vec_push(&c->rem_a, &c->rem, *run);
     return 0;
 }
 
@@ -599,48 +593,40 @@ static void emit_copy_box(void *ctx, const layout_copy_box *b) {
     r->stride[0][2] = (int32_t)b->dstep[1], r->stride[1][2] = (int32_t)b->sstep[1];
 }
 
-static void emit_local_copies(lx *x, const mid_prim *pr, const remote *loc, int32_t n) {
-    layout_run *runs = xmalloc(sizeof(layout_run) * (size_t)(n ? n : 1));
-    for (int32_t i = 0; i < n; i++)
-        runs[i] = (layout_run){loc[i].src_tile, loc[i].dst_tile, loc[i].src_off, loc[i].dst_off, loc[i].bytes};
+static void emit_local_copies(lx *x, const mid_prim *pr, const layout_run *loc, int32_t n) {
     void *ctx[2] = {x, (void *)pr};
-    layout_copy_boxes(runs, n, emit_copy_box, ctx);
-    free(runs);
+    layout_copy_boxes(loc, n, emit_copy_box, ctx);
 }
 
-static int cmp_remote(const void *a, const void *b) {
-    const remote *x = a, *y = b;
-    if (x->src_tile != y->src_tile) return x->src_tile < y->src_tile ? -1 : 1;
-    if (x->src_off != y->src_off) return x->src_off < y->src_off ? -1 : 1;
-    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
-    if (x->dst_off != y->dst_off) return x->dst_off < y->dst_off ? -1 : 1;
-    return x->dst_tile < y->dst_tile ? -1 : x->dst_tile > y->dst_tile;
-}
+typedef struct frag_ctx {
+    lx *x;
+    const mid_prim *pr;
+    const layout_run *group;  /* the multicast group whose destination tiles were last listed */
+    uint32_t dst0;
+} frag_ctx;
 
-/* Remote runs with the same source span and destination offset become one
- * multicast fragment; fragments are cut at the machine's largest send. */
-static void emit_fragments(lx *x, const mid_prim *pr, remote *rem, int32_t n) {
-    if (n) qsort(rem, (size_t)n, sizeof *rem, cmp_remote);
-    uint32_t first = (uint32_t)x->out->frags.n, maxb = x->m->max_send_bytes;
-    for (int32_t i = 0; i < n;) {
-        int32_t j = i + 1;
-        while (j < n && rem[j].src_tile == rem[i].src_tile && rem[j].src_off == rem[i].src_off &&
-               rem[j].bytes == rem[i].bytes && rem[j].dst_off == rem[i].dst_off)
-            j++;
-        uint32_t dst0 = (uint32_t)x->out->dst_tiles.n;
-        for (int32_t k = i; k < j; k++) vec_push(x->a, &x->out->dst_tiles, (uint32_t)rem[k].dst_tile);
-        for (int64_t at = 0; at < rem[i].bytes; at += maxb) {
-            int64_t take = rem[i].bytes - at < maxb ? rem[i].bytes - at : maxb;
-            low_frag f = {.src_tile = (uint32_t)rem[i].src_tile,
-                          .src = addr(x, pr->in[0], rem[i].src_off + at),
-                          .dst = addr(x, pr->out[0], rem[i].dst_off + at),
-                          .bytes = (uint32_t)take,
-                          .dst0 = dst0,
-                          .ndst = (uint32_t)(j - i)};
-            vec_push(x->a, &x->out->frags, f);
-        }
-        i = j;
+static void emit_fragment(void *vctx, const layout_fragment *lf) {
+    frag_ctx *c = vctx;
+    lx *x = c->x;
+    if (lf->dst != c->group) {
+        c->group = lf->dst;
+        c->dst0 = (uint32_t)x->out->dst_tiles.n;
+        for (int64_t k = 0; k < lf->ndst; k++) vec_push(x->a, &x->out->dst_tiles, (uint32_t)lf->dst[k].dst_tile);
     }
+    low_frag f = {.src_tile = (uint32_t)lf->src_tile,
+                  .src = addr(x, c->pr->in[0], lf->src_off),
+                  .dst = addr(x, c->pr->out[0], lf->dst_off),
+                  .bytes = (uint32_t)lf->bytes,
+                  .dst0 = c->dst0,
+                  .ndst = (uint32_t)lf->ndst};
+    vec_push(x->a, &x->out->frags, f);
+}
+
+/* The exchange phase of a copy: its fragments (layout_fragments). */
+static void emit_fragments(lx *x, const mid_prim *pr, layout_run *rem, int32_t n) {
+    uint32_t first = (uint32_t)x->out->frags.n;
+    frag_ctx c = {x, pr, NULL, 0};
+    layout_fragments(rem, n, x->m->max_send_bytes, emit_fragment, &c);
     uint32_t count = (uint32_t)x->out->frags.n - first;
     if (!count) return;
     low_step st = {.kind = LOW_STEP_EXCHANGE, .first = first, .count = count};
