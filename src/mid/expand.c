@@ -1127,6 +1127,8 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_SGD:
     case OP_ADAMW: return expand_optimizer(x, o);
     case OP_GLOBAL_NORM_CLIP: return expand_clip(x, o);
+    case OP_MATMUL_SGD:
+    case OP_MATMUL_ADAMW: return FAIL(x, "the epilogue kernels are not supported by the compiler yet");
     case OP_COUNT: break;
     }
     TS_UNREACHABLE();
