@@ -36,6 +36,12 @@ const machine_ew_class mid_ew_class[MID_EW_COUNT] = {
 #undef X
 };
 
+const char *const mid_epi_names[MID_EPI_COUNT] = {
+#define X(id, name) [MID_EPI_##id] = #name,
+    MID_EPI_OPS(X)
+#undef X
+};
+
 typedef struct copy_memo {
     int32_t src, dst;    /* tensors */
     int32_t block;       /* repeat prim where the copy runs */

@@ -49,6 +49,22 @@ extern const char *const mid_ew_names[MID_EW_COUNT];
 extern const int mid_ew_arity[MID_EW_COUNT];
 extern const machine_ew_class mid_ew_class[MID_EW_COUNT];
 
+/* Epilogues of the fused GEMM and K-reduction (GEMM_EPI and REDUCE_EPI
+ * prims, and the low kernels' `op`): what consumes each gradient value
+ * where it is completed, instead of a stored gradient (docs/epilogue.md). */
+#define MID_EPI_OPS(X) \
+    X(SGD, sgd)        \
+    X(ADAM, adam)
+
+typedef enum {
+#define X(id, name) MID_EPI_##id,
+    MID_EPI_OPS(X)
+#undef X
+    MID_EPI_COUNT
+} mid_epi_op;
+
+extern const char *const mid_epi_names[MID_EPI_COUNT];
+
 typedef struct mid_tensor {
     const char *name;
     dtype dtype;
