@@ -89,6 +89,7 @@ static inline bool graph_kind_has_gemm(int kind) {
     X(TRANSPOSE_A,  transpose_a,  BOOL)       \
     X(TRANSPOSE_B,  transpose_b,  BOOL)       \
     X(ACC,          acc,          DTYPE)      \
+    X(GRAD,         grad,         DTYPE)      \
     X(TO,           to,           DTYPE)      \
     X(SCALE,        scale,        INT)        \
     X(SATURATE,     saturate,     BOOL)       \
@@ -109,8 +110,7 @@ static inline bool graph_kind_has_gemm(int kind) {
     X(BETA1,        beta1,        FLOAT)      \
     X(BETA2,        beta2,        FLOAT)      \
     X(STEP,         step,         INT)        \
-    X(MAX_NORM,     max_norm,     FLOAT)      \
-    X(GRAD,         grad,         DTYPE)
+    X(MAX_NORM,     max_norm,     FLOAT)
 
 typedef enum {
 #define X(id, name, kind) ATTR_##id,

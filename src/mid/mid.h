@@ -8,7 +8,10 @@
  *                         from destination to source coordinates), FILL, GEMM
  *                         partials, REDUCE of partials, EWISE, SOFTMAX,
  *                         LAYER_NORM, REDUCE_SUM, SGD, ADAMW, SUMSQ,
- *                         CLIP_COEF, and REPEAT whose body is expanded once
+ *                         CLIP_COEF, REPEAT whose body is expanded once, and
+ *                         the optimizer epilogue of a fused op: GEMM_EPI (or
+ *                         REDUCE_EPI after K partials) writing the updated
+ *                         states, ADAMW_APPLY AdamW's weight from them
  *           ── top        prim ids of the top level, in order
  *
  * A stacked parameter [L, ...] sliced by a repeat is one tensor holding L
@@ -84,7 +87,9 @@ typedef struct mid_tensor {
     X(COPY, copy) X(FILL, fill) X(GEMM, gemm) X(REDUCE, reduce)          \
     X(EWISE, ewise) X(SOFTMAX, softmax) X(LAYER_NORM, layer_norm)        \
     X(REDUCE_SUM, reduce_sum) X(SGD, sgd) X(ADAMW, adamw)                \
-    X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)
+    X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)        \
+    X(GEMM_EPI, gemm_epi) X(REDUCE_EPI, reduce_epi)                  \
+    X(ADAMW_APPLY, adamw_apply)
 
 typedef enum {
 #define X(id, name) MID_##id,
@@ -104,12 +109,14 @@ typedef struct mid_prim {
     int32_t in[MID_MAX_IN], nin;      /* tensor ids */
     int32_t out[MID_MAX_OUT], nout;
     mid_ew_op ew;                      /* EWISE */
-    dtype acc;                         /* GEMM, REDUCE */
+    mid_epi_op epi;                    /* GEMM_EPI, REDUCE_EPI: the epilogue */
+    dtype grad;                        /* GEMM_EPI, REDUCE_EPI: the dtype the gradient rounds to */
+    dtype acc;                         /* GEMM, REDUCE, GEMM_EPI, REDUCE_EPI */
     float f[5];                        /* kernel parameters, as low.h's kernels take them */
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
-    int64_t step;                      /* ADAMW: the optimizer step */
-    int64_t col_run;                   /* GEMM: columns per kernel run */
+    int64_t step;                      /* ADAMW, ADAMW_APPLY: the optimizer step */
+    int64_t col_run;                   /* GEMM, GEMM_EPI: columns per kernel run */
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
