@@ -218,6 +218,65 @@ void mid_print(FILE *f, const mid_program *p);
  * program: K partitions of every matmul, reduction blocks, clip rows. */
 void mid_numerics(const mid_program *p, graph_numerics *out);
 
+/* ---- fuse.c: the optimizer epilogue fusion (docs/epilogue.md) ------------
+ *
+ * A graph pass, run before expansion: a weight-gradient matmul and the
+ * optimizer that is its only use become one fused op (matmul_sgd,
+ * matmul_adamw) where that is legal; everything else keeps its ops and the
+ * analysis says which rule refused it. */
+
+/* How much of a 2-D product one element of its consumer reads, or one tile
+ * of its producer completes: a lattice (row and column are incomparable;
+ * global is beyond the tensor). */
+typedef enum { FUSE_ELEMENT, FUSE_ROW, FUSE_COLUMN, FUSE_BLOCK, FUSE_TENSOR, FUSE_GLOBAL, FUSE_LOCALITY_COUNT } fuse_locality;
+extern const char *const fuse_locality_names[FUSE_LOCALITY_COUNT];
+/* need <= have in the lattice: the consumer fits in the producer's tile. */
+bool fuse_locality_fits(fuse_locality need, fuse_locality have);
+/* What a tile of a GEMM on an R x C grid (rows, columns of the product) completes. */
+fuse_locality fuse_gemm_partition(int64_t R, int64_t C);
+
+/* The verdicts: OK (legal), DISABLED (legal, fusion off), and the refusals. */
+#define FUSE_RULES(X)                                                                              \
+    X(OK, ok) X(DISABLED, disabled) X(PRODUCER, producer) X(TIED, tied) X(MULTI_USE, multi_use)   \
+    X(ESCAPES, escapes) X(CLIP, clip) X(CLIP_SCALE, clip_scale) X(ROUTED, routed)                  \
+    X(LOCALITY, locality) X(SHAPE, shape) X(SCOPE, scope) X(OPERAND, operand)
+
+typedef enum {
+#define X(id, name) FUSE_##id,
+    FUSE_RULES(X)
+#undef X
+    FUSE_RULE_COUNT
+} fuse_rule;
+extern const char *const fuse_rule_names[FUSE_RULE_COUNT];
+
+typedef struct fuse_candidate {
+    int32_t consumer;      /* graph op: the optimizer (sgd, adamw) */
+    int32_t gradient;      /* graph value: the gradient operand it reads */
+    int32_t producer;      /* graph op that makes it (under a clip: what makes the clipped value), -1: not computed */
+    int32_t gemm;          /* graph op: the matmul whose product that is (through a clip or a sum), -1 if none */
+    fuse_rule rule;        /* OK: legal */
+    fuse_locality need;    /* what one element of the consumer reads of the product */
+    fuse_locality have;    /* what a tile of the producer completes (before the grid is chosen: a block) */
+    bool fused;            /* chosen: mid_fuse_apply rewrites it */
+    char why[512];         /* the reason, naming values and ops */
+} fuse_candidate;
+
+typedef struct fuse_plan {
+    fuse_candidate *c;     /* malloc'd, in program order of the consumers */
+    int32_t n;
+} fuse_plan;
+
+/* The single entry point of the decision: every optimizer op of g with the
+ * producer of its gradient, legal or refused by the first rule that fails
+ * (fail closed). enable marks every legal candidate fused (false: DISABLED);
+ * a caller (the plan search) may clear `fused` before mid_fuse_apply. */
+void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out);
+void mid_fuse_free(fuse_plan *p);
+int32_t mid_fuse_count(const fuse_plan *p);  /* candidates fused */
+/* A new graph: g with every fused candidate of p as one fused op where its
+ * matmul stood. g must outlive it. NULL with d set on failure. */
+graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d);
+
 static inline mid_tensor *mid_t(const mid_program *p, int32_t id) { return &p->tensors.v[id]; }
 static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->prims.v[id]; }
 /* The tensor whose buffer t lives in (through aliases and slices). */

@@ -200,4 +200,19 @@ uint8_t *package_image(const package *p, size_t *len);
  * tests and fuzzers that damage a section on purpose to reach the parser. */
 void package_fix_checksums(uint8_t *img, size_t len);
 
+/* ---- proof.c: whether a package stores an optimizer's gradient -------- */
+
+typedef struct epilogue_proof {
+    bool materialized;     /* some buffer holds the gradient (or a completed product the update reads) */
+    int32_t update_runs;   /* runs that write the optimizer's results */
+    uint32_t buffer_bytes; /* the largest such buffer, payload bytes per tile; 0 when none */
+    char evidence[640];    /* what shows it: the run, the buffers, their bytes and live steps */
+} epilogue_proof;
+
+/* Whether the gradient behind the optimizer results named in outs (their
+ * output or probe bindings: w' and the states') is stored in a buffer of
+ * placed package p, from its program, buffers and live ranges alone
+ * (docs/epilogue.md, "The proof"). */
+void package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out);
+
 #endif
