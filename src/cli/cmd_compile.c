@@ -414,6 +414,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     fuse_plan given_fp = {0};
     const fuse_plan *fp = &ci.fusions;
     epilogue_proof *proofs = NULL;
+    package_peak peak = {0};
     bool proof_fail = false;
     if (rc == 0 && !compiled) { /* a given package: what it shows, not what we would do */
         mid_fuse_analyze(g, false, &given_fp);
@@ -424,6 +425,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
         tessel_fusion_proofs(g, fp, &pkg, proofs);
         for (int32_t k = 0; k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
+        package_live_peak(&pkg, &peak);
     }
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
@@ -441,6 +443,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
         json_object_set_new(j, "fusions", tessel_fusion_json(g, fp, NULL, NULL, proofs));
+        json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)peak.bytes));
         json_object_set(j, "nonfinite_inputs", nonfinite);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);

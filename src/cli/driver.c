@@ -247,6 +247,7 @@ static void fusion_report(const graph *g, const machine *m, const package *out, 
     info->fusion_proofs = xcalloc((size_t)n + 1, sizeof(epilogue_proof));
     fusion_savings(g, m, info);
     tessel_fusion_proofs(g, &info->fusions, out, info->fusion_proofs);
+    package_live_peak(out, &info->peak);
 }
 
 void tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs) {
@@ -313,6 +314,11 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     /* The epilogue fusion: every candidate, and what the package holds at once. */
     json_object_set_new(j, "fusions", tessel_fusion_json(model, &info->fusions, info->fusion_saved, info->fusion_saved_names,
                                                          info->fusion_proofs));
+    /* What the buffers hold at once (the highest address reached depends on where placement put them). */
+    json_t *pl = json_object_get(j, "placed");
+    json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));
+    json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
+    json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
 
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);

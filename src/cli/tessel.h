@@ -17,7 +17,7 @@ typedef struct compile_options {
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is */
     bool quiet;               /* no progress line */
     bool no_fuse;             /* analyse the epilogue fusions but make none */
-    bool fusion_report;       /* fill compile_info's fusion savings and proofs (for --report) */
+    bool fusion_report;       /* fill compile_info's fusion savings, proofs and live peak (for --report) */
 } compile_options;
 
 /* The passes --print-after names, in pipeline order (NULL-terminated). */
@@ -50,10 +50,11 @@ typedef struct compile_info {
     graph *fused;
     /* With o->fusion_report: per candidate, what the same plan unfused would
      * store of its gradient (bytes per tile, the buffers) and the proof from
-     * the package. */
+     * the package; and the package's live peak. */
     int64_t *fusion_saved;
     char **fusion_saved_names;
     epilogue_proof *fusion_proofs;
+    package_peak peak;
 } compile_info;
 
 /* graph -> package for machine m: the epilogue fusion, plan search on the

@@ -215,4 +215,16 @@ typedef struct epilogue_proof {
  * (docs/epilogue.md, "The proof"). */
 void package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out);
 
+/* The most a tile's buffers reserve at once: over tiles and steps, the sum
+ * of the reservations of the buffers live then that the tile holds (a
+ * run's operand, a fragment's source or destination, initial data). Unlike
+ * the highest address reached, this does not depend on where placement put
+ * them. */
+typedef struct package_peak {
+    uint64_t bytes;        /* reserved bytes, program support excluded */
+    uint32_t tile;         /* where, */
+    int32_t step;          /* and when */
+} package_peak;
+void package_live_peak(const package *p, package_peak *out);
+
 #endif

@@ -1,5 +1,6 @@
 /* proof.c: whether a package stores an optimizer's gradient, read off the
- * placed program alone (docs/epilogue.md, "The proof").
+ * placed program alone (docs/epilogue.md, "The proof"), and how much of a
+ * tile its buffers hold at once.
  *
  * The program is seen at buffer granularity: a buffer has one address
  * range and one live range (steps) on every tile, and while it is live no
@@ -227,4 +228,64 @@ void package_epilogue_proof(const package *p, const char *const *outs, int nouts
     free(x.live);
     free(x.writers);
     free(x.edges);
+}
+
+/* ---- the live peak -------------------------------------------------------------------- */
+
+void package_live_peak(const package *p, package_peak *out) {
+    memset(out, 0, sizeof *out);
+    const low_program *lp = &p->prog;
+    uint32_t tiles = p->machine.tiles;
+    px x = {.p = p, .nb = lp->bufs.n};
+    x.live = xcalloc((size_t)lp->steps.n + 1, sizeof(step_live));
+    /* held[b * tiles + t]: tile t touches buffer b (a run's operand, a fragment's end, initial data). */
+    uint8_t *held = xcalloc((size_t)x.nb * tiles + 1, 1);
+#define HOLD(b, t)                                                    \
+    do {                                                              \
+        int32_t b_ = (b);                                             \
+        if (b_ >= 0) held[(size_t)b_ * tiles + (t)] = 1;              \
+    } while (0)
+    for (int32_t s = 0; s < lp->steps.n; s++) {
+        const low_step *st = &lp->steps.v[s];
+        if (st->kind == LOW_STEP_COMPUTE)
+            for (uint32_t i = st->first; i < st->first + st->count; i++) {
+                const low_run *r = &lp->runs.v[i];
+                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
+                    if (low_run_uses(r, op)) HOLD(buf_at(&x, s, r->ptr[op].off), r->tile);
+            }
+        if (st->kind == LOW_STEP_EXCHANGE)
+            for (uint32_t i = st->first; i < st->first + st->count; i++) {
+                const low_frag *f = &lp->frags.v[i];
+                HOLD(buf_at(&x, s, f->src.off), f->src_tile);
+                int32_t db = buf_at(&x, s, f->dst.off);
+                for (uint32_t k = 0; k < f->ndst; k++) HOLD(db, lp->dst_tiles.v[f->dst0 + k]);
+            }
+    }
+    for (int32_t i = 0; i < p->segments.n; i++) HOLD(buf_at(&x, 0, p->segments.v[i].addr), p->segments.v[i].tile);
+#undef HOLD
+    /* Per tile, the bytes reserved by the buffers it holds, at each step: changes at first and last + 1. */
+    int32_t ns = lp->steps.n;
+    int64_t *delta = xmalloc(sizeof(int64_t) * ((size_t)ns + 2));
+    for (uint32_t t = 0; t < tiles; t++) {
+        memset(delta, 0, sizeof(int64_t) * ((size_t)ns + 2));
+        bool any = false;
+        for (int32_t b = 0; b < x.nb; b++) {
+            const low_buf *bf = &lp->bufs.v[b];
+            if (!held[(size_t)b * tiles + t] || bf->first < 0) continue;
+            int32_t last = bf->last >= ns ? ns - 1 : bf->last;
+            delta[bf->first] += bf->reserved;
+            delta[last + 1] -= bf->reserved;
+            any = true;
+        }
+        if (!any) continue;
+        int64_t live = 0;
+        for (int32_t s = 0; s < ns; s++) {
+            live += delta[s];
+            if (live > (int64_t)out->bytes) out->bytes = (uint64_t)live, out->tile = t, out->step = s;
+        }
+    }
+    free(delta);
+    free(held);
+    for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids);
+    free(x.live);
 }
