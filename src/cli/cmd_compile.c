@@ -346,9 +346,9 @@ static void print_epilogue(const graph *g, const fuse_plan *fp, const epilogue_p
             b += (size_t)snprintf(refused + b, sizeof refused - b, "%s%s [%s]", b ? ", " : "", name, fuse_rule_names[c->rule]);
         bad += c->fused && proofs[k].materialized;
     }
-    printf("  epilogue    %d of %d optimizer steps fused%s%s%s%s\n", (int)mid_fuse_count(fp), (int)fp->n, a ? ": " : "", fused,
+    printf("  epilogue    %d of %d optimizer steps fused%s%s%s%s\n", (int)mid_fuse_fused(fp), (int)fp->n, a ? ": " : "", fused,
            b ? "; unfused: " : "", refused);
-    if (mid_fuse_count(fp))
+    if (mid_fuse_fused(fp))
         printf("              %s\n", bad ? "FAIL: the package stores a fused gradient" :
                                            "the package stores none of the fused gradients (proof from its buffers and runs)");
     for (int32_t k = 0; k < fp->n; k++)

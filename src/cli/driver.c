@@ -38,7 +38,7 @@ static int32_t model_op(const graph *g, const graph *gc, const fuse_plan *fp, in
     const char *name = graph_op_name(gc, op);
     *gemm = false;
     for (int32_t k = 0; k < fp->n; k++)
-        if (fp->c[k].fused && strcmp(graph_op_name(g, fp->c[k].consumer), name) == 0) {
+        if (fp->c[k].fused && !fp->c[k].given && strcmp(graph_op_name(g, fp->c[k].consumer), name) == 0) {
             *gemm = true;
             return fp->c[k].gemm;
         }
@@ -225,7 +225,7 @@ static void fusion_savings(const graph *g, const machine *m, compile_info *info)
     mid_plan_free(&pl);
     if (rc) return; /* the unfused plan does not even expand: nothing to compare with */
     for (int32_t k = 0; k < fp->n; k++) {
-        if (!fp->c[k].fused) continue;
+        if (!fp->c[k].fused || fp->c[k].given) continue;
         char list[1024] = "";
         size_t at = 0;
         for (int32_t t = 0; t < mid.tensors.n; t++) {

@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char *epilogue_of(const graph *g, const fuse_candidate *c) {
-    return graph_opr(g, c->consumer)->kind == OP_ADAMW ? "adam moments, then adamw_apply" : "sgd";
+    graph_op_kind k = graph_opr(g, c->consumer)->kind;
+    return k == OP_ADAMW || k == OP_MATMUL_ADAMW ? "adam moments, then adamw_apply" : "sgd";
 }
 
 json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,
@@ -17,10 +18,12 @@ json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *s
     json_t *a = json_array();
     for (int32_t k = 0; k < fp->n; k++) {
         const fuse_candidate *c = &fp->c[k];
-        json_t *e = json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:s}", "consumer", graph_op_name(g, c->consumer),
+        json_t *e = json_pack("{s:s, s:s, s:o, s:b, s:s, s:s, s:s, s:s}", "consumer", graph_op_name(g, c->consumer),
                               "consumer_kind", graph_op_infos[graph_opr(g, c->consumer)->kind].name, "gradient",
-                              graph_val(g, c->gradient)->name, "fused", c->fused, "rule", fuse_rule_names[c->rule], "reason",
-                              c->why, "need", fuse_locality_names[c->need], "have", fuse_locality_names[c->have]);
+                              c->gradient >= 0 ? json_string(graph_val(g, c->gradient)->name) : json_null(), "fused", c->fused,
+                              "rule", fuse_rule_names[c->rule], "reason", c->why, "need", fuse_locality_names[c->need], "have",
+                              fuse_locality_names[c->have]);
+        if (c->given) json_object_set_new(e, "given", json_true());
         bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;
         json_object_set_new(e, "producer", made ? json_string(graph_op_name(g, c->producer)) : json_null());
         json_object_set_new(e, "producer_kind", made ? json_string(graph_op_infos[graph_opr(g, c->producer)->kind].name) : json_null());
@@ -44,15 +47,17 @@ json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *s
 }
 
 void tessel_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names) {
-    fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)mid_fuse_count(fp), (int)fp->n);
+    fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)mid_fuse_fused(fp), (int)fp->n);
     for (int32_t k = 0; k < fp->n; k++) {
         const fuse_candidate *c = &fp->c[k];
         bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;
         fprintf(f, "  %-8s %s (%s) <- %s %s", c->fused ? "fused" : c->rule == FUSE_DISABLED ? "legal" : "refused",
                 graph_op_name(g, c->consumer), graph_op_infos[graph_opr(g, c->consumer)->kind].name,
                 made ? graph_op_infos[graph_opr(g, c->producer)->kind].name : "value",
-                made ? graph_op_name(g, c->producer) : graph_val(g, c->gradient)->name);
-        if (c->fused) {
+                made ? graph_op_name(g, c->producer) : c->gradient >= 0 ? graph_val(g, c->gradient)->name : "its own matmul");
+        if (c->given) {
+            fprintf(f, ": fused in the model itself\n");
+        } else if (c->fused) {
             char b[32];
             fmt_bytes(b, sizeof b, saved ? (double)saved[k] : 0);
             fprintf(f, ": the gradient is never stored; saves %s per tile (%s bytes)\n", b,

@@ -127,15 +127,16 @@ static int32_t through_moves(const graph *g, int32_t v) {
 
 /* The routing gate of a product operand: v is (through moves) a mul by a
  * graph input (through moves), a per-token mask given at run time. That
- * input's value, or -1. */
+ * input's value (of two inputs, the smaller: the mask broadcasts), or -1. */
 static int32_t gate_of(const graph *g, int32_t v) {
-    int32_t d = def_of(g, through_moves(g, v));
+    int32_t d = def_of(g, through_moves(g, v)), gate = -1;
     if (d < 0 || graph_opr(g, d)->kind != OP_MUL) return -1;
     for (int k = 0; k < 2; k++) {
         int32_t s = through_moves(g, graph_opr(g, d)->in[k]), sd = def_of(g, s);
-        if (sd >= 0 && graph_opr(g, sd)->kind == OP_INPUT) return s;
+        if (sd < 0 || graph_opr(g, sd)->kind != OP_INPUT) continue;
+        if (gate < 0 || graph_type_numel(&graph_val(g, s)->type) < graph_type_numel(&graph_val(g, gate)->type)) gate = s;
     }
-    return -1;
+    return gate;
 }
 
 /* Products summed into v through add and sub (a tied weight's gradient). */
@@ -282,6 +283,14 @@ static void collect(ax *a, const graph_block *b, candidate_vec *out, arena *ar) 
     for (int32_t i = 0; i < b->n; i++) {
         const graph_op *o = graph_opr(a->g, b->v[i]);
         if (o->kind == OP_REPEAT) collect(a, &o->body, out, ar);
+        if (o->kind == OP_MATMUL_SGD || o->kind == OP_MATMUL_ADAMW) {
+            fuse_candidate c = {.consumer = b->v[i], .gradient = -1, .producer = -1, .gemm = -1, .rule = FUSE_OK,
+                                .need = FUSE_ELEMENT, .have = FUSE_BLOCK, .fused = true, .given = true};
+            snprintf(c.why, sizeof c.why, "%s '%s' is fused in the model itself", graph_op_infos[o->kind].name,
+                     graph_op_name(a->g, b->v[i]));
+            vec_push(ar, out, c);
+            continue;
+        }
         if (!epilogue_of(o->kind)) continue;
         fuse_candidate c = {.consumer = b->v[i]};
         judge(a, &c);
@@ -303,6 +312,7 @@ void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out) {
     if (v.n) memcpy(out->c, v.v, sizeof(fuse_candidate) * (size_t)v.n);
     for (int32_t i = 0; i < out->n; i++) {
         fuse_candidate *c = &out->c[i];
+        if (c->given) continue;
         c->fused = c->rule == FUSE_OK && enable;
         if (c->rule == FUSE_OK && !enable) c->rule = FUSE_DISABLED;
     }
@@ -318,6 +328,12 @@ void mid_fuse_free(fuse_plan *p) {
 }
 
 int32_t mid_fuse_count(const fuse_plan *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused && !p->c[i].given;
+    return n;
+}
+
+int32_t mid_fuse_fused(const fuse_plan *p) {
     int32_t n = 0;
     for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused;
     return n;
@@ -432,7 +448,7 @@ static void rebuild_block(rw *x, const graph_block *b) {
     for (int32_t i = 0; i < b->n; i++) due[i] = -1;
     for (int32_t k = 0; k < x->p->n; k++) {
         const fuse_candidate *c = &x->p->c[k];
-        if (!c->fused) continue;
+        if (!c->fused || c->given) continue;
         bool here = false;
         for (int32_t i = 0; i < b->n && !here; i++) here = b->v[i] == c->gemm;
         if (!here) continue;
@@ -511,7 +527,7 @@ graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d) {
             xcalloc((size_t)g->ops.n + 1, sizeof(bool)), 0};
     for (int32_t v = 0; v < g->values.n; v++) x.vmap[v] = -1;
     for (int32_t k = 0; k < p->n; k++)
-        if (p->c[k].fused) {
+        if (p->c[k].fused && !p->c[k].given) {
             TS_ASSERT(p->c[k].rule == FUSE_OK && p->c[k].gemm >= 0);
             x.role[p->c[k].gemm] = x.role[p->c[k].consumer] = k + 1;
         }

@@ -250,14 +250,15 @@ typedef enum {
 extern const char *const fuse_rule_names[FUSE_RULE_COUNT];
 
 typedef struct fuse_candidate {
-    int32_t consumer;      /* graph op: the optimizer (sgd, adamw) */
-    int32_t gradient;      /* graph value: the gradient operand it reads */
+    int32_t consumer;      /* graph op: the optimizer (sgd, adamw), or a fused op the model already has */
+    int32_t gradient;      /* graph value: the gradient operand it reads; -1 for a given fused op */
     int32_t producer;      /* graph op that makes it (under a clip: what makes the clipped value), -1: not computed */
     int32_t gemm;          /* graph op: the matmul whose product that is (through a clip or a sum), -1 if none */
     fuse_rule rule;        /* OK: legal */
     fuse_locality need;    /* what one element of the consumer reads of the product */
     fuse_locality have;    /* what a tile of the producer completes (before the grid is chosen: a block) */
-    bool fused;            /* chosen: mid_fuse_apply rewrites it */
+    bool fused;            /* chosen: mid_fuse_apply rewrites it (or the model has it fused already) */
+    bool given;            /* the model's own fused op: nothing to rewrite */
     char why[512];         /* the reason, naming values and ops */
 } fuse_candidate;
 
@@ -272,7 +273,8 @@ typedef struct fuse_plan {
  * a caller (the plan search) may clear `fused` before mid_fuse_apply. */
 void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out);
 void mid_fuse_free(fuse_plan *p);
-int32_t mid_fuse_count(const fuse_plan *p);  /* candidates fused */
+int32_t mid_fuse_count(const fuse_plan *p);  /* candidates this compile fuses (rewrites) */
+int32_t mid_fuse_fused(const fuse_plan *p);  /* candidates fused, the model's own fused ops included */
 /* A new graph: g with every fused candidate of p as one fused op where its
  * matmul stood. g must outlive it. NULL with d set on failure. */
 graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d);
