@@ -24,6 +24,11 @@ json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *s
                               "rule", fuse_rule_names[c->rule], "reason", c->why, "need", fuse_locality_names[c->need], "have",
                               fuse_locality_names[c->have]);
         if (c->given) json_object_set_new(e, "given", json_true());
+        /* The optimizer state's dtype (the first state operand's), none for plain SGD. */
+        const graph_op *o = graph_opr(g, c->consumer);
+        int first = o->kind == OP_SGD || o->kind == OP_ADAMW ? 2 : 3;
+        json_object_set_new(e, "state_dtype",
+                            o->nin > first ? json_string(dtype_name(graph_val(g, o->in[first])->type.dtype)) : json_string("none"));
         bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;
         json_object_set_new(e, "producer", made ? json_string(graph_op_name(g, c->producer)) : json_null());
         json_object_set_new(e, "producer_kind", made ? json_string(graph_op_infos[graph_opr(g, c->producer)->kind].name) : json_null());

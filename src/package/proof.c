@@ -52,21 +52,28 @@ static bool live_at(const px *x, const low_buf *b, int32_t step) {
     return b->first >= 0 && b->first <= step && step <= last;
 }
 
-static const px *cmp_ctx;
+typedef struct addr_id {
+    uint32_t addr;
+    int32_t id;
+} addr_id;
+
 static int cmp_addr(const void *a, const void *b) {
-    uint32_t x = cmp_ctx->p->prog.bufs.v[*(const int32_t *)a].addr, y = cmp_ctx->p->prog.bufs.v[*(const int32_t *)b].addr;
-    return x < y ? -1 : x > y;
+    const addr_id *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* The buffer live at `step` that holds byte `addr`, -1 if none. */
 static int32_t buf_at(px *x, int32_t step, uint64_t addr) {
     step_live *sl = &x->live[step];
     if (!sl->built) {
-        sl->ids = xmalloc(sizeof(int32_t) * ((size_t)x->nb + 1));
+        addr_id *tmp = xmalloc(sizeof(addr_id) * ((size_t)x->nb + 1));
         for (int32_t b = 0; b < x->nb; b++)
-            if (live_at(x, &x->p->prog.bufs.v[b], step)) sl->ids[sl->n++] = b;
-        cmp_ctx = x;
-        qsort(sl->ids, (size_t)sl->n, sizeof(int32_t), cmp_addr);
+            if (live_at(x, &x->p->prog.bufs.v[b], step)) tmp[sl->n++] = (addr_id){x->p->prog.bufs.v[b].addr, b};
+        qsort(tmp, (size_t)sl->n, sizeof(addr_id), cmp_addr);
+        sl->ids = xmalloc(sizeof(int32_t) * ((size_t)sl->n + 1));
+        for (int32_t i = 0; i < sl->n; i++) sl->ids[i] = tmp[i].id;
+        free(tmp);
         sl->built = true;
     }
     int32_t lo = 0, hi = sl->n - 1, at = -1;
