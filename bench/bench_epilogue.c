@@ -116,6 +116,7 @@ static int compare(const char *model, const machine *m, bool check) {
         for (int32_t k = 0; k < fp->n; k++) total += saved[k];
         printf("  %-28s %16s %16s %10s\n", "", "fused", "unfused", "ratio");
         kib_row("peak live SRAM per tile", (double)f.peak.bytes, (double)u.peak.bytes);
+        kib_row("peak live payload per tile", (double)f.peak.payload, (double)u.peak.payload);
         kib_row("memory reached per tile", (double)f.ci.place.tile_bytes, (double)u.ci.place.tile_bytes);
         printf("  %-28s %16llu %16llu %10.3f\n", "simulated cycles", (unsigned long long)f.st.cycles,
                (unsigned long long)u.st.cycles, (double)f.st.cycles / (double)u.st.cycles);
@@ -125,8 +126,8 @@ static int compare(const char *model, const machine *m, bool check) {
                (unsigned long long)u.st.exchange_cycles, (double)f.st.exchange_cycles / (double)u.st.exchange_cycles);
         printf("  %-28s %12.1f MiB %12.1f MiB %10.3f\n", "exchanged", f.st.exchange_bytes / 1048576.0,
                u.st.exchange_bytes / 1048576.0, (double)f.st.exchange_bytes / (double)u.st.exchange_bytes);
-        printf("  peak live: tile %u at step %d fused, tile %u at step %d unfused\n", f.peak.tile, f.peak.step, u.peak.tile,
-               u.peak.step);
+        printf("  peak live: tile %u at step %d fused, tile %u at step %d unfused (payload: step %d, step %d)\n", f.peak.tile,
+               f.peak.step, u.peak.tile, u.peak.step, f.peak.payload_step, u.peak.payload_step);
         printf("  fused %d of %d optimizer steps; gradient buffers removed: %.1f KiB per tile", (int)mid_fuse_count(fp),
                (int)fp->n, total / 1024.0);
         int listed = 0;

@@ -319,6 +319,7 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));
     json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
     json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
+    json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
 
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);

@@ -221,9 +221,12 @@ void package_epilogue_proof(const package *p, const char *const *outs, int nouts
  * the highest address reached, this does not depend on where placement put
  * them. */
 typedef struct package_peak {
-    uint64_t bytes;        /* reserved bytes, program support excluded */
+    uint64_t bytes;        /* reserved bytes (payload, tail, rounding to whole interleaved elements), support excluded */
     uint32_t tile;         /* where, */
     int32_t step;          /* and when */
+    uint64_t payload;      /* the same peak counting payload bytes only: what the buffers hold, not where placement put them */
+    uint32_t payload_tile;
+    int32_t payload_step;
 } package_peak;
 void package_live_peak(const package *p, package_peak *out);
 

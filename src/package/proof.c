@@ -272,9 +272,10 @@ void package_live_peak(const package *p, package_peak *out) {
 #undef HOLD
     /* Per tile, the bytes reserved by the buffers it holds, at each step: changes at first and last + 1. */
     int32_t ns = lp->steps.n;
-    int64_t *delta = xmalloc(sizeof(int64_t) * ((size_t)ns + 2));
+    int64_t *delta = xmalloc(sizeof(int64_t) * ((size_t)ns + 2)), *dpay = xmalloc(sizeof(int64_t) * ((size_t)ns + 2));
     for (uint32_t t = 0; t < tiles; t++) {
         memset(delta, 0, sizeof(int64_t) * ((size_t)ns + 2));
+        memset(dpay, 0, sizeof(int64_t) * ((size_t)ns + 2));
         bool any = false;
         for (int32_t b = 0; b < x.nb; b++) {
             const low_buf *bf = &lp->bufs.v[b];
@@ -282,16 +283,21 @@ void package_live_peak(const package *p, package_peak *out) {
             int32_t last = bf->last >= ns ? ns - 1 : bf->last;
             delta[bf->first] += bf->reserved;
             delta[last + 1] -= bf->reserved;
+            dpay[bf->first] += bf->bytes;
+            dpay[last + 1] -= bf->bytes;
             any = true;
         }
         if (!any) continue;
-        int64_t live = 0;
+        int64_t live = 0, pay = 0;
         for (int32_t s = 0; s < ns; s++) {
             live += delta[s];
+            pay += dpay[s];
             if (live > (int64_t)out->bytes) out->bytes = (uint64_t)live, out->tile = t, out->step = s;
+            if (pay > (int64_t)out->payload) out->payload = (uint64_t)pay, out->payload_tile = t, out->payload_step = s;
         }
     }
     free(delta);
+    free(dpay);
     free(held);
     for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids);
     free(x.live);
