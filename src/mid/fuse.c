@@ -443,18 +443,15 @@ static int32_t emit_point(rw *x, const graph_block *b, const fuse_candidate *c) 
 }
 
 static void rebuild_block(rw *x, const graph_block *b) {
-    /* Fused ops due after position i of this block. */
-    int32_t *due = xmalloc(sizeof(int32_t) * ((size_t)b->n + 1));
-    for (int32_t i = 0; i < b->n; i++) due[i] = -1;
+    /* due[i]: the position in this block after which candidate i's fused op goes, -1 if not here. */
+    int32_t *due = xmalloc(sizeof(int32_t) * ((size_t)x->p->n + 1));
     for (int32_t k = 0; k < x->p->n; k++) {
         const fuse_candidate *c = &x->p->c[k];
+        due[k] = -1;
         if (!c->fused || c->given) continue;
         bool here = false;
         for (int32_t i = 0; i < b->n && !here; i++) here = b->v[i] == c->gemm;
-        if (!here) continue;
-        int32_t at = emit_point(x, b, c);
-        TS_ASSERT(at >= 0 && due[at] < 0); /* one matmul per candidate, one candidate per matmul */
-        due[at] = k;
+        if (here) due[k] = emit_point(x, b, c);
     }
     for (int32_t i = 0; i < b->n && !x->err; i++) {
         int32_t id = b->v[i];
@@ -512,7 +509,8 @@ static void rebuild_block(rw *x, const graph_block *b) {
                 break;
             }
             }
-        if (due[i] >= 0 && !x->err) emit_fused(x, &x->p->c[due[i]]);
+        for (int32_t k = 0; k < x->p->n && !x->err; k++)
+            if (due[k] == i) emit_fused(x, &x->p->c[k]);
     }
     free(due);
 }

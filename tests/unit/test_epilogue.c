@@ -95,6 +95,10 @@ static const rule_case RULES[] = {
     {"scope", HEAD GRAD "%wf = repeat 2 carry(%wc = %w) {\n  %wn = sgd(%wc, %g) {lr = 0.1} : f32[8, 4]\n  yield %wn\n}\noutput %wf\n", "wn",
      FUSE_SCOPE, "different blocks"},
     {"operand", HEAD GRAD "%w_new = sgd(%g, %g) {lr = 0.1} : f32[8, 4]\noutput %w_new\n", "w_new", FUSE_OPERAND, "also as its weight"},
+    /* Two fused ops due at one point: both read a weight computed after both matmuls. */
+    {"two at one point", HEAD GRAD "%g2 = matmul(%x, %d) {transpose_a = true} : f32[8, 4]\n%ws = scale(%w) {by = 2.0} : f32[8, 4]\n"
+                         "%w1 = sgd(%ws, %g) {lr = 0.1} : f32[8, 4]\n%w2 = sgd(%ws, %g2) {lr = 0.2} : f32[8, 4]\noutput %w1, %w2\n",
+     "w2", FUSE_OK, "epilogue"},
 };
 
 static void every_rule_with_its_model(void **state) {
