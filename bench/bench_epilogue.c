@@ -11,8 +11,10 @@
  *   bench_epilogue [--smoke] [--model zoo:...]
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/tessel.h"
 #include "models/models.h"
@@ -34,11 +36,14 @@ static void first_line(char *dst, size_t cap, const char *text) {
     if (nl) *nl = 0;
 }
 
-static side build(const graph *g, const machine *m, const char *model, bool no_fuse, float *const *in) {
+/* recipe: the plan to replay (no search), or NULL to search. */
+static side build(const graph *g, const machine *m, const char *model, bool no_fuse, const char *recipe, int64_t steps,
+                  float *const *in) {
     side s;
     memset(&s, 0, sizeof s);
     diag d = {0};
-    compile_options co = {.model = model, .search_steps = 48, .quiet = true, .no_fuse = no_fuse, .fusion_report = true};
+    compile_options co = {.model = model, .recipe = recipe, .search_steps = recipe ? 0 : steps, .quiet = true,
+                          .no_fuse = no_fuse, .fusion_report = true};
     package built;
     if (tessel_compile(g, m, &co, &built, &s.ci, &d)) {
         first_line(s.why, sizeof s.why, d.text);
@@ -92,8 +97,11 @@ static float **inputs_of(const graph *g, int32_t *nin) {
     return in;
 }
 
-/* One model, fused against unfused; 0 when both compiled and agree. */
-static int compare(const char *model, const machine *m, bool check) {
+/* One model, fused against unfused; 0 when both compiled and agree. The
+ * fused step is searched; the unfused one replays the same grids (the
+ * fused plan's recipe with each fused op's grid given to its matmul), so
+ * the two differ by the fusion alone. */
+static int compare(const char *model, const machine *m, int64_t steps, bool check) {
     diag d = {0};
     graph *g = models_load(model, &d);
     if (!g) {
@@ -102,8 +110,21 @@ static int compare(const char *model, const machine *m, bool check) {
     }
     int32_t nin;
     float **in = inputs_of(g, &nin);
-    side f = build(g, m, model, false, in), u = build(g, m, model, true, in);
-    printf("%s on %s\n", model, m->name);
+    side f = build(g, m, model, false, NULL, steps, in), u;
+    char path[] = "/tmp/bench_epilogue_XXXXXX";
+    int fd = f.ok ? mkstemp(path) : -1;
+    if (fd >= 0) {
+        char *recipe = tessel_unfused_recipe(g, m, &f.ci);
+        FILE *rf = fdopen(fd, "w");
+        fputs(recipe, rf);
+        fclose(rf);
+        free(recipe);
+        u = build(g, m, model, true, path, 0, in);
+        remove(path);
+    } else {
+        u = build(g, m, model, true, NULL, steps, in);
+    }
+    printf("%s on %s (fused: %lld search steps; unfused: the same grids)\n", model, m->name, (long long)steps);
     int rc = 0;
     if (!f.ok || !u.ok) {
         printf("  fused:   %s\n  unfused: %s\n", f.ok ? "compiles and runs" : f.why, u.ok ? "compiles and runs" : u.why);
@@ -201,11 +222,11 @@ int main(int argc, char **argv) {
     if (!model)
         model = smoke ? "zoo:train-mlp:optimizer=adamw,tokens=128,width=256,hidden=1024"
                       : "zoo:train-mlp:optimizer=adamw,tokens=512,width=1152,hidden=4304";
-    int rc = compare(model, &m, !smoke);
+    int rc = compare(model, &m, smoke ? 8 : 48, !smoke);
     if (!smoke && rc == 0) {
         printf("\n");
         /* A wider step whose gradients tip the unfused plan over the tile. */
-        rc = compare("zoo:train-mlp:optimizer=adamw,tokens=256,width=1536,hidden=6144", &m, false);
+        rc = compare("zoo:train-mlp:optimizer=adamw,tokens=256,width=1536,hidden=6144", &m, 8, false);
     }
     return rc;
 }

@@ -201,6 +201,29 @@ void compile_info_free(compile_info *info) {
     info->fused = NULL;
 }
 
+/* The packaged plan for g without fusion: every grid as chosen, a fused
+ * op's given to its matmul. */
+static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl) {
+    const graph *gc = tessel_compiled_graph(g, info);
+    const mid_plan *fin = &info->search.finalist[info->finalist];
+    mid_plan_init(pl, g);
+    for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
+        if (!fin->has[i]) continue;
+        bool gemm;
+        int32_t at = model_op(g, gc, &info->fusions, i, &gemm);
+        pl->gemm[at] = fin->gemm[i];
+        pl->has[at] = true;
+    }
+}
+
+char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info) {
+    mid_plan pl;
+    unfused_plan(g, info, &pl);
+    char *r = search_recipe_json(g, m, &pl);
+    mid_plan_free(&pl);
+    return r;
+}
+
 /* What the packaged plan, with no fusion, would store of each fused
  * candidate's gradient: g expanded with the same grids (a fused op's for its
  * matmul), the bytes per tile of the tensors holding the gradient (its
@@ -208,17 +231,8 @@ void compile_info_free(compile_info *info) {
 static void fusion_savings(const graph *g, const machine *m, compile_info *info) {
     const fuse_plan *fp = &info->fusions;
     if (!mid_fuse_count(fp)) return;
-    const graph *gc = info->fused;
-    const mid_plan *fin = &info->search.finalist[info->finalist];
     mid_plan pl;
-    mid_plan_init(&pl, g);
-    for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
-        if (!fin->has[i]) continue;
-        bool gemm;
-        int32_t at = model_op(g, gc, fp, i, &gemm);
-        pl.gemm[at] = fin->gemm[i];
-        pl.has[at] = true;
-    }
+    unfused_plan(g, info, &pl);
     mid_program mid;
     diag d = {0};
     int rc = mid_expand(g, m, &pl, &mid, &d);

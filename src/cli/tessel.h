@@ -66,6 +66,11 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
 static inline const graph *tessel_compiled_graph(const graph *g, const compile_info *info) {
     return info->fused ? info->fused : g;
 }
+/* The packaged plan of info (compiled from g) without the fusion, as a
+ * recipe for g: every grid as chosen, a fused op's given to its matmul.
+ * Compiled with --no-fuse --recipe R --search-steps 0 it is the same step
+ * unfused, with the same accumulation order (P1). JSON text, caller frees. */
+char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info);
 /* The proof for every candidate of fp (fused or not) from package p,
  * compiled from g: whether its gradient is stored (proofs[i]). */
 void tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs);
