@@ -30,10 +30,7 @@ static const opt_spec compile_opts[] = {
     {"--no-fuse", NULL, "keep every optimizer step out of its gradient GEMM (the fusion analysis still runs)", false},
     PLAN_OPTS,
     {"--save-recipe", "R.json", "write the packaged plan as a recipe (--recipe R.json --search-steps 0 replays it)", false},
-    {"--report", "FILE.json",
-     "write the compile report: plan per op and why, predictions, search steps, stage times, each candidate fusion "
-     "(fused, or the rule refusing it) with the SRAM saved per tile; a fusion summary on stderr",
-     false},
+    {"--report", "FILE.json", "write the compile report: plan per op, predictions, search steps, stage times, fusions", false},
     {"--quiet", NULL, "no progress line", false},
     PRECISION_OPT,
     {0}};
