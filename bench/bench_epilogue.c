@@ -58,7 +58,10 @@ static side build(const graph *g, const machine *m, const char *model, bool no_f
         return s;
     }
     free(img);
-    package_live_peak(&s.p, &s.peak);
+    if (package_live_peak(&s.p, &s.peak, &d)) {
+        first_line(s.why, sizeof s.why, d.text);
+        return s;
+    }
     s.nout = graph_outputs(g, NULL, 0);
     s.out = calloc((size_t)s.nout + 1, sizeof(float *));
     sim_options so = {.quiet = true};
@@ -183,9 +186,14 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
         if (differ && same_k) rc = 1;
         if (check) {
             epilogue_proof *pr = calloc((size_t)fp->n + 1, sizeof(epilogue_proof));
-            tessel_fusion_proofs(g, fp, &f.p, pr);
             int stored = 0;
-            for (int32_t k = 0; k < fp->n; k++) stored += fp->c[k].fused && pr[k].materialized;
+            if (tessel_fusion_proofs(g, fp, &f.p, pr, &d)) {
+                fputs(d.text, stderr);
+                rc = 2;
+                stored = fp->n; /* no proof: nothing is shown unstored */
+            } else {
+                for (int32_t k = 0; k < fp->n; k++) stored += fp->c[k].fused && pr[k].materialized;
+            }
             free(pr);
             check_options co = {.package = model, .inputs = in, .sim = {.quiet = true}};
             check_result r;

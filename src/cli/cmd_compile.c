@@ -423,13 +423,14 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) {
         /* Fused or not, what the package really stores (docs/epilogue.md, "The proof"). */
         proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
-        tessel_fusion_proofs(g, fp, &pkg, proofs);
+        rc = tessel_fusion_proofs(g, fp, &pkg, proofs, &d);
         /* A given package: a legal step is fused when the package stores no gradient for it. */
-        for (int32_t k = 0; k < given_fp.n; k++)
+        for (int32_t k = 0; rc == 0 && k < given_fp.n; k++)
             if (given_fp.c[k].rule == FUSE_DISABLED && !proofs[k].materialized)
                 given_fp.c[k].rule = FUSE_OK, given_fp.c[k].fused = true;
-        for (int32_t k = 0; k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
-        package_live_peak(&pkg, &peak);
+        for (int32_t k = 0; rc == 0 && k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
+        if (rc == 0) rc = package_live_peak(&pkg, &peak, &d);
+        if (rc) package_free(&pkg);
     }
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");

@@ -133,7 +133,7 @@ static int build_package(const graph *g, const graph *gc, const machine *m, cons
     return rc;
 }
 
-static void fusion_report(const graph *g, const machine *m, const package *out, compile_info *info);
+static int fusion_report(const graph *g, const machine *m, const package *out, compile_info *info, diag *d);
 
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
@@ -182,7 +182,7 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
             rc = -1;
         }
     }
-    if (rc == 0 && o->fusion_report) fusion_report(g, m, out, info);
+    if (rc == 0 && o->fusion_report && (rc = fusion_report(g, m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
 }
@@ -254,24 +254,25 @@ static void fusion_savings(const graph *g, const machine *m, compile_info *info)
     mid_free(&mid);
 }
 
-static void fusion_report(const graph *g, const machine *m, const package *out, compile_info *info) {
+static int fusion_report(const graph *g, const machine *m, const package *out, compile_info *info, diag *d) {
     int32_t n = info->fusions.n;
     info->fusion_saved = xcalloc((size_t)n + 1, sizeof(int64_t));
     info->fusion_saved_names = xcalloc((size_t)n + 1, sizeof(char *));
     info->fusion_proofs = xcalloc((size_t)n + 1, sizeof(epilogue_proof));
     fusion_savings(g, m, info);
-    tessel_fusion_proofs(g, &info->fusions, out, info->fusion_proofs);
-    package_live_peak(out, &info->peak);
+    if (tessel_fusion_proofs(g, &info->fusions, out, info->fusion_proofs, d)) return -1;
+    return package_live_peak(out, &info->peak, d);
 }
 
-void tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs) {
+int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d) {
     for (int32_t k = 0; k < fp->n; k++) {
         const graph_op *o = graph_opr(g, fp->c[k].consumer);
         const char *outs[MID_MAX_OUT];
         int n = 0;
         for (int32_t i = 0; i < o->nout && n < MID_MAX_OUT; i++) outs[n++] = graph_val(g, o->out[i])->name;
-        package_epilogue_proof(p, outs, n, &proofs[k]);
+        if (package_epilogue_proof(p, outs, n, &proofs[k], d)) return -1;
     }
+    return 0;
 }
 
 static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {

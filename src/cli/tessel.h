@@ -73,7 +73,7 @@ static inline const graph *tessel_compiled_graph(const graph *g, const compile_i
 char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info);
 /* The proof for every candidate of fp (fused or not) from package p,
  * compiled from g: whether its gradient is stored (proofs[i]). */
-void tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs);
+int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d);
 void compile_info_free(compile_info *info);
 /* The compile report (--report): the plan per op, predictions, search steps,
  * failed finalists, statistics, stage times. JSON text, caller frees. */

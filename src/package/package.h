@@ -211,9 +211,10 @@ typedef struct epilogue_proof {
 
 /* Whether the gradient behind the optimizer results named in outs (their
  * output or probe bindings: w' and the states') is stored in a buffer of
- * placed package p, from its program, buffers and live ranges alone
- * (docs/epilogue.md, "The proof"). */
-void package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out);
+ * placed package p, from its program, exchange tables, buffers and live
+ * ranges alone (docs/epilogue.md, "The proof"). -1 with d when the tables
+ * do not decode. */
+int package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out, diag *d);
 
 /* The most a tile's buffers reserve at once: over tiles and steps, the sum
  * of the reservations of the buffers live then that the tile holds (a
@@ -228,6 +229,7 @@ typedef struct package_peak {
     uint32_t payload_tile;
     int32_t payload_step;
 } package_peak;
-void package_live_peak(const package *p, package_peak *out);
+/* -1 with d when the tables do not decode. */
+int package_live_peak(const package *p, package_peak *out, diag *d);
 
 #endif

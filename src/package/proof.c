@@ -5,7 +5,8 @@
  * The program is seen at buffer granularity: a buffer has one address
  * range and one live range (steps) on every tile, and while it is live no
  * other buffer shares a byte, so (step, address) names exactly one buffer.
- * From every run and exchange fragment the pass records which kernels
+ * From every run and every fragment of the exchange tables (decoded from
+ * the package, pkg_xplan_build) the pass records which kernels
  * write each buffer and which buffers are copied into it (COPY runs and
  * fragments only move bytes). Then, from the runs that write the
  * optimizer's results (found through their bindings):
@@ -104,8 +105,9 @@ static int cmp_edge(const void *a, const void *b) {
     return (x->src > y->src) - (x->src < y->src);
 }
 
-/* Writers and copies of every buffer, over the whole program. */
-static void scan(px *x, int32_t **step_of_run) {
+/* Writers and copies of every buffer, over the whole program: its runs and
+ * the fragments of its exchange tables (xp, decoded from the package). */
+static void scan(px *x, const pkg_xplan *xp, int32_t **step_of_run) {
     const low_program *lp = &x->p->prog;
     int64_t cap = 0;
     *step_of_run = xmalloc(sizeof(int32_t) * ((size_t)lp->runs.n + 1));
@@ -123,11 +125,11 @@ static void scan(px *x, int32_t **step_of_run) {
                     if (r->kernel == LOW_K_COPY) add_edge(x, &cap, b, buf_at(x, s, r->ptr[1].off));
                 }
             }
-        if (st->kind == LOW_STEP_EXCHANGE)
-            for (uint32_t i = st->first; i < st->first + st->count; i++) {
-                const low_frag *f = &lp->frags.v[i];
-                add_edge(x, &cap, buf_at(x, s, f->dst.off), buf_at(x, s, f->src.off));
-            }
+    }
+    for (uint32_t ph = 0; ph < xp->nphases; ph++) {
+        const pkg_xphase *P = &xp->phase[ph];
+        for (uint64_t i = P->first_recv; i < P->first_recv + P->nrecv; i++)
+            add_edge(x, &cap, buf_at(x, P->step, xp->recv[i].addr), buf_at(x, P->step, xp->send[xp->recv[i].send].addr));
     }
     if (x->nedges) qsort(x->edges, (size_t)x->nedges, sizeof(edge), cmp_edge);
 }
@@ -167,14 +169,17 @@ static bool is_factor(const low_run *r, int op) {
     return ((r->kernel == LOW_K_GEMM || r->kernel == LOW_K_GEMM_EPI) && op < 2) || (r->kernel == LOW_K_REDUCE_EPI && op == 0);
 }
 
-void package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out) {
+int package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out, diag *d) {
     memset(out, 0, sizeof *out);
     const low_program *lp = &p->prog;
+    pkg_xplan xp;
+    if (pkg_xplan_build(p, "package", &xp, d) != 0) return -1;
     px x = {.p = p, .nb = lp->bufs.n};
     x.live = xcalloc((size_t)lp->steps.n + 1, sizeof(step_live));
     x.writers = xcalloc((size_t)x.nb + 1, sizeof(uint32_t));
     int32_t *step_of_run;
-    scan(&x, &step_of_run);
+    scan(&x, &xp, &step_of_run);
+    pkg_xplan_free(&xp);
     int32_t *res = xmalloc(sizeof(int32_t) * ((size_t)nouts + 1));
     int32_t nres = result_bufs(&x, outs, nouts, res);
     uint8_t *seen = xmalloc((size_t)x.nb + 1);
@@ -235,14 +240,17 @@ void package_epilogue_proof(const package *p, const char *const *outs, int nouts
     free(x.live);
     free(x.writers);
     free(x.edges);
+    return 0;
 }
 
 /* ---- the live peak -------------------------------------------------------------------- */
 
-void package_live_peak(const package *p, package_peak *out) {
+int package_live_peak(const package *p, package_peak *out, diag *d) {
     memset(out, 0, sizeof *out);
     const low_program *lp = &p->prog;
     uint32_t tiles = p->machine.tiles;
+    pkg_xplan xp;
+    if (pkg_xplan_build(p, "package", &xp, d) != 0) return -1;
     px x = {.p = p, .nb = lp->bufs.n};
     x.live = xcalloc((size_t)lp->steps.n + 1, sizeof(step_live));
     /* held[b * tiles + t]: tile t touches buffer b (a run's operand, a fragment's end, initial data). */
@@ -260,14 +268,17 @@ void package_live_peak(const package *p, package_peak *out) {
                 for (int op = 0; op < LOW_MAX_OPERANDS; op++)
                     if (low_run_uses(r, op)) HOLD(buf_at(&x, s, r->ptr[op].off), r->tile);
             }
-        if (st->kind == LOW_STEP_EXCHANGE)
-            for (uint32_t i = st->first; i < st->first + st->count; i++) {
-                const low_frag *f = &lp->frags.v[i];
-                HOLD(buf_at(&x, s, f->src.off), f->src_tile);
-                int32_t db = buf_at(&x, s, f->dst.off);
-                for (uint32_t k = 0; k < f->ndst; k++) HOLD(db, lp->dst_tiles.v[f->dst0 + k]);
-            }
     }
+    for (uint32_t ph = 0; ph < xp.nphases; ph++) {
+        const pkg_xphase *P = &xp.phase[ph];
+        for (uint64_t i = P->first_send; i < P->first_send + P->nsend; i++)
+            HOLD(buf_at(&x, P->step, xp.send[i].addr), xp.send[i].tile);
+        for (uint32_t k = 0; k < P->nreceivers; k++) {
+            const pkg_xtile *t = &xp.tiles[P->receivers + k];
+            for (uint64_t i = t->first; i < t->first + t->n; i++) HOLD(buf_at(&x, P->step, xp.recv[i].addr), t->tile);
+        }
+    }
+    pkg_xplan_free(&xp);
     for (int32_t i = 0; i < p->segments.n; i++) HOLD(buf_at(&x, 0, p->segments.v[i].addr), p->segments.v[i].tile);
 #undef HOLD
     /* Per tile, the bytes reserved by the buffers it holds, at each step: changes at first and last + 1. */
@@ -301,4 +312,5 @@ void package_live_peak(const package *p, package_peak *out) {
     free(held);
     for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids);
     free(x.live);
+    return 0;
 }

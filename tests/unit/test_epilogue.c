@@ -490,7 +490,7 @@ static void proof_holds_fused_and_fails_unfused(void **state) {
             fuse_plan all;
             mid_fuse_analyze(g, true, &all);
             epilogue_proof *pr = calloc((size_t)all.n + 1, sizeof(epilogue_proof));
-            tessel_fusion_proofs(g, &all, &r.p, pr);
+            assert_int_equal(tessel_fusion_proofs(g, &all, &r.p, pr, &d), 0);
             for (int32_t k = 0; k < all.n; k++) {
                 const char *name = graph_op_name(g, all.c[k].consumer);
                 bool weight = all.c[k].rule == FUSE_OK;
@@ -505,7 +505,11 @@ static void proof_holds_fused_and_fails_unfused(void **state) {
                     assert_true(pr[k].buffer_bytes > 0);
                     assert_non_null(strstr(pr[k].evidence, "bytes per tile, live steps"));
                 }
-                if (weight && unfused) assert_non_null(strstr(pr[k].evidence, "reads its gradient"));
+                if (weight && unfused) {
+                    assert_non_null(strstr(pr[k].evidence, "reads its gradient"));
+                    /* Traced back through the exchange tables to the GEMM (REDUCE) that made it. */
+                    assert_non_null(strstr(pr[k].evidence, "copied from"));
+                }
             }
             free(pr);
             mid_fuse_free(&all);
