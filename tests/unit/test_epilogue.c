@@ -175,14 +175,14 @@ static float **default_inputs(const graph *g, int32_t *nin) {
     return in;
 }
 
-static run compile_run(const graph *g, const machine *m, bool no_fuse, const char *what) {
+static run compile_run_recipe(const graph *g, const machine *m, bool no_fuse, const char *what, const char *recipe) {
     run r;
     memset(&r, 0, sizeof r);
     diag d = {0};
     package built;
     /* No local search: fused and unfused take each GEMM's best-scoring grid,
-     * the same for a fused op as for its matmul (the same site). */
-    compile_options co = {.model = what, .no_fuse = no_fuse, .search_steps = 0, .quiet = true};
+     * the same for a fused op as for its matmul (the same site), or the recipe's. */
+    compile_options co = {.model = what, .recipe = recipe, .no_fuse = no_fuse, .search_steps = 0, .quiet = true};
     if (tessel_compile(g, m, &co, &built, &r.ci, &d)) fail_msg("%s on %s: %s", what, m->name, d.text);
     r.img = package_image(&built, &r.len);
     package_free(&built);
@@ -204,6 +204,10 @@ static run compile_run(const graph *g, const machine *m, bool no_fuse, const cha
     for (int32_t k = 0; k < nin; k++) free(in[k]);
     free(in);
     return r;
+}
+
+static run compile_run(const graph *g, const machine *m, bool no_fuse, const char *what) {
+    return compile_run_recipe(g, m, no_fuse, what, NULL);
 }
 
 static void run_free(run *r) {
@@ -378,7 +382,7 @@ static void pytorch_formulas_over_steps(void **state) {
 
 /* ---- P6 ------------------------------------------------------------------------------------ */
 
-enum { P6_V = 128, P6_H = 256, P6_BT = 512, P6_STEPS = 20 };
+enum { P6_V = 128, P6_H = 256, P6_BT = 256, P6_STEPS = 20 };
 
 /* AdamW on W [V, H] for P6_STEPS steps, gradient dY_t^T X_t of f32 inputs
  * rounded to `grad`, weights and states of their dtypes. */
@@ -403,10 +407,43 @@ static char *p6_graph(const char *grad, const char *wdt, const char *sdt) {
 
 /* Relative RMS error of P6_STEPS AdamW steps with the given dtypes against
  * the same steps in double on double gradients. */
+/* The plan's grids with every K split's partials stored in f32: f16
+ * partials (a search variant) would round the gradient before any
+ * gradient dtype does, and this measures the gradient's and the state's
+ * dtypes. */
+static run p6_compile(const graph *g, const machine *m) {
+    run r0 = compile_run(g, m, false, "p6");
+    assert_non_null(r0.ci.recipe);
+    size_t n = strlen(r0.ci.recipe);
+    char *rec = malloc(n + 1);
+    memcpy(rec, r0.ci.recipe, n + 1);
+    static const char f16[] = "\"partials\": \"f16\"";
+    for (char *at = strstr(rec, f16); at; at = strstr(at, f16)) memcpy(at + sizeof f16 - 5, "f32", 3);
+    run_free(&r0);
+    char path[] = "/tmp/tessel_p6_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs(rec, f);
+    fclose(f);
+    free(rec);
+    run r = compile_run_recipe(g, m, false, "p6", path);
+    remove(path);
+    return r;
+}
+
 static double p6_error(const char *grad, const char *wdt, const char *sdt, const machine *m, const double *ref) {
     graph *g = parse(p6_graph(grad, wdt, sdt));
-    run r = compile_run(g, m, false, "p6");
+    run r = p6_compile(g, m);
     assert_int_equal(mid_fuse_count(&r.ci.fusions), P6_STEPS);
+    /* Every partial the step stores is f32. */
+    diag d = {0};
+    graph_numerics nr;
+    if (graph_numerics_parse(g, r.p.meta, "p6", &nr, &d)) fail_msg("%s", d.text);
+    for (int32_t op = 0; op < g->ops.n; op++)
+        if (graph_opr(g, op)->kind == OP_MATMUL && nr.op[op].gemm.nk > 1) assert_int_equal(nr.op[op].gemm.partials, DT_F32);
+    graph_numerics_free(&nr);
     double num = 0, den = 0;
     for (size_t e = 0; e < (size_t)P6_V * P6_H; e++) {
         double x = r.out[0][e] - ref[e];
