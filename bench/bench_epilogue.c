@@ -8,7 +8,10 @@
  * plan-exact reference and the proof holds. Without --smoke it also shows a
  * step only the fused plan fits.
  *
- *   bench_epilogue [--smoke] [--model zoo:...]
+ *   bench_epilogue [--smoke] [--model zoo:...] [--keep DIR]
+ *
+ * --keep DIR writes the first model's two packages to DIR/fused.tpk and
+ * DIR/unfused.tpk, for `tessel inspect` (what is live at the peak).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -104,7 +107,7 @@ static float **inputs_of(const graph *g, int32_t *nin) {
  * fused step is searched; the unfused one replays the same grids (the
  * fused plan's recipe with each fused op's grid given to its matmul), so
  * the two differ by the fusion alone. */
-static int compare(const char *model, const machine *m, int64_t steps, bool check) {
+static int compare(const char *model, const machine *m, int64_t steps, bool check, const char *keep) {
     diag d = {0};
     graph *g = models_load(model, &d);
     if (!g) {
@@ -134,6 +137,17 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
         if (f.ok) printf("  fused peak live SRAM per tile %.1f KiB (tile %u, step %d)\n", f.peak.bytes / 1024.0, f.peak.tile, f.peak.step);
         rc = f.ok ? 0 : 1;
     } else {
+        if (keep) {
+            char kp[4096];
+            snprintf(kp, sizeof kp, "%s/fused.tpk", keep);
+            int krc = package_save(&f.p, kp, &d);
+            snprintf(kp, sizeof kp, "%s/unfused.tpk", keep);
+            if (krc == 0) krc = package_save(&u.p, kp, &d);
+            if (krc) {
+                fputs(d.text, stderr);
+                rc = 2;
+            }
+        }
         const fuse_plan *fp = &f.ci.fusions;
         const int64_t *saved = f.ci.fusion_saved;
         int64_t total = 0;
@@ -220,21 +234,26 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
 
 int main(int argc, char **argv) {
     bool smoke = false;
-    const char *model = NULL;
+    const char *model = NULL, *keep = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--smoke") == 0) smoke = true;
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
+        else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) keep = argv[++i];
+        else {
+            fprintf(stderr, "bench_epilogue: error: option '%s': not --smoke, --model zoo:... or --keep DIR\n", argv[i]);
+            return 2;
+        }
     }
     machine m;
     machine_preset("c600", &m);
     if (!model)
         model = smoke ? "zoo:train-mlp:optimizer=adamw,tokens=128,width=256,hidden=1024"
                       : "zoo:train-mlp:optimizer=adamw,tokens=512,width=1152,hidden=4304";
-    int rc = compare(model, &m, smoke ? 8 : 48, !smoke);
+    int rc = compare(model, &m, smoke ? 8 : 48, !smoke, keep);
     if (!smoke && rc == 0) {
         printf("\n");
         /* A wider step whose gradients tip the unfused plan over the tile. */
-        rc = compare("zoo:train-mlp:optimizer=adamw,tokens=256,width=1536,hidden=6144", &m, 8, false);
+        rc = compare("zoo:train-mlp:optimizer=adamw,tokens=256,width=1536,hidden=6144", &m, 8, false, NULL);
     }
     return rc;
 }
