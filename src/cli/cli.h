@@ -37,6 +37,12 @@ void cli_help(const cmd *c, FILE *f);
 int cli_opt_index(const cmd *c, const char *name);
 const char *cli_opt(const cmd *c, const parsed *p, const char *name);
 bool cli_flag(const cmd *c, const parsed *p, const char *name);
+/* report.c: the compile report's fusion entries (saved, saved_names and
+ * proofs may be NULL), and their summary on a stream. */
+struct json_t;
+struct json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,
+                                  const epilogue_proof *proofs);
+void tessel_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names);
 /* Prints d and returns EXIT_USER. */
 int cli_report(const diag *d);
 /* MODEL with the command's --precision (imported models; default f16). */

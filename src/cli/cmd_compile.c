@@ -80,9 +80,18 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     graph *g = NULL;
     machine m;
     compile_options co;
+    const char *after = cli_opt(c, &p, "--print-after");
+    if (after && !tessel_pass_known(after))
+        return diag_fail(&d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (fuse, expand)", after,
+                         after),
+               cli_report(&d);
     if (plan_options(c, &p, p.pos[0], cli_flag(c, &p, "--quiet"), &co, &d)) return cli_report(&d);
     if (load_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
     co.print_mid = cli_flag(c, &p, "--print-mid") ? stderr : NULL;
+    co.print_after = after;
+    co.print_to = stderr;
+    co.no_fuse = cli_flag(c, &p, "--no-fuse");
+    co.fusion_report = report != NULL;
     /* Every output exists as a temporary from the start: an unwritable path
      * fails before the work, and an interrupted compile leaves nothing. */
     outset os = {0};
@@ -107,6 +116,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
         char *text = tessel_compile_report(g, &m, &ci);
         rc = write_text(&os, fp, report, text, &d);
         free(text);
+        tessel_fusion_summary(stderr, g, &ci.fusions, ci.fusion_saved, ci.fusion_saved_names);
     }
     if (rc == 0) rc = outset_commit(&os, &d);
     else outset_abort(&os);
@@ -322,6 +332,29 @@ static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t 
 /* The package to check: PKG as given, or MODEL compiled and sent through
  * the file format and its reader (what runs is what a file holds). A
  * machine too large to simulate here is refused before any work. */
+/* One line on the fused optimizer steps and what the package stores. */
+static void print_epilogue(const graph *g, const fuse_plan *fp, const epilogue_proof *proofs) {
+    if (!fp->n) return;
+    char fused[512] = "", refused[512] = "";
+    size_t a = 0, b = 0;
+    int bad = 0;
+    for (int32_t k = 0; k < fp->n; k++) {
+        const fuse_candidate *c = &fp->c[k];
+        const char *name = graph_op_name(g, c->consumer);
+        if (c->fused && a < sizeof fused) a += (size_t)snprintf(fused + a, sizeof fused - a, "%s%s", a ? ", " : "", name);
+        if (!c->fused && b < sizeof refused)
+            b += (size_t)snprintf(refused + b, sizeof refused - b, "%s%s [%s]", b ? ", " : "", name, fuse_rule_names[c->rule]);
+        bad += c->fused && proofs[k].materialized;
+    }
+    printf("  epilogue    %d of %d optimizer steps fused%s%s%s%s\n", (int)mid_fuse_fused(fp), (int)fp->n, a ? ": " : "", fused,
+           b ? "; unfused: " : "", refused);
+    if (mid_fuse_fused(fp))
+        printf("              %s\n", bad ? "FAIL: the package stores a fused gradient" :
+                                           "the package stores none of the fused gradients (proof from its buffers and runs)");
+    for (int32_t k = 0; k < fp->n; k++)
+        if (fp->c[k].fused && proofs[k].materialized) printf("              %s: %s\n", graph_op_name(g, fp->c[k].consumer), proofs[k].evidence);
+}
+
 static int check_package(const cmd *c, const parsed *p, const graph *g, machine *m, uint64_t host_limit, package *pkg,
                          compile_info *ci, bool *compiled, diag *d) {
     const char *given = cli_opt(c, p, "--package");
@@ -339,6 +372,7 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     package built;
     compile_options co;
     if (plan_options(c, p, p->pos[0], true, &co, d)) return -1;
+    co.no_fuse = cli_flag(c, p, "--no-fuse");
     if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
     size_t n;
     uint8_t *img = package_image(&built, &n);
@@ -377,6 +411,27 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
+    fuse_plan given_fp = {0};
+    const fuse_plan *fp = &ci.fusions;
+    epilogue_proof *proofs = NULL;
+    package_peak peak = {0};
+    bool proof_fail = false;
+    if (rc == 0 && !compiled) { /* a given package: what it shows, not what we would do */
+        mid_fuse_analyze(g, false, &given_fp);
+        fp = &given_fp;
+    }
+    if (rc == 0) {
+        /* Fused or not, what the package really stores (docs/epilogue.md, "The proof"). */
+        proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
+        rc = tessel_fusion_proofs(g, fp, &pkg, proofs, &d);
+        /* A given package: a legal step is fused when the package stores no gradient for it. */
+        for (int32_t k = 0; rc == 0 && k < given_fp.n; k++)
+            if (given_fp.c[k].rule == FUSE_DISABLED && !proofs[k].materialized)
+                given_fp.c[k].rule = FUSE_OK, given_fp.c[k].fused = true;
+        for (int32_t k = 0; rc == 0 && k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
+        if (rc == 0) rc = package_live_peak(&pkg, &peak, &d);
+        if (rc) package_free(&pkg);
+    }
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
@@ -389,8 +444,11 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     }
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
     else cli_outputs_abort(&files);
+    if (rc == 0 && proof_fail) r.pass = false;
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
+        json_object_set_new(j, "fusions", tessel_fusion_json(g, fp, NULL, NULL, proofs));
+        json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)peak.bytes));
         json_object_set(j, "nonfinite_inputs", nonfinite);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);
@@ -405,9 +463,12 @@ int cmd_check(const cmd *c, int argc, char **argv) {
             snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
             cli_print_stats("input", &specs[j], inputs[j], note);
         }
+        print_epilogue(g, fp, proofs);
         print_check(g, &r, expect_src);
     }
     bool pass = r.pass;
+    free(proofs);
+    mid_fuse_free(&given_fp);
     json_decref(nonfinite);
     for (int32_t j = 0; j < nout; j++) free(expect[j]);
     free(expect);

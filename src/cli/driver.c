@@ -1,5 +1,5 @@
 /* driver.c: compile() and check(): the pipeline on one screen. */
-#include "tessel.h"
+#include "cli.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -20,16 +20,71 @@ static char *meta_json(const graph *g, const machine *m, const char *model, cons
     return s;
 }
 
-/* One finalist through expansion, lowering, the schedule and placement. */
-static int build_package(const graph *g, const machine *m, const compile_options *o, const mid_plan *plan, package *out,
-                         compile_info *info, diag *d) {
+const char *const tessel_passes[] = {"fuse", "expand", NULL};
+
+bool tessel_pass_known(const char *name) {
+    for (int i = 0; tessel_passes[i]; i++)
+        if (strcmp(tessel_passes[i], name) == 0) return true;
+    return false;
+}
+
+static bool printing_after(const compile_options *o, const char *pass) {
+    return o->print_after && strcmp(o->print_after, pass) == 0;
+}
+
+/* The op of g an op of gc (g after fusion) stands for: by stable name, or
+ * for a fused op its matmul (its GEMM is the matmul's). */
+static int32_t model_op(const graph *g, const graph *gc, const fuse_plan *fp, int32_t op, bool *gemm) {
+    const char *name = graph_op_name(gc, op);
+    *gemm = false;
+    for (int32_t k = 0; k < fp->n; k++)
+        if (fp->c[k].fused && !fp->c[k].given && strcmp(graph_op_name(g, fp->c[k].consumer), name) == 0) {
+            *gemm = true;
+            return fp->c[k].gemm;
+        }
+    int32_t v = graph_lookup(g, name);
+    TS_ASSERT(v >= 0);
+    return graph_val(g, v)->def;
+}
+
+/* The plan's numeric decisions keyed to the model g as given, from those
+ * of the graph gc it compiled: a fused op's GEMM is its matmul's in g;
+ * every other op keeps its stable name. */
+static void numerics_for_model(const graph *g, const graph *gc, const graph_numerics *nu, const fuse_plan *fp,
+                               graph_numerics *out) {
+    graph_numerics_init(out, g);
+    for (int32_t i = 0; i < gc->ops.n; i++) {
+        const graph_op_plan *pl = &nu->op[i];
+        if (pl->kind == OP_INPUT) continue;
+        bool gemm;
+        int32_t at = model_op(g, gc, fp, i, &gemm);
+        graph_op_plan *q = &out->op[at];
+        *q = *pl;
+        if (gemm) q->kind = OP_MATMUL;
+        if (graph_kind_has_gemm(q->kind)) {
+            q->gemm.k_bounds = arena_alloc(&out->arena, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
+            memcpy(q->gemm.k_bounds, pl->gemm.k_bounds, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
+        }
+        if (q->kind == OP_GLOBAL_NORM_CLIP) {
+            int32_t n = graph_opr(gc, i)->nin;
+            q->grads = arena_alloc(&out->arena, sizeof(graph_norm_grad) * (size_t)n);
+            memcpy(q->grads, pl->grads, sizeof(graph_norm_grad) * (size_t)n);
+        }
+    }
+}
+
+/* One finalist through expansion, lowering, the schedule and placement: gc
+ * (the model g after fusion) expanded, the metadata keyed to g. */
+static int build_package(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_plan *plan,
+                         package *out, compile_info *info, diag *d) {
     mid_plan pl;
     mid_plan_copy(&pl, plan);
     mid_program mid;
-    int rc = mid_expand(g, m, &pl, &mid, d);
+    int rc = mid_expand(gc, m, &pl, &mid, d);
     mid_plan_free(&pl);
     if (rc) return -1;
     if (o->print_mid) mid_print(o->print_mid, &mid);
+    if (printing_after(o, "expand")) mid_print(o->print_to ? o->print_to : stderr, &mid);
     double t0 = util_now_seconds();
     arena la;
     arena_init(&la);
@@ -57,8 +112,13 @@ static int build_package(const graph *g, const machine *m, const compile_options
         rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
         info->place_seconds += util_now_seconds() - t0;
         if (rc == 0) {
-            graph_numerics nu;
+            graph_numerics nu, ng;
             mid_numerics(&mid, &nu);
+            if (gc != g) {
+                numerics_for_model(g, gc, &nu, &info->fusions, &ng);
+                graph_numerics_free(&nu);
+                nu = ng;
+            }
             char *nj = graph_numerics_json(g, &nu), *meta = meta_json(g, m, o->model, info, nj, info->recipe);
             out->meta = arena_strdup(&out->arena, meta);
             free(meta);
@@ -73,14 +133,28 @@ static int build_package(const graph *g, const machine *m, const compile_options
     return rc;
 }
 
+static int fusion_report(const graph *g, const machine *m, const package *out, compile_info *info, diag *d);
+
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
     memset(info, 0, sizeof *info);
+    if (o->print_after && !tessel_pass_known(o->print_after))
+        return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (fuse, expand)",
+                         o->print_after, o->print_after);
+    /* The optimizer epilogue fusion, a graph pass: the search plans what it makes. */
+    mid_fuse_analyze(g, !o->no_fuse, &info->fusions);
+    if (mid_fuse_count(&info->fusions) && !(info->fused = mid_fuse_apply(g, &info->fusions, d))) return -1;
+    const graph *gc = tessel_compiled_graph(g, info);
+    if (printing_after(o, "fuse")) {
+        char *text = graph_print(gc);
+        fputs(text, o->print_to ? o->print_to : stderr);
+        free(text);
+    }
     mid_plan start;
-    mid_plan_init(&start, g);
-    int rc = o->recipe ? search_recipe_load(o->recipe, g, m, &start, d) : 0;
+    mid_plan_init(&start, gc);
+    int rc = o->recipe ? search_recipe_load(o->recipe, gc, m, &start, d) : 0;
     search_options so = {.steps = o->search_steps, .quiet = o->quiet};
-    if (rc == 0) rc = search_plan(g, m, &start, &so, &info->search, d);
+    if (rc == 0) rc = search_plan(gc, m, &start, &so, &info->search, d);
     mid_plan_free(&start);
     info->search_seconds = util_now_seconds() - t0;
     /* The best finalist that lowers and places; the others in order when it
@@ -90,11 +164,11 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     int nrefuse = refuse ? atoi(refuse) : 0;
     for (int i = 0; rc == 0 && i < info->search.nfinalists; i++) {
         free(info->recipe);
-        info->recipe = search_recipe_json(g, m, &info->search.finalist[i]);
+        info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
         diag fd = {0};
         if (i < nrefuse) {
             diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, i + 1, nrefuse);
-        } else if (build_package(g, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
+        } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
             info->finalist = i;
             break;
         }
@@ -108,6 +182,7 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
             rc = -1;
         }
     }
+    if (rc == 0 && o->fusion_report && (rc = fusion_report(g, m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
 }
@@ -116,6 +191,88 @@ void compile_info_free(compile_info *info) {
     search_result_free(&info->search);
     free(info->recipe);
     info->recipe = NULL;
+    for (int32_t k = 0; info->fusion_saved_names && k < info->fusions.n; k++) free(info->fusion_saved_names[k]);
+    free(info->fusion_saved_names);
+    free(info->fusion_saved);
+    free(info->fusion_proofs);
+    info->fusion_saved_names = NULL, info->fusion_saved = NULL, info->fusion_proofs = NULL;
+    mid_fuse_free(&info->fusions);
+    graph_free(info->fused);
+    info->fused = NULL;
+}
+
+/* The packaged plan for g without fusion: every grid as chosen, a fused
+ * op's given to its matmul. */
+static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl) {
+    const graph *gc = tessel_compiled_graph(g, info);
+    const mid_plan *fin = &info->search.finalist[info->finalist];
+    mid_plan_init(pl, g);
+    for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
+        if (!fin->has[i]) continue;
+        bool gemm;
+        int32_t at = model_op(g, gc, &info->fusions, i, &gemm);
+        pl->gemm[at] = fin->gemm[i];
+        pl->has[at] = true;
+    }
+}
+
+char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info) {
+    mid_plan pl;
+    unfused_plan(g, info, &pl);
+    char *r = search_recipe_json(g, m, &pl);
+    mid_plan_free(&pl);
+    return r;
+}
+
+/* What the packaged plan, with no fusion, would store of each fused
+ * candidate's gradient: g expanded with the same grids (a fused op's for its
+ * matmul), the bytes per tile of the tensors holding the gradient (its
+ * GEMM's result and the copies made of it). */
+static void fusion_savings(const graph *g, const machine *m, compile_info *info) {
+    const fuse_plan *fp = &info->fusions;
+    if (!mid_fuse_count(fp)) return;
+    mid_plan pl;
+    unfused_plan(g, info, &pl);
+    mid_program mid;
+    diag d = {0};
+    int rc = mid_expand(g, m, &pl, &mid, &d);
+    mid_plan_free(&pl);
+    if (rc) return; /* the unfused plan does not even expand: nothing to compare with */
+    for (int32_t k = 0; k < fp->n; k++) {
+        if (!fp->c[k].fused || fp->c[k].given) continue;
+        char list[1024] = "";
+        size_t at = 0;
+        for (int32_t t = 0; t < mid.tensors.n; t++) {
+            const mid_tensor *x = mid_t(&mid, t);
+            if (x->value != fp->c[k].gradient || !x->placed || mid_storage(&mid, t) != t) continue;
+            int64_t b = layout_shard_bytes(&x->lay);
+            info->fusion_saved[k] += b;
+            if (at < sizeof list - 1) at += (size_t)snprintf(list + at, sizeof list - at, "%s%s %lld", at ? ", " : "", x->name, (long long)b);
+        }
+        info->fusion_saved_names[k] = xstrdup(list);
+    }
+    mid_free(&mid);
+}
+
+static int fusion_report(const graph *g, const machine *m, const package *out, compile_info *info, diag *d) {
+    int32_t n = info->fusions.n;
+    info->fusion_saved = xcalloc((size_t)n + 1, sizeof(int64_t));
+    info->fusion_saved_names = xcalloc((size_t)n + 1, sizeof(char *));
+    info->fusion_proofs = xcalloc((size_t)n + 1, sizeof(epilogue_proof));
+    fusion_savings(g, m, info);
+    if (tessel_fusion_proofs(g, &info->fusions, out, info->fusion_proofs, d)) return -1;
+    return package_live_peak(out, &info->peak, d);
+}
+
+int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d) {
+    for (int32_t k = 0; k < fp->n; k++) {
+        const graph_op *o = graph_opr(g, fp->c[k].consumer);
+        const char *outs[MID_MAX_OUT];
+        int n = 0;
+        for (int32_t i = 0; i < o->nout && n < MID_MAX_OUT; i++) outs[n++] = graph_val(g, o->out[i])->name;
+        if (package_epilogue_proof(p, outs, n, &proofs[k], d)) return -1;
+    }
+    return 0;
 }
 
 static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
@@ -129,8 +286,9 @@ static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
                      (json_int_t)C, (json_int_t)K, "partials", dtype_name(c->partials));
 }
 
-char *tessel_compile_report(const graph *g, const machine *m, const compile_info *info) {
+char *tessel_compile_report(const graph *model, const machine *m, const compile_info *info) {
     const search_result *sr = &info->search;
+    const graph *g = tessel_compiled_graph(model, info); /* the search's ops are the compiled graph's */
     json_t *ops = json_array();
     for (int32_t i = 0; i < sr->ops.n; i++) {
         const search_op *so = &sr->ops.v[i];
@@ -168,6 +326,16 @@ char *tessel_compile_report(const graph *g, const machine *m, const compile_info
         (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
         "place", info->place_seconds, "total", info->seconds);
     json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
+    /* The epilogue fusion: every candidate, and what the package holds at once. */
+    json_object_set_new(j, "fusions", tessel_fusion_json(model, &info->fusions, info->fusion_saved, info->fusion_saved_names,
+                                                         info->fusion_proofs));
+    /* What the buffers hold at once (the highest address reached depends on where placement put them). */
+    json_t *pl = json_object_get(j, "placed");
+    json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));
+    json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
+    json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
+    json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
+
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);
     size_t n = strlen(s);

@@ -11,10 +11,18 @@
 typedef struct compile_options {
     const char *model;        /* names the source in the package's metadata */
     FILE *print_mid;          /* when set, receives the expanded program */
+    const char *print_after;  /* a pass ("fuse": the graph, "expand": mid) whose result goes to print_to, or NULL */
+    FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is */
     bool quiet;               /* no progress line */
+    bool no_fuse;             /* analyse the epilogue fusions but make none */
+    bool fusion_report;       /* fill compile_info's fusion savings, proofs and live peak (for --report) */
 } compile_options;
+
+/* The passes --print-after names, in pipeline order (NULL-terminated). */
+extern const char *const tessel_passes[];
+bool tessel_pass_known(const char *name);
 
 /* A finalist that lowering or placement refused, and why. */
 typedef struct compile_failure {
@@ -34,11 +42,38 @@ typedef struct compile_info {
     compile_failure failed[SEARCH_FINALISTS];
     int nfailed;
     char *recipe;             /* the packaged plan as a recipe (JSON text) */
+    /* The optimizer epilogue fusion (docs/epilogue.md): every candidate, and
+     * the graph the search and expansion compiled (g with the fused ops;
+     * NULL when nothing was fused: g itself). Recipes and the search's ops
+     * name that graph's ops. */
+    fuse_plan fusions;
+    graph *fused;
+    /* With o->fusion_report: per candidate, what the same plan unfused would
+     * store of its gradient (bytes per tile, the buffers) and the proof from
+     * the package; and the package's live peak. */
+    int64_t *fusion_saved;
+    char **fusion_saved_names;
+    epilogue_proof *fusion_proofs;
+    package_peak peak;
 } compile_info;
 
-/* graph -> package for machine m: plan search, then the best finalist that
- * lowers and places. */
+/* graph -> package for machine m: the epilogue fusion, plan search on the
+ * graph it makes, then the best finalist that lowers and places. The
+ * package's numeric plan is keyed to g, so it checks against the model as
+ * given. */
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d);
+/* The graph compile_info's plan names: the fused graph, or g. */
+static inline const graph *tessel_compiled_graph(const graph *g, const compile_info *info) {
+    return info->fused ? info->fused : g;
+}
+/* The packaged plan of info (compiled from g) without the fusion, as a
+ * recipe for g: every grid as chosen, a fused op's given to its matmul.
+ * Compiled with --no-fuse --recipe R --search-steps 0 it is the same step
+ * unfused, with the same accumulation order (P1). JSON text, caller frees. */
+char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info);
+/* The proof for every candidate of fp (fused or not) from package p,
+ * compiled from g: whether its gradient is stored (proofs[i]). */
+int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d);
 void compile_info_free(compile_info *info);
 /* The compile report (--report): the plan per op, predictions, search steps,
  * failed finalists, statistics, stage times. JSON text, caller frees. */

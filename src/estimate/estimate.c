@@ -335,6 +335,44 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         int32_t ops[2] = {pr->out[0], pr->in[0]};
         return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2));
     }
+    case MID_GEMM_EPI:
+    case MID_REDUCE_EPI: {
+        /* The fused GEMM (2-D) or K reduction, then the epilogue's pass over
+         * what it completes: its state inputs read, its outputs written. */
+        int64_t block = 1;
+        for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+        bool gemm = pr->kind == MID_GEMM_EPI;
+        int64_t n = gemm ? ext[0] * ext[1] : block;
+        int first = gemm ? 2 : 1;
+        machine_vwork w = {.rows = gemm ? (uint64_t)ext[0] : 1};
+        for (int i = first; i < pr->nin; i++) {
+            w.vec_bytes += (uint64_t)(n * ebytes_t(x, pr->in[i]));
+            w.load_bytes[i] = (uint64_t)(n * ebytes_t(x, pr->in[i]));
+            w.interleaved[i] = true;
+        }
+        for (int i = 0; i < pr->nout; i++) w.vec_bytes += (uint64_t)(n * ebytes_t(x, pr->out[i]));
+        uint64_t epi = machine_vector_cycles(m, &w);
+        if (!gemm) {
+            int32_t ops[2] = {pr->out[0], pr->in[0]};
+            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2)) + epi;
+        }
+        const layout *la = lay(x, pr->in[0]);
+        machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc, 1, (uint64_t)ext[0],
+                          (uint64_t)ext[1], (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]),
+                          true, true};
+        /* One run, or one per strip of col_run columns, each with its share of the epilogue. */
+        uint64_t cols = g.cols, strip = pr->col_run > 0 && (uint64_t)pr->col_run < cols ? (uint64_t)pr->col_run : cols;
+        if (strip == cols) return L + machine_gemm_cycles(m, &g) + epi;
+        uint64_t runs = 0;
+        for (uint64_t c0 = 0; c0 < cols; c0 += strip) {
+            g.cols = cols - c0 < strip ? cols - c0 : strip;
+            machine_vwork ws = w;
+            ws.vec_bytes = w.vec_bytes / cols * g.cols;
+            for (int i = 0; i < (int)TS_COUNT(ws.load_bytes); i++) ws.load_bytes[i] = w.load_bytes[i] / cols * g.cols;
+            runs += L + machine_gemm_cycles(m, &g) + machine_vector_cycles(m, &ws);
+        }
+        return runs;
+    }
     default: break;
     }
     /* Vector kernels over whole shards. */
@@ -352,6 +390,15 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         }
         for (int i = 0; i < pr->nout; i++) w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[i]));
         if (pr->kind == MID_ADAMW) w.funcs = (uint64_t)block;
+        break;
+    case MID_ADAMW_APPLY: /* reads w, m', v'; writes w'; a square root and a divide each */
+        for (int i = 0; i < pr->nin; i++) {
+            w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->in[i]));
+            w.load_bytes[1 + i] = (uint64_t)(block * ebytes_t(x, pr->in[i]));
+            w.interleaved[1 + i] = true;
+        }
+        w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[0]));
+        w.funcs = (uint64_t)block;
         break;
     case MID_REDUCE_SUM:
     case MID_SUMSQ:

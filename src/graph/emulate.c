@@ -104,9 +104,9 @@ static void mm_rows(void *ctx, int64_t b, int64_t e) {
     }
 }
 
-static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+/* The GEMM of op's operands 0 and 1 into out (of type tc), by the plan. */
+static void emu_gemm(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float *out, const graph_type *tc) {
     const graph_type *ta = &graph_val(g, op->in[0])->type, *tb = &graph_val(g, op->in[1])->type;
-    const graph_type *tc = &graph_val(g, op->out[0])->type;
     bool tra = graph_attr_bool(op, ATTR_TRANSPOSE_A), trb = graph_attr_bool(op, ATTR_TRANSPOSE_B);
     int64_t M = tc->dim[tc->rank - 2], N = tc->dim[tc->rank - 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
     int64_t lda = ta->dim[ta->rank - 1], ldb = tb->dim[tb->rank - 1];
@@ -132,7 +132,7 @@ static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *p
         for (int64_t k = 0; k < K; k++)
             for (int64_t n = 0; n < N; n++)
                 bp[((n / MM_COLS) * K + k) * MM_COLS + n % MM_COLS] = (trb ? B[n * ldb + k] : B[k * ldb + n]) * ub;
-        mm_job j = {a, bp, out[0] + t * M * N, M, N, K, np, &pl->gemm, f8 || (ta->dtype == DT_F16 && tb->dtype == DT_F16),
+        mm_job j = {a, bp, out + t * M * N, M, N, K, np, &pl->gemm, f8 || (ta->dtype == DT_F16 && tb->dtype == DT_F16),
                     f8 ? ldexpf(1.0f, ta->scale + tb->scale) : 1.0f, tc->dtype, tc->scale};
         util_parallel((M + MM_ROWS - 1) / MM_ROWS, 8, mm_rows, &j);
         for (int i = bc.rank - 1; i >= 0; i--) {
@@ -142,6 +142,10 @@ static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *p
     }
     free(a);
     free(bp);
+}
+
+static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    emu_gemm(g, op, pl, in, out[0], &graph_val(g, op->out[0])->type);
     return 0;
 }
 
@@ -239,34 +243,41 @@ static int emu_scale(const graph *g, const graph_op *op, const graph_op_plan *pl
 
 /* ---- optimizers: low.h's f32 forms, states rounded before they feed w' ---------- */
 
-static int emu_sgd(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
-    (void)pl;
-    int64_t n = graph_type_numel(&graph_val(g, op->in[0])->type);
+/* n elements with op's attributes: w, g, buf (NULL: no momentum) into w', buf'
+ * (buf' of type tb). */
+static void emu_sgd_step(const graph_op *op, int64_t n, const float *w_, const float *g_, const float *buf_,
+                         const graph_type *tb, float *w_out, float *buf_out) {
     float lr = (float)graph_attr_float(op, ATTR_LR), mom = (float)graph_attr_float(op, ATTR_MOMENTUM),
           wd = (float)graph_attr_float(op, ATTR_WEIGHT_DECAY);
-    const graph_type *tb = op->nin == 3 ? &graph_val(g, op->out[1])->type : NULL;
     for (int64_t i = 0; i < n; i++) {
-        float w = in[0][i], gr = in[1][i] + wd * w;
-        if (tb) {
-            float buf = num_round(tb->dtype, tb->scale, mom * in[2][i] + gr);
-            out[1][i] = buf;
+        float w = w_[i], gr = g_[i] + wd * w;
+        if (buf_) {
+            float buf = num_round(tb->dtype, tb->scale, mom * buf_[i] + gr);
+            buf_out[i] = buf;
             gr = buf;
         }
-        out[0][i] = w - lr * gr;
+        w_out[i] = w - lr * gr;
     }
+}
+
+static int emu_sgd(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    bool mom = op->nin == 3;
+    emu_sgd_step(op, graph_type_numel(&graph_val(g, op->in[0])->type), in[0], in[1], mom ? in[2] : NULL,
+                 mom ? &graph_val(g, op->out[1])->type : NULL, out[0], mom ? out[1] : NULL);
     return 0;
 }
 
-static int emu_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
-    (void)pl;
-    int64_t n = graph_type_numel(&graph_val(g, op->in[0])->type);
+/* n elements with op's attributes: in = w, g, m, v into out = w', m', v' (m'
+ * and v' of types tm and tv). */
+static void emu_adamw_step(const graph_op *op, int64_t n, const float *const *in, const graph_type *tm, const graph_type *tv,
+                           float **out) {
     float lr = (float)graph_attr_float(op, ATTR_LR), b1 = (float)graph_attr_float(op, ATTR_BETA1),
           b2 = (float)graph_attr_float(op, ATTR_BETA2), eps = (float)graph_attr_float(op, ATTR_EPS),
           wd = (float)graph_attr_float(op, ATTR_WEIGHT_DECAY);
     double t = (double)graph_attr_int(op, ATTR_STEP);
     float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
     float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd, c1 = 1.0f - b1, c2 = 1.0f - b2;
-    const graph_type *tm = &graph_val(g, op->out[1])->type, *tv = &graph_val(g, op->out[2])->type;
     for (int64_t i = 0; i < n; i++) {
         float gr = in[1][i];
         float m = num_round(tm->dtype, tm->scale, b1 * in[2][i] + c1 * gr);
@@ -275,6 +286,44 @@ static int emu_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl
         out[1][i] = m;
         out[2][i] = v;
     }
+}
+
+static int emu_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    emu_adamw_step(op, graph_type_numel(&graph_val(g, op->in[0])->type), (const float *const *)in,
+                   &graph_val(g, op->out[1])->type, &graph_val(g, op->out[2])->type, out);
+    return 0;
+}
+
+/* ---- the fused ops: the plan's GEMM, the gradient rounded to `grad`, the
+ * optimizer; bitwise the unfused pair's (P1, docs/epilogue.md) ------------------- */
+
+static float *emu_gradient(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in) {
+    graph_type gt = graph_val(g, op->out[0])->type;
+    gt.dtype = graph_attr_dtype(op, ATTR_GRAD);
+    gt.scale = 0;
+    int64_t n = graph_type_numel(&gt);
+    float *gr = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    emu_gemm(g, op, pl, in, gr, &gt);
+    num_round_buf(gt.dtype, 0, gr, (size_t)n);
+    return gr;
+}
+
+static int emu_matmul_sgd(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    float *gr = emu_gradient(g, op, pl, in);
+    bool mom = op->nin == 4;
+    emu_sgd_step(op, graph_type_numel(&graph_val(g, op->out[0])->type), in[2], gr, mom ? in[3] : NULL,
+                 mom ? &graph_val(g, op->out[1])->type : NULL, out[0], mom ? out[1] : NULL);
+    free(gr);
+    return 0;
+}
+
+static int emu_matmul_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    float *gr = emu_gradient(g, op, pl, in);
+    const float *opt[4] = {in[2], gr, in[3], in[4]};
+    emu_adamw_step(op, graph_type_numel(&graph_val(g, op->out[0])->type), opt, &graph_val(g, op->out[1])->type,
+                   &graph_val(g, op->out[2])->type, out);
+    free(gr);
     return 0;
 }
 
@@ -383,6 +432,8 @@ emu_fn emu_kernel(graph_op_kind kind) {
     case OP_SGD: return emu_sgd;
     case OP_ADAMW: return emu_adamw;
     case OP_GLOBAL_NORM_CLIP: return emu_global_norm_clip;
+    case OP_MATMUL_SGD: return emu_matmul_sgd;
+    case OP_MATMUL_ADAMW: return emu_matmul_adamw;
     default: return NULL;
     }
 }

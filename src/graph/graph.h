@@ -62,7 +62,15 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(REDUCE_SUM,       reduce_sum,       1,  1,  1, A(AXES) | A(KEEPDIMS),                            R(AXES)) \
     X(SGD,              sgd,              2,  3, -1, A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY),            R(LR)) \
     X(ADAMW,            adamw,            4,  4,  3, A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR)) \
-    X(GLOBAL_NORM_CLIP, global_norm_clip, 1, -1, -1, A(MAX_NORM),                                      R(MAX_NORM))
+    X(GLOBAL_NORM_CLIP, global_norm_clip, 1, -1, -1, A(MAX_NORM),                                      R(MAX_NORM)) \
+    X(MATMUL_SGD,       matmul_sgd,       3,  4, -1, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY), R(LR)) \
+    X(MATMUL_ADAMW,     matmul_adamw,     5,  5,  3, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR))
+
+/* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion
+ * (src/mid/fuse.c) makes of a weight-gradient matmul and the optimizer that
+ * is its only use: operands (a, b, w[, buf]) and (a, b, w, m, v), the
+ * matmul's attributes, the optimizer's, and `grad`, the dtype the gradient
+ * rounds to (the matmul's declared result), which no tensor ever holds. */
 
 typedef enum {
 #define X(id, name, ...) OP_##id,
@@ -71,11 +79,17 @@ typedef enum {
     OP_COUNT
 } graph_op_kind;
 
+/* matmul and the fused ops that contain its GEMM. */
+static inline bool graph_kind_has_gemm(int kind) {
+    return kind == OP_MATMUL || kind == OP_MATMUL_SGD || kind == OP_MATMUL_ADAMW;
+}
+
 /*  id            name          kind */
 #define GRAPH_ATTRS(X)                        \
     X(TRANSPOSE_A,  transpose_a,  BOOL)       \
     X(TRANSPOSE_B,  transpose_b,  BOOL)       \
     X(ACC,          acc,          DTYPE)      \
+    X(GRAD,         grad,         DTYPE)      \
     X(TO,           to,           DTYPE)      \
     X(SCALE,        scale,        INT)        \
     X(SATURATE,     saturate,     BOOL)       \
@@ -314,7 +328,8 @@ void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n)
  *     {"op": "c", "kind": "global_norm_clip",
  *      "grads": [{"blocks": [32, 48], "row_base": 0, "row_stride": [1, 0]}]}]}
  *
- * matmul: every output element is, per K partition [k_bounds[p], k_bounds[p+1]),
+ * matmul (and matmul_sgd, matmul_adamw, whose GEMM is the same): every
+ *   output element is, per K partition [k_bounds[p], k_bounds[p+1]),
  *   one chain acc = 0; acc = acc + a*b over k ascending in `acc` (f16 rounds
  *   every step), on unscaled 8-bit operands, times 2^(sa+sb); one partition
  *   rounds to the result, several round to `partials` and chain (in `acc`,
@@ -342,7 +357,8 @@ typedef struct graph_norm_grad {
 } graph_norm_grad;
 
 typedef struct graph_op_plan {
-    graph_op_kind kind;                  /* OP_MATMUL, OP_REDUCE_SUM, OP_GLOBAL_NORM_CLIP; OP_INPUT: none */
+    graph_op_kind kind;                  /* OP_MATMUL (or a fused op with its GEMM), OP_REDUCE_SUM,
+                                            OP_GLOBAL_NORM_CLIP; OP_INPUT: none */
     graph_gemm_plan gemm;
     int64_t block[GRAPH_MAX_RANK];       /* reduce_sum: elements summed together, per input axis */
     graph_norm_grad *grads;              /* global_norm_clip: one per gradient (operand) */

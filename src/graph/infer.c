@@ -77,7 +77,8 @@ static int want_ints_len(const ictx *c, graph_attr_id a, int n) {
 
 /* ---- the rules ----------------------------------------------------------- */
 
-static int infer_matmul(ictx *c) {
+/* The product of operands 0 and 1 into *r, of result dtype rdt. */
+static int matmul_type(ictx *c, dtype rdt, graph_type *r) {
     const graph_type *a = in_type(c, 0), *b = in_type(c, 1);
     for (int i = 0; i < 2; i++) {
         dtype t = in_type(c, i)->dtype;
@@ -96,17 +97,18 @@ static int infer_matmul(ictx *c) {
     if (ka != kb) return FAIL(c, "matmul inner dimensions differ: %lld and %lld", (long long)ka, (long long)kb);
     dtype acc = graph_attr_dtype(c->o, ATTR_ACC);
     if (acc != DT_F32 && acc != DT_F16) return FAIL(c, "matmul accumulation must be f32 or f16, not %s", dtype_name(acc));
-    graph_type *r = &c->out[0];
     memset(r, 0, sizeof *r);
     if (broadcast(c, a->dim, a->rank - 2, b->dim, b->rank - 2, r->dim, &r->rank) != 0) return -1;
     if (r->rank + 2 > GRAPH_MAX_RANK) return FAIL(c, "matmul result rank exceeds %d", GRAPH_MAX_RANK);
     r->dim[r->rank++] = m;
     r->dim[r->rank++] = n;
-    r->dtype = c->declared ? c->declared->dtype : DT_F32;
+    r->dtype = rdt;
     if (!dtype_is_float(r->dtype) || dtype_is_f8(r->dtype))
         return FAIL(c, "matmul results are f32, f16 or bf16, not %s (cast afterwards)", dtype_name(r->dtype));
     return 0;
 }
+
+static int infer_matmul(ictx *c) { return matmul_type(c, c->declared ? c->declared->dtype : DT_F32, &c->out[0]); }
 
 static int infer_binary(ictx *c) {
     if (want_wide_float(c, 0) || want_wide_float(c, 1) || want_same_dtype(c, 0, 1)) return -1;
@@ -301,6 +303,41 @@ static int infer_adamw(ictx *c) {
     c->out[0] = *in_type(c, 0);
     c->out[1] = *in_type(c, 2);
     c->out[2] = *in_type(c, 3);
+    return 0;
+}
+
+/* The fused ops: the matmul of operands 0 and 1 is a 2-D gradient of dtype
+ * `grad` that no tensor holds; operands 2.. are the optimizer's (w and its
+ * states), each of the gradient's shape. */
+static int fused_gradient(ictx *c, graph_type *gt) {
+    if (matmul_type(c, graph_attr_dtype(c->o, ATTR_GRAD), gt)) return -1;
+    if (gt->rank != 2) return FAIL(c, "%s makes a 2-D weight gradient, not rank %d", graph_op_infos[c->o->kind].name, gt->rank);
+    for (int i = 2; i < c->o->nin; i++) {
+        if (want_wide_float(c, i)) return -1;
+        const graph_type *t = in_type(c, i);
+        char x[128], y[128];
+        if (t->rank != 2 || t->dim[0] != gt->dim[0] || t->dim[1] != gt->dim[1])
+            return FAIL(c, "operand %d (%s) must have the shape of the gradient (%s)", i + 1, tstr(t, x), tstr(gt, y));
+    }
+    return 0;
+}
+
+static int infer_matmul_sgd(ictx *c) {
+    graph_type gt;
+    if (fused_gradient(c, &gt)) return -1;
+    bool mom = graph_attr_float(c->o, ATTR_MOMENTUM) != 0;
+    if (mom != (c->o->nin == 4))
+        return FAIL(c, "matmul_sgd takes (a, b, w) without momentum and (a, b, w, buf) with momentum");
+    c->out[0] = *in_type(c, 2);
+    if (c->o->nin == 4) c->out[1] = *in_type(c, 3);
+    return 0;
+}
+
+static int infer_matmul_adamw(ictx *c) {
+    graph_type gt;
+    if (fused_gradient(c, &gt)) return -1;
+    if (graph_attr_int(c->o, ATTR_STEP) < 1) return FAIL(c, "matmul_adamw step counts from 1");
+    for (int i = 0; i < 3; i++) c->out[i] = *in_type(c, 2 + i);
     return 0;
 }
 

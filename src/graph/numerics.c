@@ -41,7 +41,7 @@ char *graph_numerics_json(const graph *g, const graph_numerics *n) {
         const graph_op *op = graph_opr(g, i);
         if (pl->kind == OP_INPUT) continue;
         json_t *e = json_pack("{s:s, s:s}", "op", graph_op_name(g, i), "kind", graph_op_infos[pl->kind].name);
-        if (pl->kind == OP_MATMUL) {
+        if (graph_kind_has_gemm(pl->kind)) {
             json_object_set_new(e, "acc", json_string(dtype_name(pl->gemm.acc)));
             json_object_set_new(e, "partials", json_string(dtype_name(pl->gemm.partials)));
             json_object_set_new(e, "k_bounds", ints(pl->gemm.k_bounds, pl->gemm.nk + 1));
@@ -168,7 +168,9 @@ static int read_entry(rd *r, json_t *e, size_t index) {
     if (pl->kind != OP_INPUT) return BAD(r, "op '%s' has two entries", name);
     pl->kind = op->kind;
     switch (op->kind) {
-    case OP_MATMUL: return read_matmul(r, name, e, op, pl);
+    case OP_MATMUL:
+    case OP_MATMUL_SGD:
+    case OP_MATMUL_ADAMW: return read_matmul(r, name, e, op, pl);
     case OP_REDUCE_SUM: {
         const graph_type *t = &graph_val(r->g, op->in[0])->type;
         return read_ints(r, name, e, "blocks", t->rank, 1, t->dim, pl->block);
@@ -202,7 +204,7 @@ int graph_numerics_parse(const graph *g, const char *meta_json, const char *what
     }
     for (int32_t i = 0; rc == 0 && i < g->ops.n; i++) {
         graph_op_kind k = graph_opr(g, i)->kind;
-        if ((k == OP_MATMUL || k == OP_REDUCE_SUM || k == OP_GLOBAL_NORM_CLIP) && out->op[i].kind == OP_INPUT)
+        if ((graph_kind_has_gemm(k) || k == OP_REDUCE_SUM || k == OP_GLOBAL_NORM_CLIP) && out->op[i].kind == OP_INPUT)
             rc = BAD(&r, "no entry for %s '%s' (was the package compiled from this model?)", graph_op_infos[k].name,
                      graph_op_name(g, i));
     }

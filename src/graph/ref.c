@@ -337,24 +337,30 @@ static int ref_concat(rt *r, const graph_op *op, float **in, float **out) {
 
 /* ---- optimizer ops: PyTorch semantics (docs/ir.md gives the expressions) ---- */
 
-static int ref_sgd(rt *r, const graph_op *op, float **in, float **out) {
-    int64_t n = vnumel(r, op->in[0]);
+/* n elements of sgd with op's attributes: w, g, buf (NULL without momentum)
+ * into w' and buf'. */
+static void sgd_step(const graph_op *op, int64_t n, const float *w_, const float *g_, const float *buf_, float *w_out,
+                     float *buf_out) {
     double lr = graph_attr_float(op, ATTR_LR), mu = graph_attr_float(op, ATTR_MOMENTUM),
            wd = graph_attr_float(op, ATTR_WEIGHT_DECAY);
     for (int64_t i = 0; i < n; i++) {
-        double w = in[0][i], g = (double)in[1][i] + wd * w;
-        if (op->nin == 3) {
-            float buf = (float)(mu * in[2][i] + g);
-            out[1][i] = buf;
+        double w = w_[i], g = (double)g_[i] + wd * w;
+        if (buf_) {
+            float buf = (float)(mu * buf_[i] + g);
+            buf_out[i] = buf;
             g = buf;
         }
-        out[0][i] = (float)(w - lr * g);
+        w_out[i] = (float)(w - lr * g);
     }
+}
+
+static int ref_sgd(rt *r, const graph_op *op, float **in, float **out) {
+    sgd_step(op, vnumel(r, op->in[0]), in[0], in[1], op->nin == 3 ? in[2] : NULL, out[0], op->nin == 3 ? out[1] : NULL);
     return 0;
 }
 
-static int ref_adamw(rt *r, const graph_op *op, float **in, float **out) {
-    int64_t n = vnumel(r, op->in[0]);
+/* n elements of adamw with op's attributes: in = w, g, m, v; out = w', m', v'. */
+static void adamw_step(const graph_op *op, int64_t n, const float *const *in, float **out) {
     double lr = graph_attr_float(op, ATTR_LR), b1 = graph_attr_float(op, ATTR_BETA1), b2 = graph_attr_float(op, ATTR_BETA2),
            eps = graph_attr_float(op, ATTR_EPS), wd = graph_attr_float(op, ATTR_WEIGHT_DECAY);
     double t = (double)graph_attr_int(op, ATTR_STEP);
@@ -368,7 +374,32 @@ static int ref_adamw(rt *r, const graph_op *op, float **in, float **out) {
         out[1][i] = m;
         out[2][i] = v;
     }
+}
+
+static int ref_adamw(rt *r, const graph_op *op, float **in, float **out) {
+    adamw_step(op, vnumel(r, op->in[0]), (const float *const *)in, out);
     return 0;
+}
+
+/* The fused ops are their matmul, then their optimizer: the reference keeps
+ * the gradient a fused plan never stores. */
+static int ref_matmul_sgd(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->out[0]);
+    float *g = xmalloc(sizeof(float) * (size_t)n);
+    int rc = ref_matmul(r, op, in, &g);
+    sgd_step(op, n, in[2], g, op->nin == 4 ? in[3] : NULL, out[0], op->nin == 4 ? out[1] : NULL);
+    free(g);
+    return rc;
+}
+
+static int ref_matmul_adamw(rt *r, const graph_op *op, float **in, float **out) {
+    int64_t n = vnumel(r, op->out[0]);
+    float *g = xmalloc(sizeof(float) * (size_t)n);
+    int rc = ref_matmul(r, op, in, &g);
+    const float *opt[4] = {in[2], g, in[3], in[4]};
+    adamw_step(op, n, opt, out);
+    free(g);
+    return rc;
 }
 
 static int ref_global_norm_clip(rt *r, const graph_op *op, float **in, float **out) {

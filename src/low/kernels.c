@@ -21,11 +21,20 @@ const low_kernel_fields low_kernel_used[LOW_K_COUNT] = {
 #undef X
 };
 
-_Static_assert(LOW_K_COUNT == 12, "a new kernel needs its extent here and its simulator function");
+_Static_assert(LOW_K_COUNT == 15, "a new kernel needs its extent here and its simulator function");
+
+int low_epilogue_base(const low_run *r) {
+    return r->kernel == LOW_K_GEMM_EPI ? 2 : r->kernel == LOW_K_REDUCE_EPI ? 1 : -1;
+}
+
+dtype low_epilogue_grad(const low_run *r) { return (dtype)r->grad; }
 
 bool low_run_uses(const low_run *r, int i) {
     if (i < 0 || r->kernel >= LOW_K_COUNT || i >= low_kernel_operands[r->kernel]) return false;
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
+    int e = low_epilogue_base(r);
+    /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
+    if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
     if (r->kernel == LOW_K_EWISE && i == 2) return r->op < MID_EW_COUNT && mid_ew_arity[r->op] == 2;
     return true;
 }
@@ -35,6 +44,7 @@ void low_run_canonical(low_run *r) {
     const low_kernel_fields *u = &low_kernel_used[r->kernel];
     if (!(u->params & LOW_P_ACC)) r->acc = 0;
     if (!(u->params & LOW_P_OP)) r->op = 0;
+    if (!(u->params & LOW_P_GRAD)) r->grad = 0;
     for (int d = u->box; d < LOW_MAX_BOX; d++) r->n[d] = 0;
     for (int k = u->floats; k < (int)TS_COUNT(r->f); k++) r->f[k] = 0.0f;
     for (int i = 0; i < LOW_MAX_OPERANDS; i++) {
@@ -54,6 +64,8 @@ bool low_run_writes(const low_run *r, int i) {
     case LOW_K_GEMM: return i == 2;
     case LOW_K_SGD: return i <= 1;
     case LOW_K_ADAMW: return i <= 2;
+    case LOW_K_GEMM_EPI:
+    case LOW_K_REDUCE_EPI: return i >= low_epilogue_base(r) + 2;
     default: return i == 0;
     }
 }
@@ -63,11 +75,12 @@ bool low_run_writes(const low_run *r, int i) {
  * loads 64-bit pairs, hence 8 bytes (16 keeps buffers on cache-line-like
  * boundaries, as the bump placement always did). */
 uint32_t low_operand_align(low_kernel k, int i) {
-    (void)i;
-    return k == LOW_K_GEMM ? 32u : 16u;
+    return k == LOW_K_GEMM || (k == LOW_K_GEMM_EPI && i < 2) ? 32u : 16u;
 }
 
-uint32_t low_operand_tail(low_kernel k, int i) { return k == LOW_K_GEMM && i == 0 ? (uint32_t)LOW_AMP_PANEL_BYTES : 0u; }
+uint32_t low_operand_tail(low_kernel k, int i) {
+    return (k == LOW_K_GEMM || k == LOW_K_GEMM_EPI) && i == 0 ? (uint32_t)LOW_AMP_PANEL_BYTES : 0u;
+}
 
 static uint64_t esize(const low_run *r, int i) { return r->dt[i] < DT_COUNT ? (uint64_t)dtype_bytes((dtype)r->dt[i]) : 0; }
 
@@ -84,6 +97,10 @@ uint64_t low_run_extent(const low_run *r, int i) {
     if (!low_run_uses(r, i)) return 0;
     const uint32_t *n = r->n;
     switch ((low_kernel)r->kernel) {
+    case LOW_K_GEMM_EPI:
+        /* A and B as GEMM's; the epilogue operands are M rows of N, stride[2][1] elements apart. */
+        if (i >= 2) return ((uint64_t)(n[1] - 1) * (uint64_t)r->stride[2][1] + n[2]) * esize(r, i);
+        /* fall through */
     case LOW_K_GEMM:
         if (i == 0) {
             uint64_t w = LOW_AMP_PANEL_BYTES / esize(r, 0);
@@ -104,7 +121,9 @@ uint64_t low_run_extent(const low_run *r, int i) {
     case LOW_K_FILL: return n[0] * esize(r, 0);
     case LOW_K_COPY: return boxed(r, i, LOW_MAX_BOX - 1, n[3]);
     case LOW_K_SGD:
-    case LOW_K_ADAMW: return n[0] * esize(r, i);
+    case LOW_K_ADAMW:
+    case LOW_K_ADAMW_APPLY: return n[0] * esize(r, i);
+    case LOW_K_REDUCE_EPI: return i == 0 ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[0][0] + n[1] * esize(r, 0) : n[1] * esize(r, i);
     case LOW_K_SUMSQ: return i == 0 ? 4 : n[0] * esize(r, 1);
     case LOW_K_CLIP_COEF: return i == 0 ? 4 : (uint64_t)n[0] * 4;
     case LOW_K_COUNT: break;
@@ -133,16 +152,30 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     uint64_t work = 1;
     for (int d = 0; d < LOW_MAX_BOX; d++) work *= r->n[d];
     if (work > (1ull << 40)) return why(w, cap, "too much work in one run");
+    int e = low_epilogue_base(r);
+    if (e >= 0) {
+        /* The epilogue's operands and the gradient's dtype: wide floats only. */
+        if (r->op >= MID_EPI_COUNT) return why(w, cap, "unknown epilogue");
+        dtype gt = low_epilogue_grad(r);
+        if (gt != DT_F32 && gt != DT_F16 && gt != DT_BF16) return why(w, cap, "bad gradient dtype");
+        for (int i = e; i < e + 4; i++)
+            if (low_run_uses(r, i) && dtype_is_f8((dtype)r->dt[i])) return why(w, cap, "8-bit epilogue operand");
+    }
     switch ((low_kernel)r->kernel) {
+    case LOW_K_GEMM_EPI:
+        if (r->n[0] != 1) return why(w, cap, "batched epilogue GEMM");
+        if (r->stride[2][1] < (int32_t)r->n[2]) return why(w, cap, "epilogue rows overlap");
+        /* fall through */
     case LOW_K_GEMM: {
         dtype a = (dtype)r->dt[0], b = (dtype)r->dt[1];
         if (!r->n[0] || !r->n[1] || !r->n[2] || !r->n[3]) return why(w, cap, "empty GEMM");
         if (dtype_is_f8(a) != dtype_is_f8(b) || (!dtype_is_f8(a) && a != b)) return why(w, cap, "mixed GEMM operands");
         if (a == DT_BF16) return why(w, cap, "bf16 GEMM operands");
-        if (dtype_is_f8((dtype)r->dt[2])) return why(w, cap, "8-bit GEMM result");
+        if (r->kernel == LOW_K_GEMM && dtype_is_f8((dtype)r->dt[2])) return why(w, cap, "8-bit GEMM result");
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
         return true;
     }
+    case LOW_K_REDUCE_EPI:
     case LOW_K_REDUCE:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
@@ -163,6 +196,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty rows");
         return true;
     case LOW_K_ADAMW:
+    case LOW_K_ADAMW_APPLY:
         if (r->n[1] < 1) return why(w, cap, "adamw step counts from 1");
         break;
     case LOW_K_COPY:

@@ -61,28 +61,47 @@
  *                             from out[0] (ptr0 = out f32, ptr1 = in): runs over the spans of a
  *                             shard, in order, make one chain over its elements
  *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
+ *  GEMM_EPI    gemm_epi    6  GEMM's C for n[0] = 1, A and B (operands 0, 1) addressed as GEMM's, each element
+ *                             rounded to `grad` (the gradient's dtype; no operand holds it) and handed to the
+ *                             epilogue `op` (MID_EPI_*) with operands 2..5: element (m,n) of each at
+ *                             ptr + (m*stride[2][1] + n)*bytes (stride[2][1] in elements, one for all four)
+ *  REDUCE_EPI  reduce_epi  5  REDUCE's sum of in[j][e] (ptr0 = in, slices stride[0][0] apart; acc, j ascending),
+ *                             rounded to `grad` (the gradient's dtype) and handed to the epilogue `op` with
+ *                             operands 1..4, element e at ptr + e*bytes
+ *  ADAMW_APPLY adamw_apply 4  per e<n[0], ADAMW's last line at step n[1]: w' = w (1 - lr wd) - (lr / bc1) m' /
+ *                             (sqrt(v') / sqrt(bc2) + eps); ptr0 = w', ptr1 = w, ptr2 = m', ptr3 = v'; f as ADAMW
+ *
+ * Epilogues (the `op` of GEMM_EPI and REDUCE_EPI) take each gradient value g
+ * with four operands E0..E3 (GEMM_EPI's 2..5, REDUCE_EPI's 1..4):
+ *  SGD   E0 = w, E1 = buf, E2 = w', E3 = buf' (E1, E3 only with momentum f[1] != 0); SGD's arithmetic with
+ *        f = lr, momentum, weight_decay
+ *  ADAM  E0 = m, E1 = v, E2 = m', E3 = v'; f[0] = beta1, f[1] = beta2: m' = b1 m + (1 - b1) g,
+ *        v' = b2 v + (1 - b2) g g, each rounded to its dtype (ADAMW_APPLY then makes w')
  */
 /* What each kernel reads of a run besides its operands, so that a package
  * holds only that (docs/package.md, "run"): `box` the leading box axes n[0..box),
  * `strides` a mask of stride[i][d] at bit 4*i + d, `floats` the leading
- * f[0..floats), `params` LOW_P_ACC (acc) and LOW_P_OP (op). Everything else is
- * zero in a placed run (low_run_canonical). */
-enum { LOW_P_ACC = 1, LOW_P_OP = 2 };
+ * f[0..floats), `params` LOW_P_ACC (acc), LOW_P_OP (op) and LOW_P_GRAD (grad).
+ * Everything else is zero in a placed run (low_run_canonical). */
+enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 
 /*  id          name        operands  box  strides  floats  params */
-#define LOW_KERNELS(X)                                    \
-    X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)              \
-    X(REDUCE, reduce, 2, 2, 0x010, 0, LOW_P_ACC)          \
-    X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP)             \
-    X(SOFTMAX, softmax, 2, 2, 0x011, 0, 0)                \
-    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, 0)          \
-    X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)          \
-    X(FILL, fill, 1, 1, 0x000, 1, 0)                      \
-    X(COPY, copy, 2, 4, 0x077, 0, 0)                      \
-    X(SGD, sgd, 5, 1, 0x000, 3, 0)                        \
-    X(ADAMW, adamw, 7, 2, 0x000, 5, 0)                    \
-    X(SUMSQ, sumsq, 2, 1, 0x000, 0, 0)                    \
-    X(CLIP_COEF, clip_coef, 2, 1, 0x000, 1, 0)
+#define LOW_KERNELS(X)                                                  \
+    X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)                            \
+    X(REDUCE, reduce, 2, 2, 0x010, 0, LOW_P_ACC)                        \
+    X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP)                           \
+    X(SOFTMAX, softmax, 2, 2, 0x011, 0, 0)                              \
+    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, 0)                        \
+    X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)                        \
+    X(FILL, fill, 1, 1, 0x000, 1, 0)                                    \
+    X(COPY, copy, 2, 4, 0x077, 0, 0)                                    \
+    X(SGD, sgd, 5, 1, 0x000, 3, 0)                                      \
+    X(ADAMW, adamw, 7, 2, 0x000, 5, 0)                                  \
+    X(SUMSQ, sumsq, 2, 1, 0x000, 0, 0)                                  \
+    X(CLIP_COEF, clip_coef, 2, 1, 0x000, 1, 0)                          \
+    X(GEMM_EPI, gemm_epi, 6, 4, 0x222, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
+    X(REDUCE_EPI, reduce_epi, 5, 2, 0x001, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
+    X(ADAMW_APPLY, adamw_apply, 4, 2, 0x000, 5, 0)
 
 typedef enum {
 #define X(id, name, nops, box, strides, floats, params) LOW_K_##id,
@@ -112,8 +131,9 @@ typedef struct low_addr {
 typedef struct low_run {
     uint32_t tile;
     uint8_t kernel;                          /* low_kernel */
-    uint8_t op;                              /* mid_ew_op for EWISE */
-    uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE) */
+    uint8_t op;                              /* mid_ew_op for EWISE, mid_epi_op for GEMM_EPI and REDUCE_EPI */
+    uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI) */
+    uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI) */
     uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
     int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */
     low_addr ptr[LOW_MAX_OPERANDS];
@@ -173,6 +193,10 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
 
 /* ---- kernels.c ---------------------------------------------------------- */
 
+/* The first epilogue operand of a GEMM_EPI or REDUCE_EPI run (E0), else -1. */
+int low_epilogue_base(const low_run *r);
+/* The dtype an epilogue run rounds the gradient to (its grad). */
+dtype low_epilogue_grad(const low_run *r);
 /* Whether run r uses operand i (SGD without momentum skips its buffers). */
 bool low_run_uses(const low_run *r, int i);
 /* Zeroes every field of r its kernel does not read (LOW_KERNELS' columns,

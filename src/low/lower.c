@@ -356,6 +356,57 @@ static void lower_gemm(lx *x, const mid_prim *pr) {
     end_compute(x, first, "gemm");
 }
 
+/* GEMM_EPI: one run per shard of the result layout, which the epilogue's
+ * operands (E0..E3: the prim's inputs after A and B, then its outputs) all
+ * share; their rows are one stride apart, in elements whatever the dtype. */
+static void gemm_epi_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    const mid_prim *pr = ((ew_ctx *)vctx)->pr;
+    const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
+    const layout *lc = &mid_t(x->p, pr->out[0])->lay;
+    TS_ASSERT(lc->rank == 2 && la->rank == 2 && lb->rank == 2);
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(lc, s, lo, hi);
+    int64_t K = la->dim[1], k1 = la->block[1] < K ? la->block[1] : K;
+    low_run *r = new_run(x, LOW_K_GEMM_EPI, tile);
+    r->acc = (uint8_t)pr->acc;
+    r->op = (uint8_t)pr->epi;
+    set_operand(x, r, 0, pr->in[0], 0);
+    set_operand(x, r, 1, pr->in[1], 0);
+    int e = 2;
+    for (int i = 2; i < pr->nin; i++) set_operand(x, r, e + (i - 2), pr->in[i], 0);
+    for (int i = 0; i < pr->nout; i++) set_operand(x, r, e + 2 + i, pr->out[i], 0);
+    r->grad = (uint8_t)pr->grad;
+    r->n[0] = 1;
+    r->n[1] = (uint32_t)(hi[0] - lo[0]);
+    r->n[2] = (uint32_t)(hi[1] - lo[1]);
+    r->n[3] = (uint32_t)k1;
+    r->stride[0][1] = (int32_t)layout_panel_stride(la);
+    r->stride[1][1] = (int32_t)layout_axis_stride(lb, 0);
+    r->stride[2][1] = (int32_t)(layout_axis_stride(lc, 0) / lc->elem_bytes);
+    memcpy(r->f, pr->f, sizeof r->f);
+    /* A run per strip of col_run columns, as GEMM's: B and every epilogue
+     * operand start col_run elements further along each row. */
+    uint32_t cols = r->n[2], strip = (uint32_t)pr->col_run;
+    if (!strip || strip >= cols) return;
+    low_run whole = *r;
+    x->out->runs.n--;
+    for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
+        low_run *q = new_run(x, LOW_K_GEMM_EPI, tile);
+        *q = whole;
+        q->n[2] = cols - c0 < strip ? cols - c0 : strip;
+        q->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
+        for (int i = 2; i < LOW_MAX_OPERANDS; i++)
+            if (low_run_uses(q, i)) q->ptr[i].off += c0 * dtype_bytes((dtype)q->dt[i]);
+    }
+}
+
+static void lower_gemm_epi(lx *x, const mid_prim *pr) {
+    ew_ctx c = {pr, NULL};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, gemm_epi_shard, &c);
+    end_compute(x, first, mid_epi_names[pr->epi]);
+}
+
 static int64_t block_elems(const layout *l) {
     int64_t n = 1;
     for (int a = 0; a < l->rank; a++) n *= l->block[a];
@@ -399,6 +450,28 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r = new_run(x, LOW_K_ADAMW, tile);
         for (int i = 0; i < 3; i++) set_operand(x, r, i, pr->out[i], 0);
         for (int i = 0; i < 4; i++) set_operand(x, r, 3 + i, pr->in[i], 0);
+        r->n[1] = (uint32_t)pr->step;
+        break;
+    case MID_REDUCE_EPI: {
+        /* REDUCE's partials, the epilogue's E0.. after them (inputs, then outputs). */
+        const layout *lq = &mid_t(x->p, pr->in[0])->lay;
+        r = new_run(x, LOW_K_REDUCE_EPI, tile);
+        r->acc = (uint8_t)pr->acc;
+        r->op = (uint8_t)pr->epi;
+        set_operand(x, r, 0, pr->in[0], 0);
+        for (int i = 1; i < pr->nin; i++) set_operand(x, r, i, pr->in[i], 0);
+        for (int i = 0; i < pr->nout; i++) set_operand(x, r, 3 + i, pr->out[i], 0);
+        r->grad = (uint8_t)pr->grad;
+        r->n[0] = (uint32_t)lq->dim[0];
+        r->n[1] = (uint32_t)block_elems(lo);
+        r->stride[0][0] = (int32_t)layout_axis_stride(lq, 0);
+        memcpy(r->f, pr->f, sizeof r->f);
+        return;
+    }
+    case MID_ADAMW_APPLY:
+        r = new_run(x, LOW_K_ADAMW_APPLY, tile);
+        set_operand(x, r, 0, pr->out[0], 0);
+        for (int i = 0; i < 3; i++) set_operand(x, r, 1 + i, pr->in[i], 0);
         r->n[1] = (uint32_t)pr->step;
         break;
     default: TS_UNREACHABLE();
@@ -687,7 +760,10 @@ static int lower_prim_kind(lx *x, int32_t id) {
     case MID_REDUCE:
     case MID_SGD:
     case MID_ADAMW:
-    case MID_SUMSQ: lower_flat(x, pr); return 0;
+    case MID_SUMSQ:
+    case MID_REDUCE_EPI:
+    case MID_ADAMW_APPLY: lower_flat(x, pr); return 0;
+    case MID_GEMM_EPI: lower_gemm_epi(x, pr); return 0;
     case MID_CLIP_COEF: lower_clip_coef(x, pr); return 0;
     case MID_REPEAT: {
         low_step st = {.kind = LOW_STEP_REPEAT, .iterations = (uint32_t)pr->count};

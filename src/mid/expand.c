@@ -36,6 +36,12 @@ const machine_ew_class mid_ew_class[MID_EW_COUNT] = {
 #undef X
 };
 
+const char *const mid_epi_names[MID_EPI_COUNT] = {
+#define X(id, name) [MID_EPI_##id] = #name,
+    MID_EPI_OPS(X)
+#undef X
+};
+
 typedef struct copy_memo {
     int32_t src, dst;    /* tensors */
     int32_t block;       /* repeat prim where the copy runs */
@@ -47,6 +53,7 @@ typedef struct mx {
     const machine *m;
     diag *d;
     int32_t *vt;         /* graph value -> tensor holding it */
+    int32_t *epi_of;     /* graph value -> the fused op whose weight or state parameter it is, -1 */
     int32_t block;       /* repeat prim being filled, -1 at top level */
     int32_t open[16];    /* repeat prims being filled, outermost first */
     int depth;
@@ -681,7 +688,9 @@ static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, cons
  * resident for the whole run. */
 static bool is_param(const mx *x, int32_t v) {
     int32_t t = x->vt[v];
-    return t >= 0 && mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
+    if (t < 0) /* not expanded yet (a fused op's grid, asked for early): the graph says */
+        return !graph_val(x->g, v)->is_arg && graph_opr(x->g, graph_val(x->g, v)->def)->kind == OP_PARAM;
+    return mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
 }
 
 /* ---- plans ---------------------------------------------------------------------- */
@@ -762,7 +771,9 @@ void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
     const graph_type *tc = &graph_val(g, o->out[0])->type;
     bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A);
     int nb = tc->rank - 2;
-    *site = (mid_gemm_site){.op = op, .a = ta->dtype, .b = tb->dtype, .acc = graph_attr_dtype(o, ATTR_ACC), .out = tc->dtype,
+    /* A fused op's product is its gradient, of dtype `grad` (no tensor holds it). */
+    dtype out = o->kind == OP_MATMUL ? tc->dtype : graph_attr_dtype(o, ATTR_GRAD);
+    *site = (mid_gemm_site){.op = op, .a = ta->dtype, .b = tb->dtype, .acc = graph_attr_dtype(o, ATTR_ACC), .out = out,
                             .nb = nb, .M = tc->dim[nb], .N = tc->dim[nb + 1], .K = ta->dim[ta->rank - (tra ? 2 : 1)]};
     for (int j = 0; j < nb; j++) site->batch[j] = tc->dim[j];
     /* An operand lacking batch axes (a weight shared by every image) would be
@@ -770,32 +781,70 @@ void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
     site->b_broadcast = tb->rank - 2 < nb || ta->rank - 2 < nb;
 }
 
+/* The product matmul (or a fused op) o computes: its result type, whose
+ * dtype a fused op takes from `grad` (no tensor holds its gradient). */
+static graph_type gemm_result_type(const mx *x, const graph_op *o) {
+    graph_type t = graph_val(x->g, o->out[0])->type;
+    if (o->kind != OP_MATMUL) t.dtype = graph_attr_dtype(o, ATTR_GRAD), t.scale = 0;
+    return t;
+}
+
+/* The plan's grid for the GEMM of op (a matmul or a fused op). */
+static int gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
+    const graph_op *o = graph_opr(x->g, op);
+    mid_gemm_site site;
+    mid_gemm_site_of(x->g, op, &site);
+    /* A parameter operand is copied once per grid part it does not span. */
+    site.a_param = is_param(x, o->in[0]);
+    site.b_param = is_param(x, o->in[1]);
+    if (gemm_choice(x, &site, ch)) return -1;
+    int nb = site.nb;
+    int64_t M = site.M, N = site.N, K = site.K;
+    *gp = (gemm_plan){.nb = nb};
+    for (int j = 0; j < nb; j++) gp->gp[j] = ch->batch_parts[j];
+    gp->bm = ch->bm, gp->bn = ch->bn, gp->bk = ch->bk;
+    gp->R = cdiv(M, gp->bm), gp->C = cdiv(N, gp->bn), gp->Kp = cdiv(K, gp->bk);
+    gp->sub = gp->bm / gp->Kp;
+    int64_t per_batch = gp->R * gp->C * gp->Kp;
+    for (int j = nb - 1, s = 1; j >= 0; j--) {
+        gp->gstride[j] = (int32_t)(per_batch * s);
+        s *= (int32_t)gp->gp[j];
+    }
+    return 0;
+}
+
+/* The layout of o's finished product over grid gp: rows of the output
+ * blocks, or with K partials the finer row blocks their reduction writes. */
+static layout gemm_result_layout(const mx *x, const graph_op *o, const gemm_plan *gp) {
+    graph_type tc = gemm_result_type(x, o);
+    int nb = tc.rank - 2;
+    role rc[LAYOUT_MAX_RANK];
+    int64_t dc[LAYOUT_MAX_RANK];
+    for (int j = 0; j < nb; j++) rc[j] = (role){'b', j}, dc[j] = tc.dim[j];
+    rc[nb] = (role){'m', 0}, rc[nb + 1] = (role){'n', 0};
+    dc[nb] = tc.dim[nb], dc[nb + 1] = tc.dim[nb + 1];
+    return grid_layout(gp, rc, tc.rank, dc, dtype_bytes(tc.dtype), gp->Kp > 1);
+}
+
+static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
+                           int64_t col_run);
+
+/* matmul, or the GEMM of a fused op, whose result then goes to its
+ * optimizer epilogue instead of a tensor. */
 static int expand_matmul(mx *x, const graph_op *o) {
     const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
-    const graph_type *tc = &graph_val(x->g, o->out[0])->type;
+    graph_type tcv = gemm_result_type(x, o);
+    const graph_type *tc = &tcv;
+    bool fused = o->kind != OP_MATMUL;
     bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A), trb = graph_attr_bool(o, ATTR_TRANSPOSE_B);
     dtype acc = graph_attr_dtype(o, ATTR_ACC), in_dt = ta->dtype;
     if (!machine_amp_macs(x->m, in_dt))
         return FAIL(x, "machine '%s' has no AMP path for %s operands", x->m->name, dtype_name(in_dt));
     int nb = tc->rank - 2;
-    mid_gemm_site site;
-    mid_gemm_site_of(x->g, x->origin, &site);
-    /* A parameter operand is copied once per grid part it does not span. */
-    site.a_param = is_param(x, o->in[0]);
-    site.b_param = is_param(x, o->in[1]);
+    gemm_plan gp;
     mid_gemm_plan ch;
-    if (gemm_choice(x, &site, &ch)) return -1;
-    int64_t M = site.M, N = site.N, K = site.K;
-    gemm_plan gp = {.nb = nb};
-    for (int j = 0; j < nb; j++) gp.gp[j] = ch.batch_parts[j];
-    gp.bm = ch.bm, gp.bn = ch.bn, gp.bk = ch.bk;
-    gp.R = cdiv(M, gp.bm), gp.C = cdiv(N, gp.bn), gp.Kp = cdiv(K, gp.bk);
-    gp.sub = gp.bm / gp.Kp;
-    int64_t per_batch = gp.R * gp.C * gp.Kp;
-    for (int j = nb - 1, s = 1; j >= 0; j--) {
-        gp.gstride[j] = (int32_t)(per_batch * s);
-        s *= (int32_t)gp.gp[j];
-    }
+    if (gemm_grid(x, x->origin, &gp, &ch)) return -1;
+    int64_t M = tc->dim[nb], N = tc->dim[nb + 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
     /* A as [batch..., M, K] AMP-left, B as [batch..., K, N] row-major. */
     role ra[LAYOUT_MAX_RANK], rb[LAYOUT_MAX_RANK], rc[LAYOUT_MAX_RANK + 1];
     int64_t da[LAYOUT_MAX_RANK], db[LAYOUT_MAX_RANK], dc[LAYOUT_MAX_RANK + 1];
@@ -830,6 +879,7 @@ static int expand_matmul(mx *x, const graph_op *o) {
     int32_t in2[2] = {a, b};
     if (gp.Kp == 1) {
         layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
+        if (fused) return expand_epilogue(x, o, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
         int32_t out = result(x, o->out[0], &lc);
         mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1));
         g->acc = acc;
@@ -856,8 +906,51 @@ static int expand_matmul(mx *x, const graph_op *o) {
     int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);
     emit_copy(x, part, gath, NULL);
     layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
+    if (fused) return expand_epilogue(x, o, MID_REDUCE_EPI, &gath, 1, &lc, acc, 0);
     int32_t out = result(x, o->out[0], &lc);
     mid_p(x->p, emit(x, MID_REDUCE, &gath, 1, &out, 1))->acc = acc;
+    return 0;
+}
+
+/* ---- the optimizer epilogue of a fused op (docs/epilogue.md) ------------------------------------ */
+
+/* The weight and states of fused op o lie in its GEMM's result layout lc
+ * (a parameter was placed there when expanded, see expand_op): prim k
+ * (GEMM_EPI on the operands, or REDUCE_EPI on the gathered K partials)
+ * hands every gradient value to the optimizer and writes the updated
+ * states (SGD: the weight too); AdamW's weight line, which needs only w
+ * and the new moments, follows as ADAMW_APPLY. No tensor holds the
+ * gradient. */
+static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
+                           int64_t col_run) {
+    bool adam = o->kind == OP_MATMUL_ADAMW;
+    int32_t in[MID_MAX_IN], out[MID_MAX_OUT];
+    int nin = 0, nout = 0;
+    for (int i = 0; i < nsrc; i++) in[nin++] = src[i];
+    /* E0, E1 in; E2, E3 out: (m, v; m', v') or (w, buf; w', buf'). */
+    for (int32_t i = adam ? 3 : 2; i < o->nin; i++) in[nin++] = want(x, o->in[i], lc);
+    for (int32_t i = adam ? 1 : 0; i < o->nout; i++) out[nout++] = result(x, o->out[i], lc);
+    mid_prim *p = mid_p(x->p, emit(x, k, in, nin, out, nout));
+    p->acc = acc;
+    p->col_run = col_run;
+    p->grad = graph_attr_dtype(o, ATTR_GRAD);
+    p->epi = adam ? MID_EPI_ADAM : MID_EPI_SGD;
+    if (!adam) {
+        p->f[0] = (float)graph_attr_float(o, ATTR_LR);
+        p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);
+        p->f[2] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
+        return 0;
+    }
+    p->f[0] = (float)graph_attr_float(o, ATTR_BETA1);
+    p->f[1] = (float)graph_attr_float(o, ATTR_BETA2);
+    int32_t ain[3] = {want(x, o->in[2], lc), out[0], out[1]}, w2 = result(x, o->out[0], lc);
+    mid_prim *ap = mid_p(x->p, emit(x, MID_ADAMW_APPLY, ain, 3, &w2, 1));
+    ap->f[0] = (float)graph_attr_float(o, ATTR_LR);
+    ap->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
+    ap->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
+    ap->f[3] = (float)graph_attr_float(o, ATTR_EPS);
+    ap->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
+    ap->step = graph_attr_int(o, ATTR_STEP);
     return 0;
 }
 
@@ -1100,6 +1193,20 @@ static int expand_op(mx *x, int32_t op_id) {
         mid_t(x->p, t)->param_op = o->kind == OP_PARAM ? op_id : -1;
         x->vt[o->out[0]] = t;
         if (o->kind == OP_INPUT) vec_push(&x->p->arena, &x->p->inputs, t);
+        /* The weight and states of a fused op live where its GEMM's product
+         * does, so the epilogue reads them in place (docs/epilogue.md): the
+         * plan's grid is asked for now, as the fused op's. */
+        int32_t f = x->epi_of ? x->epi_of[o->out[0]] : -1;
+        if (f >= 0) {
+            gemm_plan gp;
+            mid_gemm_plan ch;
+            x->origin = f;
+            int rc = gemm_grid(x, f, &gp, &ch);
+            x->origin = op_id;
+            if (rc) return -1;
+            layout lc = gemm_result_layout(x, graph_opr(x->g, f), &gp);
+            place(x, t, &lc);
+        }
         return 0;
     }
     case OP_OUTPUT:
@@ -1127,6 +1234,8 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_SGD:
     case OP_ADAMW: return expand_optimizer(x, o);
     case OP_GLOBAL_NORM_CLIP: return expand_clip(x, o);
+    case OP_MATMUL_SGD:
+    case OP_MATMUL_ADAMW: return expand_matmul(x, o);
     case OP_COUNT: break;
     }
     TS_UNREACHABLE();
@@ -1161,13 +1270,23 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
     out->m = m;
     mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1, .plan = pl};
     x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
-    for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = -1;
+    x.epi_of = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
+    for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = x.epi_of[i] = -1;
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        const graph_op *o = graph_opr(g, i);
+        if (o->kind != OP_MATMUL_SGD && o->kind != OP_MATMUL_ADAMW) continue;
+        for (int32_t k = 2; k < o->nin; k++) {
+            const graph_value *v = graph_val(g, o->in[k]);
+            if (!v->is_arg && graph_opr(g, v->def)->kind == OP_PARAM && x.epi_of[o->in[k]] < 0) x.epi_of[o->in[k]] = i;
+        }
+    }
     int rc = expand_block(&x, &g->body);
     /* Inputs and parameters nothing consumed still get a layout. */
     for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)
         if (!mid_t(out, t)->placed && mid_t(out, t)->value >= 0 && mid_t(out, t)->slice_of < 0 && mid_t(out, t)->stack == 1)
             read(&x, mid_t(out, t)->value);
     free(x.vt);
+    free(x.epi_of);
     if (x.err) rc = -1;
     if (rc) mid_free(out);
     return rc;

@@ -8,7 +8,10 @@
  *                         from destination to source coordinates), FILL, GEMM
  *                         partials, REDUCE of partials, EWISE, SOFTMAX,
  *                         LAYER_NORM, REDUCE_SUM, SGD, ADAMW, SUMSQ,
- *                         CLIP_COEF, and REPEAT whose body is expanded once
+ *                         CLIP_COEF, REPEAT whose body is expanded once, and
+ *                         the optimizer epilogue of a fused op: GEMM_EPI (or
+ *                         REDUCE_EPI after K partials) writing the updated
+ *                         states, ADAMW_APPLY AdamW's weight from them
  *           ── top        prim ids of the top level, in order
  *
  * A stacked parameter [L, ...] sliced by a repeat is one tensor holding L
@@ -49,6 +52,22 @@ extern const char *const mid_ew_names[MID_EW_COUNT];
 extern const int mid_ew_arity[MID_EW_COUNT];
 extern const machine_ew_class mid_ew_class[MID_EW_COUNT];
 
+/* Epilogues of the fused GEMM and K-reduction (GEMM_EPI and REDUCE_EPI
+ * prims, and the low kernels' `op`): what consumes each gradient value
+ * where it is completed, instead of a stored gradient (docs/epilogue.md). */
+#define MID_EPI_OPS(X) \
+    X(SGD, sgd)        \
+    X(ADAM, adam)
+
+typedef enum {
+#define X(id, name) MID_EPI_##id,
+    MID_EPI_OPS(X)
+#undef X
+    MID_EPI_COUNT
+} mid_epi_op;
+
+extern const char *const mid_epi_names[MID_EPI_COUNT];
+
 typedef struct mid_tensor {
     const char *name;
     dtype dtype;
@@ -68,7 +87,9 @@ typedef struct mid_tensor {
     X(COPY, copy) X(FILL, fill) X(GEMM, gemm) X(REDUCE, reduce)          \
     X(EWISE, ewise) X(SOFTMAX, softmax) X(LAYER_NORM, layer_norm)        \
     X(REDUCE_SUM, reduce_sum) X(SGD, sgd) X(ADAMW, adamw)                \
-    X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)
+    X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)        \
+    X(GEMM_EPI, gemm_epi) X(REDUCE_EPI, reduce_epi)                  \
+    X(ADAMW_APPLY, adamw_apply)
 
 typedef enum {
 #define X(id, name) MID_##id,
@@ -88,12 +109,14 @@ typedef struct mid_prim {
     int32_t in[MID_MAX_IN], nin;      /* tensor ids */
     int32_t out[MID_MAX_OUT], nout;
     mid_ew_op ew;                      /* EWISE */
-    dtype acc;                         /* GEMM, REDUCE */
+    mid_epi_op epi;                    /* GEMM_EPI, REDUCE_EPI: the epilogue */
+    dtype grad;                        /* GEMM_EPI, REDUCE_EPI: the dtype the gradient rounds to */
+    dtype acc;                         /* GEMM, REDUCE, GEMM_EPI, REDUCE_EPI */
     float f[5];                        /* kernel parameters, as low.h's kernels take them */
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
-    int64_t step;                      /* ADAMW: the optimizer step */
-    int64_t col_run;                   /* GEMM: columns per kernel run */
+    int64_t step;                      /* ADAMW, ADAMW_APPLY: the optimizer step */
+    int64_t col_run;                   /* GEMM, GEMM_EPI: columns per kernel run */
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
@@ -194,6 +217,67 @@ void mid_print(FILE *f, const mid_program *p);
 /* numerics.c: the plan's numeric decisions (graph.h), read off the expanded
  * program: K partitions of every matmul, reduction blocks, clip rows. */
 void mid_numerics(const mid_program *p, graph_numerics *out);
+
+/* ---- fuse.c: the optimizer epilogue fusion (docs/epilogue.md) ------------
+ *
+ * A graph pass, run before expansion: a weight-gradient matmul and the
+ * optimizer that is its only use become one fused op (matmul_sgd,
+ * matmul_adamw) where that is legal; everything else keeps its ops and the
+ * analysis says which rule refused it. */
+
+/* How much of a 2-D product one element of its consumer reads, or one tile
+ * of its producer completes: a lattice (row and column are incomparable;
+ * global is beyond the tensor). */
+typedef enum { FUSE_ELEMENT, FUSE_ROW, FUSE_COLUMN, FUSE_BLOCK, FUSE_TENSOR, FUSE_GLOBAL, FUSE_LOCALITY_COUNT } fuse_locality;
+extern const char *const fuse_locality_names[FUSE_LOCALITY_COUNT];
+/* need <= have in the lattice: the consumer fits in the producer's tile. */
+bool fuse_locality_fits(fuse_locality need, fuse_locality have);
+/* What a tile of a GEMM on an R x C grid (rows, columns of the product) completes. */
+fuse_locality fuse_gemm_partition(int64_t R, int64_t C);
+
+/* The verdicts: OK (legal), DISABLED (legal, fusion off), and the refusals. */
+#define FUSE_RULES(X)                                                                              \
+    X(OK, ok) X(DISABLED, disabled) X(PRODUCER, producer) X(TIED, tied) X(MULTI_USE, multi_use)   \
+    X(ESCAPES, escapes) X(CLIP, clip) X(CLIP_SCALE, clip_scale) X(ROUTED, routed)                  \
+    X(LOCALITY, locality) X(SHAPE, shape) X(SCOPE, scope) X(OPERAND, operand)
+
+typedef enum {
+#define X(id, name) FUSE_##id,
+    FUSE_RULES(X)
+#undef X
+    FUSE_RULE_COUNT
+} fuse_rule;
+extern const char *const fuse_rule_names[FUSE_RULE_COUNT];
+
+typedef struct fuse_candidate {
+    int32_t consumer;      /* graph op: the optimizer (sgd, adamw), or a fused op the model already has */
+    int32_t gradient;      /* graph value: the gradient operand it reads; -1 for a given fused op */
+    int32_t producer;      /* graph op that makes it (under a clip: what makes the clipped value), -1: not computed */
+    int32_t gemm;          /* graph op: the matmul whose product that is (through a clip or a sum), -1 if none */
+    fuse_rule rule;        /* OK: legal */
+    fuse_locality need;    /* what one element of the consumer reads of the product */
+    fuse_locality have;    /* what a tile of the producer completes (before the grid is chosen: a block) */
+    bool fused;            /* chosen: mid_fuse_apply rewrites it (or the model has it fused already) */
+    bool given;            /* the model's own fused op: nothing to rewrite */
+    char why[512];         /* the reason, naming values and ops */
+} fuse_candidate;
+
+typedef struct fuse_plan {
+    fuse_candidate *c;     /* malloc'd, in program order of the consumers */
+    int32_t n;
+} fuse_plan;
+
+/* The single entry point of the decision: every optimizer op of g with the
+ * producer of its gradient, legal or refused by the first rule that fails
+ * (fail closed). enable marks every legal candidate fused (false: DISABLED);
+ * a caller (the plan search) may clear `fused` before mid_fuse_apply. */
+void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out);
+void mid_fuse_free(fuse_plan *p);
+int32_t mid_fuse_count(const fuse_plan *p);  /* candidates this compile fuses (rewrites) */
+int32_t mid_fuse_fused(const fuse_plan *p);  /* candidates fused, the model's own fused ops included */
+/* A new graph: g with every fused candidate of p as one fused op where its
+ * matmul stood. g must outlive it. NULL with d set on failure. */
+graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d);
 
 static inline mid_tensor *mid_t(const mid_program *p, int32_t id) { return &p->tensors.v[id]; }
 static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->prims.v[id]; }

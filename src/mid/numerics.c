@@ -10,9 +10,10 @@ static void gemm_plan(const mid_program *p, const mid_prim *pr, graph_numerics *
     graph_op_plan *pl = &n->op[pr->origin];
     const layout *la = &mid_t(p, pr->in[0])->lay;
     int64_t K = la->dim[la->rank - 1], bk = min64(la->block[la->rank - 1], K);
-    pl->kind = OP_MATMUL;
+    pl->kind = graph_opr(p->g, pr->origin)->kind;
     pl->gemm.acc = pr->acc;
-    /* The GEMM writes the value itself, or partial sums a REDUCE finishes. */
+    /* The GEMM writes the value itself (or, fused, hands it to its epilogue),
+     * or partial sums a REDUCE finishes. */
     pl->gemm.partials = mid_t(p, pr->out[0])->value >= 0 ? pr->acc : mid_t(p, pr->out[0])->dtype;
     pl->gemm.nk = (int32_t)((K + bk - 1) / bk);
     pl->gemm.k_bounds = arena_alloc(&n->arena, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
@@ -47,7 +48,7 @@ static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
     for (int32_t i = 0; i < b->n; i++) {
         const mid_prim *pr = mid_p(p, b->v[i]);
         graph_op_kind origin = graph_opr(p->g, pr->origin)->kind;
-        if (pr->kind == MID_GEMM && origin == OP_MATMUL) gemm_plan(p, pr, n);
+        if ((pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) && graph_kind_has_gemm(origin)) gemm_plan(p, pr, n);
         else if (pr->kind == MID_REDUCE_SUM && origin == OP_REDUCE_SUM) sum_plan(p, pr, n);
         else if (pr->kind == MID_SUMSQ && origin == OP_GLOBAL_NORM_CLIP) sumsq_plan(p, pr, n);
         else if (pr->kind == MID_REPEAT) walk(p, &pr->body, n);

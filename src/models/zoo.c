@@ -327,9 +327,26 @@ static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
     return finish(&b, g);
 }
 
+/* Names of step t's values: step 1 keeps the plain names, later steps add ".sT". */
+static const char *step_name(char *buf, size_t cap, const char *name, int64_t t) {
+    /* Names here are short literals and steps at most 64: nothing is cut. */
+    size_t n = strlen(name);
+    TS_ASSERT(n + 8 < cap);
+    memcpy(buf, name, n + 1);
+    if (t > 1) snprintf(buf + n, cap - n, ".s%d", (int)t);
+    return buf;
+}
+
+static dtype dtype_arg(const zoo_model *m, const zoo_args *a, const char *name) {
+    return arg_is(m, a, name, "bf16") ? DT_BF16 : arg_is(m, a, name, "f16") ? DT_F16 : DT_F32;
+}
+
 static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
-    int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden");
+    int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden"), S = arg_int(m, a, "steps");
     bool adamw = arg_is(m, a, "optimizer", "adamw"), clip = arg_is(m, a, "clip", "global_norm");
+    bool momentum = !arg_is(m, a, "momentum", "0");
+    dtype sdt = dtype_arg(m, a, "state"), gdt = dtype_arg(m, a, "grad");
+    if (S > 64) return diag_fail(d, "%s: error: steps must be at most 64, not %lld", a->spec, (long long)S), NULL;
     graph *g = graph_new("train_mlp", a->spec);
     zb b = {g, d, 0};
     int32_t x = input(&b, "x", TY(DT_F16, T, W));
@@ -341,63 +358,95 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
         param(&b, "w2", TY(DT_F32, H, W), normal(0, 1 / sqrt((double)H), 3)),
         param(&b, "b2", TY(DT_F32, W), normal(0, 0.02, 4)),
     };
-    int32_t w1h = cast(&b, "w1h", w[0], DT_F16, 0), w2h = cast(&b, "w2h", w[2], DT_F16, 0);
-    /* Forward. */
-    int32_t hb = binary(&b, OP_ADD, "hb", matmul(&b, "h", x, w1h, DT_F32, false, false), w[1]);
-    int32_t act = unary(&b, OP_GELU, "a", hb);
-    int32_t ah = cast(&b, "ah", act, DT_F16, 0);
-    int32_t yb = binary(&b, OP_ADD, "yb", matmul(&b, "y", ah, w2h, DT_F32, false, false), w[3]);
-    /* Loss 0.5 * sum((y - t)^2) / T and its gradient (y - t) / T. */
-    int32_t diff = binary(&b, OP_SUB, "diff", yb, cast(&b, "t32", target, DT_F32, 0));
-    int64_t all[2] = {0, 1}, rows[1] = {0};
-    int32_t loss = scale(&b, "loss", reduce_sum(&b, "sq_sum", binary(&b, OP_MUL, "sq", diff, diff), all, 2), 0.5 / (double)T);
-    int32_t dy = scale(&b, "dy", diff, 1.0 / (double)T);
-    int32_t dyh = cast(&b, "dyh", dy, DT_F16, 0);
-    /* Backward: weight gradients are matmuls with a transposed operand. */
-    int32_t grad[4];
-    grad[2] = matmul(&b, "g_w2", ah, dyh, DT_F32, true, false);
-    grad[3] = reduce_sum(&b, "g_b2", dy, rows, 1);
-    int32_t da = matmul(&b, "da", dyh, w2h, DT_F32, false, true);
-    int32_t dh = binary(&b, OP_GELU_GRAD, "dh", hb, da);
-    grad[0] = matmul(&b, "g_w1", x, cast(&b, "dhh", dh, DT_F16, 0), DT_F32, true, false);
-    grad[1] = reduce_sum(&b, "g_b1", dh, rows, 1);
-    if (b.err) return finish(&b, g);
-    if (clip) {
-        int32_t op = graph_begin_op(g, OP_GLOBAL_NORM_CLIP, grad, 4);
-        graph_set_float(g, op, ATTR_MAX_NORM, 1.0);
-        const char *names[4] = {"g_w1c", "g_b1c", "g_w2c", "g_b2c"};
-        if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
-        for (int i = 0; i < 4; i++) grad[i] = graph_result(g, op, i);
-    }
-    /* Optimizer: one op per weight; results are the new weights and states. */
     static const char *const wn[4] = {"w1", "b1", "w2", "b2"};
-    int32_t outs[1 + 3 * 4], nouts = 0;
-    outs[nouts++] = loss;
-    for (int i = 0; i < 4 && !b.err; i++) {
-        const graph_type *t = &graph_val(g, w[i])->type;
-        char n0[32], n1[32], n2[32], s1[32], s2[32];
-        snprintf(n0, sizeof n0, "%s_new", wn[i]);
-        int32_t in[4] = {w[i], grad[i], 0, 0}, nin = 2;
-        const char *names[3] = {n0, n1, n2};
-        if (adamw) {
-            snprintf(s1, sizeof s1, "%s_m", wn[i]);
-            snprintf(s2, sizeof s2, "%s_v", wn[i]);
-            snprintf(n1, sizeof n1, "%s_m_new", wn[i]);
-            snprintf(n2, sizeof n2, "%s_v_new", wn[i]);
-            in[2] = param(&b, s1, *t, (graph_init){.kind = INIT_ZEROS});
-            in[3] = param(&b, s2, *t, (graph_init){.kind = INIT_ZEROS});
-            nin = 4;
-        } else {
-            snprintf(s1, sizeof s1, "%s_buf", wn[i]);
-            snprintf(n1, sizeof n1, "%s_buf_new", wn[i]);
-            in[2] = param(&b, s1, *t, (graph_init){.kind = INIT_ZEROS});
-            nin = 3;
+    int32_t st[4][2] = {{0}}; /* optimizer states per weight */
+    int32_t outs[64 + 3 * 4], nouts = 0;
+    char n[16][48];
+    for (int64_t t = 1; t <= S && !b.err; t++) {
+        int32_t w1h = cast(&b, step_name(n[0], 48, "w1h", t), w[0], DT_F16, 0);
+        int32_t w2h = cast(&b, step_name(n[1], 48, "w2h", t), w[2], DT_F16, 0);
+        /* Forward. */
+        int32_t hb = binary(&b, OP_ADD, step_name(n[2], 48, "hb", t),
+                            matmul(&b, step_name(n[3], 48, "h", t), x, w1h, DT_F32, false, false), w[1]);
+        int32_t act = unary(&b, OP_GELU, step_name(n[4], 48, "a", t), hb);
+        int32_t ah = cast(&b, step_name(n[5], 48, "ah", t), act, DT_F16, 0);
+        int32_t yb = binary(&b, OP_ADD, step_name(n[6], 48, "yb", t),
+                            matmul(&b, step_name(n[7], 48, "y", t), ah, w2h, DT_F32, false, false), w[3]);
+        /* Loss 0.5 * sum((y - t)^2) / T and its gradient (y - t) / T. */
+        int32_t diff = binary(&b, OP_SUB, step_name(n[8], 48, "diff", t), yb,
+                              cast(&b, step_name(n[9], 48, "t32", t), target, DT_F32, 0));
+        int64_t all[2] = {0, 1}, rows[1] = {0};
+        int32_t loss = scale(&b, step_name(n[10], 48, "loss", t),
+                             reduce_sum(&b, step_name(n[11], 48, "sq_sum", t),
+                                        binary(&b, OP_MUL, step_name(n[12], 48, "sq", t), diff, diff), all, 2),
+                             0.5 / (double)T);
+        int32_t dy = scale(&b, step_name(n[13], 48, "dy", t), diff, 1.0 / (double)T);
+        int32_t dyh = cast(&b, step_name(n[14], 48, "dyh", t), dy, DT_F16, 0);
+        /* Backward: weight gradients are matmuls with a transposed operand. */
+        int32_t grad[4];
+        grad[2] = matmul(&b, step_name(n[15], 48, "g_w2", t), ah, dyh, gdt, true, false);
+        grad[3] = reduce_sum(&b, step_name(n[0], 48, "g_b2", t), dy, rows, 1);
+        int32_t da = matmul(&b, step_name(n[1], 48, "da", t), dyh, w2h, DT_F32, false, true);
+        int32_t dh = binary(&b, OP_GELU_GRAD, step_name(n[2], 48, "dh", t), hb, da);
+        grad[0] = matmul(&b, step_name(n[3], 48, "g_w1", t), x, cast(&b, step_name(n[4], 48, "dhh", t), dh, DT_F16, 0), gdt,
+                         true, false);
+        grad[1] = reduce_sum(&b, step_name(n[5], 48, "g_b1", t), dh, rows, 1);
+        if (b.err) return finish(&b, g);
+        outs[nouts++] = loss;
+        if (clip) {
+            int32_t op = graph_begin_op(g, OP_GLOBAL_NORM_CLIP, grad, 4);
+            graph_set_float(g, op, ATTR_MAX_NORM, 1.0);
+            char c[4][48];
+            const char *names[4] = {step_name(c[0], 48, "g_w1c", t), step_name(c[1], 48, "g_b1c", t),
+                                    step_name(c[2], 48, "g_w2c", t), step_name(c[3], 48, "g_b2c", t)};
+            if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
+            for (int i = 0; i < 4; i++) grad[i] = graph_result(g, op, i);
         }
-        int32_t op = graph_begin_op(g, adamw ? OP_ADAMW : OP_SGD, in, nin);
-        graph_set_float(g, op, ATTR_LR, adamw ? 1e-3 : 1e-2);
-        if (!adamw) graph_set_float(g, op, ATTR_MOMENTUM, 0.9);
-        if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
-        for (int k = 0; k < graph_opr(g, op)->nout; k++) outs[nouts++] = graph_result(g, op, k);
+        /* Optimizer: one op per weight; results are the new weights and states. */
+        for (int i = 0; i < 4 && !b.err; i++) {
+            graph_type ty_s = graph_val(g, w[i])->type;
+            ty_s.dtype = sdt;
+            char n0[48], n1[48], n2[48], s1[48], s2[48], base[48];
+            snprintf(base, sizeof base, "%s_new", wn[i]);
+            step_name(n0, sizeof n0, base, t);
+            int32_t in[4] = {w[i], grad[i], 0, 0}, nin = 2;
+            const char *names[3] = {n0, n1, n2};
+            if (adamw) {
+                snprintf(base, sizeof base, "%s_m_new", wn[i]);
+                step_name(n1, sizeof n1, base, t);
+                snprintf(base, sizeof base, "%s_v_new", wn[i]);
+                step_name(n2, sizeof n2, base, t);
+                if (t == 1) {
+                    snprintf(s1, sizeof s1, "%s_m", wn[i]);
+                    snprintf(s2, sizeof s2, "%s_v", wn[i]);
+                    st[i][0] = param(&b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
+                    st[i][1] = param(&b, s2, ty_s, (graph_init){.kind = INIT_ZEROS});
+                }
+                in[2] = st[i][0], in[3] = st[i][1];
+                nin = 4;
+            } else if (momentum) {
+                snprintf(base, sizeof base, "%s_buf_new", wn[i]);
+                step_name(n1, sizeof n1, base, t);
+                if (t == 1) {
+                    snprintf(s1, sizeof s1, "%s_buf", wn[i]);
+                    st[i][0] = param(&b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
+                }
+                in[2] = st[i][0];
+                nin = 3;
+            }
+            int32_t op = graph_begin_op(g, adamw ? OP_ADAMW : OP_SGD, in, nin);
+            graph_set_float(g, op, ATTR_LR, adamw ? 1e-3 : 1e-2);
+            if (!adamw && momentum) graph_set_float(g, op, ATTR_MOMENTUM, 0.9);
+            if (adamw && t > 1) graph_set_int(g, op, ATTR_STEP, t);
+            if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
+            w[i] = graph_result(g, op, 0);
+            for (int k = 1; k < graph_opr(g, op)->nout; k++) st[i][k - 1] = graph_result(g, op, k);
+        }
+    }
+    /* The losses of every step, then the last step's weights and states. */
+    for (int i = 0; i < 4 && !b.err; i++) {
+        outs[nouts++] = w[i];
+        for (int k = 0; k < (adamw ? 2 : momentum ? 1 : 0); k++) outs[nouts++] = st[i][k];
     }
     if (!b.err) graph_add_output(g, outs, nouts);
     return finish(&b, g);
@@ -432,8 +481,12 @@ static const zoo_model zoo_models[] = {
      {{"tokens", "128", NULL, "rows of x"},
       {"width", "256", NULL, "model width"},
       {"hidden", "1024", NULL, "hidden width"},
-      {"optimizer", "sgd", "sgd|adamw", "sgd (momentum 0.9) or adamw"},
-      {"clip", "none", "none|global_norm", "global gradient-norm clipping to 1.0"}},
+      {"optimizer", "sgd", "sgd|adamw", "sgd or adamw"},
+      {"clip", "none", "none|global_norm", "global gradient-norm clipping to 1.0"},
+      {"momentum", "0.9", "0.9|0", "sgd's momentum (0: plain sgd, no state)"},
+      {"state", "f32", "f32|bf16|f16", "dtype of the optimizer state (momentum buffer, or m and v)"},
+      {"grad", "f32", "f32|bf16", "dtype of the weight gradients' matmuls (what a stored gradient holds)"},
+      {"steps", "1", NULL, "training steps, unrolled (the same batch; adamw's step counts 1, 2, ...)"}},
      build_train_mlp},
 };
 

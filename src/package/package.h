@@ -200,4 +200,36 @@ uint8_t *package_image(const package *p, size_t *len);
  * tests and fuzzers that damage a section on purpose to reach the parser. */
 void package_fix_checksums(uint8_t *img, size_t len);
 
+/* ---- proof.c: whether a package stores an optimizer's gradient -------- */
+
+typedef struct epilogue_proof {
+    bool materialized;     /* some buffer holds the gradient (or a completed product the update reads) */
+    int32_t update_runs;   /* runs that write the optimizer's results */
+    uint32_t buffer_bytes; /* the largest such buffer, payload bytes per tile; 0 when none */
+    char evidence[640];    /* what shows it: the run, the buffers, their bytes and live steps */
+} epilogue_proof;
+
+/* Whether the gradient behind the optimizer results named in outs (their
+ * output or probe bindings: w' and the states') is stored in a buffer of
+ * placed package p, from its program, exchange tables, buffers and live
+ * ranges alone (docs/epilogue.md, "The proof"). -1 with d when the tables
+ * do not decode. */
+int package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out, diag *d);
+
+/* The most a tile's buffers reserve at once: over tiles and steps, the sum
+ * of the reservations of the buffers live then that the tile holds (a
+ * run's operand, a fragment's source or destination, initial data). Unlike
+ * the highest address reached, this does not depend on where placement put
+ * them. */
+typedef struct package_peak {
+    uint64_t bytes;        /* reserved bytes (payload, tail, rounding to whole interleaved elements), support excluded */
+    uint32_t tile;         /* where, */
+    int32_t step;          /* and when */
+    uint64_t payload;      /* the same peak counting payload bytes only: what the buffers hold, not where placement put them */
+    uint32_t payload_tile;
+    int32_t payload_step;
+} package_peak;
+/* -1 with d when the tables do not decode. */
+int package_live_peak(const package *p, package_peak *out, diag *d);
+
 #endif

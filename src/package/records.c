@@ -95,7 +95,7 @@ int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
 
 /* ---- runs --------------------------------------------------------------- */
 
-/* run: u32 tile, u8 kernel, [u8 op], [u8 acc], u32 n[box], f32 f[floats],
+/* run: u32 tile, u8 kernel, [u8 op], [u8 acc], [u8 grad], u32 n[box], f32 f[floats],
  * then per operand the run uses: u8 dtype, i8 scale, u32 address, i32
  * iteration stride; then i32 stride[i][d] for every bit 4i + d of the
  * kernel's stride mask whose operand i the run uses, operand-major. */
@@ -109,6 +109,7 @@ void pkg_runs_encode(pkg_out *o, const low_program *g) {
         const low_kernel_fields *u = &low_kernel_used[r->kernel];
         if (u->params & LOW_P_OP) pkg_out_le(o, r->op, 1);
         if (u->params & LOW_P_ACC) pkg_out_le(o, r->acc, 1);
+        if (u->params & LOW_P_GRAD) pkg_out_le(o, r->grad, 1);
         for (int d = 0; d < u->box; d++) pkg_out_le(o, r->n[d], 4);
         for (int f = 0; f < u->floats; f++) {
             uint32_t bits;
@@ -162,6 +163,10 @@ static bool run_decode(pkg_in *in, low_run *r, char *why, size_t cap) {
     if (u->params & LOW_P_ACC) {
         if (!take(in, 1, &v, "acc", why, cap)) return false;
         r->acc = (uint8_t)v;
+    }
+    if (u->params & LOW_P_GRAD) {
+        if (!take(in, 1, &v, "grad", why, cap)) return false;
+        r->grad = (uint8_t)v;
     }
     for (int d = 0; d < u->box; d++) {
         if (!take(in, 4, &v, N_FIELD[d], why, cap)) return false;

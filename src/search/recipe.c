@@ -32,7 +32,7 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
     snprintf(fp, sizeof fp, "%016" PRIx64, machine_fingerprint(m));
     json_t *choices = json_array();
     for (int32_t i = 0; i < g->ops.n && i < pl->nops; i++) {
-        if (graph_opr(g, i)->kind != OP_MATMUL || !pl->has[i]) continue;
+        if (!graph_kind_has_gemm(graph_opr(g, i)->kind) || !pl->has[i]) continue;
         mid_gemm_site s;
         mid_gemm_site_of(g, i, &s);
         const mid_gemm_plan *c = &pl->gemm[i];
@@ -90,7 +90,7 @@ static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, 
     if (!strmap_get(names, op, &id))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is not in model '%s' (a recipe for another model?)", path, idx, op,
                          g->name);
-    if (graph_opr(g, id)->kind != OP_MATMUL)
+    if (!graph_kind_has_gemm(graph_opr(g, id)->kind))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not a matmul", path, idx, op,
                          graph_op_infos[graph_opr(g, id)->kind].name, g->name);
     mid_gemm_site s;

@@ -288,7 +288,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     double room = buffer_room(m, cur.table_max), limit = cur.peak > room ? cur.peak : room;
     VEC(int32_t) ops = {0};
     for (int32_t i = 0; i < g->ops.n && rc == 0; i++)
-        if (graph_opr(g, i)->kind == OP_MATMUL && st.alts[i].n > 1) vec_push(&r->arena, &ops, i);
+        if (graph_kind_has_gemm(graph_opr(g, i)->kind) && st.alts[i].n > 1) vec_push(&r->arena, &ops, i);
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
@@ -351,7 +351,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             r->est.prim_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
             est_program(&bm, cache, &r->est);
             for (int32_t i = 0; i < g->ops.n; i++) {
-                if (graph_opr(g, i)->kind != OP_MATMUL || !best.has[i]) continue;
+                if (!graph_kind_has_gemm(graph_opr(g, i)->kind) || !best.has[i]) continue;
                 search_op so = {.op = i, .chosen = best.gemm[i]};
                 for (int32_t k = 0; k < bm.prims.n; k++)
                     if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];

@@ -51,7 +51,7 @@
 
 /* ---- per-thread scratch ------------------------------------------------------------------ */
 
-enum { SCR_A, SCR_B, SCR_C, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_COUNT };
+enum { SCR_A, SCR_B, SCR_C, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_E0, SCR_E1, SCR_COUNT };
 
 typedef struct scratch {
     float *p[SCR_COUNT];
@@ -306,63 +306,78 @@ static const float *f8_table(dtype t) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
-    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1], tc = (dtype)r->dt[2];
+/* Rows [i0, i0 + rows) of batch entry g of r's product (operands 0 and 1) into c, `rows` rows of
+ * Np floats (Np: N rounded up to whole register panels), unscaled: each element's whole chain over
+ * k ascending, exactly as if all M rows were computed at once (rows only select which chains run).
+ * The caller applies the 8-bit scales. */
+static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t i0, size_t rows, float *c) {
+    dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
     bool f8 = dtype_is_f8(ta);
     bool exact = f8 || (ta == DT_F16 && tb == DT_F16);
     bool f16acc = r->acc == DT_F16;
     gemm_block_fn *block = f8      ? (f16acc ? block_code_f16 : block_code)
                            : exact ? (f16acc ? block_fma_f16 : block_fma)
                                    : (f16acc ? block_muladd_f16 : block_muladd);
-    /* The AMP applies the 8-bit scales to the finished sum: 2^(sa+sb), exact in f32. */
-    float post = f8 ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
-    size_t M = r->n[1], N = r->n[2], K = r->n[3];
+    size_t M = rows, N = r->n[2], K = r->n[3];
     int w = LOW_AMP_PANEL_BYTES / dtype_bytes(ta);
     size_t Mp = round_up(M, GEMM_MR), Np = round_up(N, GEMM_NR);
     size_t kc_max = K < GEMM_KC ? round_up(K, (size_t)w) : GEMM_KC;
     size_t a_panel = Mp * (size_t)w; /* floats per decoded K panel */
     float *a = f8 ? NULL : scratch_floats(SCR_A, Mp * kc_max);
     float *bp = scratch_floats(SCR_B, Np * kc_max);
-    float *c = scratch_floats(SCR_C, Mp * Np);
     float *row = scratch_floats(SCR_T0, Np);
     for (size_t j = N; j < Np; j++) row[j] = 0; /* padding columns stay zero */
     _Static_assert(GEMM_KC % LOW_AMP_PANEL_BYTES == 0, "K chunks hold whole A panels (w divides 32)");
-    for (uint32_t g = 0; g < r->n[0]; g++) {
-        const uint8_t *A = ptr[0] + (int64_t)g * r->stride[0][0];
-        const uint8_t *B = ptr[1] + (int64_t)g * r->stride[1][0];
-        uint8_t *C = ptr[2] + (int64_t)g * r->stride[2][0];
-        for (size_t k0 = 0; k0 < K; k0 += GEMM_KC) {
-            size_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-            /* A: 8-bit A stays coded, the block looks each code up as it goes. Otherwise each K
-             * panel (M rows of 32 bytes, contiguous) is decoded whole; the last panel's lanes
-             * past K are decoded too (they are inside the operand) but never used. */
-            const uint8_t *Ak = A + (int64_t)(k0 / (size_t)w) * r->stride[0][1];
-            gemm_a ga = {.f = a, .panel = a_panel, .w = w};
-            if (f8) {
-                ga = (gemm_a){.code = Ak, .table = f8_table(ta), .panel = (size_t)r->stride[0][1], .w = w};
-            } else {
-                for (size_t q = 0; q * (size_t)w < kc; q++) {
-                    float *dst = a + q * a_panel;
-                    num_decode_buf(ta, 0, Ak + (int64_t)q * r->stride[0][1], dst, M * (size_t)w);
-                    memset(dst + M * (size_t)w, 0, (Mp - M) * (size_t)w * sizeof(float));
-                }
+    /* Row m of an AMP-left panel is 32 bytes at m * 32: the band starts i0 rows in. */
+    const uint8_t *A = ptr[0] + (int64_t)g * r->stride[0][0] + (int64_t)i0 * LOW_AMP_PANEL_BYTES;
+    const uint8_t *B = ptr[1] + (int64_t)g * r->stride[1][0];
+    for (size_t k0 = 0; k0 < K; k0 += GEMM_KC) {
+        size_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+        /* A: 8-bit A stays coded, the block looks each code up as it goes. Otherwise each K
+         * panel (M rows of 32 bytes, contiguous) is decoded whole; the last panel's lanes
+         * past K are decoded too (they are inside the operand) but never used. */
+        const uint8_t *Ak = A + (int64_t)(k0 / (size_t)w) * r->stride[0][1];
+        gemm_a ga = {.f = a, .panel = a_panel, .w = w};
+        if (f8) {
+            ga = (gemm_a){.code = Ak, .table = f8_table(ta), .panel = (size_t)r->stride[0][1], .w = w};
+        } else {
+            for (size_t q = 0; q * (size_t)w < kc; q++) {
+                float *dst = a + q * a_panel;
+                num_decode_buf(ta, 0, Ak + (int64_t)q * r->stride[0][1], dst, M * (size_t)w);
+                memset(dst + M * (size_t)w, 0, (Mp - M) * (size_t)w * sizeof(float));
             }
-            /* B: rows of N, decoded and dealt into 16-column panels of kc rows. */
-            for (size_t k = 0; k < kc; k++) {
-                num_decode_buf(tb, 0, B + (int64_t)(k0 + k) * r->stride[1][1], row, N);
-                for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
-                    memcpy(bp + (jp * kc + k) * GEMM_NR, row + jp * GEMM_NR, GEMM_NR * sizeof(float));
-            }
-            for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
-                for (size_t i = 0; i < Mp; i += GEMM_MR) {
-                    gemm_a gi = ga;
-                    if (f8)
-                        for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * LOW_AMP_PANEL_BYTES;
-                    else
-                        gi.f = a + i * (size_t)w;
-                    block(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
-                }
         }
+        /* B: rows of N, decoded and dealt into 16-column panels of kc rows. */
+        for (size_t k = 0; k < kc; k++) {
+            num_decode_buf(tb, 0, B + (int64_t)(k0 + k) * r->stride[1][1], row, N);
+            for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
+                memcpy(bp + (jp * kc + k) * GEMM_NR, row + jp * GEMM_NR, GEMM_NR * sizeof(float));
+        }
+        for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
+            for (size_t i = 0; i < Mp; i += GEMM_MR) {
+                gemm_a gi = ga;
+                if (f8)
+                    for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * LOW_AMP_PANEL_BYTES;
+                else
+                    gi.f = a + i * (size_t)w;
+                block(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
+            }
+    }
+}
+
+/* The AMP applies the 8-bit scales to the finished sum: 2^(sa+sb), exact in f32. */
+static float gemm_post(const low_run *r) {
+    return dtype_is_f8((dtype)r->dt[0]) ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
+}
+
+static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
+    dtype tc = (dtype)r->dt[2];
+    float post = gemm_post(r);
+    size_t M = r->n[1], N = r->n[2], Np = round_up(N, GEMM_NR);
+    float *c = scratch_floats(SCR_C, round_up(M, GEMM_MR) * Np);
+    for (uint32_t g = 0; g < r->n[0]; g++) {
+        gemm_band(r, ptr, g, 0, M, c);
+        uint8_t *C = ptr[2] + (int64_t)g * r->stride[2][0];
         opnd out = opnd_of(r, NULL, 2, dtype_bytes(tc));
         for (size_t m = 0; m < M; m++) {
             float *cm = c + m * Np;
@@ -370,6 +385,65 @@ static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
                 for (size_t j = 0; j < N; j++) cm[j] *= post;
             out.p = C + (int64_t)m * r->stride[2][1];
             opnd_write(&out, 0, N, cm);
+        }
+    }
+}
+
+/* ---- epilogues: the optimizer on each gradient value where it is completed ------------------ */
+
+/* n gradient values g (already rounded to the gradient's dtype) at element `at` of the epilogue
+ * operands E0..E3 (operands base..base+3), with SGD's or ADAM's arithmetic exactly as run_sgd and
+ * run_adamw write it; g is overwritten. */
+static void epilogue(const low_run *r, uint8_t *const ptr[], int base, uint64_t at, size_t n, float *g) {
+    float *x = scratch_floats(SCR_E0, n), *y = scratch_floats(SCR_E1, n);
+    opnd e0 = opnd_dense(r, ptr, base), e2 = opnd_dense(r, ptr, base + 2);
+    if (r->op == MID_EPI_SGD) {
+        float lr = r->f[0], mom = r->f[1], wd = r->f[2];
+        bool momentum = mom != 0.0f;
+        opnd_read(&e0, at, n, x); /* w */
+        for (size_t i = 0; i < n; i++) g[i] = g[i] + wd * x[i];
+        if (momentum) {
+            opnd e1 = opnd_dense(r, ptr, base + 1), e3 = opnd_dense(r, ptr, base + 3);
+            opnd_read(&e1, at, n, y);
+            for (size_t i = 0; i < n; i++) y[i] = mom * y[i] + g[i];
+            num_round_buf(e3.t, e3.scale, y, n); /* the state as stored feeds w' */
+            opnd_write(&e3, at, n, y);
+        }
+        const float *step = momentum ? y : g;
+        for (size_t i = 0; i < n; i++) x[i] = x[i] - lr * step[i];
+        opnd_write(&e2, at, n, x);
+        return;
+    }
+    float b1 = r->f[0], b2 = r->f[1], c1 = 1.0f - b1, c2 = 1.0f - b2;
+    opnd e1 = opnd_dense(r, ptr, base + 1), e3 = opnd_dense(r, ptr, base + 3);
+    opnd_read(&e0, at, n, x); /* m */
+    opnd_read(&e1, at, n, y); /* v */
+    for (size_t i = 0; i < n; i++) {
+        x[i] = b1 * x[i] + c1 * g[i];
+        y[i] = b2 * y[i] + c2 * g[i] * g[i];
+    }
+    opnd_write(&e2, at, n, x);
+    opnd_write(&e3, at, n, y);
+}
+
+/* Rows of the tile's block computed at a time: the working set is a band of EPI_ROWS x N f32
+ * values, never the whole block (docs/epilogue.md). */
+enum { EPI_ROWS = 8 * GEMM_MR };
+
+static void run_gemm_epi(const low_run *r, uint8_t *const ptr[]) {
+    float post = gemm_post(r);
+    dtype gt = low_epilogue_grad(r);
+    size_t M = r->n[1], N = r->n[2], Np = round_up(N, GEMM_NR);
+    float *c = scratch_floats(SCR_C, EPI_ROWS * Np);
+    for (size_t i0 = 0; i0 < M; i0 += EPI_ROWS) {
+        size_t rows = M - i0 < EPI_ROWS ? M - i0 : EPI_ROWS;
+        gemm_band(r, ptr, 0, i0, rows, c);
+        for (size_t m = 0; m < rows; m++) {
+            float *cm = c + m * Np;
+            if (post != 1.0f)
+                for (size_t j = 0; j < N; j++) cm[j] *= post;
+            num_round_buf(gt, 0, cm, N); /* what a stored gradient would hold */
+            epilogue(r, ptr, 2, (uint64_t)(i0 + m) * (uint64_t)r->stride[2][1], N, cm);
         }
     }
 }
@@ -390,6 +464,26 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
     }
     opnd out = opnd_dense(r, ptr, 0);
     opnd_write(&out, 0, n, acc);
+}
+
+/* REDUCE's chains, a chunk of elements at a time, each sum rounded to the gradient's dtype and
+ * handed to the epilogue (operands 1..4): no buffer holds the sums. */
+static void run_reduce_epi(const low_run *r, uint8_t *const ptr[]) {
+    float *acc = scratch_floats(SCR_T0, CHUNK), *x = scratch_floats(SCR_T1, CHUNK);
+    dtype gt = low_epilogue_grad(r);
+    for (uint64_t at = 0; at < r->n[1]; at += CHUNK) {
+        size_t n = r->n[1] - at < CHUNK ? (size_t)(r->n[1] - at) : CHUNK;
+        memset(acc, 0, n * sizeof(float));
+        opnd in = opnd_dense(r, ptr, 0);
+        for (uint32_t j = 0; j < r->n[0]; j++) {
+            in.p = ptr[0] + (int64_t)j * r->stride[0][0];
+            opnd_read(&in, at, n, x);
+            for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
+            if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
+        }
+        num_round_buf(gt, 0, acc, n);
+        epilogue(r, ptr, 1, at, n, acc);
+    }
 }
 
 /* ---- EWISE -------------------------------------------------------------------------------- */
@@ -614,6 +708,25 @@ static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
     }
 }
 
+/* ADAMW's last line from the updated moments an ADAM epilogue stored (already rounded to their
+ * dtypes, as ADAMW rounds them before they feed w'). */
+static void run_adamw_apply(const low_run *r, uint8_t *const ptr[]) {
+    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
+    double t = (double)r->n[1];
+    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
+    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
+    float *w = scratch_floats(SCR_T0, CHUNK), *m = scratch_floats(SCR_T1, CHUNK), *v = scratch_floats(SCR_T2, CHUNK);
+    opnd ow = opnd_dense(r, ptr, 0), iw = opnd_dense(r, ptr, 1), im = opnd_dense(r, ptr, 2), iv = opnd_dense(r, ptr, 3);
+    for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
+        size_t n = r->n[0] - at < CHUNK ? (size_t)(r->n[0] - at) : CHUNK;
+        opnd_read(&iw, at, n, w);
+        opnd_read(&im, at, n, m);
+        opnd_read(&iv, at, n, v);
+        for (size_t i = 0; i < n; i++) w[i] = w[i] * decay - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+        opnd_write(&ow, at, n, w);
+    }
+}
+
 /* s + the sum of in[e] (squared when `square`) over e < n[0], one f32 chain. */
 static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square, float s) {
     float *x = scratch_floats(SCR_T0, CHUNK);
@@ -758,6 +871,40 @@ static uint64_t cycles_clip_coef(const low_run *r, const machine *m, const bool 
     return machine_vector_cycles(m, &w);
 }
 
+/* The epilogue's vector pass over `elems` gradient values in `rows` row passes: it reads E0 (and
+ * E1) and writes E2 (and E3), in their dtypes; the gradient itself is neither loaded nor stored. */
+static uint64_t cycles_epilogue(const low_run *r, const machine *m, const bool *interleaved, uint64_t elems, uint64_t rows) {
+    int e = low_epilogue_base(r);
+    machine_vwork w = {.rows = rows};
+    for (int i = e; i < e + 2; i++)
+        if (low_run_uses(r, i)) vw_read(&w, r, interleaved, i, elems);
+    for (int i = e + 2; i < e + 4; i++)
+        if (low_run_uses(r, i)) vw_write(&w, r, i, elems);
+    return machine_vector_cycles(m, &w);
+}
+
+/* The AMP's GEMM as GEMM prices it, then the epilogue on the same workers, one row pass per row of
+ * the block (its rows are stride[2][1] apart): the workers that feed the AMP also run the
+ * epilogue, so nothing overlaps. */
+static uint64_t cycles_gemm_epi(const low_run *r, const machine *m, const bool *interleaved) {
+    uint64_t gemm = cycles_gemm(r, m, interleaved);
+    if (gemm == SIM_CYCLES_UNSUPPORTED) return gemm;
+    return gemm + cycles_epilogue(r, m, interleaved, (uint64_t)r->n[1] * r->n[2], r->n[1]);
+}
+
+/* REDUCE's grains, then the epilogue over the reduced elements in one pass. */
+static uint64_t cycles_reduce_epi(const low_run *r, const machine *m, const bool *interleaved) {
+    return cycles_reduce(r, m, interleaved) + cycles_epilogue(r, m, interleaved, r->n[1], 1);
+}
+
+/* Reads w, m', v'; writes w'; a square root and a divide per element (ADAMW's last line). */
+static uint64_t cycles_adamw_apply(const low_run *r, const machine *m, const bool *interleaved) {
+    machine_vwork w = {.rows = 1, .funcs = r->n[0]};
+    for (int i = 1; i < 4; i++) vw_read(&w, r, interleaved, i, r->n[0]);
+    vw_write(&w, r, 0, r->n[0]);
+    return machine_vector_cycles(m, &w);
+}
+
 /* ---- the kernel table --------------------------------------------------------------------- */
 
 typedef struct sim_kernel {
@@ -765,7 +912,7 @@ typedef struct sim_kernel {
     uint64_t (*cycles)(const low_run *r, const machine *m, const bool *interleaved);
 } sim_kernel;
 
-_Static_assert(LOW_K_COUNT == 12, "a new kernel needs a run and a cycles function here");
+_Static_assert(LOW_K_COUNT == 15, "a new kernel needs a run and a cycles function here");
 static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
 #define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {run_##name, cycles_##name},
     LOW_KERNELS(X)

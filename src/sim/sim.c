@@ -78,8 +78,8 @@ static void run_groups(void *ctx, int64_t b, int64_t e) {
             }
             sim_kernel_run(r, ptr);
             cyc += s->m->launch_cycles + sim_kernel_cycles(r, s->m, inter);
-            if (r->kernel == LOW_K_GEMM) macs += (uint64_t)r->n[0] * r->n[1] * r->n[2] * r->n[3];
-            if (r->kernel == LOW_K_GEMM) {
+            if (r->kernel == LOW_K_GEMM || r->kernel == LOW_K_GEMM_EPI) {
+                macs += (uint64_t)r->n[0] * r->n[1] * r->n[2] * r->n[3];
                 uint32_t rate = machine_amp_macs(s->m, (dtype)r->dt[0]);
                 j->groof[g] += rate ? (double)r->n[0] * r->n[1] * r->n[2] * r->n[3] / rate / s->m->tiles : 0;
             }

@@ -442,8 +442,11 @@ static const char *const TINY[] = {
     "zoo:qk:heads=2,queries=9,keys=13,channels=24",
     "zoo:vit:layers=2,width=64,heads=2,mlp=128,image=32,patch=8,precision=fp8",
     "zoo:vit:layers=2,width=32,heads=2,mlp=48,image=16,patch=4",
+    /* Training steps: the weight updates run in their gradient GEMM's epilogue
+     * (GEMM_EPI, ADAMW_APPLY; with K split, REDUCE_EPI), except under clipping. */
     "zoo:train-mlp:tokens=24,width=40,hidden=72,optimizer=adamw",
     "zoo:train-mlp:tokens=24,width=40,hidden=72,optimizer=sgd",
+    "zoo:train-mlp:tokens=512,width=16,hidden=24,optimizer=adamw,state=bf16",
     "zoo:train-mlp:tokens=12,width=24,hidden=40,optimizer=adamw,clip=global_norm",
 };
 
@@ -455,6 +458,7 @@ static const char *const C600[] = {
     "zoo:vit:layers=1,width=48,heads=3,mlp=96,image=24,patch=6",
     "zoo:train-mlp:tokens=24,width=40,hidden=72,optimizer=adamw,clip=global_norm",
     "zoo:train-mlp:tokens=16,width=48,hidden=64,optimizer=sgd",
+    "zoo:train-mlp:tokens=16,width=48,hidden=64,optimizer=adamw,steps=2",
 };
 
 static void sweep_tiny(void **state) {

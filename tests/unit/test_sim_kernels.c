@@ -254,6 +254,133 @@ static void invalid_runs_rejected(void **state) {
     assert_false(low_run_valid(&c, why, sizeof why));
 }
 
+/* ---- epilogues: GEMM_EPI, REDUCE_EPI and ADAMW_APPLY against the unfused kernels ----------------- */
+
+/* P1 at the kernel level: the fused kernels give, bit for bit, what the GEMM (or REDUCE) then the
+ * optimizer kernel give on a stored gradient, whatever the shape (bands of 48 rows, K chunks of
+ * 256, SGD with and without momentum, ADAM split into its moments and ADAMW_APPLY) and dtypes. */
+typedef struct epi_bufs {
+    uint8_t *w, *s1, *s2, *wo, *s1o, *s2o; /* w (SGD) or unused (ADAM); the states and the outputs */
+} epi_bufs;
+
+static uint8_t *filled(size_t n, dtype t, float mag) {
+    uint8_t *p = malloc(n * (size_t)bytes_of(t) + 1);
+    for (size_t i = 0; i < n; i++) st(t, 0, p + i * (size_t)bytes_of(t), rnd_val(mag));
+    return p;
+}
+
+static void epilogue_case(bool reduce) {
+    bool adam = rnd(0, 1), momentum = rnd(0, 1);
+    dtype ta = DT_F16, tb = DT_F16;
+    switch (rnd(0, 2)) {
+    case 0: break;
+    case 1: ta = tb = DT_F32; break;
+    default: ta = tb = DT_F143; break;
+    }
+    dtype gt = PICK(WIDE_TYPES), acc = rnd(0, 3) ? DT_F32 : DT_F16;
+    dtype tw = rnd(0, 1) ? DT_F32 : PICK(WIDE_TYPES), ts1 = PICK(WIDE_TYPES), ts2 = PICK(WIDE_TYPES);
+    uint32_t M = (uint32_t)(rnd(0, 2) ? rnd(1, 20) : rnd(40, 110)), N = (uint32_t)rnd(1, 40), K = (uint32_t)rnd(1, 300);
+    uint32_t rs = N + (uint32_t)rnd(0, 3), P = (uint32_t)rnd(2, 5); /* row stride (elements); partials */
+    size_t E = (size_t)M * rs;
+    float f[5] = {0.01f, momentum ? 0.9f : 0.0f, rnd(0, 1) ? 0.01f : 0.0f, 0, 0};
+    float af[5] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+    /* The producer: a GEMM (or REDUCE of partials) writing the gradient, row stride rs. */
+    low_run pr = {.kernel = reduce ? LOW_K_REDUCE : LOW_K_GEMM, .acc = (uint8_t)acc};
+    uint8_t *A = NULL, *B = NULL, *part = NULL;
+    if (!reduce) {
+        pr.dt[0] = (uint8_t)ta, pr.dt[1] = (uint8_t)tb, pr.dt[2] = (uint8_t)gt;
+        pr.scale[0] = (int8_t)rnd_scale(ta), pr.scale[1] = (int8_t)rnd_scale(tb);
+        pr.n[0] = 1, pr.n[1] = M, pr.n[2] = N, pr.n[3] = K;
+        pr.stride[0][1] = (int32_t)(M * 32 + (uint32_t)rnd(0, 1) * 32);
+        pr.stride[1][1] = (int32_t)((N + (uint32_t)rnd(0, 2)) * (uint32_t)bytes_of(tb));
+        pr.stride[2][1] = (int32_t)(rs * (uint32_t)bytes_of(gt));
+        A = calloc(low_run_extent(&pr, 0) + 1, 1);
+        B = calloc(low_run_extent(&pr, 1) + 1, 1);
+        for (uint64_t i = 0; i + (uint64_t)bytes_of(ta) <= low_run_extent(&pr, 0); i += (uint64_t)bytes_of(ta))
+            st(ta, pr.scale[0], A + i, rnd_val(dtype_is_f8(ta) ? ldexpf(1.0f, -pr.scale[0]) : 2.0f));
+        for (uint64_t i = 0; i + (uint64_t)bytes_of(tb) <= low_run_extent(&pr, 1); i += (uint64_t)bytes_of(tb))
+            st(tb, pr.scale[1], B + i, rnd_val(dtype_is_f8(tb) ? ldexpf(1.0f, -pr.scale[1]) : 2.0f));
+    } else {
+        pr.dt[0] = (uint8_t)gt, pr.dt[1] = (uint8_t)PICK(WIDE_TYPES);
+        pr.n[0] = P, pr.n[1] = (uint32_t)E;
+        pr.stride[1][0] = (int32_t)((E + (size_t)rnd(0, 3)) * (size_t)bytes_of((dtype)pr.dt[1]));
+        part = filled((size_t)pr.stride[1][0] / (size_t)bytes_of((dtype)pr.dt[1]) * P, (dtype)pr.dt[1], 3.0f);
+    }
+    dtype d0 = adam ? ts1 : tw, d1 = adam ? ts2 : ts1;
+    uint8_t *e0 = filled(E, d0, adam ? 0.1f : 1.0f), *e1 = filled(E, d1, adam ? 0.1f : 1.0f);
+    if (adam) /* v >= 0 */
+        for (size_t i = 0; i < E; i++) st(d1, 0, e1 + i * (size_t)bytes_of(d1), fabsf(ld(d1, 0, e1 + i * (size_t)bytes_of(d1))));
+    uint8_t *wv = adam ? filled(E, tw, 1.0f) : NULL;
+    uint8_t *grad = calloc(E * 4 + 64, 1);
+    /* Unfused: the producer stores the gradient, the optimizer kernel reads it, row by row. */
+    uint8_t *u2 = calloc(E * 4 + 64, 1), *u3 = calloc(E * 4 + 64, 1), *uw = calloc(E * 4 + 64, 1);
+    if (!reduce) sim_kernel_run(&pr, (uint8_t *const[LOW_MAX_OPERANDS]){A, B, grad});
+    else sim_kernel_run(&pr, (uint8_t *const[LOW_MAX_OPERANDS]){grad, part});
+    size_t gb = (size_t)bytes_of(gt);
+    for (uint32_t m = 0; m < M; m++) {
+        size_t o = (size_t)m * rs;
+#define AT(p, t) ((p) + o * (size_t)bytes_of(t))
+        if (!adam) {
+            low_run o_ = {.kernel = LOW_K_SGD, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1}, .n = {N, 1, 1, 1}};
+            memcpy(o_.f, f, sizeof f);
+            sim_kernel_run(&o_, (uint8_t *const[LOW_MAX_OPERANDS]){AT(u2, tw), momentum ? AT(u3, ts1) : NULL, AT(e0, tw),
+                                                                   grad + o * gb, momentum ? AT(e1, ts1) : NULL});
+        } else {
+            low_run o_ = {.kernel = LOW_K_ADAMW, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1, (uint8_t)ts2}, .n = {N, 3, 1, 1}};
+            memcpy(o_.f, af, sizeof af);
+            sim_kernel_run(&o_, (uint8_t *const[LOW_MAX_OPERANDS]){AT(uw, tw), AT(u2, ts1), AT(u3, ts2), AT(wv, tw), grad + o * gb,
+                                                                   AT(e0, ts1), AT(e1, ts2)});
+        }
+#undef AT
+    }
+    /* Fused: the epilogue kernel, then (ADAM) ADAMW_APPLY on the stored moments. */
+    uint8_t *f2 = calloc(E * 4 + 64, 1), *f3 = calloc(E * 4 + 64, 1), *fw = calloc(E * 4 + 64, 1);
+    low_run r = pr;
+    r.kernel = reduce ? LOW_K_REDUCE_EPI : LOW_K_GEMM_EPI;
+    r.op = adam ? MID_EPI_ADAM : MID_EPI_SGD;
+    int base = reduce ? 1 : 2;
+    if (reduce) {
+        r.dt[0] = pr.dt[1], r.stride[0][0] = pr.stride[1][0], r.stride[1][0] = 0;
+    } else {
+        r.stride[2][1] = (int32_t)rs;
+    }
+    r.grad = (uint8_t)gt;
+    r.dt[base] = (uint8_t)d0, r.dt[base + 1] = (uint8_t)d1, r.dt[base + 2] = (uint8_t)d0, r.dt[base + 3] = (uint8_t)d1;
+    if (adam) r.f[0] = af[1], r.f[1] = af[2];
+    else memcpy(r.f, f, sizeof f);
+    low_run_canonical(&r); /* what a package holds of it: every field the kernel reads survives */
+    char why[64];
+    assert_true(low_run_valid(&r, why, sizeof why));
+    uint8_t *ptr[LOW_MAX_OPERANDS] = {0};
+    if (reduce) ptr[0] = part;
+    else ptr[0] = A, ptr[1] = B;
+    bool use1 = adam || momentum;
+    ptr[base] = e0, ptr[base + 1] = use1 ? e1 : NULL, ptr[base + 2] = f2, ptr[base + 3] = use1 ? f3 : NULL;
+    sim_kernel_run(&r, ptr);
+    if (adam) {
+        low_run ap = {.kernel = LOW_K_ADAMW_APPLY, .dt = {(uint8_t)tw, (uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2}, .n = {(uint32_t)E, 3, 1, 1}};
+        memcpy(ap.f, af, sizeof af);
+        assert_true(low_run_valid(&ap, why, sizeof why));
+        sim_kernel_run(&ap, (uint8_t *const[LOW_MAX_OPERANDS]){fw, wv, f2, f3});
+    }
+    /* Every valid element (the row padding is not the kernels' to write), bit for bit. */
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < N; n++) {
+            size_t e = (size_t)m * rs + n;
+            assert_memory_equal(f2 + e * (size_t)bytes_of(d0), u2 + e * (size_t)bytes_of(d0), (size_t)bytes_of(d0));
+            if (use1) assert_memory_equal(f3 + e * (size_t)bytes_of(d1), u3 + e * (size_t)bytes_of(d1), (size_t)bytes_of(d1));
+            if (adam) assert_memory_equal(fw + e * (size_t)bytes_of(tw), uw + e * (size_t)bytes_of(tw), (size_t)bytes_of(tw));
+        }
+    free(A), free(B), free(part), free(e0), free(e1), free(wv), free(grad);
+    free(u2), free(u3), free(uw), free(f2), free(f3), free(fw);
+}
+
+static void epilogue_matches_unfused(void **state) {
+    (void)state;
+    for (int c = 0; c < 150; c++) epilogue_case(false);
+    for (int c = 0; c < 150; c++) epilogue_case(true);
+}
+
 /* ---- EWISE -------------------------------------------------------------------------------- */
 
 static const float GELU_C = (float)0.7978845608028654;
@@ -918,6 +1045,7 @@ int main(void) {
         cmocka_unit_test(gemm_edges),
         cmocka_unit_test(gemm_random),
         cmocka_unit_test(invalid_runs_rejected),
+        cmocka_unit_test(epilogue_matches_unfused),
         cmocka_unit_test(ewise_random),
         cmocka_unit_test(ewise_in_place),
         cmocka_unit_test(reduce_random),

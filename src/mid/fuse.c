@@ -1,0 +1,542 @@
+/* fuse.c: the optimizer epilogue fusion, a pass from graph to graph
+ * (docs/epilogue.md).
+ *
+ *   matmul g = a x b   ──►  one op whose GEMM hands every element of g,
+ *   sgd / adamw(w, g)       where a tile completes it, to the optimizer:
+ *                           g never exists as a tensor
+ *
+ * The rule, in general: a consumer fuses into its producer's tiled epilogue
+ * when the consumer's read-locality is no coarser than what one tile of the
+ * producer completes (the lattice below), the product has a single use, and
+ * nothing else observes it. The optimizer into the weight-gradient matmul is
+ * the first row of the table; a second consumer kind (a bias-gradient
+ * reduction, bias + GeLU in the forward pass) is a row there and an epilogue
+ * op of the kernels, not a new pass.
+ *
+ * mid_fuse_analyze is the single entry point that decides: every candidate
+ * (each optimizer op, with what makes its gradient) comes back legal or with
+ * the rule that refuses it and why, failing closed. mid_fuse_apply rewrites
+ * the chosen ones. Precondition: g verifies. Postcondition: the new graph
+ * verifies, has g's inputs in g's order, g's outputs and every value name of
+ * g except the fused gradients; each fused op stands where its matmul stood
+ * (parameters it reads are moved up to it, which changes nothing: they are
+ * live from the start). */
+#include "mid.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the locality lattice -------------------------------------------------------- */
+
+const char *const fuse_locality_names[FUSE_LOCALITY_COUNT] = {"element", "row", "column", "block", "tensor", "global"};
+const char *const fuse_rule_names[FUSE_RULE_COUNT] = {
+#define X(id, name) [FUSE_##id] = #name,
+    FUSE_RULES(X)
+#undef X
+};
+
+/* Per axis of a 2-D product (rows, columns), how much of it: 0 one element,
+ * 1 a tile's part, 2 all of it, 3 more than the tensor (other tensors). */
+static const int8_t AXES[FUSE_LOCALITY_COUNT][2] = {
+    [FUSE_ELEMENT] = {0, 0}, [FUSE_ROW] = {0, 2},    [FUSE_COLUMN] = {2, 0},
+    [FUSE_BLOCK] = {1, 1},   [FUSE_TENSOR] = {2, 2}, [FUSE_GLOBAL] = {3, 3},
+};
+
+bool fuse_locality_fits(fuse_locality need, fuse_locality have) {
+    return AXES[need][0] <= AXES[have][0] && AXES[need][1] <= AXES[have][1];
+}
+
+fuse_locality fuse_gemm_partition(int64_t R, int64_t C) {
+    if (R == 1 && C == 1) return FUSE_TENSOR;
+    if (C == 1) return FUSE_ROW;    /* whole rows on a tile */
+    if (R == 1) return FUSE_COLUMN; /* whole columns */
+    return FUSE_BLOCK;
+}
+
+/* ---- the table --------------------------------------------------------------------- */
+
+/* Consumers with an epilogue: the op that consumes the product, which of
+ * its operands the product is, the fused op the pair becomes and what one
+ * element of the consumer reads of the product. */
+static const struct epilogue_row {
+    graph_op_kind consumer;
+    int operand;
+    graph_op_kind fused;
+    fuse_locality need;
+} EPILOGUES[] = {
+    {OP_SGD, 1, OP_MATMUL_SGD, FUSE_ELEMENT},
+    {OP_ADAMW, 1, OP_MATMUL_ADAMW, FUSE_ELEMENT},
+};
+
+/* Producers with a tiled epilogue and what one tile of theirs completes
+ * before the grid is chosen (a block: the plan may make it whole rows). */
+static const struct producer_row {
+    graph_op_kind kind;
+    fuse_locality have;
+} PRODUCERS[] = {
+    {OP_MATMUL, FUSE_BLOCK},
+};
+
+static const struct epilogue_row *epilogue_of(graph_op_kind k) {
+    for (size_t i = 0; i < TS_COUNT(EPILOGUES); i++)
+        if (EPILOGUES[i].consumer == k) return &EPILOGUES[i];
+    return NULL;
+}
+
+static const struct producer_row *producer_of(graph_op_kind k) {
+    for (size_t i = 0; i < TS_COUNT(PRODUCERS); i++)
+        if (PRODUCERS[i].kind == k) return &PRODUCERS[i];
+    return NULL;
+}
+
+/* ---- the analysis ------------------------------------------------------------------- */
+
+typedef struct ax {
+    const graph *g;
+    int32_t *nuse;      /* per value: operand slots that read it (outputs and yields count) */
+    int32_t *user;      /* per value: one op that reads it, the last seen */
+    bool *escapes;      /* per value: named by output or yield */
+} ax;
+
+static void count_uses(ax *a, const graph_block *b) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const graph_op *o = graph_opr(a->g, b->v[i]);
+        for (int32_t k = 0; k < o->nin; k++) {
+            a->nuse[o->in[k]]++;
+            a->user[o->in[k]] = b->v[i];
+            if (o->kind == OP_OUTPUT || o->kind == OP_YIELD) a->escapes[o->in[k]] = true;
+        }
+        if (o->kind == OP_REPEAT) count_uses(a, &o->body);
+    }
+}
+
+static int32_t def_of(const graph *g, int32_t v) { return graph_val(g, v)->is_arg ? -1 : graph_val(g, v)->def; }
+static const char *vname(const graph *g, int32_t v) { return graph_val(g, v)->name; }
+static const char *kname(const graph *g, int32_t op) { return graph_op_infos[graph_opr(g, op)->kind].name; }
+
+/* v through the ops that only move or retype values (cast, reshape, transpose). */
+static int32_t through_moves(const graph *g, int32_t v) {
+    for (;;) {
+        int32_t d = def_of(g, v);
+        if (d < 0) return v;
+        graph_op_kind k = graph_opr(g, d)->kind;
+        if (k != OP_CAST && k != OP_RESHAPE && k != OP_TRANSPOSE) return v;
+        v = graph_opr(g, d)->in[0];
+    }
+}
+
+/* The routing gate of a product operand: v is (through moves) a mul by a
+ * graph input (through moves), a per-token mask given at run time. That
+ * input's value (of two inputs, the smaller: the mask broadcasts), or -1. */
+static int32_t gate_of(const graph *g, int32_t v) {
+    int32_t d = def_of(g, through_moves(g, v)), gate = -1;
+    if (d < 0 || graph_opr(g, d)->kind != OP_MUL) return -1;
+    for (int k = 0; k < 2; k++) {
+        int32_t s = through_moves(g, graph_opr(g, d)->in[k]), sd = def_of(g, s);
+        if (sd < 0 || graph_opr(g, sd)->kind != OP_INPUT) continue;
+        if (gate < 0 || graph_type_numel(&graph_val(g, s)->type) < graph_type_numel(&graph_val(g, gate)->type)) gate = s;
+    }
+    return gate;
+}
+
+/* Products summed into v through add and sub (a tied weight's gradient). */
+static int count_products(const graph *g, int32_t v, int32_t *first, int depth) {
+    int32_t d = def_of(g, v);
+    if (d < 0 || depth > 64) return 0;
+    const graph_op *o = graph_opr(g, d);
+    if (o->kind == OP_MATMUL) {
+        if (*first < 0) *first = d;
+        return 1;
+    }
+    if (o->kind != OP_ADD && o->kind != OP_SUB) return 0;
+    return count_products(g, o->in[0], first, depth + 1) + count_products(g, o->in[1], first, depth + 1);
+}
+
+/* Whether the optimizer keeps state that decays every step. */
+static bool decays(const graph_op *o) { return o->kind == OP_ADAMW || graph_attr_float(o, ATTR_MOMENTUM) != 0; }
+
+#define WHY(c, ...) snprintf((c)->why, sizeof (c)->why, __VA_ARGS__)
+
+static void judge(ax *a, fuse_candidate *c) {
+    const graph *g = a->g;
+    const graph_op *opt = graph_opr(g, c->consumer);
+    const struct epilogue_row *e = epilogue_of(opt->kind);
+    const char *on = graph_op_name(g, c->consumer), *ok = kname(g, c->consumer);
+    int32_t gv = opt->in[e->operand], d = def_of(g, gv);
+    c->gradient = gv;
+    c->gemm = -1;
+    c->producer = d;
+    c->need = e->need;
+    c->have = FUSE_BLOCK;
+    if (d >= 0 && graph_opr(g, d)->kind == OP_GLOBAL_NORM_CLIP) {
+        const graph_op *clip = graph_opr(g, d);
+        int32_t under = clip->in[graph_val(g, gv)->def_index], ud = def_of(g, under);
+        if (ud >= 0 && graph_opr(g, ud)->kind == OP_MATMUL) c->gemm = ud;
+        c->producer = ud;
+        c->need = FUSE_GLOBAL;
+        if (!decays(opt)) {
+            c->rule = FUSE_CLIP_SCALE;
+            WHY(c,
+                "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient before plain sgd "
+                "'%s': clipping equals scaling the learning rate, so a fused step is sound in exact arithmetic, but the "
+                "coefficient exists only once every gradient is complete, and applying it afterwards rounds differently "
+                "from the unfused step (P1)",
+                graph_op_name(g, d), vname(g, under), on);
+        } else {
+            c->rule = FUSE_CLIP;
+            WHY(c,
+                "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient (global locality, more "
+                "than a tile completes): %s '%s' would need the whole gradient's norm before its nonlinear state update, "
+                "and no scalar applied afterwards recovers the clipped state (P2)",
+                graph_op_name(g, d), vname(g, under), ok, on);
+        }
+        return;
+    }
+    const struct producer_row *p = d >= 0 ? producer_of(graph_opr(g, d)->kind) : NULL;
+    if (d >= 0 && (graph_opr(g, d)->kind == OP_ADD || graph_opr(g, d)->kind == OP_SUB)) {
+        int32_t first = -1;
+        int n = count_products(g, gv, &first, 0);
+        if (n > 0) {
+            c->gemm = first;
+            c->rule = FUSE_TIED;
+            WHY(c,
+                "%%%s, the gradient %s '%s' reads, is a sum of %d product%s (matmul '%s'%s): the weight has more than one "
+                "use and no single GEMM completes its gradient",
+                vname(g, gv), ok, on, n, n == 1 ? "" : "s", graph_op_name(g, first), n > 1 ? ", ..." : "");
+            return;
+        }
+    }
+    if (!p) {
+        c->rule = FUSE_PRODUCER;
+        if (d < 0 || graph_opr(g, d)->kind == OP_INPUT || graph_opr(g, d)->kind == OP_PARAM)
+            WHY(c, "%%%s is not computed by the program: there is no producer to fuse into", vname(g, gv));
+        else
+            WHY(c, "%%%s is made by %s '%s', which has no tiled epilogue (only matmul has one)", vname(g, gv), kname(g, d),
+                graph_op_name(g, d));
+        return;
+    }
+    c->gemm = d;
+    c->have = p->have;
+    const char *gn = graph_op_name(g, d);
+    if (graph_opr(g, d)->parent != opt->parent) {
+        c->rule = FUSE_SCOPE;
+        WHY(c, "matmul '%s' and %s '%s' are in different blocks (a repeat body and outside it)", gn, ok, on);
+        return;
+    }
+    if (a->escapes[gv]) {
+        c->rule = FUSE_ESCAPES;
+        WHY(c, "%%%s is %s: it must exist whole", vname(g, gv), graph_opr(g, d)->parent >= 0 ? "yielded by its repeat" : "a graph output");
+        return;
+    }
+    if (a->nuse[gv] > 1) {
+        int32_t other = -1;
+        for (int32_t k = 0; k < opt->nin; k++)
+            if (opt->in[k] == gv && k != e->operand) other = c->consumer;
+        if (other >= 0) {
+            c->rule = FUSE_OPERAND;
+            WHY(c, "%s '%s' reads %%%s also as its weight or a state, not only as its gradient", ok, on, vname(g, gv));
+            return;
+        }
+        int32_t u = a->user[gv] != c->consumer ? a->user[gv] : -1;
+        for (int32_t i = 0; u < 0 && i < g->ops.n; i++) {
+            const graph_op *o = graph_opr(g, i);
+            for (int32_t k = 0; k < o->nin && u < 0; k++)
+                if (o->in[k] == gv && i != c->consumer) u = i;
+        }
+        c->rule = FUSE_MULTI_USE;
+        WHY(c, "%%%s is also read by %s '%s': it must exist whole", vname(g, gv), u >= 0 ? kname(g, u) : "another op",
+            u >= 0 ? graph_op_name(g, u) : "?");
+        return;
+    }
+    if (graph_val(g, gv)->type.rank != 2) {
+        c->rule = FUSE_SHAPE;
+        WHY(c, "%%%s has rank %d: the epilogue kernels take 2-D weight gradients", vname(g, gv), graph_val(g, gv)->type.rank);
+        return;
+    }
+    for (int k = 0; k < 2 && decays(opt); k++) {
+        int32_t gate = gate_of(g, graph_opr(g, d)->in[k]);
+        if (gate < 0) continue;
+        c->rule = FUSE_ROUTED;
+        WHY(c,
+            "matmul '%s' reads %%%s gated by input %%%s: the weight is conditionally routed and %s '%s' decays its state "
+            "every step; an epilogue that folds the decay into the accumulation decays only where something is routed "
+            "(P5), so routed weights keep the unfused plan",
+            gn, vname(g, graph_opr(g, d)->in[k]), vname(g, gate), ok, on);
+        return;
+    }
+    if (!fuse_locality_fits(c->need, c->have)) {
+        c->rule = FUSE_LOCALITY;
+        WHY(c, "%s '%s' reads %s of %%%s, more than a tile of matmul '%s' completes (%s)", ok, on,
+            fuse_locality_names[c->need], vname(g, gv), gn, fuse_locality_names[c->have]);
+        return;
+    }
+    c->rule = FUSE_OK;
+    WHY(c,
+        "%s '%s' reads one element of %%%s per element (element locality) and a tile of matmul '%s' completes a %s of it: "
+        "the update runs in the GEMM's epilogue",
+        ok, on, vname(g, gv), gn, fuse_locality_names[c->have]);
+}
+
+typedef VEC(fuse_candidate) candidate_vec;
+
+static void collect(ax *a, const graph_block *b, candidate_vec *out, arena *ar) {
+    for (int32_t i = 0; i < b->n; i++) {
+        const graph_op *o = graph_opr(a->g, b->v[i]);
+        if (o->kind == OP_REPEAT) collect(a, &o->body, out, ar);
+        if (o->kind == OP_MATMUL_SGD || o->kind == OP_MATMUL_ADAMW) {
+            fuse_candidate c = {.consumer = b->v[i], .gradient = -1, .producer = -1, .gemm = -1, .rule = FUSE_OK,
+                                .need = FUSE_ELEMENT, .have = FUSE_BLOCK, .fused = true, .given = true};
+            snprintf(c.why, sizeof c.why, "%s '%s' is fused in the model itself", graph_op_infos[o->kind].name,
+                     graph_op_name(a->g, b->v[i]));
+            vec_push(ar, out, c);
+            continue;
+        }
+        if (!epilogue_of(o->kind)) continue;
+        fuse_candidate c = {.consumer = b->v[i]};
+        judge(a, &c);
+        vec_push(ar, out, c);
+    }
+}
+
+void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out) {
+    memset(out, 0, sizeof *out);
+    size_t nv = (size_t)g->values.n + 1;
+    ax a = {g, xcalloc(nv, sizeof(int32_t)), xcalloc(nv, sizeof(int32_t)), xcalloc(nv, sizeof(bool))};
+    count_uses(&a, &g->body);
+    arena ar;
+    arena_init(&ar);
+    candidate_vec v = {0};
+    collect(&a, &g->body, &v, &ar);
+    out->n = v.n;
+    out->c = xcalloc((size_t)v.n + 1, sizeof(fuse_candidate));
+    if (v.n) memcpy(out->c, v.v, sizeof(fuse_candidate) * (size_t)v.n);
+    for (int32_t i = 0; i < out->n; i++) {
+        fuse_candidate *c = &out->c[i];
+        if (c->given) continue;
+        c->fused = c->rule == FUSE_OK && enable;
+        if (c->rule == FUSE_OK && !enable) c->rule = FUSE_DISABLED;
+    }
+    arena_free(&ar);
+    free(a.nuse);
+    free(a.user);
+    free(a.escapes);
+}
+
+void mid_fuse_free(fuse_plan *p) {
+    free(p->c);
+    memset(p, 0, sizeof *p);
+}
+
+int32_t mid_fuse_count(const fuse_plan *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused && !p->c[i].given;
+    return n;
+}
+
+int32_t mid_fuse_fused(const fuse_plan *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused;
+    return n;
+}
+
+/* ---- the rewrite ----------------------------------------------------------------------- */
+
+typedef struct rw {
+    const graph *g;
+    const fuse_plan *p;
+    graph *out;
+    diag *d;
+    int32_t *vmap;       /* value of g -> value of out */
+    int32_t *role;       /* op of g -> candidate index + 1 if its matmul or optimizer is fused, else 0 */
+    bool *hoisted;       /* op of g: a parameter emitted early, before a fused op */
+    int err;
+} rw;
+
+static const char *keep_str(rw *x, const char *s) { return s ? arena_strdup(&x->out->arena, s) : NULL; }
+
+static void copy_trivia(rw *x, int32_t from, int32_t to) {
+    const graph_op *a = graph_opr(x->g, from);
+    graph_op *b = graph_opr(x->out, to);
+    b->lead = keep_str(x, a->lead);
+    b->tail = keep_str(x, a->tail);
+    b->end_lead = keep_str(x, a->end_lead);
+    b->end_tail = keep_str(x, a->end_tail);
+    b->line = a->line;
+    b->col = a->col;
+}
+
+static void copy_attrs(rw *x, int32_t from, int32_t to, uint64_t mask) {
+    const graph_op *a = graph_opr(x->g, from);
+    for (int k = 0; k < ATTR_COUNT; k++) {
+        if (!(a->attr_set & mask & (1ull << k))) continue;
+        switch (graph_attr_kinds[k]) {
+        case ATTR_KIND_BOOL: graph_set_bool(x->out, to, (graph_attr_id)k, a->attr[k].b); break;
+        case ATTR_KIND_INT: graph_set_int(x->out, to, (graph_attr_id)k, a->attr[k].i); break;
+        case ATTR_KIND_FLOAT: graph_set_float(x->out, to, (graph_attr_id)k, a->attr[k].f); break;
+        case ATTR_KIND_DTYPE: graph_set_dtype(x->out, to, (graph_attr_id)k, a->attr[k].t); break;
+        case ATTR_KIND_INTS: graph_set_ints(x->out, to, (graph_attr_id)k, a->attr[k].ints.v, a->attr[k].ints.n); break;
+        }
+    }
+}
+
+/* A compute op of out with the results (names, types) of g's op `like`. */
+static void finish(rw *x, int32_t op, int32_t like) {
+    const graph_op *l = graph_opr(x->g, like);
+    const char *names[1024];
+    graph_type *types = xcalloc((size_t)l->nout + 1, sizeof(graph_type));
+    TS_ASSERT(l->nout <= 1024);
+    for (int32_t i = 0; i < l->nout; i++) {
+        names[i] = graph_val(x->g, l->out[i])->name;
+        types[i] = graph_val(x->g, l->out[i])->type;
+    }
+    if (graph_finish_op(x->out, op, names, types, x->d)) x->err = -1;
+    else
+        for (int32_t i = 0; i < l->nout; i++) x->vmap[l->out[i]] = graph_result(x->out, op, i);
+    free(types);
+}
+
+static void emit_param(rw *x, int32_t id) {
+    const graph_op *o = graph_opr(x->g, id);
+    const graph_value *v = graph_val(x->g, o->out[0]);
+    int32_t op = graph_add_param(x->out, v->name, v->type, o->init);
+    copy_trivia(x, id, op);
+    x->vmap[o->out[0]] = graph_result(x->out, op, 0);
+}
+
+/* The fused op of candidate c: (a, b, w[, states]) with the matmul's and
+ * the optimizer's attributes, `grad` the matmul's result dtype. */
+static void emit_fused(rw *x, const fuse_candidate *c) {
+    const graph_op *mm = graph_opr(x->g, c->gemm), *opt = graph_opr(x->g, c->consumer);
+    /* Parameters it reads that come later in the block are emitted first. */
+    for (int32_t k = 0; k < opt->nin; k++) {
+        int32_t d = def_of(x->g, opt->in[k]);
+        if (d >= 0 && x->vmap[opt->in[k]] < 0 && graph_opr(x->g, d)->kind == OP_PARAM) {
+            emit_param(x, d);
+            x->hoisted[d] = true;
+        }
+    }
+    int32_t in[5] = {x->vmap[mm->in[0]], x->vmap[mm->in[1]], x->vmap[opt->in[0]]}, n = 3;
+    for (int32_t k = 2; k < opt->nin; k++) in[n++] = x->vmap[opt->in[k]];
+    for (int32_t k = 0; k < n; k++) TS_ASSERT(in[k] >= 0);
+    graph_op_kind kind = epilogue_of(opt->kind)->fused;
+    int32_t op = graph_begin_op(x->out, kind, in, n);
+    copy_attrs(x, c->gemm, op, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
+    graph_set_dtype(x->out, op, ATTR_GRAD, graph_val(x->g, mm->out[0])->type.dtype);
+    copy_attrs(x, c->consumer, op, ~0ull);
+    finish(x, op, c->consumer);
+    if (!x->err) copy_trivia(x, c->gemm, op);
+}
+
+/* The position in block b after which candidate c's fused op goes: its
+ * matmul's, or later if the optimizer reads a value computed after it. */
+static int32_t emit_point(rw *x, const graph_block *b, const fuse_candidate *c) {
+    int32_t at = -1;
+    const graph_op *opt = graph_opr(x->g, c->consumer);
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->v[i] == c->gemm) at = at > i ? at : i;
+        for (int32_t k = 0; k < opt->nin; k++) {
+            int32_t d = def_of(x->g, opt->in[k]);
+            if (d == b->v[i] && graph_opr(x->g, d)->kind != OP_PARAM && k != 1 && i > at) at = i;
+        }
+    }
+    return at;
+}
+
+static void rebuild_block(rw *x, const graph_block *b) {
+    /* due[i]: the position in this block after which candidate i's fused op goes, -1 if not here. */
+    int32_t *due = xmalloc(sizeof(int32_t) * ((size_t)x->p->n + 1));
+    for (int32_t k = 0; k < x->p->n; k++) {
+        const fuse_candidate *c = &x->p->c[k];
+        due[k] = -1;
+        if (!c->fused || c->given) continue;
+        bool here = false;
+        for (int32_t i = 0; i < b->n && !here; i++) here = b->v[i] == c->gemm;
+        if (here) due[k] = emit_point(x, b, c);
+    }
+    for (int32_t i = 0; i < b->n && !x->err; i++) {
+        int32_t id = b->v[i];
+        const graph_op *o = graph_opr(x->g, id);
+        bool skip = x->role[id] || x->hoisted[id];
+        if (!skip) switch (o->kind) {
+            case OP_INPUT: {
+                const graph_value *v = graph_val(x->g, o->out[0]);
+                int32_t op = graph_add_input(x->out, v->name, v->type);
+                copy_trivia(x, id, op);
+                x->vmap[o->out[0]] = graph_result(x->out, op, 0);
+                break;
+            }
+            case OP_PARAM: emit_param(x, id); break;
+            case OP_OUTPUT: {
+                int32_t *vals = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
+                for (int32_t k = 0; k < o->nin; k++) vals[k] = x->vmap[o->in[k]];
+                copy_trivia(x, id, graph_add_output(x->out, vals, o->nin));
+                free(vals);
+                break;
+            }
+            case OP_YIELD: break; /* the repeat's end takes its values */
+            case OP_REPEAT: {
+                int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
+                const char **names = xmalloc(sizeof(char *) * ((size_t)o->nargs + (size_t)o->ncarry + 1));
+                for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]];
+                for (int32_t k = 0; k < o->nargs; k++) names[k] = vname(x->g, o->args[k]);
+                int32_t op = graph_begin_repeat(x->out, o->count, in, o->ncarry, in + o->ncarry, o->nin - o->ncarry, names);
+                for (int32_t k = 0; k < o->nargs; k++) x->vmap[o->args[k]] = graph_opr(x->out, op)->args[k];
+                rebuild_block(x, &o->body);
+                const graph_op *y = graph_opr(x->g, o->body.v[o->body.n - 1]);
+                for (int32_t k = 0; k < y->nin; k++) in[k] = x->vmap[y->in[k]];
+                for (int32_t k = 0; k < o->ncarry; k++) names[k] = vname(x->g, o->out[k]);
+                if (!x->err && graph_end_repeat(x->out, in, names, x->d)) x->err = -1;
+                if (!x->err) {
+                    copy_trivia(x, id, op);
+                    graph_op *ny = graph_opr(x->out, graph_opr(x->out, op)->body.v[graph_opr(x->out, op)->body.n - 1]);
+                    ny->lead = keep_str(x, y->lead);
+                    ny->tail = keep_str(x, y->tail);
+                    ny->line = y->line, ny->col = y->col;
+                    for (int32_t k = 0; k < o->ncarry; k++) x->vmap[o->out[k]] = graph_result(x->out, op, k);
+                }
+                free(in);
+                free(names);
+                break;
+            }
+            default: {
+                int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
+                for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]];
+                int32_t op = graph_begin_op(x->out, o->kind, in, o->nin);
+                copy_attrs(x, id, op, ~0ull);
+                free(in);
+                finish(x, op, id);
+                if (!x->err) copy_trivia(x, id, op);
+                break;
+            }
+            }
+        for (int32_t k = 0; k < x->p->n && !x->err; k++)
+            if (due[k] == i) emit_fused(x, &x->p->c[k]);
+    }
+    free(due);
+}
+
+graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d) {
+    graph *out = graph_new(g->name, g->path);
+    out->src = g->src; /* g outlives out: messages quote g's text */
+    out->lead = g->lead ? arena_strdup(&out->arena, g->lead) : NULL;
+    out->tail = g->tail ? arena_strdup(&out->arena, g->tail) : NULL;
+    out->end_lead = g->end_lead ? arena_strdup(&out->arena, g->end_lead) : NULL;
+    rw x = {g, p, out, d, xmalloc(sizeof(int32_t) * ((size_t)g->values.n + 1)), xcalloc((size_t)g->ops.n + 1, sizeof(int32_t)),
+            xcalloc((size_t)g->ops.n + 1, sizeof(bool)), 0};
+    for (int32_t v = 0; v < g->values.n; v++) x.vmap[v] = -1;
+    for (int32_t k = 0; k < p->n; k++)
+        if (p->c[k].fused && !p->c[k].given) {
+            TS_ASSERT(p->c[k].rule == FUSE_OK && p->c[k].gemm >= 0);
+            x.role[p->c[k].gemm] = x.role[p->c[k].consumer] = k + 1;
+        }
+    rebuild_block(&x, &g->body);
+    if (!x.err && graph_verify(out, d)) x.err = -1;
+    free(x.vmap);
+    free(x.role);
+    free(x.hoisted);
+    if (x.err) {
+        graph_free(out);
+        return NULL;
+    }
+    return out;
+}
