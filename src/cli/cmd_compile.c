@@ -60,14 +60,13 @@ static int write_text(outset *os, FILE *f, const char *path, const char *text, d
 }
 
 /* A few lines on stderr: what the search chose and how sure it is. */
-static void print_search_summary(const graph *g, const compile_info *ci) {
+static void print_search_summary(const compile_info *ci) {
     const search_result *sr = &ci->search;
     fprintf(stderr, "search: %lld proposals, %d kept, predicted %.0f cycles (compute %.0f, exchange %.0f); finalist %d of %d",
             (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute, sr->est.exchange, ci->finalist + 1,
             sr->nfinalists);
     if (ci->nfailed) fprintf(stderr, " (%d failed placement)", ci->nfailed);
     fprintf(stderr, "\n");
-    (void)g;
 }
 
 int cmd_compile(const cmd *c, int argc, char **argv) {
@@ -123,7 +122,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     if (rc == 0) {
         /* The file's size, without serialising the package a second time. */
         struct stat sb;
-        print_search_summary(g, &ci);
+        print_search_summary(&ci);
         print_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
     }
     compile_info_free(&ci);

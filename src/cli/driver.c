@@ -338,13 +338,7 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
 
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);
-    size_t n = strlen(s);
-    char *out = xmalloc(n + 2);
-    memcpy(out, s, n);
-    out[n] = '\n';
-    out[n + 1] = 0;
-    free(s);
-    return out;
+    return util_newline_terminated(s);
 }
 
 int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {

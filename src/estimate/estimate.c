@@ -419,11 +419,9 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
 
 /* The busiest shard's runs: every distinct combination of full and tail extents. */
 static uint64_t compute_cost(const ex *x, const mid_prim *pr) {
-    const layout *l = lay(x, pr->kind == MID_SUMSQ || pr->kind == MID_REDUCE_SUM ? pr->in[0] : pr->out[0]);
     const layout *lo = lay(x, pr->out[0]);
     uint64_t worst = 0;
     int rank = lo->rank;
-    (void)l;
     for (uint32_t tail = 0; tail < (1u << rank); tail++) {
         int64_t ext[LAYOUT_MAX_RANK];
         if (!shard_shape(lo, tail, ext)) continue;

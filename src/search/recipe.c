@@ -48,13 +48,7 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
                           g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);
-    size_t n = strlen(text);
-    char *out = xmalloc(n + 2);
-    memcpy(out, text, n);
-    out[n] = '\n';
-    out[n + 1] = 0;
-    free(text);
-    return out;
+    return util_newline_terminated(text);
 }
 
 #define BAD(...) (rc = diag_fail(d, __VA_ARGS__), (void)0)

@@ -46,7 +46,6 @@ typedef struct cand {
 typedef struct op_alts {
     cand v[SEARCH_ALTERNATIVES];
     int n;
-    bool seen;
 } op_alts;
 
 typedef struct state {
@@ -168,7 +167,6 @@ static int choose(void *ctx, const mid_gemm_site *s, mid_gemm_plan *out, diag *d
     state *st = ctx;
     op_alts *a = &st->alts[s->op];
     candidates(st, s, a);
-    a->seen = true;
     if (st->start && s->op < st->start->nops && st->start->has[s->op]) {
         *out = st->start->gemm[s->op]; /* given: expansion checks it fits the op */
         return 0;
@@ -185,21 +183,21 @@ typedef struct eval {
     bool ok;
 } eval;
 
-static eval evaluate(const state *st, const mid_plan *pl, est_cache *cache, est_result *keep_est) {
-    mid_plan p;
-    mid_plan_copy(&p, pl);
-    p.choose = NULL;
+static eval price(const mid_program *mid, est_cache *cache) {
+    est_result r = {0};
+    est_program(mid, cache, &r);
+    return (eval){r.cycles, r.peak_bytes, r.table_bytes_max, true};
+}
+
+/* A plan whose every choice is made, expanded and priced; not ok when it does not expand. */
+static eval evaluate(const state *st, mid_plan *pl, est_cache *cache) {
     mid_program mid;
     diag d = {0};
     eval e = {0};
-    if (mid_expand(st->g, st->m, &p, &mid, &d) == 0) {
-        est_result r = {0};
-        est_program(&mid, cache, &r);
-        e = (eval){r.cycles, r.peak_bytes, r.table_bytes_max, true};
-        if (keep_est) *keep_est = r;
+    if (mid_expand(st->g, st->m, pl, &mid, &d) == 0) {
+        e = price(&mid, cache);
         mid_free(&mid);
     }
-    mid_plan_free(&p);
     return e;
 }
 
@@ -219,8 +217,9 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
         mid_plan pl;
         mid_plan_copy(&pl, p[i].base);
+        pl.choose = NULL;
         pl.gemm[p[i].op] = p[i].alt->c;
-        *p[i].out = evaluate(p[i].st, &pl, p[i].cache, NULL);
+        *p[i].out = evaluate(p[i].st, &pl, p[i].cache);
         mid_plan_free(&pl);
     }
 }
@@ -277,11 +276,11 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
      * or else the best-scored one. */
     mid_program mid;
     int rc = mid_expand(g, m, &pl, &mid, d);
-    if (rc == 0) mid_free(&mid);
     est_cache *cache = est_cache_new(m);
     eval cur = {0};
     if (rc == 0) {
-        cur = evaluate(&st, &pl, cache, NULL);
+        cur = price(&mid, cache);
+        mid_free(&mid);
         r->evaluations++;
         push_finalist(r, &pl, cur.cycles);
     }

@@ -389,6 +389,46 @@ static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
     }
 }
 
+/* ---- optimizer arithmetic: the optimizer kernels and the epilogues run these lines ------------ */
+
+/* SGD on n values, in place: g' = g + wd w; with momentum (buf non-NULL) buf' = mom buf + g',
+ * rounded to the state's stored dtype (the state as stored feeds w'); w' = w - lr (buf' or g'). */
+static void sgd_update(float lr, float mom, float wd, size_t n, float *w, float *g, float *buf, const opnd *state) {
+    for (size_t i = 0; i < n; i++) g[i] = g[i] + wd * w[i];
+    if (buf) {
+        for (size_t i = 0; i < n; i++) buf[i] = mom * buf[i] + g[i];
+        num_round_buf(state->t, state->scale, buf, n);
+    }
+    const float *step = buf ? buf : g;
+    for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * step[i];
+}
+
+/* Adam's moments on n values, in place: m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2. */
+static void adam_moments(float b1, float b2, size_t n, const float *g, float *m, float *v) {
+    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    for (size_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + c1 * g[i];
+        v[i] = b2 * v[i] + c2 * g[i] * g[i];
+    }
+}
+
+/* AdamW's weight line at step n[1] from f = lr, beta1, beta2, eps, wd (ADAMW and ADAMW_APPLY):
+ * w' = w (1 - lr wd) - lr / (1 - b1^t) m' / (sqrt(v') / sqrt(1 - b2^t) + eps), in place. */
+typedef struct adamw_line {
+    float step_size, bc2_sqrt, decay, eps;
+} adamw_line;
+
+static adamw_line adamw_line_of(const low_run *r) {
+    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
+    double t = (double)r->n[1];
+    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
+    return (adamw_line){lr / bc1, sqrtf(bc2), 1.0f - lr * wd, eps};
+}
+
+static void adamw_weights(const adamw_line *k, size_t n, float *w, const float *m, const float *v) {
+    for (size_t i = 0; i < n; i++) w[i] = w[i] * k->decay - k->step_size * m[i] / (sqrtf(v[i]) / k->bc2_sqrt + k->eps);
+}
+
 /* ---- epilogues: the optimizer on each gradient value where it is completed ------------------ */
 
 /* n gradient values g (already rounded to the gradient's dtype) at element `at` of the epilogue
@@ -398,30 +438,19 @@ static void epilogue(const low_run *r, uint8_t *const ptr[], int base, uint64_t 
     float *x = scratch_floats(SCR_E0, n), *y = scratch_floats(SCR_E1, n);
     opnd e0 = opnd_dense(r, ptr, base), e2 = opnd_dense(r, ptr, base + 2);
     if (r->op == MID_EPI_SGD) {
-        float lr = r->f[0], mom = r->f[1], wd = r->f[2];
-        bool momentum = mom != 0.0f;
+        bool momentum = r->f[1] != 0.0f;
+        opnd e1 = momentum ? opnd_dense(r, ptr, base + 1) : e0, e3 = momentum ? opnd_dense(r, ptr, base + 3) : e0;
         opnd_read(&e0, at, n, x); /* w */
-        for (size_t i = 0; i < n; i++) g[i] = g[i] + wd * x[i];
-        if (momentum) {
-            opnd e1 = opnd_dense(r, ptr, base + 1), e3 = opnd_dense(r, ptr, base + 3);
-            opnd_read(&e1, at, n, y);
-            for (size_t i = 0; i < n; i++) y[i] = mom * y[i] + g[i];
-            num_round_buf(e3.t, e3.scale, y, n); /* the state as stored feeds w' */
-            opnd_write(&e3, at, n, y);
-        }
-        const float *step = momentum ? y : g;
-        for (size_t i = 0; i < n; i++) x[i] = x[i] - lr * step[i];
+        if (momentum) opnd_read(&e1, at, n, y);
+        sgd_update(r->f[0], r->f[1], r->f[2], n, x, g, momentum ? y : NULL, &e3);
+        if (momentum) opnd_write(&e3, at, n, y);
         opnd_write(&e2, at, n, x);
         return;
     }
-    float b1 = r->f[0], b2 = r->f[1], c1 = 1.0f - b1, c2 = 1.0f - b2;
     opnd e1 = opnd_dense(r, ptr, base + 1), e3 = opnd_dense(r, ptr, base + 3);
     opnd_read(&e0, at, n, x); /* m */
     opnd_read(&e1, at, n, y); /* v */
-    for (size_t i = 0; i < n; i++) {
-        x[i] = b1 * x[i] + c1 * g[i];
-        y[i] = b2 * y[i] + c2 * g[i] * g[i];
-    }
+    adam_moments(r->f[0], r->f[1], n, g, x, y);
     opnd_write(&e2, at, n, x);
     opnd_write(&e3, at, n, y);
 }
@@ -658,8 +687,7 @@ static void run_copy(const low_run *r, uint8_t *const ptr[]) {
 /* Chunked over n[0]; every input of a chunk is read before any output of it is written, so an
  * output may alias its own input (w' over w). */
 static void run_sgd(const low_run *r, uint8_t *const ptr[]) {
-    float lr = r->f[0], mom = r->f[1], wd = r->f[2];
-    bool momentum = mom != 0.0f;
+    bool momentum = r->f[1] != 0.0f;
     float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *buf = scratch_floats(SCR_T2, CHUNK);
     opnd ow = opnd_dense(r, ptr, 0), ob = momentum ? opnd_dense(r, ptr, 1) : ow;
     opnd iw = opnd_dense(r, ptr, 2), ig = opnd_dense(r, ptr, 3), ib = momentum ? opnd_dense(r, ptr, 4) : iw;
@@ -668,23 +696,14 @@ static void run_sgd(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&iw, at, n, w);
         opnd_read(&ig, at, n, g);
         if (momentum) opnd_read(&ib, at, n, buf);
-        for (size_t i = 0; i < n; i++) g[i] = g[i] + wd * w[i];
-        if (momentum) {
-            for (size_t i = 0; i < n; i++) buf[i] = mom * buf[i] + g[i];
-            num_round_buf(ob.t, ob.scale, buf, n); /* the state as stored feeds w' */
-            opnd_write(&ob, at, n, buf);
-        }
-        const float *step = momentum ? buf : g;
-        for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * step[i];
+        sgd_update(r->f[0], r->f[1], r->f[2], n, w, g, momentum ? buf : NULL, &ob);
+        if (momentum) opnd_write(&ob, at, n, buf);
         opnd_write(&ow, at, n, w);
     }
 }
 
 static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
-    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
-    double t = (double)r->n[1];
-    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
-    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    adamw_line k = adamw_line_of(r);
     float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *m = scratch_floats(SCR_T2, CHUNK),
           *v = scratch_floats(SCR_T3, CHUNK);
     opnd ow = opnd_dense(r, ptr, 0), om = opnd_dense(r, ptr, 1), ov = opnd_dense(r, ptr, 2);
@@ -695,13 +714,10 @@ static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&ig, at, n, g);
         opnd_read(&im, at, n, m);
         opnd_read(&iv, at, n, v);
-        for (size_t i = 0; i < n; i++) {
-            m[i] = b1 * m[i] + c1 * g[i];
-            v[i] = b2 * v[i] + c2 * g[i] * g[i];
-        }
+        adam_moments(r->f[1], r->f[2], n, g, m, v);
         num_round_buf(om.t, om.scale, m, n);
         num_round_buf(ov.t, ov.scale, v, n);
-        for (size_t i = 0; i < n; i++) w[i] = w[i] * decay - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+        adamw_weights(&k, n, w, m, v);
         opnd_write(&ow, at, n, w);
         opnd_write(&om, at, n, m);
         opnd_write(&ov, at, n, v);
@@ -711,10 +727,7 @@ static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
 /* ADAMW's last line from the updated moments an ADAM epilogue stored (already rounded to their
  * dtypes, as ADAMW rounds them before they feed w'). */
 static void run_adamw_apply(const low_run *r, uint8_t *const ptr[]) {
-    float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
-    double t = (double)r->n[1];
-    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
-    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
+    adamw_line k = adamw_line_of(r);
     float *w = scratch_floats(SCR_T0, CHUNK), *m = scratch_floats(SCR_T1, CHUNK), *v = scratch_floats(SCR_T2, CHUNK);
     opnd ow = opnd_dense(r, ptr, 0), iw = opnd_dense(r, ptr, 1), im = opnd_dense(r, ptr, 2), iv = opnd_dense(r, ptr, 3);
     for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
@@ -722,7 +735,7 @@ static void run_adamw_apply(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&iw, at, n, w);
         opnd_read(&im, at, n, m);
         opnd_read(&iv, at, n, v);
-        for (size_t i = 0; i < n; i++) w[i] = w[i] * decay - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+        adamw_weights(&k, n, w, m, v);
         opnd_write(&ow, at, n, w);
     }
 }

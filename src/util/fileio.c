@@ -219,3 +219,11 @@ char *path_dirname(const char *path) {
     r[n] = 0;
     return r;
 }
+
+char *util_newline_terminated(char *s) {
+    size_t n = strlen(s);
+    s = xrealloc(s, n + 2);
+    s[n] = '\n';
+    s[n + 1] = 0;
+    return s;
+}

@@ -137,6 +137,8 @@ void outset_abort(outset *o);
 int util_mkdir_p(const char *dir, diag *d);
 char *path_join(const char *dir, const char *name); /* malloc'd */
 char *path_dirname(const char *path);               /* malloc'd, "." if none */
+/* s (malloc'd, taken over) with a newline appended: text files end in one. */
+char *util_newline_terminated(char *s);
 
 /* ---- fmt.c ------------------------------------------------------------ */
 
