@@ -716,6 +716,11 @@ void mid_plan_free(mid_plan *pl) {
     memset(pl, 0, sizeof *pl);
 }
 
+bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
+    return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
+           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials;
+}
+
 #define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
 
 bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap) {

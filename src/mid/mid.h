@@ -204,6 +204,7 @@ void mid_plan_free(mid_plan *pl);
  * within the dims, bm a multiple of Kp, K blocks whole AMP blocks, the grid
  * within the machine's tiles); when not, *why says what is wrong. */
 bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap);
+bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b); /* field by field */
 
 /* Expands g for machine m with plan pl (docs/lowering.md); choices the plan
  * lacks are asked of pl->choose and recorded in pl. User-level failures (an

@@ -124,9 +124,15 @@ int search_recipe_load(const char *path, const graph *g, const machine *m, mid_p
     char *text = NULL;
     size_t len = 0;
     if (file_read_all(path, &text, &len, d)) return -1;
+    int rc = search_recipe_parse(text, len, path, g, m, pl, d);
+    free(text);
+    return rc;
+}
+
+int search_recipe_parse(const char *text, size_t len, const char *path, const graph *g, const machine *m, mid_plan *pl,
+                        diag *d) {
     json_error_t err;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    free(text);
     if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text);
     int rc = 0;
     const char *fmt = json_string_value(json_object_get(j, "format"));
@@ -138,9 +144,11 @@ int search_recipe_load(const char *path, const graph *g, const machine *m, mid_p
     snprintf(want, sizeof want, "%016" PRIx64, machine_fingerprint(m));
     if (!json_is_object(j) || !fmt || strcmp(fmt, "tessel-recipe") != 0)
         BAD("%s: error: not a tessel recipe (no \"format\": \"tessel-recipe\")", path);
-    else if (!json_is_integer(ver) || json_integer_value(ver) != RECIPE_VERSION)
-        BAD("%s: error: recipe version %s; this tessel reads version %d", path,
-            json_is_integer(ver) ? "other than 1" : "missing", RECIPE_VERSION);
+    else if (!json_is_integer(ver))
+        BAD("%s: error: a recipe needs an integer \"version\"; this tessel reads version %d", path, RECIPE_VERSION);
+    else if (json_integer_value(ver) != RECIPE_VERSION)
+        BAD("%s: error: recipe version %lld; this tessel reads version %d", path, (long long)json_integer_value(ver),
+            RECIPE_VERSION);
     else if (!model || !mname || !fp || !json_is_array(choices))
         BAD("%s: error: a recipe needs \"model\", \"machine\", \"machine_fingerprint\" and a \"choices\" array", path);
     else if (strcmp(fp, want) != 0)

@@ -241,11 +241,6 @@ static int variants(const machine *m, const graph *g, int32_t op, const mid_gemm
     return n;
 }
 
-static bool same_plan(const mid_gemm_plan *a, const mid_gemm_plan *b) {
-    return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
-           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials;
-}
-
 static void push_finalist(search_result *r, const mid_plan *pl, double cycles) {
     if (r->nfinalists == SEARCH_FINALISTS) mid_plan_free(&r->finalist[--r->nfinalists]);
     memmove(&r->finalist[1], &r->finalist[0], sizeof(mid_plan) * (size_t)r->nfinalists);
@@ -301,7 +296,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             const op_alts *a = &st.alts[op];
             int n = 0;
             for (int i = 0; i < a->n && r->proposals + n < o->steps; i++)
-                if (!same_plan(&a->v[i].c, &pl.gemm[op]))
+                if (!mid_gemm_plan_equal(&a->v[i].c, &pl.gemm[op]))
                     props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], NULL};
             /* The current grid's other variants, one change each. */
             int nv = variants(m, g, op, &pl.gemm[op], var);
@@ -356,7 +351,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                     if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
                 const op_alts *a = &st.alts[i];
                 for (int k = 0; k < a->n; k++) {
-                    if (same_plan(&a->v[k].c, &so.chosen)) so.chosen_score = a->v[k].score;
+                    if (mid_gemm_plan_equal(&a->v[k].c, &so.chosen)) so.chosen_score = a->v[k].score;
                     else if (!so.has_runner) so.runner_up = a->v[k].c, so.runner_score = a->v[k].score, so.has_runner = true;
                 }
                 vec_push(&r->arena, &r->ops, so);

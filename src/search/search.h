@@ -76,5 +76,8 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl);
 /* Reads a recipe into pl (initialised for g): refuses one for another model
  * or machine, saying what differs; d names the file. */
 int search_recipe_load(const char *path, const graph *g, const machine *m, mid_plan *pl, diag *d);
+/* The same from text already read; path names it in messages. */
+int search_recipe_parse(const char *text, size_t len, const char *path, const graph *g, const machine *m, mid_plan *pl,
+                        diag *d);
 
 #endif
