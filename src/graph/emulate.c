@@ -33,7 +33,7 @@ typedef struct mm_job {
     int64_t M, N, K, np;            /* np: 16-column panels */
     const graph_gemm_plan *pl;
     bool exact;                     /* every product is exact in f32 (f16 or 8-bit operands) */
-    float post;                     /* 2^(sa+sb) for 8-bit operands, else 1 */
+    float post;                     /* 2^(sa+sb) for 8-bit operands in an f32 chain, else 1 */
     dtype out;
     int out_scale;
 } mm_job;
@@ -111,7 +111,12 @@ static void emu_gemm(const graph *g, const graph_op *op, const graph_op_plan *pl
     int64_t M = tc->dim[tc->rank - 2], N = tc->dim[tc->rank - 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
     int64_t lda = ta->dim[ta->rank - 1], ldb = tb->dim[tb->rank - 1];
     bool f8 = dtype_is_f8(ta->dtype);
+    /* 8-bit operands: an f32 chain sums the codes' products and scales the sum by
+     * 2^(sa+sb); an f16 chain holds the result's units, each product scaled (B is,
+     * exactly). Unscaling and scaling by a power of two are exact for every 8-bit value. */
     float ua = f8 ? ldexpf(1.0f, -ta->scale) : 1.0f, ub = f8 ? ldexpf(1.0f, -tb->scale) : 1.0f;
+    float post = f8 ? ldexpf(1.0f, ta->scale + tb->scale) : 1.0f;
+    if (pl->gemm.acc == DT_F16) ub *= post, post = 1.0f;
     int64_t np = (N + MM_COLS - 1) / MM_COLS;
     float *a = xmalloc(sizeof(float) * (size_t)(M * K + 1));
     float *bp = xcalloc((size_t)(np * K * MM_COLS + 1), sizeof(float));
@@ -126,14 +131,13 @@ static void emu_gemm(const graph *g, const graph_op *op, const graph_op_plan *pl
         for (int i = 0; i < bc.rank; i++) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
         const float *A = in[0] + oa * ta->dim[ta->rank - 1] * ta->dim[ta->rank - 2];
         const float *B = in[1] + ob * tb->dim[tb->rank - 1] * tb->dim[tb->rank - 2];
-        /* Unscaling by a power of two is exact for every 8-bit value. */
         for (int64_t m = 0; m < M; m++)
             for (int64_t k = 0; k < K; k++) a[m * K + k] = (tra ? A[k * lda + m] : A[m * lda + k]) * ua;
         for (int64_t k = 0; k < K; k++)
             for (int64_t n = 0; n < N; n++)
                 bp[((n / MM_COLS) * K + k) * MM_COLS + n % MM_COLS] = (trb ? B[n * ldb + k] : B[k * ldb + n]) * ub;
         mm_job j = {a, bp, out + t * M * N, M, N, K, np, &pl->gemm, f8 || (ta->dtype == DT_F16 && tb->dtype == DT_F16),
-                    f8 ? ldexpf(1.0f, ta->scale + tb->scale) : 1.0f, tc->dtype, tc->scale};
+                    post, tc->dtype, tc->scale};
         util_parallel((M + MM_ROWS - 1) / MM_ROWS, 8, mm_rows, &j);
         for (int i = bc.rank - 1; i >= 0; i--) {
             if (++idx[i] < bc.dim[i]) break;

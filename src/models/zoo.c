@@ -78,13 +78,13 @@ static int32_t binary(zb *b, graph_op_kind k, const char *name, int32_t x, int32
     return op_result(b, graph_begin_op(b->g, k, in, 2), name, NULL);
 }
 
-static int32_t matmul(zb *b, const char *name, int32_t x, int32_t w, dtype out, bool ta, bool tb) {
+static int32_t matmul(zb *b, const char *name, int32_t x, int32_t w, dtype out, dtype acc, bool ta, bool tb) {
     if (b->err) return 0;
     int32_t in[2] = {x, w};
     int32_t op = graph_begin_op(b->g, OP_MATMUL, in, 2);
     if (ta) graph_set_bool(b->g, op, ATTR_TRANSPOSE_A, true);
     if (tb) graph_set_bool(b->g, op, ATTR_TRANSPOSE_B, true);
-    graph_set_dtype(b->g, op, ATTR_ACC, DT_F32);
+    graph_set_dtype(b->g, op, ATTR_ACC, acc);
     graph_type decl = {.dtype = out};
     return op_result(b, op, name, &decl);
 }
@@ -201,9 +201,19 @@ static graph *finish(zb *b, graph *g) {
 
 /* ---- the models --------------------------------------------------------------- */
 
+/* The chain dtype of the weight GEMMs (the `acc` option): by default f16 for
+ * 8-bit operands, the AMP's half partials the measured hardware ran (docs/zoo.md),
+ * f32 for f16 operands, whose rate f16 chains would not raise. */
+static dtype gemm_acc(const zoo_model *m, const zoo_args *a, bool fp8) {
+    if (arg_is(m, a, "acc", "f32")) return DT_F32;
+    if (arg_is(m, a, "acc", "f16")) return DT_F16;
+    return fp8 ? DT_F16 : DT_F32;
+}
+
 static graph *build_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
     int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden");
     bool fp8 = arg_is(m, a, "precision", "fp8");
+    dtype acc = gemm_acc(m, a, fp8);
     graph *g = graph_new("mlp", a->spec);
     zb b = {g, d, 0};
     int32_t x = input(&b, "x", TY(DT_F16, T, W));
@@ -211,9 +221,9 @@ static graph *build_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
     int32_t b1 = param(&b, "b1", TY(DT_F16, H), normal(0, 0.02, 2));
     int32_t w2 = weight(&b, "w2", fp8, TY(DT_F16, H, W), normal(0, 1 / sqrt((double)H), 3));
     int32_t b2 = param(&b, "b2", TY(DT_F16, W), normal(0, 0.02, 4));
-    int32_t h = matmul(&b, "h", gemm_operand(&b, "x8", x, fp8, ACT_SCALE), w1, DT_F16, false, false);
+    int32_t h = matmul(&b, "h", gemm_operand(&b, "x8", x, fp8, ACT_SCALE), w1, DT_F16, acc, false, false);
     int32_t gl = unary(&b, OP_GELU, "g", binary(&b, OP_ADD, "hb", h, b1));
-    int32_t y = matmul(&b, "y", gemm_operand(&b, "g8", gl, fp8, ACT_SCALE), w2, DT_F16, false, false);
+    int32_t y = matmul(&b, "y", gemm_operand(&b, "g8", gl, fp8, ACT_SCALE), w2, DT_F16, acc, false, false);
     int32_t out = binary(&b, OP_ADD, "yb", y, b2);
     if (!b.err) graph_add_output(g, &out, 1);
     return finish(&b, g);
@@ -229,10 +239,10 @@ static graph *build_qk(const zoo_model *m, const zoo_args *a, diag *d) {
     int32_t k = input(&b, "k", TY(DT_F16, H, K, C));
     int32_t v = input(&b, "v", TY(DT_F16, H, K, C));
     int32_t s = matmul(&b, "scores", gemm_operand(&b, "q8", q, qk8, ACT_SCALE), gemm_operand(&b, "k8", k, qk8, ACT_SCALE),
-                       DT_F16, false, true);
+                       DT_F16, DT_F32, false, true);
     int32_t p = unary(&b, OP_SOFTMAX, "probs", scale(&b, "scaled", s, 1 / sqrt((double)C)));
     int32_t o = matmul(&b, "out", gemm_operand(&b, "probs8", p, pv8, PROB_SCALE), gemm_operand(&b, "v8", v, pv8, ACT_SCALE),
-                       DT_F16, false, false);
+                       DT_F16, DT_F32, false, false);
     if (!b.err) graph_add_output(g, &o, 1);
     return finish(&b, g);
 }
@@ -246,6 +256,7 @@ static const char *const vit_weight_names[VW_COUNT] = {
 static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
     int64_t img = arg_int(m, a, "image"), P = arg_int(m, a, "patch"), W = arg_int(m, a, "width"),
             NH = arg_int(m, a, "heads"), M = arg_int(m, a, "mlp"), L = arg_int(m, a, "layers"), B = arg_int(m, a, "batch");
+    dtype acc = gemm_acc(m, a, arg_is(m, a, "precision", "fp8"));
     bool fp8 = arg_is(m, a, "precision", "fp8");
     if (P > img) return diag_fail(d, "%s: error: patch %lld is larger than the image %lld", a->spec, (long long)P, (long long)img), NULL;
     if (W % NH) return diag_fail(d, "%s: error: width %lld is not a multiple of heads %lld", a->spec, (long long)W, (long long)NH), NULL;
@@ -276,7 +287,7 @@ static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
     int32_t post_g = param(&b, "post_ln_g", TY(DT_F16, W), normal(1.0, 0.02, seed++));
     int32_t post_b = param(&b, "post_ln_b", TY(DT_F16, W), normal(0.0, 0.02, seed++));
 
-    int32_t emb = matmul(&b, "embed", gemm_operand(&b, "patches8", pix, fp8, ACT_SCALE), pw, DT_F16, false, false);
+    int32_t emb = matmul(&b, "embed", gemm_operand(&b, "patches8", pix, fp8, ACT_SCALE), pw, DT_F16, acc, false, false);
     int32_t x0 = binary(&b, OP_ADD, "embed_pos", binary(&b, OP_ADD, "embed_b", emb, pb), pos);
     if (b.err) return finish(&b, g);
 
@@ -303,21 +314,21 @@ static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
         snprintf(n2, sizeof n2, "l.%s_bias", qkv[i]);
         snprintf(n3, sizeof n3, "l.%s_split", qkv[i]);
         snprintf(n4, sizeof n4, "l.%s_heads", qkv[i]);
-        int32_t pr = matmul(&b, n1, ln1x, lw[VW_WQ + 2 * i], DT_F16, false, false);
+        int32_t pr = matmul(&b, n1, ln1x, lw[VW_WQ + 2 * i], DT_F16, acc, false, false);
         int32_t pb2 = binary(&b, OP_ADD, n2, pr, lw[VW_BQ + 2 * i]);
         heads[i] = transpose(&b, n4, reshape(&b, n3, pb2, TY(DT_F16, B, T, NH, C)), perm, 4);
     }
-    int32_t sc = matmul(&b, "l.scores", heads[0], heads[1], DT_F16, false, true);
+    int32_t sc = matmul(&b, "l.scores", heads[0], heads[1], DT_F16, DT_F32, false, true);
     int32_t pr = unary(&b, OP_SOFTMAX, "l.probs", scale(&b, "l.scaled", sc, 1 / sqrt((double)C)));
-    int32_t at = matmul(&b, "l.attn", pr, heads[2], DT_F16, false, false);
+    int32_t at = matmul(&b, "l.attn", pr, heads[2], DT_F16, DT_F32, false, false);
     int32_t merged = reshape(&b, "l.attn_merged", transpose(&b, "l.attn_t", at, perm, 4), TY(DT_F16, B, T, W));
-    int32_t op = matmul(&b, "l.o_proj", gemm_operand(&b, "l.attn8", merged, fp8, ACT_SCALE), lw[VW_WO], DT_F16, false, false);
+    int32_t op = matmul(&b, "l.o_proj", gemm_operand(&b, "l.attn8", merged, fp8, ACT_SCALE), lw[VW_WO], DT_F16, acc, false, false);
     int32_t h1 = binary(&b, OP_ADD, "l.h1", h, binary(&b, OP_ADD, "l.o_bias", op, lw[VW_BO]));
     /* MLP: pre-norm, up projection, tanh GELU, down projection. */
     int32_t ln2 = layer_norm(&b, "l.ln2", h1, lw[VW_LN2_G], lw[VW_LN2_B], eps);
-    int32_t up = matmul(&b, "l.fc1", gemm_operand(&b, "l.ln2_8", ln2, fp8, ACT_SCALE), lw[VW_W1], DT_F16, false, false);
+    int32_t up = matmul(&b, "l.fc1", gemm_operand(&b, "l.ln2_8", ln2, fp8, ACT_SCALE), lw[VW_W1], DT_F16, acc, false, false);
     int32_t act = unary(&b, OP_GELU, "l.gelu", binary(&b, OP_ADD, "l.fc1_bias", up, lw[VW_B1]));
-    int32_t dn = matmul(&b, "l.fc2", gemm_operand(&b, "l.gelu8", act, fp8, ACT_SCALE), lw[VW_W2], DT_F16, false, false);
+    int32_t dn = matmul(&b, "l.fc2", gemm_operand(&b, "l.gelu8", act, fp8, ACT_SCALE), lw[VW_W2], DT_F16, acc, false, false);
     int32_t h2 = binary(&b, OP_ADD, "l.h2", h1, binary(&b, OP_ADD, "l.fc2_bias", dn, lw[VW_B2]));
     if (b.err) return finish(&b, g);
     const char *res_name = "encoded";
@@ -367,11 +378,11 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
         int32_t w2h = cast(&b, step_name(n[1], 48, "w2h", t), w[2], DT_F16, 0);
         /* Forward. */
         int32_t hb = binary(&b, OP_ADD, step_name(n[2], 48, "hb", t),
-                            matmul(&b, step_name(n[3], 48, "h", t), x, w1h, DT_F32, false, false), w[1]);
+                            matmul(&b, step_name(n[3], 48, "h", t), x, w1h, DT_F32, DT_F32, false, false), w[1]);
         int32_t act = unary(&b, OP_GELU, step_name(n[4], 48, "a", t), hb);
         int32_t ah = cast(&b, step_name(n[5], 48, "ah", t), act, DT_F16, 0);
         int32_t yb = binary(&b, OP_ADD, step_name(n[6], 48, "yb", t),
-                            matmul(&b, step_name(n[7], 48, "y", t), ah, w2h, DT_F32, false, false), w[3]);
+                            matmul(&b, step_name(n[7], 48, "y", t), ah, w2h, DT_F32, DT_F32, false, false), w[3]);
         /* Loss 0.5 * sum((y - t)^2) / T and its gradient (y - t) / T. */
         int32_t diff = binary(&b, OP_SUB, step_name(n[8], 48, "diff", t), yb,
                               cast(&b, step_name(n[9], 48, "t32", t), target, DT_F32, 0));
@@ -384,12 +395,12 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
         int32_t dyh = cast(&b, step_name(n[14], 48, "dyh", t), dy, DT_F16, 0);
         /* Backward: weight gradients are matmuls with a transposed operand. */
         int32_t grad[4];
-        grad[2] = matmul(&b, step_name(n[15], 48, "g_w2", t), ah, dyh, gdt, true, false);
+        grad[2] = matmul(&b, step_name(n[15], 48, "g_w2", t), ah, dyh, gdt, DT_F32, true, false);
         grad[3] = reduce_sum(&b, step_name(n[0], 48, "g_b2", t), dy, rows, 1);
-        int32_t da = matmul(&b, step_name(n[1], 48, "da", t), dyh, w2h, DT_F32, false, true);
+        int32_t da = matmul(&b, step_name(n[1], 48, "da", t), dyh, w2h, DT_F32, DT_F32, false, true);
         int32_t dh = binary(&b, OP_GELU_GRAD, step_name(n[2], 48, "dh", t), hb, da);
         grad[0] = matmul(&b, step_name(n[3], 48, "g_w1", t), x, cast(&b, step_name(n[4], 48, "dhh", t), dh, DT_F16, 0), gdt,
-                         true, false);
+                         DT_F32, true, false);
         grad[1] = reduce_sum(&b, step_name(n[5], 48, "g_b1", t), dh, rows, 1);
         if (b.err) return finish(&b, g);
         outs[nouts++] = loss;
@@ -457,7 +468,8 @@ static const zoo_model zoo_models[] = {
      {{"tokens", "128", NULL, "rows of x"},
       {"width", "768", NULL, "model width"},
       {"hidden", "3072", NULL, "hidden width"},
-      {"precision", "f16", "f16|fp8", "GEMM operands: f16, or f143 with scales"}},
+      {"precision", "f16", "f16|fp8", "GEMM operands: f16, or f143 with scales"},
+      {"acc", "auto", "auto|f32|f16", "GEMM accumulation: auto is f16 for fp8 operands, f32 for f16"}},
      build_mlp},
     {"qk", "attention core: softmax(Q K^T / sqrt(channels)) V per head",
      {{"heads", "4", NULL, "attention heads"},
@@ -475,7 +487,8 @@ static const zoo_model zoo_models[] = {
       {"mlp", "4304", NULL, "MLP hidden width"},
       {"layers", "27", NULL, "encoder blocks (one repeat)"},
       {"batch", "1", NULL, "images"},
-      {"precision", "f16", "f16|fp8", "projection and MLP GEMM operands"}},
+      {"precision", "f16", "f16|fp8", "projection and MLP GEMM operands"},
+      {"acc", "auto", "auto|f32|f16", "their accumulation: auto is f16 for fp8 operands, f32 for f16 (attention products: f32)"}},
      build_vit},
     {"train-mlp", "one training step of a GELU MLP: forward, backward, optimizer",
      {{"tokens", "128", NULL, "rows of x"},

@@ -306,15 +306,24 @@ static const float *f8_table(dtype t) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+/* The 8-bit scales 2^(sa+sb): an f32 chain sums the codes' products and the AMP scales the
+ * finished sum (exact in f32); an f16 chain holds the result's units, so each product is
+ * scaled (gemm_band scales B, exactly) and nothing is left to apply after. */
+static float gemm_scale(const low_run *r) {
+    return dtype_is_f8((dtype)r->dt[0]) ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
+}
+static float gemm_post(const low_run *r) { return r->acc == DT_F16 ? 1.0f : gemm_scale(r); }
+
 /* Rows [i0, i0 + rows) of batch entry g of r's product (operands 0 and 1) into c, `rows` rows of
- * Np floats (Np: N rounded up to whole register panels), unscaled: each element's whole chain over
- * k ascending, exactly as if all M rows were computed at once (rows only select which chains run).
- * The caller applies the 8-bit scales. */
+ * Np floats (Np: N rounded up to whole register panels): each element's whole chain over k
+ * ascending, exactly as if all M rows were computed at once (rows only select which chains run).
+ * The caller applies what gemm_post says of the 8-bit scales. */
 static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t i0, size_t rows, float *c) {
     dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
     bool f8 = dtype_is_f8(ta);
     bool exact = f8 || (ta == DT_F16 && tb == DT_F16);
     bool f16acc = r->acc == DT_F16;
+    float pre = f8 && f16acc ? gemm_scale(r) : 1.0f; /* see gemm_post */
     gemm_block_fn *block = f8      ? (f16acc ? block_code_f16 : block_code)
                            : exact ? (f16acc ? block_fma_f16 : block_fma)
                                    : (f16acc ? block_muladd_f16 : block_muladd);
@@ -350,6 +359,8 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
         /* B: rows of N, decoded and dealt into 16-column panels of kc rows. */
         for (size_t k = 0; k < kc; k++) {
             num_decode_buf(tb, 0, B + (int64_t)(k0 + k) * r->stride[1][1], row, N);
+            if (pre != 1.0f)
+                for (size_t j = 0; j < N; j++) row[j] *= pre;
             for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
                 memcpy(bp + (jp * kc + k) * GEMM_NR, row + jp * GEMM_NR, GEMM_NR * sizeof(float));
         }
@@ -365,10 +376,6 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
     }
 }
 
-/* The AMP applies the 8-bit scales to the finished sum: 2^(sa+sb), exact in f32. */
-static float gemm_post(const low_run *r) {
-    return dtype_is_f8((dtype)r->dt[0]) ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
-}
 
 static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
     dtype tc = (dtype)r->dt[2];

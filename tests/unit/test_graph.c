@@ -271,7 +271,7 @@ static void zoo_spec_errors(void **state) {
         const char *spec, *want;
     } cases[] = {
         {"zoo:resnet", "zoo:resnet: error: unknown zoo model 'resnet' (mlp, qk, vit, train-mlp; see tessel zoo)\n"},
-        {"zoo:mlp:tokns=3", "zoo:mlp:tokns=3: error: model 'mlp' has no parameter 'tokns' (tokens, width, hidden, precision)\n"},
+        {"zoo:mlp:tokns=3", "zoo:mlp:tokns=3: error: model 'mlp' has no parameter 'tokns' (tokens, width, hidden, precision, acc)\n"},
         {"zoo:mlp:tokens=0", "zoo:mlp:tokens=0: error: tokens must be an integer between 1 and 2^24, not '0'\n"},
         {"zoo:mlp:tokens=12x", "zoo:mlp:tokens=12x: error: tokens must be an integer between 1 and 2^24, not '12x'\n"},
         {"zoo:mlp:precision=int4", "zoo:mlp:precision=int4: error: precision must be one of f16|fp8, not 'int4'\n"},

@@ -154,16 +154,18 @@ static void ref_gemm(const low_run *r, uint8_t *const p[]) {
     dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1], tc = (dtype)r->dt[2];
     bool f8 = dtype_is_f8(ta);
     int w = 32 / bytes_of(ta);
-    float post = f8 ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
+    /* 8-bit scales: an f32 chain sums the codes' products and scales the sum; an f16 chain
+     * holds the result's units, each product scaled before it is added. */
+    float post = f8 ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f, pre = 1.0f;
+    if (r->acc == DT_F16) pre = post, post = 1.0f;
     for (uint32_t g = 0; g < r->n[0]; g++)
         for (uint32_t m = 0; m < r->n[1]; m++)
             for (uint32_t n = 0; n < r->n[2]; n++) {
                 float acc = 0.0f;
                 for (uint32_t k = 0; k < r->n[3]; k++) {
-                    /* 8-bit operands unscaled: the scales apply to the finished sum. */
                     float a = ld(ta, 0, p[0] + g * r->stride[0][0] + (k / w) * r->stride[0][1] + m * 32 + (k % w) * bytes_of(ta));
                     float b = ld(tb, 0, p[1] + g * r->stride[1][0] + k * r->stride[1][1] + n * bytes_of(tb));
-                    float prod = a * b;
+                    float prod = a * b * pre;
                     acc = acc + prod;
                     if (r->acc == DT_F16) acc = f16r(acc);
                 }
@@ -188,8 +190,8 @@ static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, u
     for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
     image im = image_new(need);
     uint32_t off[LOW_MAX_OPERANDS] = {0};
-    /* acc f16 with 8-bit operands sums unscaled codes up to 57344^2: keep 8-bit values small
-     * enough that most sums stay finite, yet let some cases saturate. */
+    /* Values up to twice the scale's unit: most f16 chains stay finite, yet some cases
+     * saturate. */
     float mag_a = dtype_is_f8(ta) ? ldexpf(1.0f, -r.scale[0]) * 2.0f : 2.0f;
     float mag_b = dtype_is_f8(tb) ? ldexpf(1.0f, -r.scale[1]) * 2.0f : 2.0f;
     off[0] = place(&im, &r, 0, true, mag_a);
