@@ -718,7 +718,7 @@ void mid_plan_free(mid_plan *pl) {
 
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
-           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials;
+           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b;
 }
 
 #define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
@@ -802,7 +802,10 @@ static int gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
     /* A parameter operand is copied once per grid part it does not span. */
     site.a_param = is_param(x, o->in[0]);
     site.b_param = is_param(x, o->in[1]);
+    site.b_stageable = site.b_param && graph_val(x->g, o->in[1])->type.rank == 2 && !graph_attr_bool(o, ATTR_TRANSPOSE_B);
     if (gemm_choice(x, &site, ch)) return -1;
+    if (ch->stage_b && !site.b_stageable)
+        return FAIL(x, "the plan stages B, which is not a parameter [K, N] used untransposed");
     int nb = site.nb;
     int64_t M = site.M, N = site.N, K = site.K;
     *gp = (gemm_plan){.nb = nb};
@@ -834,6 +837,21 @@ static layout gemm_result_layout(const mx *x, const graph_op *o, const gemm_plan
 static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
                            int64_t col_run);
 
+/* Where a staged B [K, N] lives (mid_gemm_plan.stage_b): the grid's column
+ * blocks, and K cut R times finer than the grid's K blocks, in dense tile
+ * order over the grid's tiles, so each tile stores about 1/R of a block and
+ * one copy a run gathers every block onto its R replica tiles, a contiguous
+ * run of rows from each piece. */
+static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb) {
+    layout l = unreplicated(*lb);
+    for (int64_t blk = cdiv(gp->bk, gp->R);; blk++) {
+        l.block[0] = min64(blk, l.dim[0]);
+        l.parts[0] = cdiv(l.dim[0], l.block[0]);
+        row_major_tiles(&l);
+        if (l.parts[0] * l.parts[1] <= x->m->tiles) return l;
+    }
+}
+
 /* matmul, or the GEMM of a fused op, whose result then goes to its
  * optimizer epilogue instead of a tensor. */
 static int expand_matmul(mx *x, const graph_op *o) {
@@ -863,6 +881,10 @@ static int expand_matmul(mx *x, const graph_op *o) {
     layout la = grid_layout(&gp, ra, ta->rank, da, dtype_bytes(in_dt), false);
     la.enc = ENC_AMP_LEFT;
     layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
+    if (ch.stage_b && !mid_t(x->p, x->vt[o->in[1]])->placed) {
+        layout ls = staged_layout(x, &gp, &lb);
+        place(x, x->vt[o->in[1]], &ls); /* want() below copies it into the grid */
+    }
     int32_t a, b;
     if (tra) {
         layout_view v = layout_view_identity(ta->rank);

@@ -167,6 +167,9 @@ typedef struct mid_gemm_plan {
     int64_t col_run;                      /* columns per kernel run: bn (one run per block), or a
                                              multiple of amp_col_panel (a run per column strip) */
     dtype partials;                       /* stored K partials (Kp > 1): f32 or f16 */
+    bool stage_b;                         /* B, a parameter, is stored spread over the grid's tiles
+                                             (1/R of each block per replica tile) and copied into
+                                             the grid each time the op runs, instead of stored in it */
 } mid_gemm_plan;
 
 /* What a chooser knows of a matmul when expansion reaches it. */
@@ -177,11 +180,12 @@ typedef struct mid_gemm_site {
     int64_t batch[LAYOUT_MAX_RANK];
     int64_t M, N, K;
     bool a_param, b_param;       /* the operand is resident data (a parameter or its slice) */
+    bool b_stageable;            /* B is a parameter stage_b can store apart: [K, N], not transposed */
     bool b_broadcast;            /* an operand lacks batch axes of the result */
 } mid_gemm_site;
 
-/* The site of matmul op as the graph gives it (a_param and b_param false:
- * expansion knows them). */
+/* The site of matmul op as the graph gives it (a_param, b_param and
+ * b_stageable false: expansion knows them). */
 void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site);
 
 /* Called for a matmul the plan has no choice for: fills *out, returns 0, or

@@ -46,6 +46,7 @@ typedef struct cand {
 typedef struct op_alts {
     cand v[SEARCH_ALTERNATIVES];
     int n;
+    bool stageable; /* the site's B may be staged (mid_gemm_site.b_stageable) */
 } op_alts;
 
 typedef struct state {
@@ -75,6 +76,10 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
     double bytes_in = (double)G * ((s->a_param ? 0 : (double)c->bm * c->bk * dtype_bytes(s->a)) +
                                    (s->b_param ? 0 : (double)c->bk * c->bn * dtype_bytes(s->b)));
     double cost = amp + bytes_in / m->exchange_bytes_per_cycle;
+    /* A staged weight is gathered onto the grid every run: a tile's block, in a phase of its own. */
+    if (c->stage_b)
+        cost += (double)G * c->bk * c->bn * dtype_bytes(s->b) / m->exchange_bytes_per_cycle + m->sync_cycles +
+                m->exchange_latency_cycles;
     if (Kp > 1) {
         double part = (double)G * c->bm * c->bn * dtype_bytes(c->partials);
         uint64_t lanes = dtype_bytes(c->partials) > 2 || dtype_bytes(s->out) > 2 ? 2 : 1;
@@ -82,7 +87,7 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
                 m->exchange_latency_cycles +
                 (double)machine_reduce_cycles(m, (uint64_t)Kp, (uint64_t)(G * (c->bm / Kp) * c->bn), lanes);
     }
-    int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param ? st->min_pieces : 1;
+    int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param && !c->stage_b ? st->min_pieces : 1;
     int64_t short_b = pieces_b - C * Kp, short_a = pieces_a - R * Kp;
     if (short_b > 0) cost += 1e15 * (double)short_b;
     if (short_a > 0) cost += 1e15 * (double)short_a;
@@ -118,7 +123,7 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
         G *= cdiv(s->batch[j], p);
     }
     int64_t M = s->M, N = s->N, K = s->K, kblock = m->amp_k_block;
-    int64_t pieces_b = s->b_param ? st->min_pieces : 1;
+    int64_t pieces_b = s->b_param && !s->b_stageable ? st->min_pieces : 1;
     int64_t gran = cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
     out->n = 0;
     for (int64_t R = 1, prev_m = 0; R <= min64(M, left); R++) {
@@ -145,18 +150,21 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                  * IPU's AMP writes them (each tile's chain stays in acc). */
                 double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
                 bool must_f16 = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes;
+                int64_t Rr = cdiv(M, c.c.bm);
                 /* A grid is kept once, in its best-scored variant (variants are the local
                  * search's separate proposals): partials stored in the chain dtype or (K split,
                  * f32 chains) in f16, halving their exchange and reduction; one run per tile or
-                 * per AMP column panel. */
+                 * per AMP column panel; a weight stored in the grid or (rows split) staged. */
                 cand best = {.score = INFINITY};
                 for (int pv = must_f16 ? 1 : 0; pv < (Kr > 1 && s->acc == DT_F32 ? 2 : 1); pv++)
-                    for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++) {
-                        c.c.partials = pv ? DT_F16 : s->acc;
-                        c.c.col_run = rv ? m->amp_col_panel : bn;
-                        c.score = score(st, s, G, &c.c);
-                        if (c.score < best.score) best = c;
-                    }
+                    for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++)
+                        for (int sv = 0; sv < (s->b_stageable && Rr > 1 ? 2 : 1); sv++) {
+                            c.c.partials = pv ? DT_F16 : s->acc;
+                            c.c.col_run = rv ? m->amp_col_panel : bn;
+                            c.c.stage_b = sv;
+                            c.score = score(st, s, G, &c.c);
+                            if (c.score < best.score) best = c;
+                        }
                 keep(out, &best);
             }
         }
@@ -167,6 +175,7 @@ static int choose(void *ctx, const mid_gemm_site *s, mid_gemm_plan *out, diag *d
     state *st = ctx;
     op_alts *a = &st->alts[s->op];
     candidates(st, s, a);
+    a->stageable = s->b_stageable;
     if (st->start && s->op < st->start->nops && st->start->has[s->op]) {
         *out = st->start->gemm[s->op]; /* given: expansion checks it fits the op */
         return 0;
@@ -224,12 +233,17 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
     }
 }
 
-/* The variants of choice c one change away: the other partials dtype (K
- * split, f32 chains), the other runs per tile (block wider than a panel). */
-static int variants(const machine *m, const graph *g, int32_t op, const mid_gemm_plan *c, cand *out) {
+/* The variants of choice c one change away: the weight staged or not (rows
+ * split), the other partials dtype (K split, f32 chains), the other runs per
+ * tile (block wider than a panel). */
+static int variants(const machine *m, const graph *g, int32_t op, bool stageable, const mid_gemm_plan *c, cand *out) {
     mid_gemm_site s;
     mid_gemm_site_of(g, op, &s);
     int n = 0;
+    if (stageable && cdiv(s.M, c->bm) > 1) {
+        out[n] = (cand){.c = *c};
+        out[n++].c.stage_b = !c->stage_b;
+    }
     if (cdiv(s.K, c->bk) > 1 && s.acc == DT_F32) {
         out[n] = (cand){.c = *c};
         out[n++].c.partials = c->partials == DT_F16 ? DT_F32 : DT_F16;
@@ -261,6 +275,18 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     double t0 = util_now_seconds();
     memset(r, 0, sizeof *r);
     arena_init(&r->arena);
+    /* What no plan can change: the parameters, spread evenly over every tile. */
+    double params = param_bytes(g);
+    if (params / m->tiles > machine_tile_bytes(m)) {
+        char all[32], each[32], tile[32];
+        fmt_bytes(all, sizeof all, params);
+        fmt_bytes(each, sizeof each, params / m->tiles);
+        fmt_bytes(tile, sizeof tile, machine_tile_bytes(m));
+        return diag_fail(d,
+                         "%s: error: does not fit: %s's parameters take %s, %s per tile even spread evenly over the %u "
+                         "tiles of machine '%s', which have %s each",
+                         g->path, g->name, all, each, m->tiles, m->name, tile);
+    }
     state st = {g, m, search_min_pieces(g, m), temp_bytes(g, m), xcalloc((size_t)g->ops.n + 1, sizeof(op_alts)), start};
     mid_plan pl;
     mid_plan_init(&pl, g);
@@ -286,9 +312,9 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
-    eval *res = xcalloc(SEARCH_ALTERNATIVES + 2, sizeof(eval));
-    proposal *props = xcalloc(SEARCH_ALTERNATIVES + 2, sizeof(proposal));
-    cand var[2];
+    eval *res = xcalloc(SEARCH_ALTERNATIVES + 3, sizeof(eval));
+    proposal *props = xcalloc(SEARCH_ALTERNATIVES + 3, sizeof(proposal));
+    cand var[3];
     while (improved && r->proposals < o->steps) {
         improved = false;
         for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
@@ -299,7 +325,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                 if (!mid_gemm_plan_equal(&a->v[i].c, &pl.gemm[op]))
                     props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], NULL};
             /* The current grid's other variants, one change each. */
-            int nv = variants(m, g, op, &pl.gemm[op], var);
+            int nv = variants(m, g, op, a->stageable, &pl.gemm[op], var);
             for (int i = 0; i < nv && r->proposals + n < o->steps; i++)
                 props[n++] = (proposal){&st, &pl, cache, op, &var[i], NULL};
             for (int i = 0; i < n; i++) props[i].out = &res[i];
