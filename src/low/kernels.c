@@ -182,6 +182,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         return true;
     case LOW_K_EWISE:
         if (r->op >= MID_EW_COUNT) return why(w, cap, "unknown elementwise op");
+        if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");
         /* fall through */
     case LOW_K_REDUCE_SUM:
         if (work > (1ull << 32)) return why(w, cap, "box too large");
@@ -191,8 +192,10 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
             if (r->kernel == LOW_K_EWISE && r->n[d] > 1 && r->stride[0][d] == 0) return why(w, cap, "result stride 0");
         }
         return true;
-    case LOW_K_SOFTMAX:
     case LOW_K_LAYER_NORM:
+        if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");
+        /* fall through */
+    case LOW_K_SOFTMAX:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty rows");
         return true;
     case LOW_K_ADAMW:

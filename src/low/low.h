@@ -89,9 +89,9 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)                            \
     X(REDUCE, reduce, 2, 2, 0x010, 0, LOW_P_ACC)                        \
-    X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP)                           \
+    X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x011, 0, 0)                              \
-    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, 0)                        \
+    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, LOW_P_ACC)                \
     X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)                        \
     X(FILL, fill, 1, 1, 0x000, 1, 0)                                    \
     X(COPY, copy, 2, 4, 0x077, 0, 0)                                    \
@@ -132,7 +132,9 @@ typedef struct low_run {
     uint32_t tile;
     uint8_t kernel;                          /* low_kernel */
     uint8_t op;                              /* mid_ew_op for EWISE, mid_epi_op for GEMM_EPI and REDUCE_EPI */
-    uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI) */
+    uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
+                                                LAYER_NORM: the dtype the result rounds to before out's (a cast
+                                                done by its producer), f32 for none */
     uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI) */
     uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
     int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */

@@ -218,6 +218,7 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.op = (uint8_t)pr->ew;
+    tmpl.acc = (uint8_t)pr->acc;
     tmpl.f[0] = pr->f[0];
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
@@ -276,6 +277,7 @@ static void lower_rows(lx *x, const mid_prim *pr) {
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.f[0] = pr->f[0];
+    if (pr->kind == MID_LAYER_NORM) tmpl.acc = (uint8_t)pr->acc;
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
     each_shard(x, &mid_t(x->p, pr->out[0])->lay, rows_shard, &c);

@@ -1290,6 +1290,76 @@ static int expand_block(mx *x, const graph_block *b) {
     return 0;
 }
 
+/* ---- casts done by their producer ------------------------------------------------------------ */
+
+/* A saturating cast to an 8-bit dtype whose operand is a temporary only it
+ * reads, made by an EWISE or LAYER_NORM prim of the same block in the same
+ * partition, is done by that producer: it writes the 8-bit tensor, rounding
+ * its result to the temporary's dtype first (prim.acc), then to the cast's,
+ * the bits the two kernels give, in one pass. The temporary is not stored,
+ * so nothing watches it; the cast's result is watched after the producer. */
+typedef struct cast_fuser {
+    mid_program *p;
+    int32_t *reads, *maker;
+} cast_fuser;
+
+static bool same_partition(layout a, layout b) {
+    a.elem_bytes = b.elem_bytes = 1;
+    return layout_equal(&a, &b);
+}
+
+static void fuse_block(cast_fuser *f, mid_block *blk) {
+    mid_program *p = f->p;
+    int32_t n = 0;
+    for (int32_t j = 0; j < blk->n; j++) {
+        int32_t c = blk->v[j];
+        mid_prim *cp = mid_p(p, c);
+        if (cp->kind == MID_REPEAT) fuse_block(f, &cp->body);
+        blk->v[n++] = c;
+        if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f) continue;
+        int32_t t = cp->in[0], u = cp->out[0], pid = f->maker[t];
+        const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, u);
+        if (!dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype) || f->reads[t] != 1 || pid < 0) continue;
+        if (mt->kind != MT_TEMP || mt->alias_of >= 0 || mt->stack != 1 || mt->slice_of >= 0) continue;
+        mid_prim *pp = mid_p(p, pid);
+        if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->nout != 1 || pp->acc != DT_F32) continue;
+        if (!same_partition(mt->lay, mu->lay)) continue;
+        bool here = false; /* the producer is earlier in this block */
+        for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
+        if (!here) continue;
+        pp->out[0] = u;
+        pp->acc = mt->dtype;
+        f->maker[u] = pid;
+        n--; /* the cast is gone */
+        for (int32_t i = 0; i < p->probes.n; i++)
+            if (p->probes.v[i].after == c) p->probes.v[i].after = pid;
+        int32_t k = 0;
+        for (int32_t i = 0; i < p->probes.n; i++)
+            if (p->probes.v[i].tensor != t) p->probes.v[k++] = p->probes.v[i];
+        p->probes.n = k;
+    }
+    blk->n = n;
+}
+
+static void fuse_casts(mid_program *p) {
+    cast_fuser f = {p, xcalloc((size_t)p->tensors.n + 1, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1))};
+    for (int32_t t = 0; t < p->tensors.n; t++) {
+        f.maker[t] = -1;
+        const mid_tensor *mt = mid_t(p, t);
+        if (mt->alias_of >= 0) f.reads[mt->alias_of]++;
+        if (mt->slice_of >= 0) f.reads[mt->slice_of]++;
+    }
+    for (int32_t i = 0; i < p->outputs.n; i++) f.reads[p->outputs.v[i]]++;
+    for (int32_t i = 0; i < p->prims.n; i++) {
+        const mid_prim *pr = mid_p(p, i);
+        for (int k = 0; k < pr->nin; k++) f.reads[pr->in[k]]++;
+        for (int k = 0; k < pr->nout; k++) f.maker[pr->out[k]] = f.maker[pr->out[k]] == -1 ? i : -2; /* -2: made twice */
+    }
+    fuse_block(&f, &p->top);
+    free(f.reads);
+    free(f.maker);
+}
+
 int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d) {
     memset(out, 0, sizeof *out);
     arena_init(&out->arena);
@@ -1315,6 +1385,7 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
     free(x.vt);
     free(x.epi_of);
     if (x.err) rc = -1;
+    if (rc == 0) fuse_casts(out);
     if (rc) mid_free(out);
     return rc;
 }

@@ -554,6 +554,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
         ew_apply((mid_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
+        if (x->r->acc != DT_F32) num_round_buf((dtype)x->r->acc, 0, f[0], n); /* a cast done here: low.h */
         if (x->unsaturated)
             for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
         else
@@ -612,6 +613,7 @@ static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
         }
         float rstd = 1.0f / sqrtf(sq / (float)n + eps);
         for (size_t e = 0; e < n; e++) x[e] = (x[e] - mean) * rstd * gamma[e] + beta[e];
+        if (r->acc != DT_F32) num_round_buf((dtype)r->acc, 0, x, n); /* a cast done here: low.h */
         opnd_write(&out, 0, n, x);
     }
 }

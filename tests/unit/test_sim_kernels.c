@@ -417,6 +417,9 @@ static const uint8_t *at4(const low_run *r, uint8_t *const p[], int i, const uin
     return p[i] + off;
 }
 
+/* A cast done by its producer: the result rounds to acc first (low.h). */
+static float through(const low_run *r, float v) { return r->acc == DT_F32 ? v : num_round((dtype)r->acc, 0, v); }
+
 static void ref_ewise(const low_run *r, uint8_t *const p[]) {
     bool binary = mid_ew_arity[r->op] == 2;
     uint32_t idx[4];
@@ -429,9 +432,9 @@ static void ref_ewise(const low_run *r, uint8_t *const p[]) {
                     uint8_t *o = (uint8_t *)at4(r, p, 0, idx);
                     /* f[0] != 0: an unsaturated cast, whose 8-bit overflow is inf or NaN */
                     if (r->op == MID_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
-                        *o = f8_encode((dtype)r->dt[0], a, r->scale[0], false);
+                        *o = f8_encode((dtype)r->dt[0], through(r, a), r->scale[0], false);
                     else
-                        st((dtype)r->dt[0], r->scale[0], o, ew(r, a, b));
+                        st((dtype)r->dt[0], r->scale[0], o, through(r, ew(r, a, b)));
                 }
 }
 
@@ -466,6 +469,8 @@ static void ewise_case(mid_ew_op op) {
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
     }
     r.f[0] = op == MID_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
+    static const dtype via[] = {DT_F32, DT_F32, DT_F16, DT_BF16};
+    r.acc = (uint8_t)via[rnd(0, 3)]; /* a later cast done here, or none */
     random_box(&r);
     bool dense = rnd(0, 3) == 0;
     box_strides(&r, 0, !dense && rnd(0, 1), !dense, false);
@@ -621,7 +626,7 @@ static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
         for (uint32_t i = 0; i < n; i++) {
             float v = (ld(tx, r->scale[1], x + i * bytes_of(tx)) - mean) * rstd * ld(tg, r->scale[2], p[2] + i * bytes_of(tg)) +
                       ld(tb, r->scale[3], p[3] + i * bytes_of(tb));
-            st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), v);
+            st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), through(r, v));
         }
     }
 }
@@ -629,6 +634,7 @@ static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
 static void rows_case(low_kernel k) {
     int nops = low_kernel_operands[k];
     low_run r = {.kernel = (uint8_t)k, .f = {1e-5f}};
+    if (k == LOW_K_LAYER_NORM) r.acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32); /* a later cast done here, or none */
     for (int i = 0; i < nops; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
