@@ -28,6 +28,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 MODEL = "zoo:mlp:tokens=16,width=64,hidden=128"
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def job_table(w):
@@ -36,6 +37,8 @@ def job_table(w):
     return {
         # the .tsl parser (and printer)
         "tsl": ["graph", f"{i}/mlp.tsl"],
+        # the ONNX importer, with external data
+        "onnx": ["graph", f"{SRC}/tests/onnx/hand_erf_op17.onnx"],
         # .npy reading, then the reference and its .npy outputs
         "npy": ["ref", f"{i}/mlp.tsl", "--quiet", "--input", f"x={i}/x.npy", "--output-dir", f"{o}/ref"],
         # a machine description from JSON
@@ -139,7 +142,7 @@ def one(tessel, name, argv, w, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--jobs", default="tsl,npy,machine,inspect,compile,run,check")
+    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check")
     ap.add_argument("--stride", type=int, default=1)
     ap.add_argument("--first", type=int, default=300)
     ap.add_argument("-j", type=int, default=2, dest="par")
