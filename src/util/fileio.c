@@ -115,6 +115,8 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d) {
     return 0;
 }
 
+static void outset_release(outset *o);
+
 FILE *outset_open(outset *o, const char *path, diag *d) {
     /* A device or pipe (-o /dev/null) is written in place: renaming over it
      * would replace the device with a file. */
@@ -149,6 +151,7 @@ FILE *outset_open(outset *o, const char *path, diag *d) {
         diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
         free(tmp);
         free(final);
+        if (o->n == 0) outset_release(o); /* a failed first open leaves nothing to abort */
         return NULL;
     }
     live_add(tmp);
