@@ -1,7 +1,9 @@
 /* main.c: the tessel command: a table of subcommands. */
+#define _POSIX_C_SOURCE 200809L /* pause */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -17,6 +19,9 @@ const char *__asan_default_options(void) { return "allocator_may_return_null=1";
  * buffers fail with a diagnostic before this): a user error, not a crash.
  * No output is left half-written: every temporary goes, then exit 2. */
 static void on_out_of_memory(size_t bytes) {
+    static int exiting;
+    if (__atomic_exchange_n(&exiting, 1, __ATOMIC_SEQ_CST))
+        for (;;) pause(); /* another thread is already on its way out: exit runs once */
     util_remove_temporaries();
     fflush(stdout);
     fprintf(stderr, "tessel: error: out of host memory (allocating %zu bytes)\n", bytes);
