@@ -4,7 +4,7 @@ BUILD     ?= build
 JOBS      ?= $(shell nproc)
 CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all setup build test demo asan-test fuzz fuzz-smoke bench clean
+.PHONY: all setup build test demo asan-test alloc-sweep fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -24,10 +24,23 @@ demo: build
 	@scripts/demo.sh $(BUILD)/tessel
 
 # The whole suite once more under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The same build can inject allocation failures (nothing fails unless
+# TESSEL_FAIL_ALLOC is set), so alloc-sweep reuses it.
+ASAN_CONFIG = cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTESSEL_SANITIZE=ON -DTESSEL_ALLOC_FAIL=ON
 asan-test: setup
-	cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DTESSEL_SANITIZE=ON
+	$(ASAN_CONFIG)
 	cmake --build build-asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE 'slow|alloc_sweep'
+
+# Out of memory is a user error: small jobs with their N-th allocation
+# failing, under ASan, must exit 2 cleanly (scripts/alloc_sweep.py).
+# CI tries the first 200 failure points of each job and every 5th after;
+# ALLOC_SWEEP_ARGS=--stride=1 tries every one (about 6,200 runs, 4-5 min).
+ALLOC_SWEEP_ARGS ?= --first 200 --stride 5
+alloc-sweep: setup
+	$(ASAN_CONFIG) "-DALLOC_SWEEP_ARGS=$(ALLOC_SWEEP_ARGS)"
+	cmake --build build-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -L alloc_sweep
 
 fuzz: setup
 	CC=clang-14 cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSEL_FUZZ=ON

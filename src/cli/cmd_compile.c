@@ -410,6 +410,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
+    bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
     fuse_plan given_fp = {0};
     const fuse_plan *fp = &ci.fusions;
     epilogue_proof *proofs = NULL;
@@ -429,7 +430,6 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                 given_fp.c[k].rule = FUSE_OK, given_fp.c[k].fused = true;
         for (int32_t k = 0; rc == 0 && k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
         if (rc == 0) rc = package_live_peak(&pkg, &peak, &d);
-        if (rc) package_free(&pkg);
     }
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
@@ -439,10 +439,10 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                             .sim = {.trace = trace != NULL, .quiet = json, .max_host_bytes = host_limit},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
-        package_free(&pkg);
     }
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
     else cli_outputs_abort(&files);
+    if (have_pkg) package_free(&pkg);
     if (rc == 0 && proof_fail) r.pass = false;
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);

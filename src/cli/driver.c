@@ -392,14 +392,19 @@ int tessel_check(const graph *g, const package *p, const check_options *co, chec
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
     float **got = xcalloc((size_t)nout + 1, sizeof(float *)), **pure = xcalloc((size_t)nout + 1, sizeof(float *));
     float **emu = xcalloc((size_t)nout + 1, sizeof(float *));
-    for (int32_t k = 0; k < nin; k++) {
-        size_t n = (size_t)graph_type_numel(&graph_val(g, in_ids[k])->type);
-        inputs[k] = xmalloc(sizeof(float) * (n ? n : 1));
-        if (given && given[k]) memcpy(inputs[k], given[k], sizeof(float) * n);
+    int rc = 0;
+    for (int32_t k = 0; k < nin && rc == 0; k++) {
+        const graph_value *x = graph_val(g, in_ids[k]);
+        size_t n = (size_t)graph_type_numel(&x->type);
+        char ty[160];
+        graph_type_str(&x->type, ty, sizeof ty);
+        inputs[k] = util_try_malloc(n ? n : 1, sizeof(float), d, "tessel check: error: input '%s' (%s)", x->name, ty);
+        if (!inputs[k]) rc = -1;
+        else if (given && given[k]) memcpy(inputs[k], given[k], sizeof(float) * n);
         else graph_input_default(g, in_ids[k], k, inputs[k]);
     }
-    graph_numerics plan;
-    int rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
+    graph_numerics plan = {0};
+    if (rc == 0) rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
     if (rc == 0) {
         rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
         double t0 = util_now_seconds();

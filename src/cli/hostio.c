@@ -89,7 +89,14 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
         if (is_input && arr.dtype != s->dtype)
             fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
                     dtype_name(arr.dtype), dtype_name(s->dtype));
-        inputs[j] = xmalloc(sizeof(float) * (size_t)(arr.numel ? arr.numel : 1));
+        char shape[128];
+        fmt_dims(shape, sizeof shape, s->rank, s->dim);
+        inputs[j] = util_try_malloc((size_t)(arr.numel ? arr.numel : 1), sizeof(float), d, "tessel %s: error: %s '%s' (%s%s)",
+                                    c->name, role, bare, dtype_name(s->dtype), shape);
+        if (!inputs[j]) {
+            npy_free(&arr);
+            goto fail;
+        }
         num_decode_buf(arr.dtype, 0, arr.data, inputs[j], (size_t)arr.numel);
         if (is_input) num_round_buf(s->dtype, s->scale, inputs[j], (size_t)arr.numel);
         source[j] = eq + 1;
@@ -113,7 +120,11 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
     for (int32_t j = 0; j < n; j++) {
         if (inputs[j]) continue;
         int64_t numel = host_numel(&specs[j]);
-        inputs[j] = xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
+        char shape[128];
+        fmt_dims(shape, sizeof shape, specs[j].rank, specs[j].dim);
+        inputs[j] = util_try_malloc((size_t)(numel ? numel : 1), sizeof(float), d, "tessel %s: error: input '%s' (%s%s)", c->name,
+                                    specs[j].name, dtype_name(specs[j].dtype), shape);
+        if (!inputs[j]) return -1;
         graph_default_input_fill(j, specs[j].dtype, specs[j].scale, inputs[j], numel);
         source[j] = NULL;
     }

@@ -1,7 +1,32 @@
 /* main.c: the tessel command: a table of subcommands. */
+#define _POSIX_C_SOURCE 200809L /* pause */
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+
+#ifdef TESSEL_SANITIZE
+/* A sanitized tessel meets a request the host cannot hold as the release
+ * build does (malloc returns NULL, the command says which input needs it),
+ * instead of stopping in the allocator. ASAN_OPTIONS still overrides. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
+/* Out of host memory for a buffer the program sized itself (input-sized
+ * buffers fail with a diagnostic before this): a user error, not a crash.
+ * No output is left half-written: every temporary goes, then exit 2. */
+static void on_out_of_memory(size_t bytes) {
+    static int exiting;
+    if (__atomic_exchange_n(&exiting, 1, __ATOMIC_SEQ_CST))
+        for (;;) pause(); /* another thread is already on its way out: exit runs once */
+    util_remove_temporaries();
+    fflush(stdout);
+    fprintf(stderr, "tessel: error: out of host memory (allocating %zu bytes)\n", bytes);
+    exit(EXIT_USER);
+}
 
 #define PLAN_OPTS                                                                                                    \
     {"--recipe", "R.json", "start the plan search from this recipe (its choices; the rest searched)", false},         \
@@ -114,6 +139,8 @@ static void print_main_help(FILE *f) {
 
 int main(int argc, char **argv) {
     util_cleanup_on_signals();
+    util_set_oom_handler(on_out_of_memory);
+    json_set_alloc_funcs(xmalloc, free); /* jansson's memory too: counted, and never a NULL it would hand back */
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         if (argc >= 3 && strcmp(argv[1], "help") == 0) {
             for (size_t i = 0; i < TS_COUNT(commands); i++)

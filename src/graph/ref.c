@@ -44,6 +44,17 @@ typedef struct shape {
 static const graph_type *vtype(const rt *r, int32_t v) { return &graph_val(r->g, v)->type; }
 static int64_t vnumel(const rt *r, int32_t v) { return graph_type_numel(vtype(r, v)); }
 
+/* A buffer for value v: its size comes from the input, so NULL with a
+ * diagnostic naming the value when the host cannot hold it. */
+static float *value_buf(rt *r, int32_t v) {
+    const graph_value *x = graph_val(r->g, v);
+    int64_t n = graph_type_numel(&x->type);
+    char ty[160];
+    graph_type_str(&x->type, ty, sizeof ty);
+    return util_try_malloc((size_t)(n ? n : 1), sizeof(float), r->d, "%s: error: the reference's value '%%%s' (%s)", r->g->path,
+                           x->name, ty);
+}
+
 /* Visits every index of dims (rank >= 1) as (outer offsets, inner run): calls
  * fn once per run along the last axis with the start offsets of up to three
  * operands. Keeps every strided kernel to one loop. */
@@ -385,7 +396,8 @@ static int ref_adamw(rt *r, const graph_op *op, float **in, float **out) {
  * the gradient a fused plan never stores. */
 static int ref_matmul_sgd(rt *r, const graph_op *op, float **in, float **out) {
     int64_t n = vnumel(r, op->out[0]);
-    float *g = xmalloc(sizeof(float) * (size_t)n);
+    float *g = value_buf(r, op->out[0]); /* the gradient: the weight's shape */
+    if (!g) return -1;
     int rc = ref_matmul(r, op, in, &g);
     sgd_step(op, n, in[2], g, op->nin == 4 ? in[3] : NULL, out[0], op->nin == 4 ? out[1] : NULL);
     free(g);
@@ -394,7 +406,8 @@ static int ref_matmul_sgd(rt *r, const graph_op *op, float **in, float **out) {
 
 static int ref_matmul_adamw(rt *r, const graph_op *op, float **in, float **out) {
     int64_t n = vnumel(r, op->out[0]);
-    float *g = xmalloc(sizeof(float) * (size_t)n);
+    float *g = value_buf(r, op->out[0]);
+    if (!g) return -1;
     int rc = ref_matmul(r, op, in, &g);
     const float *opt[4] = {in[2], g, in[3], in[4]};
     adamw_step(op, n, opt, out);
@@ -426,9 +439,10 @@ static const ref_fn ref_fns[OP_COUNT] = {
 
 /* ---- execution -------------------------------------------------------------- */
 
-static float *dup_buf(const float *src, int64_t n) {
-    float *p = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
-    memcpy(p, src, sizeof(float) * (size_t)n);
+/* A copy of src as a buffer of value v (NULL with a diagnostic). */
+static float *dup_buf(rt *r, int32_t v, const float *src) {
+    float *p = value_buf(r, v);
+    if (p) memcpy(p, src, sizeof(float) * (size_t)vnumel(r, v));
     return p;
 }
 
@@ -484,9 +498,10 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
     const graph_op *op = graph_opr(r->g, op_id);
     float **carried = xcalloc((size_t)op->ncarry, sizeof(float *));
     float **next = xcalloc((size_t)op->ncarry, sizeof(float *));
-    for (int32_t k = 0; k < op->ncarry; k++) carried[k] = dup_buf(r->buf[op->in[k]], vnumel(r, op->in[k]));
-    float **saved_yield = r->yield_to;
     int rc = 0;
+    for (int32_t k = 0; k < op->ncarry && rc == 0; k++)
+        if (!(carried[k] = dup_buf(r, op->in[k], r->buf[op->in[k]]))) rc = -1;
+    float **saved_yield = r->yield_to;
     TS_ASSERT(r->depth < GRAPH_MAX_REPEAT_DEPTH); /* graph_verify bounds the nesting */
     r->depth++;
     for (int64_t it = 0; it < op->count && rc == 0; it++) {
@@ -533,21 +548,25 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
     switch (op->kind) {
     case OP_INPUT: {
         int32_t v = op->out[0];
-        r->buf[v] = dup_buf(inputs[(*input_k)++], vnumel(r, v));
+        r->buf[v] = dup_buf(r, v, inputs[(*input_k)++]);
         r->owned[v] = true;
-        return 0;
+        return r->buf[v] ? 0 : -1;
     }
     case OP_PARAM: {
         int32_t v = op->out[0];
-        r->buf[v] = xmalloc(sizeof(float) * (size_t)vnumel(r, v));
+        if (!(r->buf[v] = value_buf(r, v))) return -1;
         r->owned[v] = true;
         return graph_param_values(r->g, op_id, r->o->strip_precision, r->buf[v], r->d);
     }
     case OP_OUTPUT:
-        for (int32_t i = 0; i < op->nin; i++) r->outputs[r->nout_done++] = dup_buf(r->buf[op->in[i]], vnumel(r, op->in[i]));
+        for (int32_t i = 0; i < op->nin; i++) {
+            if (!(r->outputs[r->nout_done] = dup_buf(r, op->in[i], r->buf[op->in[i]]))) return -1;
+            r->nout_done++;
+        }
         return 0;
     case OP_YIELD:
-        for (int32_t i = 0; i < op->nin; i++) r->yield_to[i] = dup_buf(r->buf[op->in[i]], vnumel(r, op->in[i]));
+        for (int32_t i = 0; i < op->nin; i++)
+            if (!(r->yield_to[i] = dup_buf(r, op->in[i], r->buf[op->in[i]]))) return -1;
         return 0;
     case OP_REPEAT: return exec_repeat(r, op_id, inputs, input_k);
     default: break;
@@ -556,7 +575,7 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
     TS_ASSERT(op->nin <= 1024 && op->nout <= 1024);
     for (int32_t i = 0; i < op->nin; i++) in[i] = r->buf[op->in[i]];
     for (int32_t i = 0; i < op->nout; i++) {
-        out[i] = xmalloc(sizeof(float) * (size_t)vnumel(r, op->out[i]));
+        if (!(out[i] = value_buf(r, op->out[i]))) return -1;
         r->buf[op->out[i]] = out[i];
         r->owned[op->out[i]] = true;
     }

@@ -1871,6 +1871,12 @@ static int import_nodes(imp *im) {
     return 0;
 }
 
+/* protobuf-c's memory through the one allocation path (counted by the
+ * allocation-failure build; out of memory is the command's clean exit). */
+static void *pb_alloc(void *ctx, size_t bytes) { return (void)ctx, xmalloc(bytes); }
+static void pb_free(void *ctx, void *p) { (void)ctx, free(p); }
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
 graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t len, models_keep *keep, FILE *report,
                                  diag *d) {
     double t0 = util_now_seconds();
@@ -1882,7 +1888,7 @@ graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t l
     bytebuf stripped = {0};
     graph *g = NULL;
     if (strip_model(&s, data, len, &stripped)) goto done;
-    im.m = onnx__model_proto__unpack(NULL, stripped.n, stripped.p ? stripped.p : (const uint8_t *)"");
+    im.m = onnx__model_proto__unpack(&pb_allocator, stripped.n, stripped.p ? stripped.p : (const uint8_t *)"");
     if (!im.m) {
         diag_fail(d, "%s: error: truncated or corrupt ONNX file (protobuf-c could not decode it)", path);
         goto done;
@@ -1962,7 +1968,7 @@ graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t l
     im.g = NULL;
 done:
     if (im.g) graph_free(im.g);
-    if (im.m) onnx__model_proto__free_unpacked(im.m, NULL);
+    if (im.m) onnx__model_proto__free_unpacked(im.m, &pb_allocator);
     free(stripped.p);
     free(dir);
     strmap_free(&im.names);

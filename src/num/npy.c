@@ -278,7 +278,10 @@ int npy_parse(const void *bytes, size_t len, const char *path, npy_array *out, d
     if (have != data_bytes)
         return diag_fail(d, "%s: error: data is %zu bytes but %lld elements of %s need %zu (file %s)", path, have,
                          (long long)a.numel, dtype_name(a.dtype), data_bytes, have < data_bytes ? "truncated" : "has trailing bytes");
-    a.data = xmalloc(data_bytes);
+    char shape[160];
+    fmt_dims(shape, sizeof shape, a.rank, a.dim);
+    a.data = util_try_malloc(data_bytes, 1, d, "%s: error: the array (%s%s)", path, dtype_name(a.dtype), shape);
+    if (!a.data) return -1;
     if (data_bytes) memcpy(a.data, p + data_at, data_bytes);
     *out = a;
     return 0;

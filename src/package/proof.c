@@ -93,8 +93,7 @@ static void add_edge(px *x, int64_t *cap, int32_t dst, int32_t src) {
     if (x->nedges && x->edges[x->nedges - 1].dst == dst && x->edges[x->nedges - 1].src == src) return;
     if (x->nedges == *cap) {
         *cap = *cap ? *cap * 2 : 256;
-        x->edges = realloc(x->edges, sizeof(edge) * (size_t)*cap);
-        TS_ASSERT(x->edges);
+        x->edges = xrealloc(x->edges, sizeof(edge) * (size_t)*cap);
     }
     x->edges[x->nedges++] = (edge){dst, src};
 }

@@ -395,13 +395,9 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     const machine *m = &p->machine;
     if (sim_host_check(m, o->max_host_bytes, "--max-host-memory", d)) return -1;
     sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
-    uint64_t bytes = s.tile_bytes * m->tiles;
-    s.mem = calloc(1, bytes);
-    if (!s.mem) {
-        char b[32];
-        fmt_bytes(b, sizeof b, (double)bytes);
-        return diag_fail(d, "tessel: error: cannot allocate %s of simulated tile memory", b);
-    }
+    s.mem = util_try_calloc(m->tiles, s.tile_bytes, d, "tessel: error: the simulated memory of machine '%s' (%u tiles of %u bytes)",
+                            m->name, m->tiles, (unsigned)s.tile_bytes);
+    if (!s.mem) return -1;
     double t0 = util_now_seconds();
     if (pkg_xplan_build(p, "package", &s.xp, d) != 0) {
         free(s.mem);
@@ -431,14 +427,23 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     }
     if (o->probe) probes_index(&s);
     execute(&s, o);
-    for (int32_t i = 0; i < p->bindings.n; i++) {
+    int rc = 0;
+    for (int32_t i = 0; i < p->bindings.n && rc == 0; i++) {
         const pkg_binding *b = &p->bindings.v[i];
         if (b->role != PKG_OUTPUT) continue;
-        outputs[j] = xcalloc((size_t)sim_binding_numel(b), sizeof(float));
+        int64_t n = sim_binding_numel(b);
+        outputs[j] = util_try_calloc((size_t)(n ? n : 1), sizeof(float), d, "tessel: error: the package's output '%s' (%s, %lld elements)",
+                                     b->name, dtype_name(b->dtype), (long long)n);
+        if (!outputs[j]) {
+            for (int32_t q = 0; q < j; q++) free(outputs[q]), outputs[q] = NULL;
+            sim_stats_free(st);
+            rc = -1;
+            break;
+        }
         host_io h = {&s, b, outputs[j++], NULL};
         layout_spans(&b->layout, NULL, gather_span, &h);
     }
-    for (uint32_t t = 0; t < m->tiles; t++) {
+    for (uint32_t t = 0; t < m->tiles && rc == 0; t++) {
         st->tiles_used += s.used[t];
         if (s.peak[t] > m->tile_memory_base && s.peak[t] - m->tile_memory_base > st->peak_tile_bytes)
             st->peak_tile_bytes = (uint32_t)(s.peak[t] - m->tile_memory_base);
@@ -459,7 +464,7 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     free(s.probe_at);
     free(s.probe_of);
     free(s.probe_buf);
-    return 0;
+    return rc;
 }
 
 void sim_stats_free(sim_stats *st) {

@@ -96,18 +96,118 @@ void util_assert_fail(const char *file, int line, const char *expr) {
     abort();
 }
 
+/* ---- host allocation ------------------------------------------------------
+ *
+ * Every heap allocation of the program goes through raw_alloc below, so a
+ * test build (TESSEL_ALLOC_FAIL) can count them and fail the N-th one:
+ *   TESSEL_FAIL_ALLOC=N   allocation N (1-based) returns NULL, once
+ *   TESSEL_COUNT_ALLOC=1  print "tessel: allocations: N" on stderr at exit
+ * Without the build option both are ignored and nothing is counted. */
+#ifdef TESSEL_ALLOC_FAIL
+static unsigned long long alloc_count, alloc_fail_at;
+
+static void print_alloc_count(void) {
+    fprintf(stderr, "tessel: allocations: %llu\n", __atomic_load_n(&alloc_count, __ATOMIC_RELAXED));
+}
+
+__attribute__((constructor)) static void alloc_fail_init(void) {
+    const char *n = getenv("TESSEL_FAIL_ALLOC"), *c = getenv("TESSEL_COUNT_ALLOC");
+    if (n && *n) alloc_fail_at = strtoull(n, NULL, 10);
+    if (c && *c && strcmp(c, "0") != 0) atexit(print_alloc_count);
+}
+
+static bool alloc_fails(void) {
+    unsigned long long k = __atomic_add_fetch(&alloc_count, 1, __ATOMIC_RELAXED);
+    return k == alloc_fail_at;
+}
+#else
+static bool alloc_fails(void) { return false; }
+#endif
+
+/* malloc (p NULL, zero false), calloc (zero) or realloc (p), of bytes > 0. */
+static void *raw_alloc(void *p, size_t bytes, bool zero) {
+    if (alloc_fails()) return NULL;
+    if (p) return realloc(p, bytes);
+    return zero ? calloc(1, bytes) : malloc(bytes);
+}
+
+static _Noreturn void oom_abort(size_t bytes) {
+    fflush(stdout);
+    fprintf(stderr, "tessel: internal error: out of host memory allocating %zu bytes\n", bytes);
+    abort();
+}
+
+static util_oom_fn oom_handler = oom_abort;
+
+void util_set_oom_handler(util_oom_fn fn) { oom_handler = fn ? fn : oom_abort; }
+
 static void *check_alloc(void *p, size_t bytes) {
-    if (!p && bytes) {
-        fprintf(stderr, "tessel: out of memory allocating %zu bytes\n", bytes);
-        abort();
+    if (!p) {
+        oom_handler(bytes);
+        oom_abort(bytes); /* a handler that returns is a bug */
     }
     return p;
 }
 
-void *xmalloc(size_t bytes) { return check_alloc(malloc(bytes ? bytes : 1), bytes); }
-void *xcalloc(size_t n, size_t bytes) { return check_alloc(calloc(n ? n : 1, bytes ? bytes : 1), n * bytes); }
-void *xrealloc(void *p, size_t bytes) { return check_alloc(realloc(p, bytes ? bytes : 1), bytes); }
+static size_t product(size_t n, size_t bytes) {
+    size_t r;
+    if (__builtin_mul_overflow(n, bytes, &r)) check_alloc(NULL, SIZE_MAX);
+    return r;
+}
+
+void *xmalloc(size_t bytes) { return check_alloc(raw_alloc(NULL, bytes ? bytes : 1, false), bytes); }
+void *xcalloc(size_t n, size_t bytes) {
+    size_t total = product(n, bytes);
+    return check_alloc(raw_alloc(NULL, total ? total : 1, true), total);
+}
+void *xrealloc(void *p, size_t bytes) { return check_alloc(raw_alloc(p, bytes ? bytes : 1, false), bytes); }
 char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);
+}
+
+/* The input-sized path: "<what> needs N bytes of host memory: out of memory".
+ * old: a block to resize (realloc), left as it was on failure. */
+static void *try_alloc(void *old, size_t n, size_t size, bool zero, diag *d, const char *fmt, va_list ap) {
+    size_t bytes;
+    bool over = __builtin_mul_overflow(n, size, &bytes);
+    uint64_t host = util_physical_bytes();
+    void *p = NULL;
+    if (!over && (!host || bytes <= host)) p = raw_alloc(old, bytes ? bytes : 1, zero);
+    if (p) return p;
+    char what[1024];
+    vsnprintf(what, sizeof what, fmt, ap);
+    if (over)
+        diag_fail(d, "%s needs %zu x %zu bytes of host memory, more than 2^64", what, n, size);
+    else if (host && bytes > host) {
+        char h[32];
+        fmt_bytes(h, sizeof h, (double)host);
+        diag_fail(d, "%s needs %zu bytes of host memory, more than this host has (%s)", what, bytes, h);
+    } else
+        diag_fail(d, "%s needs %zu bytes of host memory: out of memory", what, bytes);
+    return NULL;
+}
+
+void *util_try_malloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    void *p = try_alloc(NULL, n, size, false, d, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void *util_try_calloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    void *p = try_alloc(NULL, n, size, true, d, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void *util_try_realloc(void *old, size_t n, size_t size, diag *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    void *p = try_alloc(old, n, size, false, d, fmt, ap);
+    va_end(ap);
+    return p;
 }

@@ -19,9 +19,13 @@ enum { MAX_LIVE_TMP = 256 };
 static char *live_tmp[MAX_LIVE_TMP];
 static volatile sig_atomic_t nlive;
 
-static void on_fatal_signal(int sig) {
+void util_remove_temporaries(void) {
     for (sig_atomic_t i = 0; i < nlive; i++)
         if (live_tmp[i]) unlink(live_tmp[i]);
+}
+
+static void on_fatal_signal(int sig) {
+    util_remove_temporaries();
     _exit(128 + sig);
 }
 
@@ -74,15 +78,29 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d) {
         fclose(f);
         return diag_fail(d, "%s: error: is a directory", path);
     }
+    /* The file's size from fstat when it has one (a pipe grows the buffer). */
     size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap + 1);
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size < SIZE_MAX / 2)
+        cap = (size_t)st.st_size + 1;
+    char *buf = util_try_malloc(cap + 1, 1, d, "%s: error: the file", path);
+    if (!buf) {
+        fclose(f);
+        return -1;
+    }
     for (;;) {
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (got == 0) break;
         if (n == cap) {
+            char *more = cap < SIZE_MAX / 4 ? util_try_realloc(buf, cap * 2 + 1, 1, d, "%s: error: the file", path) : NULL;
+            if (!more) {
+                if (!d->set) diag_fail(d, "%s: error: the file is too large to read", path);
+                free(buf);
+                fclose(f);
+                return -1;
+            }
+            buf = more;
             cap *= 2;
-            buf = xrealloc(buf, cap + 1);
         }
     }
     int err = ferror(f);
@@ -96,6 +114,8 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d) {
     *len = n;
     return 0;
 }
+
+static void outset_release(outset *o);
 
 FILE *outset_open(outset *o, const char *path, diag *d) {
     /* A device or pipe (-o /dev/null) is written in place: renaming over it
@@ -118,21 +138,26 @@ FILE *outset_open(outset *o, const char *path, diag *d) {
     snprintf(tmp_name, sizeof tmp_name, ".tessel-tmp-%ld-%ld", (long)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
     char *tmp = path_join(dir, tmp_name);
     free(dir);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
-        free(tmp);
-        return NULL;
-    }
+    /* Everything that allocates comes before the file exists: out of memory
+     * (which exits) must not strand a temporary the cleanup list lacks. */
     if (o->n == o->cap) {
         o->cap = o->cap ? o->cap * 2 : 8;
         o->final_paths = xrealloc(o->final_paths, (size_t)o->cap * sizeof(char *));
         o->tmp_paths = xrealloc(o->tmp_paths, (size_t)o->cap * sizeof(char *));
     }
-    o->final_paths[o->n] = xstrdup(path);
+    char *final = xstrdup(path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
+        free(tmp);
+        free(final);
+        if (o->n == 0) outset_release(o); /* a failed first open leaves nothing to abort */
+        return NULL;
+    }
+    live_add(tmp);
+    o->final_paths[o->n] = final;
     o->tmp_paths[o->n] = tmp;
     o->n++;
-    live_add(tmp);
     return f;
 }
 

@@ -26,12 +26,28 @@ _Noreturn void util_assert_fail(const char *file, int line, const char *expr);
 #define TS_UNREACHABLE() util_assert_fail(__FILE__, __LINE__, "unreachable")
 #define TS_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* malloc/calloc/realloc that stop on exhaustion: out of host memory is not
- * a user error we can describe better than this. */
+/* malloc/calloc/realloc for sizes the program picks (not the input): on
+ * exhaustion they call the out-of-memory handler, which never returns. The
+ * library's handler reports an internal error and aborts; the command
+ * installs one that removes its temporaries and exits 2. */
 void *xmalloc(size_t bytes);
-void *xcalloc(size_t n, size_t bytes);
+void *xcalloc(size_t n, size_t bytes);  /* n * bytes checked for overflow */
 void *xrealloc(void *p, size_t bytes);
 char *xstrdup(const char *s);
+typedef void (*util_oom_fn)(size_t bytes);
+void util_set_oom_handler(util_oom_fn fn);  /* NULL: the default */
+
+struct diag;
+/* n * size bytes for a buffer whose size comes from the input (a tensor, a
+ * file): NULL with "<what> needs B bytes of host memory: out of memory" in
+ * d when they cannot be had (the product overflows, exceeds the host's
+ * physical memory, or malloc fails); fmt, ... names what, e.g.
+ * "tessel ref: error: input 'x' (f32[100000, 100000])". free() the result. */
+void *util_try_malloc(size_t n, size_t size, struct diag *d, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void *util_try_calloc(size_t n, size_t size, struct diag *d, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Resizes old (which stays valid, and the caller's to free, on failure). */
+void *util_try_realloc(void *old, size_t n, size_t size, struct diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* ---- arena.c ---------------------------------------------------------- */
 
@@ -131,6 +147,9 @@ FILE *outset_open(outset *o, const char *path, diag *d);  /* "wb" temp file */
 /* SIGINT and SIGTERM remove every open outset's temporaries and exit with
  * 130 or 143 (the command installs this once, at start). */
 void util_cleanup_on_signals(void);
+/* Unlinks every temporary an open outset holds (async-signal-safe): what
+ * the signal and out-of-memory handlers do before they exit. */
+void util_remove_temporaries(void);
 int outset_close(outset *o, FILE *f, const char *path, diag *d);
 int outset_commit(outset *o, diag *d);
 void outset_abort(outset *o);

@@ -62,10 +62,52 @@ static void outset_handles_long_names(void **state) {
     free(other);
 }
 
+/* The checked path: NULL and a message naming what needs how many bytes,
+ * never an abort, for a product that overflows or a size past the host's. */
+static void try_alloc_names_what_and_bytes(void **state) {
+    (void)state;
+    diag d = {0};
+    assert_null(util_try_malloc(SIZE_MAX / 2, 4, &d, "t: error: input '%s'", "x"));
+    assert_non_null(strstr(d.text, "t: error: input 'x' needs "));
+    assert_non_null(strstr(d.text, "more than 2^64"));
+    diag e = {0};
+    assert_null(util_try_calloc((size_t)1 << 40, 1024, &e, "t: error: value '%s'", "y"));
+    assert_non_null(strstr(e.text, "t: error: value 'y' needs 1125899906842624 bytes of host memory, more than this host has ("));
+    float *p = util_try_calloc(16, sizeof(float), &d, "t");
+    assert_non_null(p);
+    assert_true(p[15] == 0);
+    float *q = util_try_realloc(p, (size_t)1 << 62, 8, &d, "t");
+    assert_null(q); /* p stays ours */
+    free(p);
+}
+
+/* xcalloc's n * size overflowing reaches the handler with SIZE_MAX bytes
+ * instead of allocating a wrapped-around small block. */
+static jmp_buf oom_jump;
+static size_t oom_bytes;
+static void jump_on_oom(size_t bytes) {
+    oom_bytes = bytes;
+    longjmp(oom_jump, 1);
+}
+
+static void xcalloc_overflow_reaches_the_handler(void **state) {
+    (void)state;
+    util_set_oom_handler(jump_on_oom);
+    if (setjmp(oom_jump) == 0) {
+        void *volatile p = xcalloc(SIZE_MAX / 8, 16);
+        free(p);
+        fail_msg("xcalloc returned on an overflowing size");
+    }
+    util_set_oom_handler(NULL);
+    assert_int_equal(oom_bytes, SIZE_MAX);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mkdir_p_rejects_an_empty_name),
         cmocka_unit_test(outset_handles_long_names),
+        cmocka_unit_test(try_alloc_names_what_and_bytes),
+        cmocka_unit_test(xcalloc_overflow_reaches_the_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
