@@ -8,6 +8,7 @@
  * r = sqrt(-2 ln u1), element 2k = mean + std * r cos(2 pi u2),
  * element 2k+1 = mean + std * r sin(2 pi u2), computed in double, stored as f32.
  */
+#define _GNU_SOURCE /* sincos */
 #include "graph.h"
 
 #include <math.h>
@@ -34,10 +35,11 @@ static void normal_pairs(void *ctx, int64_t begin, int64_t end) {
         uint64_t a = mix64(j->key + (uint64_t)(2 * k + 1) * 0x9e3779b97f4a7c15ull);
         uint64_t b = mix64(j->key + (uint64_t)(2 * k + 2) * 0x9e3779b97f4a7c15ull);
         double u1 = (double)((a >> 11) + 1) * 0x1p-53, u2 = (double)(b >> 11) * 0x1p-53;
-        double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
+        double r = sqrt(-2.0 * log(u1)), t = two_pi * u2, sn, cs;
+        sincos(t, &sn, &cs); /* glibc: the bits of sin() and cos(), in one reduction */
         int64_t e0 = 2 * k - j->first, e1 = e0 + 1;
-        if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r * cos(t));
-        if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r * sin(t));
+        if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r * cs);
+        if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r * sn);
     }
 }
 
