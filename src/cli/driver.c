@@ -312,12 +312,12 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
                                                 info->failed[i].predicted, "why", info->failed[i].why));
     const est_result *e = &sr->est;
     json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:o, s:o, s:o, s:i, "
+        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:o, s:o, s:o, s:i, "
         "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
         "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
         "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
         "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
-        e->table_bytes_max, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
+        e->table_bytes_max, "predicted_table_bytes_total", e->table_bytes_total, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
         "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "ops", ops, "search_steps", steps,
         "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
         "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,

@@ -842,14 +842,19 @@ static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *
  * order over the grid's tiles, so each tile stores about 1/R of a block and
  * one copy a run gathers every block onto its R replica tiles, a contiguous
  * run of rows from each piece. */
-static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb) {
+static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, int32_t param_op) {
     layout l = unreplicated(*lb);
     for (int64_t blk = cdiv(gp->bk, gp->R);; blk++) {
         l.block[0] = min64(blk, l.dim[0]);
         l.parts[0] = cdiv(l.dim[0], l.block[0]);
         row_major_tiles(&l);
-        if (l.parts[0] * l.parts[1] <= x->m->tiles) return l;
+        if (l.parts[0] * l.parts[1] <= x->m->tiles) break;
     }
+    /* Weights that leave tiles over start apart, by op, as stacked homes do:
+     * not every one of them on tile 0. */
+    int64_t room = x->m->tiles - l.parts[0] * l.parts[1];
+    l.tile_base = room > 0 ? (int32_t)((int64_t)param_op * 97 % (room + 1)) : 0;
+    return l;
 }
 
 /* matmul, or the GEMM of a fused op, whose result then goes to its
@@ -882,7 +887,8 @@ static int expand_matmul(mx *x, const graph_op *o) {
     la.enc = ENC_AMP_LEFT;
     layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
     if (ch.stage_b && !mid_t(x->p, x->vt[o->in[1]])->placed) {
-        layout ls = staged_layout(x, &gp, &lb);
+        const mid_tensor *wt = mid_t(x->p, x->vt[o->in[1]]);
+        layout ls = staged_layout(x, &gp, &lb, wt->slice_of >= 0 ? mid_t(x->p, wt->slice_of)->param_op : wt->param_op);
         place(x, x->vt[o->in[1]], &ls); /* want() below copies it into the grid */
     }
     int32_t a, b;
