@@ -333,7 +333,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         int64_t block = 1;
         for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2));
+        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (pr->nin == 2 ? 1 : 0); /* a bias: one more */
+        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2));
     }
     case MID_GEMM_EPI:
     case MID_REDUCE_EPI: {

@@ -32,6 +32,7 @@ dtype low_epilogue_grad(const low_run *r) { return (dtype)r->grad; }
 bool low_run_uses(const low_run *r, int i) {
     if (i < 0 || r->kernel >= LOW_K_COUNT || i >= low_kernel_operands[r->kernel]) return false;
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
+    if (r->kernel == LOW_K_REDUCE && i == 2) return r->n[2] != 0; /* the bias */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
     if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
@@ -113,7 +114,9 @@ uint64_t low_run_extent(const low_run *r, int i) {
         return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[2][0] + (uint64_t)(n[1] - 1) * (uint64_t)r->stride[2][1] +
                n[2] * esize(r, 2);
     case LOW_K_REDUCE:
-        return i == 1 ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + n[1] * esize(r, 1) : n[1] * esize(r, 0);
+        return i == 1   ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + n[1] * esize(r, 1)
+               : i == 2 ? n[2] * esize(r, 2)
+                        : n[1] * esize(r, 0);
     case LOW_K_EWISE:
     case LOW_K_REDUCE_SUM: return boxed(r, i, LOW_MAX_BOX, esize(r, i));
     case LOW_K_SOFTMAX: return boxed(r, i, 1, n[1] * esize(r, i));
@@ -178,6 +181,9 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_REDUCE_EPI:
     case LOW_K_REDUCE:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
+        if (r->kernel == LOW_K_REDUCE && r->n[2] &&
+            (r->n[1] % r->n[2] || (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
+            return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
         return true;
     case LOW_K_EWISE:

@@ -37,8 +37,10 @@
  *                                + k*stride[1][1] + n*bytes;  C: ptr2 + g*stride[2][0] + m*stride[2][1]
  *                                + n*bytes. dt[0], dt[1] operands (8-bit scales add), dt[2] the
  *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
- *  REDUCE      reduce      2  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
- *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending
+ *  REDUCE      reduce      3  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
+ *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending. With a bias
+ *                             (n[2] > 0, a row length dividing n[1]): the sum rounded to `grad`, plus
+ *                             bias[e % n[2]] (ptr2), is out[e]
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -88,7 +90,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 2, 2, 0x010, 0, LOW_P_ACC)                        \
+    X(REDUCE, reduce, 3, 3, 0x010, 0, LOW_P_ACC | LOW_P_GRAD)           \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x011, 0, 0)                              \
     X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, LOW_P_ACC)                \
@@ -135,7 +137,8 @@ typedef struct low_run {
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
                                                 LAYER_NORM: the dtype the result rounds to before out's (a cast
                                                 done by its producer), f32 for none */
-    uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI) */
+    uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI); REDUCE with a
+                                                bias: the product's, the sum rounds to it first */
     uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
     int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */
     low_addr ptr[LOW_MAX_OPERANDS];

@@ -436,6 +436,12 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->n[0] = (uint32_t)lq->dim[0];
         r->n[1] = (uint32_t)block_elems(lo);
         r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
+        r->n[2] = 0; /* no bias */
+        if (pr->nin == 2) { /* a bias added where the partials are summed (mid's fuse_biases) */
+            set_operand(x, r, 2, pr->in[1], 0);
+            r->n[2] = (uint32_t)lo->block[lo->rank - 1];
+            r->grad = (uint8_t)pr->grad;
+        }
         return;
     }
     case MID_SGD:

@@ -1296,59 +1296,91 @@ static int expand_block(mx *x, const graph_block *b) {
     return 0;
 }
 
-/* ---- casts done by their producer ------------------------------------------------------------ */
+/* ---- consumers done by their producer ------------------------------------------------------- */
 
-/* A saturating cast to an 8-bit dtype whose operand is a temporary only it
- * reads, made by an EWISE or LAYER_NORM prim of the same block in the same
- * partition, is done by that producer: it writes the 8-bit tensor, rounding
- * its result to the temporary's dtype first (prim.acc), then to the cast's,
- * the bits the two kernels give, in one pass. The temporary is not stored,
- * so nothing watches it; the cast's result is watched after the producer. */
-typedef struct cast_fuser {
+/* Two consumers of a temporary only they read, made by a prim earlier in the
+ * same block, are done by that producer in its own pass, with the bits the
+ * two kernels give; the temporary is not stored, so nothing watches it, and
+ * the consumer's result is watched after the producer:
+ *   a saturating cast to an 8-bit type, of an EWISE or LAYER_NORM result in
+ *     the same partition: the producer rounds to the temporary's dtype first
+ *     (prim.acc), then to the cast's;
+ *   a bias add (a vector along the last axis) to a K-partials REDUCE's
+ *     row-major result: the sum rounds to the product's dtype (prim.grad),
+ *     then the bias is added. */
+typedef struct folder {
     mid_program *p;
     int32_t *reads, *maker;
-} cast_fuser;
+} folder;
 
 static bool same_partition(layout a, layout b) {
     a.elem_bytes = b.elem_bytes = 1;
     return layout_equal(&a, &b);
 }
 
-static void fuse_block(cast_fuser *f, mid_block *blk) {
+static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+    if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype))
+        return false;
+    if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->nout != 1 || pp->acc != DT_F32 ||
+        !same_partition(mt->lay, mu->lay))
+        return false;
+    pp->out[0] = cp->out[0];
+    pp->acc = mt->dtype;
+    return true;
+}
+
+static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    if (cp->kind != MID_EWISE || cp->ew != MID_EW_ADD || pp->kind != MID_REDUCE || pp->nin != 1) return false;
+    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+    const mid_tensor *mb = mid_t(p, cp->in[cp->in[0] == t ? 1 : 0]);
+    const layout *lt = &mt->lay, *lb = &mb->lay;
+    int last = lt->rank - 1;
+    if (lt->enc != ENC_ROW_MAJOR || !same_partition(*lt, mu->lay) || lb->rank != 1 || lb->enc != ENC_ROW_MAJOR ||
+        lb->dim[0] != lt->dim[last] || lb->parts[0] != lt->parts[last] || lb->block[0] != lt->block[last] ||
+        dtype_is_f8(mb->dtype) || dtype_is_f8(mu->dtype))
+        return false;
+    pp->in[pp->nin++] = cp->in[cp->in[0] == t ? 1 : 0];
+    pp->out[0] = cp->out[0];
+    pp->grad = mt->dtype;
+    return true;
+}
+
+static void fold_block(folder *f, mid_block *blk) {
     mid_program *p = f->p;
     int32_t n = 0;
     for (int32_t j = 0; j < blk->n; j++) {
         int32_t c = blk->v[j];
         mid_prim *cp = mid_p(p, c);
-        if (cp->kind == MID_REPEAT) fuse_block(f, &cp->body);
+        if (cp->kind == MID_REPEAT) fold_block(f, &cp->body);
         blk->v[n++] = c;
-        if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f) continue;
-        int32_t t = cp->in[0], u = cp->out[0], pid = f->maker[t];
-        const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, u);
-        if (!dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype) || f->reads[t] != 1 || pid < 0) continue;
-        if (mt->kind != MT_TEMP || mt->alias_of >= 0 || mt->stack != 1 || mt->slice_of >= 0) continue;
-        mid_prim *pp = mid_p(p, pid);
-        if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->nout != 1 || pp->acc != DT_F32) continue;
-        if (!same_partition(mt->lay, mu->lay)) continue;
-        bool here = false; /* the producer is earlier in this block */
-        for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
-        if (!here) continue;
-        pp->out[0] = u;
-        pp->acc = mt->dtype;
-        f->maker[u] = pid;
-        n--; /* the cast is gone */
-        for (int32_t i = 0; i < p->probes.n; i++)
-            if (p->probes.v[i].after == c) p->probes.v[i].after = pid;
-        int32_t k = 0;
-        for (int32_t i = 0; i < p->probes.n; i++)
-            if (p->probes.v[i].tensor != t) p->probes.v[k++] = p->probes.v[i];
-        p->probes.n = k;
+        if (cp->kind != MID_EWISE) continue;
+        for (int k = 0; k < cp->nin; k++) {
+            int32_t t = cp->in[k], pid = f->maker[t];
+            const mid_tensor *mt = mid_t(p, t);
+            if (f->reads[t] != 1 || pid < 0 || mt->kind != MT_TEMP || mt->alias_of >= 0 || mt->stack != 1 || mt->slice_of >= 0)
+                continue;
+            if (cp->nin == 2 && cp->in[0] == cp->in[1]) continue;
+            bool here = false; /* the producer is earlier in this block */
+            for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
+            mid_prim *pp = mid_p(p, pid);
+            if (!here || !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t))) continue;
+            f->maker[cp->out[0]] = pid;
+            n--; /* the consumer is gone */
+            for (int32_t i = 0; i < p->probes.n; i++)
+                if (p->probes.v[i].after == c) p->probes.v[i].after = pid;
+            int32_t kept = 0;
+            for (int32_t i = 0; i < p->probes.n; i++)
+                if (p->probes.v[i].tensor != t) p->probes.v[kept++] = p->probes.v[i];
+            p->probes.n = kept;
+            break;
+        }
     }
     blk->n = n;
 }
 
-static void fuse_casts(mid_program *p) {
-    cast_fuser f = {p, xcalloc((size_t)p->tensors.n + 1, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1))};
+static void fold_consumers(mid_program *p) {
+    folder f = {p, xcalloc((size_t)p->tensors.n + 1, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1))};
     for (int32_t t = 0; t < p->tensors.n; t++) {
         f.maker[t] = -1;
         const mid_tensor *mt = mid_t(p, t);
@@ -1361,7 +1393,7 @@ static void fuse_casts(mid_program *p) {
         for (int k = 0; k < pr->nin; k++) f.reads[pr->in[k]]++;
         for (int k = 0; k < pr->nout; k++) f.maker[pr->out[k]] = f.maker[pr->out[k]] == -1 ? i : -2; /* -2: made twice */
     }
-    fuse_block(&f, &p->top);
+    fold_block(&f, &p->top);
     free(f.reads);
     free(f.maker);
 }
@@ -1391,7 +1423,7 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
     free(x.vt);
     free(x.epi_of);
     if (x.err) rc = -1;
-    if (rc == 0) fuse_casts(out);
+    if (rc == 0) fold_consumers(out);
     if (rc) mid_free(out);
     return rc;
 }

@@ -214,7 +214,7 @@ static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
     low_run r;
     run_init(&r, LOW_K_REDUCE);
     r.dt[0] = r.dt[1] = (uint8_t)t, r.acc = (uint8_t)t;
-    r.n[0] = (uint32_t)parts, r.n[1] = (uint32_t)e;
+    r.n[0] = (uint32_t)parts, r.n[1] = (uint32_t)e, r.n[2] = 0; /* no bias */
     r.ptr[0] = abs_at(m->tile_memory_base), r.ptr[1] = abs_at(m->interleaved_base);
     r.stride[1][0] = (int32_t)(e * dtype_bytes(t));
     return add_run(b, &r, why);

@@ -498,6 +498,14 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
         if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
     }
+    if (r->n[2]) { /* the bias: the product rounded, then added (low.h) */
+        size_t w = r->n[2];
+        float *b = scratch_floats(SCR_T2, w);
+        opnd bias = opnd_dense(r, ptr, 2);
+        opnd_read(&bias, 0, w, b);
+        num_round_buf((dtype)r->grad, 0, acc, n);
+        for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e % w];
+    }
     opnd out = opnd_dense(r, ptr, 0);
     opnd_write(&out, 0, n, acc);
 }
@@ -807,7 +815,7 @@ static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *inte
 
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    return machine_reduce_cycles(m, r->n[0], r->n[1], lane_factor(r, 2));
+    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2)); /* a bias: one addend more */
 }
 
 static uint64_t box_elems(const low_run *r) {

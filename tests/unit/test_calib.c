@@ -42,7 +42,7 @@ static void reduce_point_is_the_kernel_cost(void **state) {
     assert_int_equal(run(text, "c600", &r, &d), 0);
     machine m;
     machine_preset("c600", &m);
-    low_run k = {.kernel = LOW_K_REDUCE, .acc = DT_F16, .dt = {DT_F16, DT_F16}, .n = {6, 2624, 1, 1}};
+    low_run k = {.kernel = LOW_K_REDUCE, .acc = DT_F16, .dt = {DT_F16, DT_F16}, .n = {6, 2624, 0, 1}};
     k.stride[1][0] = 2624 * 2;
     bool il[LOW_MAX_OPERANDS] = {false, true}; /* out ordinary, partials interleaved, as built */
     assert_true(r.pts[0].built);

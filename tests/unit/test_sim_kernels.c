@@ -517,6 +517,8 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
             acc = acc + ld((dtype)r->dt[1], r->scale[1], p[1] + j * r->stride[1][0] + e * bytes_of((dtype)r->dt[1]));
             if (r->acc == DT_F16) acc = f16r(acc);
         }
+        if (r->n[2]) /* a bias: the product rounded, then the bias of its column added */
+            acc = num_round((dtype)r->grad, 0, acc) + ld((dtype)r->dt[2], r->scale[2], p[2] + (e % r->n[2]) * bytes_of((dtype)r->dt[2]));
         st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), acc);
     }
 }
@@ -528,10 +530,18 @@ static void reduce_random(void **state) {
         r.dt[0] = (uint8_t)PICK(FLOAT_TYPES), r.dt[1] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]), r.scale[1] = (int8_t)rnd_scale((dtype)r.dt[1]);
         r.n[0] = (uint32_t)rnd(1, 9), r.n[1] = (uint32_t)rnd(1, 100);
+        if (rnd(0, 1)) { /* a bias along rows of n[2] */
+            static const dtype sums[] = {DT_F32, DT_F16, DT_BF16};
+            r.n[2] = (uint32_t)rnd(1, 12);
+            r.n[1] = r.n[2] * (uint32_t)rnd(1, 9);
+            r.dt[2] = (uint8_t)PICK(FLOAT_TYPES), r.scale[2] = (int8_t)rnd_scale((dtype)r.dt[2]);
+            r.grad = (uint8_t)sums[rnd(0, 2)];
+        }
         r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
-        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + 256);
+        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
         uint32_t off[LOW_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
+        if (r.n[2]) off[2] = place(&im, &r, 2, true, 4.0f);
         off[0] = place(&im, &r, 0, false, 0);
         check_run(&im, &r, off, ref_reduce);
         image_free(&im);
