@@ -967,6 +967,7 @@ static int bcast_shape(imp *im, int ra, const int64_t *a, int rb, const int64_t 
     *r = ra > rb ? ra : rb;
     for (int i = 0; i < *r; i++) {
         int64_t x = i < *r - ra ? 1 : a[i - (*r - ra)], y = i < *r - rb ? 1 : b[i - (*r - rb)];
+        if (x < 0 || y < 0) return fail(im, "a shape has a negative dimension (%lld)", (long long)(x < 0 ? x : y));
         if (x != y && x != 1 && y != 1) return fail(im, "shapes do not broadcast");
         out[i] = x == 1 ? y : x;
     }
@@ -1791,6 +1792,8 @@ static int32_t import_data_op(imp *im, const Onnx__NodeProto *n) {
         for (int i = 0; i < r && !im->err; i++) {
             if (lifted[i] == od[i]) continue;
             if (od[i] > 64) return fail(im, "Expand of run-time data by more than 64 is not supported"), -1;
+            TS_ASSERT(lifted[i] == 1 && od[i] >= 0); /* bcast_shape: only size-1 axes stretch, nothing negative */
+            if (od[i] == 0) return fail(im, "Expand of run-time data to an empty axis is not supported"), -1;
             int32_t xs[64];
             for (int k = 0; k < od[i]; k++) xs[k] = x;
             x = emit_concat(im, xs, (int)od[i], i, node_name(im, "repeat"));
