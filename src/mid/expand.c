@@ -947,6 +947,16 @@ static int expand_matmul(mx *x, const graph_op *o) {
 
 /* ---- the optimizer epilogue of a fused op (docs/epilogue.md) ------------------------------------ */
 
+/* AdamW's kernel parameters (ADAMW, ADAMW_APPLY): lr, beta1, beta2, eps, weight decay, step. */
+static void adamw_params(const graph_op *o, mid_prim *p) {
+    p->f[0] = (float)graph_attr_float(o, ATTR_LR);
+    p->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
+    p->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
+    p->f[3] = (float)graph_attr_float(o, ATTR_EPS);
+    p->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
+    p->step = graph_attr_int(o, ATTR_STEP);
+}
+
 /* The weight and states of fused op o lie in its GEMM's result layout lc
  * (a parameter was placed there when expanded, see expand_op): prim k
  * (GEMM_EPI on the operands, or REDUCE_EPI on the gathered K partials)
@@ -978,12 +988,7 @@ static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *
     p->f[1] = (float)graph_attr_float(o, ATTR_BETA2);
     int32_t ain[3] = {want(x, o->in[2], lc), out[0], out[1]}, w2 = result(x, o->out[0], lc);
     mid_prim *ap = mid_p(x->p, emit(x, MID_ADAMW_APPLY, ain, 3, &w2, 1));
-    ap->f[0] = (float)graph_attr_float(o, ATTR_LR);
-    ap->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
-    ap->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
-    ap->f[3] = (float)graph_attr_float(o, ATTR_EPS);
-    ap->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
-    ap->step = graph_attr_int(o, ATTR_STEP);
+    adamw_params(o, ap);
     return 0;
 }
 
@@ -1080,11 +1085,7 @@ static int expand_optimizer(mx *x, const graph_op *o) {
         p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);
         p->f[2] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
     } else {
-        p->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
-        p->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
-        p->f[3] = (float)graph_attr_float(o, ATTR_EPS);
-        p->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
-        p->step = graph_attr_int(o, ATTR_STEP);
+        adamw_params(o, p);
     }
     return 0;
 }
