@@ -62,6 +62,12 @@ typedef struct mx {
     int32_t origin;      /* graph op being expanded */
     int32_t casts;       /* casts emitted for origin so far */
     VEC(copy_memo) memo; /* copies already made, to reuse */
+    /* Layout hints (see "consumer layouts" below): per graph value, the
+     * layout its first consumer wanted, pulled back through transposes and
+     * reshapes. Recorded by a first expansion, followed by the second. */
+    layout *hint;
+    bool *hinted;
+    bool recording;
 } mx;
 
 #define FAIL(x, ...) graph_fail_op((x)->g, (x)->origin, (x)->d, __VA_ARGS__)
@@ -276,8 +282,11 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
     return true;
 }
 
+static void note_hint(mx *x, int32_t v, const layout *lay);
+
 static int32_t want(mx *x, int32_t v, const layout *lay_in) {
     layout lay = *lay_in;
+    note_hint(x, v, lay_in);
     int32_t t = x->vt[v];
     mid_tensor *mt = mid_t(x->p, t);
     lay.elem_bytes = dtype_bytes(mt->dtype);
@@ -352,7 +361,11 @@ static void emit_view_copy(mx *x, int32_t src, int32_t dst, const layout_view *v
     emit_copy(x, p, dst, NULL);
 }
 
+static bool permute_back(const layout *d, const layout_view *view, int src_rank, layout *out);
+
 static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
+    layout back;
+    if (x->recording && permute_back(lay, view, graph_val(x->g, v)->type.rank, &back)) note_hint(x, v, &back);
     int32_t t = read(x, v);
     const mid_tensor *mt = mid_t(x->p, t);
     char name[256];
@@ -503,9 +516,10 @@ static int64_t dims_after(const graph_type *t, int a, int a1) {
 /* The alias layout of src reshaped to ot, or false when the bytes of src are
  * not already in the reshaped order. */
 static bool reshape_alias(const layout *src, const graph_type *it, const graph_type *ot, layout *out) {
-    if (src->enc != ENC_ROW_MAJOR || src->nrep) return false;
     reshape_groups g = group_axes(it, ot);
-    layout l = {.rank = ot->rank, .elem_bytes = src->elem_bytes, .enc = ENC_ROW_MAJOR, .tile_base = src->tile_base};
+    layout l = {.rank = ot->rank, .elem_bytes = src->elem_bytes, .enc = src->enc, .tile_base = src->tile_base,
+                .nrep = src->nrep}; /* every replica holds the same bytes, so it is aliased too */
+    for (int k = 0; k < src->nrep; k++) l.rep[k] = src->rep[k], l.rep_stride[k] = src->rep_stride[k];
     for (int a = 0; a < ot->rank; a++) l.dim[a] = l.block[a] = ot->dim[a], l.parts[a] = 1;
     for (int k = 0; k < g.n; k++) {
         int A = first_long(it, g.in0[k], g.in0[k + 1]), C = first_long(ot, g.out0[k], g.out0[k + 1]);
@@ -518,6 +532,9 @@ static bool reshape_alias(const layout *src, const graph_type *it, const graph_t
         l.parts[C] = src->parts[A];
         l.tile_stride[C] = src->tile_stride[A];
     }
+    /* Panels cut the last axis: the same bytes when both last axes have one
+     * block (the panels' rows, every other axis, then flatten alike). */
+    if (src->enc != ENC_ROW_MAJOR && src->block[it->rank - 1] != l.block[ot->rank - 1]) return false;
     *out = l;
     return true;
 }
@@ -547,17 +564,50 @@ static layout reshape_source(const mx *x, const graph_type *it, const graph_type
     return l;
 }
 
+/* The layout of it whose reshape to ot is exactly h (h's inverse under
+ * reshape_alias), or false when h's partition cuts a group where the source
+ * cannot: then no row-major source aliases to it. */
+static bool reshape_back(const layout *h, const graph_type *it, const graph_type *ot, layout *out) {
+    if (h->rank != ot->rank) return false;
+    reshape_groups g = group_axes(it, ot);
+    layout l = layout_single(it->rank, it->dim, h->elem_bytes);
+    l.enc = h->enc;
+    l.tile_base = h->tile_base;
+    l.nrep = h->nrep;
+    for (int k = 0; k < h->nrep; k++) l.rep[k] = h->rep[k], l.rep_stride[k] = h->rep_stride[k];
+    for (int k = 0; k < g.n; k++) {
+        int A = first_long(it, g.in0[k], g.in0[k + 1]), C = first_long(ot, g.out0[k], g.out0[k + 1]);
+        for (int c = g.out0[k]; c < g.out0[k + 1]; c++)
+            if (c != C && h->parts[c] != 1) return false;
+        if (C < 0 || h->parts[C] == 1) continue;
+        int64_t span = h->block[C] * dims_after(ot, C, g.out0[k + 1]), rest = dims_after(it, A, g.in0[k + 1]);
+        if (span % rest) return false;
+        l.block[A] = span / rest;
+        l.parts[A] = cdiv(it->dim[A], l.block[A]);
+        l.tile_stride[A] = h->tile_stride[C];
+    }
+    layout back;
+    if (!reshape_alias(&l, it, ot, &back) || !layout_equal(&back, h)) return false;
+    *out = l;
+    return true;
+}
+
 static int expand_reshape(mx *x, const graph_op *o) {
     graph_type it = vtype(x, o->in[0]), ot = vtype(x, o->out[0]);
     int32_t t = x->vt[o->in[0]];
     layout src = mid_t(x->p, t)->placed ? mid_t(x->p, t)->lay : plan(x, &it, false), l;
     src.elem_bytes = dtype_bytes(it.dtype);
     if (!reshape_alias(&src, &it, &ot, &l)) {
-        src = reshape_source(x, &it, &ot);
+        /* A copy is needed: into the layout whose alias its consumer wants, or else spread. */
+        if (!x->hinted || !x->hinted[o->out[0]] || !reshape_back(&x->hint[o->out[0]], &it, &ot, &src))
+            src = reshape_source(x, &it, &ot);
         bool ok = reshape_alias(&src, &it, &ot, &l);
         TS_ASSERT(ok);
     }
+    bool rec = x->recording;
+    x->recording = false; /* the reshape's own wish is not a consumer's */
     t = want(x, o->in[0], &src);
+    x->recording = rec;
     int32_t out = result(x, o->out[0], &l);
     mid_t(x->p, out)->alias_of = t; /* not its storage: a repeat slice must stay on the chain */
     return 0;
@@ -572,6 +622,10 @@ static layout_view view_shift(int rank, const int64_t *off) {
 static int expand_move(mx *x, const graph_op *o) {
     graph_type ot = vtype(x, o->out[0]);
     layout l = plan(x, &ot, false);
+    if (o->kind == OP_TRANSPOSE && x->hinted && x->hinted[o->out[0]]) {
+        l = x->hint[o->out[0]];
+        l.elem_bytes = dtype_bytes(ot.dtype);
+    }
     int32_t out = result(x, o->out[0], &l);
     int rank = ot.rank;
     int64_t off[LAYOUT_MAX_RANK] = {0};
@@ -579,7 +633,24 @@ static int expand_move(mx *x, const graph_op *o) {
     case OP_TRANSPOSE: {
         layout_view v = layout_view_identity(rank);
         for (int i = 0; i < rank; i++) v.axis[i] = (int32_t)o->attr[ATTR_PERM].ints.v[i];
-        emit_view_copy(x, read(x, o->in[0]), out, &v);
+        int32_t in = x->vt[o->in[0]];
+        if (in >= 0 && !mid_t(x->p, in)->placed && x->hinted && x->hinted[o->in[0]]) {
+            layout h = x->hint[o->in[0]];
+            place(x, in, &h);
+        }
+        in = read(x, o->in[0]);
+        /* A transpose that keeps every tile's bytes in order is an alias. */
+        layout_view inv = layout_view_identity(rank);
+        for (int i = 0; i < rank; i++) inv.axis[v.axis[i]] = i;
+        layout same;
+        if (permute_back(&mid_t(x->p, in)->lay, &inv, rank, &same) && same.enc == mid_t(x->p, in)->lay.enc) {
+            mid_tensor *mo = mid_t(x->p, out);
+            mo->lay = same;
+            mo->lay.elem_bytes = dtype_bytes(mo->dtype);
+            mo->alias_of = in;
+            return 0;
+        }
+        emit_view_copy(x, in, out, &v);
         return 0;
     }
     case OP_SLICE:
@@ -608,6 +679,86 @@ static int expand_move(mx *x, const graph_op *o) {
     layout_view v = view_shift(rank, off);
     emit_copy(x, read(x, o->in[0]), out, &v);
     return 0;
+}
+
+/* ---- consumer layouts ------------------------------------------------------------------ *
+ *
+ * Expansion runs producer first, so a transpose or reshape would pick its
+ * layout before its consumer says what it needs, and the value would cross
+ * the exchange once into that layout and again into the consumer's
+ * (q_bias -> q_split -> q_heads -> the scores GEMM's operand). So mid_expand
+ * expands twice: the first expansion records, per graph value, the layout
+ * its first consumer wanted (want, want_view), and pull_hints carries those
+ * back through transposes and reshapes to their operands. The second
+ * expansion makes each transpose's result in its consumer's layout, and
+ * copies a reshape's operand into the layout whose alias that is; the chain
+ * then crosses the exchange once, and the transposes become on-tile copies.
+ * The choices the first expansion asked of the plan are recorded in it, so
+ * both expand the same plan. */
+
+static void note_hint(mx *x, int32_t v, const layout *lay) {
+    if (!x->recording || x->hinted[v]) return;
+    x->hint[v] = *lay;
+    x->hinted[v] = true;
+}
+
+/* The source layout that a view which only permutes axes carries onto d,
+ * when the copy between them stays cheap: axes whose shards are longer than
+ * one element keep their order, so each tile copies whole runs. A real
+ * transpose is not pulled back: it is cheapest done where the data is most
+ * spread (emit_view_copy), not on every tile of a replicated consumer. */
+static bool permute_back(const layout *d, const layout_view *view, int src_rank, layout *out) {
+    if (d->rank != src_rank) return false;
+    for (int i = 0; i < d->rank; i++)
+        for (int j = i + 1; j < d->rank; j++)
+            if (d->block[i] > 1 && d->block[j] > 1 && view->axis[i] > view->axis[j]) return false;
+    layout s = *d;
+    if (view->axis[d->rank - 1] != d->rank - 1) s.enc = ENC_ROW_MAJOR; /* panels cut the last axis */
+    for (int i = 0; i < d->rank; i++) {
+        int a = view->axis[i];
+        if (view->off[i] != 0 || a < 0 || a >= src_rank) return false;
+        s.dim[a] = d->dim[i];
+        s.parts[a] = d->parts[i];
+        s.block[a] = d->block[i];
+        s.tile_stride[a] = d->tile_stride[i];
+    }
+    *out = s;
+    return true;
+}
+
+static void pull_hints(mx *x) {
+    /* A transpose no consumer asked anything of is spread over the machine
+     * (whatever reads it next with a real transpose then moves whole runs),
+     * and its operand chain is pulled back to that. */
+    for (int32_t i = 0; i < x->g->ops.n; i++) {
+        const graph_op *o = graph_opr(x->g, i);
+        if (o->kind != OP_TRANSPOSE || x->hinted[o->out[0]]) continue;
+        graph_type ot = vtype(x, o->out[0]);
+        x->hint[o->out[0]] = plan(x, &ot, false);
+        x->hinted[o->out[0]] = true;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t i = x->g->ops.n - 1; i >= 0; i--) {
+            const graph_op *o = graph_opr(x->g, i);
+            if (o->kind != OP_TRANSPOSE && o->kind != OP_RESHAPE) continue;
+            int32_t in = o->in[0], out = o->out[0];
+            if (!x->hinted[out] || x->hinted[in]) continue;
+            graph_type it = vtype(x, in), ot = vtype(x, out);
+            layout h;
+            bool ok;
+            if (o->kind == OP_TRANSPOSE) {
+                layout_view v = layout_view_identity(ot.rank);
+                for (int k = 0; k < ot.rank; k++) v.axis[k] = (int32_t)o->attr[ATTR_PERM].ints.v[k];
+                ok = permute_back(&x->hint[out], &v, it.rank, &h);
+            } else {
+                ok = reshape_back(&x->hint[out], &it, &ot, &h);
+            }
+            if (!ok) continue;
+            x->hint[in] = h;
+            x->hinted[in] = changed = true;
+        }
+    }
 }
 
 /* ---- matmul ---------------------------------------------------------------------- */
@@ -1399,12 +1550,14 @@ static void fold_consumers(mid_program *p) {
     free(f.maker);
 }
 
-int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d) {
+static int expand_pass(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d, layout *hint,
+                       bool *hinted, bool recording) {
     memset(out, 0, sizeof *out);
     arena_init(&out->arena);
     out->g = g;
     out->m = m;
-    mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1, .plan = pl};
+    mx x = {.p = out, .g = g, .m = m, .d = d, .block = -1, .plan = pl, .hint = hint, .hinted = hinted,
+            .recording = recording};
     x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
     x.epi_of = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
     for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = x.epi_of[i] = -1;
@@ -1421,11 +1574,26 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
     for (int32_t t = 0; rc == 0 && t < out->tensors.n; t++)
         if (!mid_t(out, t)->placed && mid_t(out, t)->value >= 0 && mid_t(out, t)->slice_of < 0 && mid_t(out, t)->stack == 1)
             read(&x, mid_t(out, t)->value);
+    if (x.err) rc = -1;
+    if (rc == 0 && recording) pull_hints(&x);
     free(x.vt);
     free(x.epi_of);
-    if (x.err) rc = -1;
     if (rc == 0) fold_consumers(out);
     if (rc) mid_free(out);
+    return rc;
+}
+
+int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d) {
+    size_t n = (size_t)g->values.n + 1;
+    layout *hint = xmalloc(sizeof(layout) * n);
+    bool *hinted = xcalloc(n, sizeof(bool));
+    int rc = expand_pass(g, m, pl, out, d, hint, hinted, true);
+    if (rc == 0) {
+        mid_free(out);
+        rc = expand_pass(g, m, pl, out, d, hint, hinted, false);
+    }
+    free(hint);
+    free(hinted);
     return rc;
 }
 
