@@ -156,7 +156,7 @@ static int emu_matmul(const graph *g, const graph_op *op, const graph_op_plan *p
 /* ---- rows: softmax and layer norm ------------------------------------------------ */
 
 static int emu_softmax(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
-    (void)pl;
+    float s = pl->prescale; /* 0: none */
     const graph_type *t = &graph_val(g, op->in[0])->type;
     int64_t ax = graph_attr_int(op, ATTR_AXIS), outer, len, inner;
     if (t->rank == 0) outer = len = inner = 1; /* one row of one */
@@ -168,7 +168,7 @@ static int emu_softmax(const graph *g, const graph_op *op, const graph_op_plan *
             for (int64_t k = 0; k < len; k++)
                 if (x[k * inner] > mx) mx = x[k * inner]; /* NaNs skipped: they come back through exp */
             for (int64_t k = 0; k < len; k++) {
-                y[k * inner] = expf(x[k * inner] - mx);
+                y[k * inner] = s != 0 ? expf(s * (x[k * inner] - mx)) : expf(x[k * inner] - mx);
                 sum = sum + y[k * inner];
             }
             for (int64_t k = 0; k < len; k++) y[k * inner] = y[k * inner] / sum;
@@ -238,10 +238,9 @@ static int emu_reduce_sum(const graph *g, const graph_op *op, const graph_op_pla
 /* ---- elementwise ops whose device form differs from the FP32 reference's ---------- */
 
 static int emu_scale(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
-    (void)pl;
     int64_t n = graph_type_numel(&graph_val(g, op->out[0])->type);
-    float by = (float)graph_attr_float(op, ATTR_BY);
-    for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * by;
+    float by = pl->folded ? 1.0f : (float)graph_attr_float(op, ATTR_BY); /* folded: the softmax scales */
+    for (int64_t i = 0; i < n; i++) out[0][i] = pl->folded ? in[0][i] : in[0][i] * by;
     return 0;
 }
 

@@ -342,6 +342,9 @@ void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n)
  *   blocks in order (row-major inside each); each row chains its gradients in
  *   order, the rows chain ascending, and the coefficient is
  *   min(1, max_norm / (sqrt(total) + 1e-6)) in f32.
+ * softmax with a prescale s (a scale by s > 0 folded into it, the scale's entry
+ *   marked folded and passing its operand on unrounded): per row the f32 max
+ *   m of the unscaled x, e = expf(s * (x - m)), the f32 sum in order, e / sum.
  * Everything else computes as low.h's kernels do: f32, one rounding per result. */
 typedef struct graph_gemm_plan {
     dtype acc;             /* chain dtype: f32, or f16 (rounds every step) */
@@ -362,6 +365,8 @@ typedef struct graph_op_plan {
     graph_gemm_plan gemm;
     int64_t block[GRAPH_MAX_RANK];       /* reduce_sum: elements summed together, per input axis */
     graph_norm_grad *grads;              /* global_norm_clip: one per gradient (operand) */
+    bool folded;                         /* scale: done by the softmax reading it (passes its operand on) */
+    float prescale;                      /* softmax: the folded scale's factor s > 0, else 0 */
 } graph_op_plan;
 
 typedef struct graph_numerics {

@@ -47,6 +47,10 @@ char *graph_numerics_json(const graph *g, const graph_numerics *n) {
             json_object_set_new(e, "k_bounds", ints(pl->gemm.k_bounds, pl->gemm.nk + 1));
         } else if (pl->kind == OP_REDUCE_SUM) {
             json_object_set_new(e, "blocks", ints(pl->block, graph_val(g, op->in[0])->type.rank));
+        } else if (pl->kind == OP_SCALE) {
+            json_object_set_new(e, "folded", json_true());
+        } else if (pl->kind == OP_SOFTMAX) {
+            json_object_set_new(e, "prescale", json_real(pl->prescale));
         } else {
             json_t *gs = json_array();
             for (int32_t k = 0; k < op->nin; k++) {
@@ -151,6 +155,19 @@ static int read_clip(rd *r, const char *name, json_t *e, const graph_op *op, gra
     return 0;
 }
 
+/* A softmax's prescale is the factor of the scale making its operand, which
+ * passes its operand on (its entry says folded; checked once all are read). */
+static int read_prescale(rd *r, const char *name, json_t *e, const graph_op *op, graph_op_plan *pl) {
+    json_t *s = json_object_get(e, "prescale");
+    const graph_value *x = graph_val(r->g, op->in[0]);
+    const graph_op *sc = x->is_arg ? NULL : graph_opr(r->g, x->def);
+    if (!json_is_number(s) || !sc || sc->kind != OP_SCALE || (float)json_number_value(s) != (float)graph_attr_float(sc, ATTR_BY) ||
+        !(json_number_value(s) > 0))
+        return BAD(r, "op '%s': 'prescale' must be the positive factor of the scale making its operand", name);
+    pl->prescale = (float)json_number_value(s);
+    return 0;
+}
+
 static int read_entry(rd *r, json_t *e, size_t index) {
     const char *name = json_string_value(json_object_get(e, "op"));
     const char *kind = json_string_value(json_object_get(e, "kind"));
@@ -176,6 +193,11 @@ static int read_entry(rd *r, json_t *e, size_t index) {
         return read_ints(r, name, e, "blocks", t->rank, 1, t->dim, pl->block);
     }
     case OP_GLOBAL_NORM_CLIP: return read_clip(r, name, e, op, pl);
+    case OP_SCALE:
+        if (!json_is_true(json_object_get(e, "folded"))) return BAD(r, "op '%s': a scale's entry must say \"folded\": true", name);
+        pl->folded = true;
+        return 0;
+    case OP_SOFTMAX: return read_prescale(r, name, e, op, pl);
     default: return BAD(r, "op '%s': a %s takes no numeric plan", name, kind);
     }
 }
@@ -207,6 +229,10 @@ int graph_numerics_parse(const graph *g, const char *meta_json, const char *what
         if ((graph_kind_has_gemm(k) || k == OP_REDUCE_SUM || k == OP_GLOBAL_NORM_CLIP) && out->op[i].kind == OP_INPUT)
             rc = BAD(&r, "no entry for %s '%s' (was the package compiled from this model?)", graph_op_infos[k].name,
                      graph_op_name(g, i));
+        const graph_value *x = k == OP_SOFTMAX && out->op[i].prescale != 0 ? graph_val(g, graph_opr(g, i)->in[0]) : NULL;
+        if (rc == 0 && x && !out->op[x->def].folded)
+            rc = BAD(&r, "op '%s' has a prescale, but the scale '%s' making its operand is not folded", graph_op_name(g, i),
+                     graph_op_name(g, x->def));
     }
     json_decref(root);
     if (rc) graph_numerics_free(out);

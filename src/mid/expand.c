@@ -1459,7 +1459,11 @@ static int expand_block(mx *x, const graph_block *b) {
  *     (prim.acc), then to the cast's;
  *   a bias add (a vector along the last axis) to a K-partials REDUCE's
  *     row-major result: the sum rounds to the product's dtype (prim.grad),
- *     then the bias is added. */
+ *     then the bias is added.
+ * And a scale by s > 0 whose result only a softmax reads (through a copy or
+ * not) is done by the softmax: the copy moves the unscaled values and the
+ * softmax takes exp(s * (x - max)) (prim.f[0] = s), a multiply its pass
+ * already makes room for; the plan's numerics say so (graph.h). */
 typedef struct folder {
     mid_program *p;
     int32_t *reads, *maker;
@@ -1498,6 +1502,46 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     return true;
 }
 
+static bool only_temp(const folder *f, int32_t t) {
+    const mid_tensor *mt = mid_t(f->p, t);
+    return f->reads[t] == 1 && f->maker[t] >= 0 && mt->kind == MT_TEMP && mt->alias_of < 0 && mt->stack == 1 &&
+           mt->slice_of < 0;
+}
+
+/* The scale feeding softmax prim s (directly or through one copy) folded into
+ * it; blk->v[0, n) holds the prims before s. Returns whether it folded. */
+static bool fold_prescale(folder *f, int32_t *v, int32_t *n, mid_prim *sp) {
+    mid_program *p = f->p;
+    if (sp->kind != MID_SOFTMAX || sp->f[0] != 0 || !only_temp(f, sp->in[0])) return false;
+    int32_t u = sp->in[0], via = f->maker[u], t = u;
+    if (mid_p(p, via)->kind == MID_COPY) {
+        t = mid_p(p, via)->in[0];
+        if (mid_p(p, via)->nin != 1 || !only_temp(f, t)) return false;
+    }
+    int32_t pid = f->maker[t], at = -1;
+    mid_prim *pp = mid_p(p, pid);
+    for (int32_t i = 0; i < *n; i++)
+        if (v[i] == pid) at = i;
+    if (at < 0 || pp->kind != MID_EWISE || pp->ew != MID_EW_SCALE || !(pp->f[0] > 0)) return false;
+    const mid_tensor *ma = mid_t(p, pp->in[0]), *mt = mid_t(p, t);
+    if (ma->dtype != mt->dtype || ma->scale != mt->scale || !layout_equal(&ma->lay, &mt->lay) ||
+        graph_opr(p->g, sp->origin)->in[0] != mt->value)
+        return false;
+    if (via == pid) sp->in[0] = pp->in[0];
+    else mid_p(p, via)->in[0] = pp->in[0];
+    sp->f[0] = pp->f[0];
+    memmove(&v[at], &v[at + 1], sizeof(int32_t) * (size_t)(*n - at - 1));
+    (*n)--;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < p->probes.n; i++)
+        if (p->probes.v[i].tensor != t) {
+            if (p->probes.v[i].after == pid) p->probes.v[i].after = via;
+            p->probes.v[kept++] = p->probes.v[i];
+        }
+    p->probes.n = kept;
+    return true;
+}
+
 static void fold_block(folder *f, mid_block *blk) {
     mid_program *p = f->p;
     int32_t n = 0;
@@ -1506,6 +1550,11 @@ static void fold_block(folder *f, mid_block *blk) {
         mid_prim *cp = mid_p(p, c);
         if (cp->kind == MID_REPEAT) fold_block(f, &cp->body);
         blk->v[n++] = c;
+        if (cp->kind == MID_SOFTMAX) {
+            n--; /* v[0, n): the prims before it, one of which the fold may take out */
+            fold_prescale(f, blk->v, &n, cp);
+            blk->v[n++] = c;
+        }
         if (cp->kind != MID_EWISE) continue;
         for (int k = 0; k < cp->nin; k++) {
             int32_t t = cp->in[k], pid = f->maker[t];

@@ -44,6 +44,15 @@ static void sumsq_plan(const mid_program *p, const mid_prim *pr, graph_numerics 
     }
 }
 
+/* A softmax that does the scale making its operand (expand.c's fold). */
+static void prescale_plan(const mid_program *p, const mid_prim *pr, graph_numerics *n) {
+    n->op[pr->origin].kind = OP_SOFTMAX;
+    n->op[pr->origin].prescale = pr->f[0];
+    int32_t scale = graph_val(p->g, graph_opr(p->g, pr->origin)->in[0])->def;
+    n->op[scale].kind = OP_SCALE;
+    n->op[scale].folded = true;
+}
+
 static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
     for (int32_t i = 0; i < b->n; i++) {
         const mid_prim *pr = mid_p(p, b->v[i]);
@@ -51,6 +60,7 @@ static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
         if ((pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) && graph_kind_has_gemm(origin)) gemm_plan(p, pr, n);
         else if (pr->kind == MID_REDUCE_SUM && origin == OP_REDUCE_SUM) sum_plan(p, pr, n);
         else if (pr->kind == MID_SUMSQ && origin == OP_GLOBAL_NORM_CLIP) sumsq_plan(p, pr, n);
+        else if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) prescale_plan(p, pr, n);
         else if (pr->kind == MID_REPEAT) walk(p, &pr->body, n);
     }
 }

@@ -35,6 +35,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         }
         fprintf(f, " = %s", mid_kind_names[pr->kind]);
         if (pr->kind == MID_EWISE) fprintf(f, ".%s", mid_ew_names[pr->ew]);
+        if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) fputs(".prescaled", f); /* a scale done by the softmax */
         if ((pr->kind == MID_EWISE || pr->kind == MID_LAYER_NORM) && pr->acc != DT_F32)
             fprintf(f, ".via_%s", dtype_name(pr->acc)); /* a cast done by its producer */
         if (pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) {

@@ -21,7 +21,8 @@
  *     num_gelu_erf (erff). scale is a * f[0]; cast is a.
  *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
  *     24 >= 2*11 + 2 bits, so the double rounding is innocuous).
- *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max), f32 sum in order, out = e / sum.
+ *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max) (expf(f[0] * (x - max)) with a folded
+ *     scale f[0] > 0), f32 sum in order, out = e / sum.
  *   - LAYER_NORM: mean = (f32 sum in order) / n; var = (f32 sum of (x - mean)^2 in order) / n
  *     (two passes, biased); out = (x - mean) * (1 / sqrtf(var + eps)) * gamma + beta.
  *   - SGD, ADAMW: f32 per element in the order of low.h; the bias corrections 1 - beta^step in
@@ -591,8 +592,9 @@ static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
         float mx = -INFINITY, sum = 0.0f;
         for (size_t e = 0; e < n; e++)
             if (x[e] > mx) mx = x[e];
+        float s = r->f[0]; /* a folded scale (graph.h's softmax with a prescale), else 0 */
         for (size_t e = 0; e < n; e++) {
-            x[e] = expf(x[e] - mx);
+            x[e] = s != 0 ? expf(s * (x[e] - mx)) : expf(x[e] - mx);
             sum = sum + x[e];
         }
         for (size_t e = 0; e < n; e++) x[e] = x[e] / sum;

@@ -170,6 +170,60 @@ static void clip_rows(void **state) {
     graph_free(g);
 }
 
+/* A scale folded into the softmax reading it: the scale passes its operand
+ * on, and the softmax takes exp(s * (x - max)) over the unscaled row, which
+ * is not what scaling first (rounding to f16) and then a softmax gives. The
+ * reader refuses a prescale that is not its scale's factor, or whose scale is
+ * not folded. */
+static void softmax_prescale(void **state) {
+    (void)state;
+    const char *text = "graph g\ninput %x : f16[3, 50]\n%s = scale(%x) {by = 0.3} : f16[3, 50]\n"
+                       "%p = softmax(%s) : f16[3, 50]\noutput %p\n";
+    graph *g = parse(text);
+    const char *meta = "{\"numerics\": {\"format\": \"tessel-numerics\", \"version\": 1, \"ops\": ["
+                       "{\"op\": \"s\", \"kind\": \"scale\", \"folded\": true},"
+                       "{\"op\": \"p\", \"kind\": \"softmax\", \"prescale\": 0.3}]}}";
+    float **in, **out = emulate(g, meta, &in);
+    float want[150], s = 0.3f;
+    int differs = 0;
+    for (int r = 0; r < 3; r++) {
+        const float *x = in[0] + r * 50;
+        float mx = -INFINITY, sum = 0.0f, e[50];
+        for (int k = 0; k < 50; k++) mx = x[k] > mx ? x[k] : mx;
+        for (int k = 0; k < 50; k++) sum = sum + (e[k] = expf(s * (x[k] - mx)));
+        for (int k = 0; k < 50; k++) want[r * 50 + k] = f16r(e[k] / sum);
+        /* Scaling first rounds each x * s to f16: not the same bits everywhere. */
+        float m2 = -INFINITY, sum2 = 0.0f, e2[50];
+        for (int k = 0; k < 50; k++) m2 = f16r(x[k] * s) > m2 ? f16r(x[k] * s) : m2;
+        for (int k = 0; k < 50; k++) sum2 = sum2 + (e2[k] = expf(f16r(x[k] * s) - m2));
+        for (int k = 0; k < 50; k++) differs += f16r(e2[k] / sum2) != want[r * 50 + k];
+    }
+    same_bits(out[0], want, 150, "p");
+    assert_true(differs > 0);
+    free(in[0]);
+    free(in);
+    free(out[0]);
+    free(out);
+    static const struct {
+        const char *ops, *error;
+    } bad[] = {
+        {"{\"op\": \"p\", \"kind\": \"softmax\", \"prescale\": 0.3}",
+         "op 'p' has a prescale, but the scale 's' making its operand is not folded"},
+        {"{\"op\": \"s\", \"kind\": \"scale\", \"folded\": true}, {\"op\": \"p\", \"kind\": \"softmax\", \"prescale\": 0.5}",
+         "op 'p': 'prescale' must be the positive factor of the scale making its operand"},
+        {"{\"op\": \"s\", \"kind\": \"scale\"}", "op 's': a scale's entry must say \"folded\": true"},
+    };
+    for (size_t i = 0; i < TS_COUNT(bad); i++) {
+        char m[1024];
+        snprintf(m, sizeof m, "{\"numerics\": {\"format\": \"tessel-numerics\", \"version\": 1, \"ops\": [%s]}}", bad[i].ops);
+        diag d = {0};
+        graph_numerics x;
+        assert_int_equal(graph_numerics_parse(g, m, "t.tpk", &x, &d), -1);
+        if (!strstr(d.text, bad[i].error)) fail_msg("case %zu: want '%s', got '%s'", i, bad[i].error, d.text);
+    }
+    graph_free(g);
+}
+
 /* The JSON form round-trips, and the reader refuses what does not fit. */
 static void numerics_reader(void **state) {
     (void)state;
@@ -291,7 +345,7 @@ static void observe_and_stop(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_k_partitions), cmocka_unit_test(matmul_8bit_scales_after), cmocka_unit_test(reduce_sum_blocks),
-        cmocka_unit_test(clip_rows),           cmocka_unit_test(numerics_reader),   cmocka_unit_test(observe_and_stop),
+        cmocka_unit_test(clip_rows),           cmocka_unit_test(numerics_reader),   cmocka_unit_test(softmax_prescale),   cmocka_unit_test(observe_and_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

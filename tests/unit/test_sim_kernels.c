@@ -612,7 +612,8 @@ static void ref_softmax(const low_run *r, uint8_t *const p[]) {
             if (v > mx) mx = v;
         }
         for (uint32_t i = 0; i < n; i++) {
-            e[i] = expf(ld(tx, r->scale[1], x + i * bytes_of(tx)) - mx);
+            float d = ld(tx, r->scale[1], x + i * bytes_of(tx)) - mx;
+            e[i] = r->f[0] != 0 ? expf(r->f[0] * d) : expf(d); /* f[0]: a folded scale */
             sum = sum + e[i];
         }
         for (uint32_t i = 0; i < n; i++) st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), e[i] / sum);
@@ -645,6 +646,7 @@ static void rows_case(low_kernel k) {
     int nops = low_kernel_operands[k];
     low_run r = {.kernel = (uint8_t)k, .f = {1e-5f}};
     if (k == LOW_K_LAYER_NORM) r.acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32); /* a later cast done here, or none */
+    if (k == LOW_K_SOFTMAX) r.f[0] = rnd(0, 1) ? 0.0f : (float)rnd(1, 40) / 16.0f + 0.01f; /* an earlier scale done here, or none */
     for (int i = 0; i < nops; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
