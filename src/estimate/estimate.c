@@ -289,14 +289,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
                           (uint64_t)b.n[b.nd - 1], (uint64_t)ext[rc - 2], (uint64_t)ext[rc - 1],
                           (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]), true,
                           true};
-        /* One run, or one per strip of col_run columns (the last one shorter). */
-        uint64_t cols = g.cols, strip = pr->col_run > 0 && (uint64_t)pr->col_run < cols ? (uint64_t)pr->col_run : cols;
-        uint64_t runs = 0;
-        for (uint64_t c0 = 0; c0 < cols; c0 += strip) {
-            g.cols = cols - c0 < strip ? cols - c0 : strip;
-            runs += L + machine_gemm_cycles(m, &g);
-        }
-        return box_outer(&b, 1) * runs;
+        /* As the lowering runs the block: one run, per strip, or a batch of panels. */
+        return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
     }
     case MID_EWISE: {
         layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};

@@ -286,6 +286,8 @@ static void lower_rows(lx *x, const mid_prim *pr) {
 
 /* GEMM: one run per result shard (per outer batch index beyond the kernel's
  * one batch axis); the A and B shards on the same tile are its operands. */
+static void gemm_panels(lx *x, const layout *lc, const layout *lb, size_t before, size_t end, int32_t tile);
+
 static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((ew_ctx *)vctx)->pr;
     const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
@@ -332,10 +334,14 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->stride[2][0] = sc;
         r->stride[2][1] = (int32_t)layout_axis_stride(lc, rc - 2);
     }
-    /* A run per strip of col_run columns (row-major B and C: a strip starts
-     * col_run elements further along each row). */
     size_t end = (size_t)x->out->runs.n;
     uint32_t cols = (uint32_t)(hi[rc - 1] - lo[rc - 1]), strip = (uint32_t)pr->col_run;
+    if (pr->panel_batch) {
+        gemm_panels(x, lc, lb, before, end, tile);
+        return;
+    }
+    /* A run per strip of col_run columns (row-major B and C: a strip starts
+     * col_run elements further along each row). */
     if (!strip || strip >= cols) return;
     low_run *whole = xmalloc(sizeof(low_run) * (end - before));
     memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
@@ -348,6 +354,37 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             r->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
             r->ptr[2].off += c0 * (uint32_t)lc->elem_bytes;
         }
+    free(whole);
+}
+
+/* A batch of panels (mid_gemm_plan.panel_batch): per batch entry of each
+ * run, one run over a batch of its whole 16-column panels, sharing A
+ * (stride 0), B and C 16 columns further per entry (C stays row-major); then
+ * one run for a narrower last panel. */
+static void gemm_panels(lx *x, const layout *lc, const layout *lb, size_t before, size_t end, int32_t tile) {
+    low_run *whole = xmalloc(sizeof(low_run) * (end - before));
+    memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
+    x->out->runs.n = (int32_t)before;
+    uint32_t pc = LAYOUT_AMP_OUT_COLS;
+    int32_t panel = (int32_t)(pc * (uint32_t)lc->elem_bytes);
+    for (size_t i = 0; i < end - before; i++) {
+        const low_run *w = &whole[i];
+        uint32_t full = w->n[2] / pc, tail = w->n[2] % pc;
+        for (uint32_t g = 0; g < w->n[0]; g++)
+            for (int part = 0; part < 2; part++) {
+                if (part == 0 ? full == 0 : tail == 0) continue;
+                low_run *r = new_run(x, LOW_K_GEMM, tile);
+                *r = *w;
+                r->n[0] = part == 0 ? full : 1;
+                r->n[2] = part == 0 ? pc : tail;
+                r->ptr[0].off += (uint32_t)((int64_t)g * w->stride[0][0]);
+                r->ptr[1].off += (uint32_t)((int64_t)g * w->stride[1][0] + (part ? full * pc * (uint32_t)lb->elem_bytes : 0));
+                r->ptr[2].off += (uint32_t)((int64_t)g * w->stride[2][0] + (part ? (int64_t)full * panel : 0));
+                r->stride[0][0] = 0;
+                r->stride[1][0] = part == 0 ? (int32_t)(pc * (uint32_t)lb->elem_bytes) : 0;
+                r->stride[2][0] = part == 0 ? panel : 0;
+            }
+    }
     free(whole);
 }
 

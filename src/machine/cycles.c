@@ -38,6 +38,25 @@ uint64_t machine_gemm_cycles(const machine *m, const machine_gemm *g) {
     return max_u64(amp, load);
 }
 
+uint64_t machine_gemm_block_cycles(const machine *m, const machine_gemm *g, uint64_t col_run, bool panels) {
+    machine_gemm r = *g;
+    uint64_t L = m->launch_cycles, cols = g->cols, pc = m->amp_col_panel, sum = 0;
+    if (panels) {
+        uint64_t full = cols / pc, tail = cols % pc;
+        r.cols = pc, r.batch = full;
+        if (full) sum += L + machine_gemm_cycles(m, &r);
+        r.cols = tail, r.batch = 1;
+        if (tail) sum += L + machine_gemm_cycles(m, &r);
+        return g->batch * sum;
+    }
+    uint64_t strip = col_run > 0 && col_run < cols ? col_run : cols;
+    for (uint64_t c0 = 0; c0 < cols; c0 += strip) {
+        r.cols = cols - c0 < strip ? cols - c0 : strip;
+        sum += L + machine_gemm_cycles(m, &r);
+    }
+    return sum;
+}
+
 uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes) {
     uint64_t instrs = (m->reduce_grain_instrs + (uint64_t)m->reduce_partial_instrs * partials) * lanes;
     return m->reduce_run_cycles + machine_worker_rounds(m, ceil_div(elems, m->reduce_grain_elems), instrs);

@@ -196,6 +196,12 @@ typedef struct machine_gemm {
     bool a_interleaved, b_interleaved;   /* where the operands are loaded from */
 } machine_gemm;
 uint64_t machine_gemm_cycles(const machine *m, const machine_gemm *g);
+/* A tile's GEMM block of g->cols columns for each of g->batch entries, as
+ * the lowering runs it, launches included: one run over every column, one
+ * run per strip of col_run columns (the last one narrower), or (panels: C in
+ * the AMP's panel order) per entry one run over a batch of whole 16-column
+ * panels sharing A and one run for a narrower last panel. */
+uint64_t machine_gemm_block_cycles(const machine *m, const machine_gemm *g, uint64_t col_run, bool panels);
 
 /* Summing `partials` stored partial sums of `elems` outputs: grains of
  * reduce_grain_elems over the workers, each paying setup and a step per

@@ -869,7 +869,8 @@ void mid_plan_free(mid_plan *pl) {
 
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
-           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b;
+           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b &&
+           a->panel_batch == b->panel_batch;
 }
 
 #define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
@@ -897,6 +898,9 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
     if (c->col_run < 1 || c->col_run > c->bn || (c->col_run != c->bn && c->col_run % m->amp_col_panel))
         return WHY("%lld columns per run: the whole block of %lld, or whole AMP column panels of %u", (long long)c->col_run,
                    (long long)c->bn, m->amp_col_panel);
+    if (c->panel_batch && c->col_run != c->bn)
+        return WHY("a batch of panels needs one run per block (col_run %lld = cols)", (long long)c->bn);
+    if (c->panel_batch && s->fused) return WHY("a batch of panels is not for a GEMM with an optimizer epilogue");
     if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
         return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
     if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
@@ -935,6 +939,7 @@ void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
     /* An operand lacking batch axes (a weight shared by every image) would be
      * copied per batch part, so such batches stay on one grid. */
     site->b_broadcast = tb->rank - 2 < nb || ta->rank - 2 < nb;
+    site->fused = o->kind != OP_MATMUL;
 }
 
 /* The product matmul (or a fused op) o computes: its result type, whose
@@ -1068,6 +1073,7 @@ static int expand_matmul(mx *x, const graph_op *o) {
         mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1));
         g->acc = acc;
         g->col_run = ch.col_run;
+        g->panel_batch = ch.panel_batch;
         return 0;
     }
     /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
@@ -1085,6 +1091,7 @@ static int expand_matmul(mx *x, const graph_op *o) {
     mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1));
     g->acc = acc;
     g->col_run = ch.col_run;
+    g->panel_batch = ch.panel_batch;
     layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
     snprintf(pn, sizeof pn, "%s.gathered", name);
     int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);

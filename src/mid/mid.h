@@ -117,6 +117,7 @@ typedef struct mid_prim {
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
     int64_t step;                      /* ADAMW, ADAMW_APPLY: the optimizer step */
     int64_t col_run;                   /* GEMM, GEMM_EPI: columns per kernel run */
+    bool panel_batch;                  /* GEMM: the block's whole panels as one batched run (mid_gemm_plan) */
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
@@ -159,7 +160,8 @@ typedef struct mid_program {
  * acc. Each tile's block runs as one GEMM kernel run, or as one per strip of
  * col_run columns: a run over several AMP column panels writes its rows
  * across panels and pays gemm_packed_row_cycles per row per panel, a strip
- * of one panel does not but pays its own setup. Every other op's layout
+ * of one panel does not but pays its own setup; a batch of one-panel runs
+ * sharing A (panel_batch) pays neither. Every other op's layout
  * follows from its operands (docs/lowering.md). */
 typedef struct mid_gemm_plan {
     int64_t batch_parts[LAYOUT_MAX_RANK]; /* per result batch axis */
@@ -170,6 +172,9 @@ typedef struct mid_gemm_plan {
     bool stage_b;                         /* B, a parameter, is stored spread over the grid's tiles
                                              (1/R of each block per replica tile) and copied into
                                              the grid each time the op runs, instead of stored in it */
+    bool panel_batch;                     /* one run per block (col_run = bn) as a batch of its whole
+                                             16-column panels sharing A: one setup and no packed-row
+                                             cost (a narrower last panel runs apart); not fused ops */
 } mid_gemm_plan;
 
 /* What a chooser knows of a matmul when expansion reaches it. */
@@ -182,6 +187,7 @@ typedef struct mid_gemm_site {
     bool a_param, b_param;       /* the operand is resident data (a parameter or its slice) */
     bool b_stageable;            /* B is a parameter stage_b can store apart: [K, N], not transposed */
     bool b_broadcast;            /* an operand lacks batch axes of the result */
+    bool fused;                  /* an optimizer step runs in its epilogue (GEMM_EPI) */
 } mid_gemm_site;
 
 /* The site of matmul op as the graph gives it (a_param, b_param and

@@ -42,6 +42,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
             const layout *lc = &mid_t(p, pr->out[0])->lay;
             if (pr->col_run && pr->col_run < lc->block[lc->rank - 1])
                 fprintf(f, ".strips%lld", (long long)pr->col_run);
+            if (pr->panel_batch) fputs(".panels", f);
         }
         if (pr->kind == MID_GEMM_EPI || pr->kind == MID_REDUCE_EPI) fprintf(f, ".%s", mid_epi_names[pr->epi]);
         if (pr->has_view) fputs(".view", f);

@@ -66,11 +66,7 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
     const machine *m = st->m;
     int64_t R = cdiv(s->M, c->bm), C = cdiv(s->N, c->bn), Kp = cdiv(s->K, c->bk);
     machine_gemm gm = {s->a, s->b, s->acc, (uint64_t)G, (uint64_t)c->bm, (uint64_t)c->bn, (uint64_t)c->bk, true, true};
-    double amp = 0;
-    for (int64_t c0 = 0; c0 < c->bn; c0 += c->col_run) {
-        gm.cols = (uint64_t)(c->bn - c0 < c->col_run ? c->bn - c0 : c->col_run);
-        amp += (double)(m->launch_cycles + machine_gemm_cycles(m, &gm));
-    }
+    double amp = (double)machine_gemm_block_cycles(m, &gm, (uint64_t)c->col_run, c->panel_batch);
     /* Resident operands (parameters) are loaded where they are used: only
      * computed ones are delivered. */
     double bytes_in = (double)G * ((s->a_param ? 0 : (double)c->bm * c->bk * dtype_bytes(s->a)) +
@@ -154,17 +150,20 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                 /* A grid is kept once, in its best-scored variant (variants are the local
                  * search's separate proposals): partials stored in the chain dtype or (K split,
                  * f32 chains) in f16, halving their exchange and reduction; one run per tile or
-                 * per AMP column panel; a weight stored in the grid or (rows split) staged. */
+                 * per AMP column panel, or one batch of the block's panels; a weight stored in the
+                 * grid or (rows split) staged. */
                 cand best = {.score = INFINITY};
                 for (int pv = must_f16 ? 1 : 0; pv < (Kr > 1 && s->acc == DT_F32 ? 2 : 1); pv++)
                     for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++)
-                        for (int sv = 0; sv < (s->b_stageable && Rr > 1 ? 2 : 1); sv++) {
-                            c.c.partials = pv ? DT_F16 : s->acc;
-                            c.c.col_run = rv ? m->amp_col_panel : bn;
-                            c.c.stage_b = sv;
-                            c.score = score(st, s, G, &c.c);
-                            if (c.score < best.score) best = c;
-                        }
+                        for (int ov = 0; ov < (rv == 0 && bn > m->amp_col_panel && !s->fused ? 2 : 1); ov++)
+                            for (int sv = 0; sv < (s->b_stageable && Rr > 1 ? 2 : 1); sv++) {
+                                c.c.partials = pv ? DT_F16 : s->acc;
+                                c.c.col_run = rv ? m->amp_col_panel : bn;
+                                c.c.panel_batch = ov;
+                                c.c.stage_b = sv;
+                                c.score = score(st, s, G, &c.c);
+                                if (c.score < best.score) best = c;
+                            }
                 keep(out, &best);
             }
         }
@@ -235,7 +234,10 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
 
 /* The variants of choice c one change away: the weight staged or not (rows
  * split), the other partials dtype (K split, f32 chains), the other runs per
- * tile (block wider than a panel). */
+ * tile (block wider than a panel), the block's panels batched or not (one
+ * run per block). */
+enum { SEARCH_VARIANTS = 4 }; /* the most variants() gives */
+
 static int variants(const machine *m, const graph *g, int32_t op, bool stageable, const mid_gemm_plan *c, cand *out) {
     mid_gemm_site s;
     mid_gemm_site_of(g, op, &s);
@@ -250,7 +252,12 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
     }
     if (c->bn > m->amp_col_panel) {
         out[n] = (cand){.c = *c};
-        out[n++].c.col_run = c->col_run == c->bn ? m->amp_col_panel : c->bn;
+        out[n].c.col_run = c->col_run == c->bn ? m->amp_col_panel : c->bn;
+        out[n++].c.panel_batch = false;
+    }
+    if (c->bn > m->amp_col_panel && c->col_run == c->bn && !s.fused) {
+        out[n] = (cand){.c = *c};
+        out[n++].c.panel_batch = !c->panel_batch;
     }
     return n;
 }
@@ -312,9 +319,9 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
-    eval *res = xcalloc(SEARCH_ALTERNATIVES + 3, sizeof(eval));
-    proposal *props = xcalloc(SEARCH_ALTERNATIVES + 3, sizeof(proposal));
-    cand var[3];
+    eval *res = xcalloc(SEARCH_ALTERNATIVES + SEARCH_VARIANTS, sizeof(eval));
+    proposal *props = xcalloc(SEARCH_ALTERNATIVES + SEARCH_VARIANTS, sizeof(proposal));
+    cand var[SEARCH_VARIANTS];
     while (improved && r->proposals < o->steps) {
         improved = false;
         for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
