@@ -119,8 +119,14 @@ uint64_t low_run_extent(const low_run *r, int i) {
                         : n[1] * esize(r, 0);
     case LOW_K_EWISE:
     case LOW_K_REDUCE_SUM: return boxed(r, i, LOW_MAX_BOX, esize(r, i));
-    case LOW_K_SOFTMAX: return boxed(r, i, 1, n[1] * esize(r, i));
-    case LOW_K_LAYER_NORM: return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
+    case LOW_K_SOFTMAX:
+    case LOW_K_LAYER_NORM:
+        if (i == 0 && r->stride[0][1]) { /* AMP-left panels: the last row's last panel ends the span */
+            uint64_t w = LOW_AMP_PANEL_BYTES / esize(r, 0);
+            return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[0][0] + (uint64_t)((n[1] - 1) / w) * (uint64_t)r->stride[0][1] +
+                   ((n[1] - 1) % w + 1) * esize(r, 0);
+        }
+        return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
     case LOW_K_FILL: return n[0] * esize(r, 0);
     case LOW_K_COPY: return boxed(r, i, LOW_MAX_BOX - 1, n[3]);
     case LOW_K_SGD:

@@ -47,7 +47,10 @@
  *                             for EW_CAST f[0] != 0 leaves an 8-bit result unsaturated (inf or NaN)
  *  SOFTMAX     softmax     2  per row r<n[0]: out[r][:] = softmax(x[r][:]) over n[1] elements;
  *                             ptr0 = out, ptr1 = x; rows stride[i][0] bytes apart; max and sum in f32;
- *                             f[0] > 0 is a folded scale: e = exp(f[0] * (x - max)), else exp(x - max)
+ *                             f[0] > 0 is a folded scale: e = exp(f[0] * (x - max)), else exp(x - max);
+ *                             out rows are contiguous, or with stride[0][1] != 0 AMP-left panels:
+ *                             element e at ptr0 + r*stride[0][0] + (e/w)*stride[0][1] + (e%w)*bytes,
+ *                             w = 32/bytes (LAYER_NORM's out likewise)
  *  LAYER_NORM  layer_norm  4  per row r<n[0] of n[1]: out = (x - mean) / sqrt(var + f[0]) * gamma + beta;
  *                             ptr0 = out, ptr1 = x (rows stride[i][0] apart), ptr2 = gamma, ptr3 = beta;
  *                             statistics in f32
@@ -93,8 +96,8 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
     X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)                            \
     X(REDUCE, reduce, 3, 3, 0x010, 0, LOW_P_ACC | LOW_P_GRAD)           \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
-    X(SOFTMAX, softmax, 2, 2, 0x011, 1, 0)                              \
-    X(LAYER_NORM, layer_norm, 4, 2, 0x011, 1, LOW_P_ACC)                \
+    X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
+    X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \
     X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)                        \
     X(FILL, fill, 1, 1, 0x000, 1, 0)                                    \
     X(COPY, copy, 2, 4, 0x077, 0, 0)                                    \

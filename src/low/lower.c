@@ -270,6 +270,8 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             r->stride[k][1] = r->stride[k][2] = r->stride[k][3] = 0;
         }
         if (lo->rank == 1) r->n[1] = (uint32_t)lo->dim[0];
+        /* An AMP-left result (the next GEMM's operand, expand.c's fold) is written in panels. */
+        if (lo->enc == ENC_AMP_LEFT) r->stride[0][1] = (int32_t)layout_panel_stride(lo);
     }
 }
 

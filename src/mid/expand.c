@@ -1310,7 +1310,10 @@ static int expand_repeat(mx *x, int32_t op_id) {
     if (o->ncarry > 256) return FAIL(x, "too many carried values");
     for (int32_t k = 0; k < o->ncarry; k++) {
         int32_t t0 = read(x, o->in[k]);
-        layout l = unreplicated(mid_t(x->p, t0)->lay);
+        /* Carried in the layout its first consumer in the body wants (the
+         * copy into it runs once, before the loop), else in its own. */
+        layout l = unreplicated(x->hinted && x->hinted[o->args[k]] ? x->hint[o->args[k]] : mid_t(x->p, t0)->lay);
+        l.elem_bytes = mid_t(x->p, t0)->lay.elem_bytes;
         if (l.enc != ENC_ROW_MAJOR) {
             graph_type t = vtype(x, o->in[k]);
             l = plan(x, &t, false);
@@ -1549,6 +1552,26 @@ static bool fold_prescale(folder *f, int32_t *v, int32_t *n, mid_prim *sp) {
     return true;
 }
 
+/* A copy that only changes a row kernel's result to AMP-left panels (the
+ * next GEMM's operand encoding, same partition): the SOFTMAX or LAYER_NORM
+ * writes the panels itself (low.h: stride[0][1]); watched where it lands. */
+static bool fold_panels(folder *f, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    mid_program *p = f->p;
+    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 || (pp->kind != MID_SOFTMAX && pp->kind != MID_LAYER_NORM))
+        return false;
+    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+    layout a = mt->lay, b = mu->lay;
+    if (a.enc != ENC_ROW_MAJOR || b.enc != ENC_AMP_LEFT || mu->kind != MT_TEMP || mu->alias_of >= 0 || mu->stack != 1 ||
+        mu->dtype != mt->dtype || mu->scale != mt->scale)
+        return false;
+    b.enc = ENC_ROW_MAJOR;
+    if (!layout_equal(&a, &b)) return false;
+    pp->out[0] = cp->out[0];
+    for (int32_t i = 0; i < p->probes.n; i++)
+        if (p->probes.v[i].tensor == t) p->probes.v[i].tensor = cp->out[0];
+    return true;
+}
+
 static void fold_block(folder *f, mid_block *blk) {
     mid_program *p = f->p;
     int32_t n = 0;
@@ -1562,7 +1585,7 @@ static void fold_block(folder *f, mid_block *blk) {
             fold_prescale(f, blk->v, &n, cp);
             blk->v[n++] = c;
         }
-        if (cp->kind != MID_EWISE) continue;
+        if (cp->kind != MID_EWISE && cp->kind != MID_COPY) continue;
         for (int k = 0; k < cp->nin; k++) {
             int32_t t = cp->in[k], pid = f->maker[t];
             const mid_tensor *mt = mid_t(p, t);
@@ -1572,7 +1595,7 @@ static void fold_block(folder *f, mid_block *blk) {
             bool here = false; /* the producer is earlier in this block */
             for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
             mid_prim *pp = mid_p(p, pid);
-            if (!here || !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t))) continue;
+            if (!here || !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t))) continue;
             f->maker[cp->out[0]] = pid;
             n--; /* the consumer is gone */
             for (int32_t i = 0; i < p->probes.n; i++)

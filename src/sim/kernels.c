@@ -158,6 +158,22 @@ static void opnd_write(const opnd *o, uint64_t first, size_t n, const float *src
     }
 }
 
+/* One row of n values written by a row kernel (SOFTMAX, LAYER_NORM): contiguous, or with a
+ * panel stride (stride[0][1] != 0) in AMP-left panels of 32 bytes, each panel_stride apart. */
+static void row_write(const low_run *r, const opnd *out, size_t n, const float *x) {
+    int64_t ps = r->stride[0][1];
+    if (ps == 0) {
+        opnd_write(out, 0, n, x);
+        return;
+    }
+    size_t pw = LOW_AMP_PANEL_BYTES / (size_t)dtype_bytes(out->t);
+    for (size_t e0 = 0; e0 < n; e0 += pw) {
+        opnd o = *out;
+        o.p += (int64_t)(e0 / pw) * ps;
+        opnd_write(&o, 0, n - e0 < pw ? n - e0 : pw, x + e0);
+    }
+}
+
 /* Elements per chunk of the streaming kernels: a few f32 rows that stay in L1. */
 enum { CHUNK = 512 };
 
@@ -598,7 +614,7 @@ static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
             sum = sum + x[e];
         }
         for (size_t e = 0; e < n; e++) x[e] = x[e] / sum;
-        opnd_write(&out, 0, n, x);
+        row_write(r, &out, n, x);
     }
 }
 
@@ -624,7 +640,7 @@ static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
         float rstd = 1.0f / sqrtf(sq / (float)n + eps);
         for (size_t e = 0; e < n; e++) x[e] = (x[e] - mean) * rstd * gamma[e] + beta[e];
         if (r->acc != DT_F32) num_round_buf((dtype)r->acc, 0, x, n); /* a cast done here: low.h */
-        opnd_write(&out, 0, n, x);
+        row_write(r, &out, n, x);
     }
 }
 

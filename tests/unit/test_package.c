@@ -392,7 +392,7 @@ static void test_documented_sizes(void **state) {
                   + (5 + 4 + 4 + 10)                /* fill */
                   + (5 + 1 + 16 + 3 * 10 + 6 * 4)   /* gemm: acc, n[0..4), three operands, strides [0..3][0..2) */
                   + (5 + 2 + 16 + 4 + 3 * 10 + 12 * 4) /* ewise add: op, acc, n, f[0], three operands, all strides */
-                  + (5 + 8 + 4 + 2 * 10 + 2 * 4);   /* softmax: n[0..2), f[0], two operands, stride[0..2][0] */
+                  + (5 + 8 + 4 + 2 * 10 + 3 * 4);   /* softmax: n[0..2), f[0], two operands, stride[0][0..2), stride[1][0] */
     size_t groups = 4 + 4 + 3 * 4;                 /* one group: tiles 4, 5, 6 */
     /* Tables: a u32 size per tile, then tile 3 sends two rows (8 bytes on
      * tiny), the multicast's source patched; tiles 4, 5, 6 receive it through

@@ -600,6 +600,14 @@ static void reduce_sum_random(void **state) {
 
 /* ---- SOFTMAX, LAYER_NORM ------------------------------------------------------------------ */
 
+/* Where a row kernel writes element i of row `row`: contiguous rows, or AMP-left panels of 32
+ * bytes stride[0][1] apart (low.h). */
+static uint8_t *row_out(const low_run *r, uint8_t *p0, uint32_t row, uint32_t i) {
+    size_t b = (size_t)bytes_of((dtype)r->dt[0]), w = 32 / b;
+    if (r->stride[0][1] == 0) return p0 + row * r->stride[0][0] + i * b;
+    return p0 + row * r->stride[0][0] + (i / w) * (size_t)r->stride[0][1] + (i % w) * b;
+}
+
 static void ref_softmax(const low_run *r, uint8_t *const p[]) {
     uint32_t n = r->n[1];
     float *e = malloc(n * sizeof(float));
@@ -616,7 +624,7 @@ static void ref_softmax(const low_run *r, uint8_t *const p[]) {
             e[i] = r->f[0] != 0 ? expf(r->f[0] * d) : expf(d); /* f[0]: a folded scale */
             sum = sum + e[i];
         }
-        for (uint32_t i = 0; i < n; i++) st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), e[i] / sum);
+        for (uint32_t i = 0; i < n; i++) st(to, r->scale[0], row_out(r, p[0], row, i), e[i] / sum);
     }
     free(e);
 }
@@ -637,7 +645,7 @@ static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
         for (uint32_t i = 0; i < n; i++) {
             float v = (ld(tx, r->scale[1], x + i * bytes_of(tx)) - mean) * rstd * ld(tg, r->scale[2], p[2] + i * bytes_of(tg)) +
                       ld(tb, r->scale[3], p[3] + i * bytes_of(tb));
-            st(to, r->scale[0], p[0] + row * r->stride[0][0] + i * bytes_of(to), through(r, v));
+            st(to, r->scale[0], row_out(r, p[0], row, i), through(r, v));
         }
     }
 }
@@ -653,6 +661,10 @@ static void rows_case(low_kernel k) {
     }
     r.n[0] = (uint32_t)rnd(1, 6), r.n[1] = (uint32_t)(rnd(0, 3) ? rnd(1, 80) : rnd(300, 1200));
     for (int i = 0; i < 2; i++) r.stride[i][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[i]));
+    if (rnd(0, 2) == 0) { /* the result in AMP-left panels (the next GEMM's operand): rows 32 bytes apart */
+        r.stride[0][0] = 32;
+        r.stride[0][1] = (int32_t)(32 * (r.n[0] + (uint32_t)rnd(0, 2)));
+    }
     size_t need = 256;
     for (int i = 0; i < nops; i++) need += low_run_extent(&r, i) + 64;
     image im = image_new(need);
