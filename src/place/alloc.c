@@ -14,7 +14,11 @@
  * dead. The interleaved region is reserved in whole logical elements only: a
  * buffer there owns its elements (what makes interleaved loads conflict-free),
  * except that one whose payload and tail end below loader_limit may take the
- * usable part of the last, partial element. No other gap is ever clipped. */
+ * usable part of the last, partial element. No other gap is ever clipped.
+ * A request keeps out of the memory elements of the requests it is to stay
+ * apart from (place_req.apart) where some gap lets it: the first placement
+ * orders prefer such a gap (or a later element boundary in one), and only
+ * when none of them places everything do the orders run again without. */
 #include "place.h"
 
 #include <inttypes.h>
@@ -93,18 +97,39 @@ static bool fit(const place_req *q, const region *r, uint64_t lo, uint64_t hi, u
     return false;
 }
 
-/* Best fit: the smallest gap that takes q; ties to the lower address. */
-static bool place_in(const place_req *q, const region *r, const busy *b, int32_t nb, uint64_t *at, uint64_t *res) {
-    bool found = false;
+/* Memory elements as bits (folded modulo 64 past the 64th: more conflicts, never fewer). */
+typedef struct elements {
+    uint64_t base, bytes;
+} elements;
+
+static uint64_t element_bits(const elements *e, uint64_t lo, uint64_t hi) {
+    uint64_t bits = 0;
+    for (uint64_t k = (lo - e->base) / e->bytes; k <= (hi - 1 - e->base) / e->bytes && bits != UINT64_MAX; k++) bits |= 1ull << (k % 64);
+    return bits;
+}
+
+/* Best fit: the smallest gap that takes q; ties to the lower address. With
+ * avoid (element bits q is to stay out of), a placement clear of them wins
+ * over any that is not: in each gap its start and then each later element
+ * boundary is tried. */
+static bool place_in(const place_req *q, const region *r, const busy *b, int32_t nb, const elements *el, uint64_t avoid,
+                     uint64_t *at, uint64_t *res) {
+    bool found = false, found_clear = false;
     uint64_t best_gap = UINT64_MAX, lo = r->lo;
     for (int32_t i = 0; i <= nb; i++) {
         uint64_t hi = i < nb ? b[i].lo : r->hi;
         if (hi > lo) {
             uint64_t a, rv;
-            if (fit(q, r, lo, hi, &a, &rv) && hi - lo < best_gap) {
-                best_gap = hi - lo;
-                *at = a, *res = rv;
-                found = true;
+            for (uint64_t from = lo; from < hi; from = el->base + ((from - el->base) / el->bytes + 1) * el->bytes) {
+                if (!fit(q, r, from, hi, &a, &rv)) break;
+                bool clear = avoid == 0 || (element_bits(el, a, a + rv) & avoid) == 0;
+                if ((clear && !found_clear) || (clear == found_clear && hi - lo < best_gap)) {
+                    best_gap = hi - lo;
+                    *at = a, *res = rv;
+                    found = true;
+                    found_clear = clear;
+                }
+                if (clear || avoid == 0) break; /* later in this gap is no better */
             }
         }
         if (i < nb && b[i].hi > lo) lo = b[i].hi;
@@ -186,30 +211,33 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
 #undef PUT
 }
 
-static int assign_in_order(const region *ordp, const region *ilp, const place_req *req, int32_t n, int mode, place_slot *slot,
-                           int32_t *failed, int32_t *placed, char *why, size_t cap);
+static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
+                           place_slot *slot, int32_t *failed, int32_t *placed, char *why, size_t cap);
 
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
                  char *why, size_t cap) {
     region ord, il;
     regions(m, data_base, &ord, &il);
+    elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
-    for (int mode = 0; mode < ORDERS && rc; mode++) {
+    for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
         int32_t f = -1, placed = 0;
         char w[2048];
-        rc = assign_in_order(&ord, &il, req, n, mode, slot, &f, &placed, w, sizeof w);
+        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, w, sizeof w);
         if (rc && placed > furthest) { /* explain the order that got furthest */
             furthest = placed;
             *failed = f;
-            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, ORDERS);
+            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, 2 * ORDERS);
         }
     }
     return rc;
 }
 
-static int assign_in_order(const region *ordp, const region *ilp, const place_req *req, int32_t n, int mode, place_slot *slot,
-                           int32_t *failed, int32_t *placed, char *why, size_t cap) {
+static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
+                           place_slot *slot, int32_t *failed, int32_t *placed, char *why, size_t cap) {
     region ord = *ordp, il = *ilp;
+    bool apart = mode < ORDERS;
+    mode %= ORDERS;
     order_key *order = xmalloc(sizeof(order_key) * (size_t)(n + 1));
     bool *done = xcalloc((size_t)n + 1, sizeof(bool));
     busy *b = xmalloc(sizeof(busy) * (size_t)(n + 1));
@@ -231,13 +259,17 @@ static int assign_in_order(const region *ordp, const region *ilp, const place_re
          * interleaved one on a tie; then the best-fitting gap there. */
         const region *cand[2] = {q->region != PLACE_ORDINARY ? &il : NULL, q->region != PLACE_INTERLEAVED ? &ord : NULL};
         bool ok = false;
-        uint64_t best_waste = UINT64_MAX;
+        uint64_t best_waste = UINT64_MAX, avoid = 0;
+        for (int32_t k2 = 0; apart && k2 < q->napart; k2++) {
+            int32_t j = q->apart[k2];
+            if (done[j] && overlaps_time(&req[j], q)) avoid |= element_bits(el, slot[j].addr, slot[j].addr + slot[j].reserved);
+        }
         for (int t = 0; t < 2; t++) {
             const region *r = cand[t];
             if (!r || r->hi <= r->lo) continue;
             int32_t nb = occupied(req, slot, done, n, q, r, b);
             uint64_t at, res;
-            if (place_in(q, r, b, nb, &at, &res) && res - q->payload < best_waste) {
+            if (place_in(q, r, b, nb, el, avoid, &at, &res) && res - q->payload < best_waste) {
                 best_waste = res - q->payload;
                 slot[i] = (place_slot){(uint32_t)at, res};
                 done[i] = ok = true;

@@ -105,9 +105,56 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
     return 0;
 }
 
+/* Which buffers an exchange phase sends from and which it receives into, as
+ * pairs to keep in separate memory elements (place_req.apart): a tile that
+ * reads and writes one element in a phase is slowed (sim.c). Per phase every
+ * source against every destination (a superset of the pairs some one tile
+ * has, so a preference, never a rule): buffer b's partners are
+ * edges[first[b], first[b + 1]), the returned array. */
+static int32_t *apart_lists(const low_program *lp, int32_t nb, int32_t **first) {
+    VEC(int32_t) pairs = {0};
+    arena a;
+    arena_init(&a);
+    int32_t src[64], dst[64];
+    for (int32_t s = 0; s < lp->steps.n; s++) {
+        const low_step *st = &lp->steps.v[s];
+        if (st->kind != LOW_STEP_EXCHANGE) continue;
+        int ns = 0, nd = 0;
+        for (uint32_t k = st->first; k < st->first + st->count; k++) {
+            const low_frag *f = &lp->frags.v[k];
+            int i = 0;
+            while (i < ns && src[i] != (int32_t)f->src.buf) i++;
+            if (i == ns && ns < 64) src[ns++] = (int32_t)f->src.buf;
+            int j = 0;
+            while (j < nd && dst[j] != (int32_t)f->dst.buf) j++;
+            if (j == nd && nd < 64) dst[nd++] = (int32_t)f->dst.buf;
+        }
+        for (int i = 0; i < ns; i++)
+            for (int j = 0; j < nd; j++)
+                if (src[i] != dst[j] && src[i] < nb && dst[j] < nb) {
+                    vec_push(&a, &pairs, src[i]);
+                    vec_push(&a, &pairs, dst[j]);
+                }
+    }
+    int32_t *f = xcalloc((size_t)nb + 2, sizeof(int32_t)), *fill = xcalloc((size_t)nb + 1, sizeof(int32_t));
+    for (int32_t i = 0; i < pairs.n; i++) f[pairs.v[i] + 1]++;
+    for (int32_t b = 0; b < nb; b++) f[b + 1] += f[b];
+    int32_t *edges = xmalloc(sizeof(int32_t) * ((size_t)pairs.n + 1));
+    for (int32_t i = 0; i < pairs.n; i += 2) {
+        int32_t x = pairs.v[i], y = pairs.v[i + 1];
+        edges[f[x] + fill[x]++] = y;
+        edges[f[y] + fill[y]++] = x;
+    }
+    free(fill);
+    arena_free(&a);
+    *first = f;
+    return edges;
+}
+
 /* What placement needs of each buffer: live steps, alignment, access tail
- * past its payload, and a tile that holds it (for messages). */
-static void requests(placer *p, place_req *req, int32_t *tile_of) {
+ * past its payload, the buffers to keep out of its memory elements, and a
+ * tile that holds it (for messages). */
+static void requests(placer *p, place_req *req, int32_t *tile_of, const int32_t *apart, const int32_t *apart_first) {
     const low_program *lp = p->lp;
     int32_t nb = lp->bufs.n;
     uint8_t *flags = xcalloc((size_t)nb + 1, 1);
@@ -123,7 +170,8 @@ static void requests(placer *p, place_req *req, int32_t *tile_of) {
     place_liveness(lp, flags, live);
     for (int32_t b = 0; b < nb; b++) {
         req[b] = (place_req){.name = lp->strings.v + lp->bufs.v[b].label, .payload = lp->bufs.v[b].bytes, .align = 16,
-                             .first = live[b].first, .last = live[b].last, .region = PLACE_ANY};
+                             .first = live[b].first, .last = live[b].last, .region = PLACE_ANY,
+                             .apart = apart + apart_first[b], .napart = apart_first[b + 1] - apart_first[b]};
         tile_of[b] = -1;
     }
     for (int32_t i = 0; i < lp->runs.n; i++) {
@@ -157,8 +205,9 @@ static int assign_addresses(placer *p, place_stats *st) {
     if (support(p, st, &data_base)) return -1;
     place_req *req = xmalloc(sizeof(place_req) * (size_t)(nb + 1));
     place_slot *slot = xcalloc((size_t)nb + 1, sizeof(place_slot));
-    int32_t *tile_of = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), failed = -1;
-    requests(p, req, tile_of);
+    int32_t *tile_of = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), failed = -1, *apart_first;
+    int32_t *apart = apart_lists(lp, nb, &apart_first);
+    requests(p, req, tile_of, apart, apart_first);
     char why[1536];
     int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why);
     if (rc) {
@@ -221,6 +270,8 @@ static int assign_addresses(placer *p, place_stats *st) {
     free(req);
     free(slot);
     free(tile_of);
+    free(apart);
+    free(apart_first);
     return rc;
 }
 

@@ -64,6 +64,43 @@ static void loading_boundary(void **state) {
 
 static bool overlap(const place_slot *a, const place_slot *b) { return a->addr < b->addr + b->reserved && b->addr < a->addr + a->reserved; }
 
+/* The 16 KiB memory elements a slot touches, as bits from the base. */
+static uint64_t elements_of(const machine *m, const place_slot *s) {
+    uint64_t bits = 0;
+    for (uint64_t a = s->addr; a < s->addr + s->reserved; a = (a / m->memory_element_bytes + 1) * m->memory_element_bytes)
+        bits |= 1ull << ((a - m->tile_memory_base) / m->memory_element_bytes);
+    return bits;
+}
+
+/* Two small buffers an exchange sends from and receives into (apart) pack
+ * into one memory element unless asked apart; asked, each keeps its own
+ * element where a gap allows, and where none does they still fit. */
+static void apart_elements(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[3];
+    char why[2048];
+    int32_t with_b[] = {1}, with_a[] = {0};
+    place_req r[2] = {rq("a", 4000, 0, 9, PLACE_ORDINARY), rq("b", 4000, 0, 9, PLACE_ORDINARY)};
+    assert_int_equal(assign(&m, 0x4c000, r, 2, s, why), 0);
+    assert_true((elements_of(&m, &s[0]) & elements_of(&m, &s[1])) != 0); /* best fit packs them */
+    r[0].apart = with_b, r[0].napart = 1;
+    r[1].apart = with_a, r[1].napart = 1;
+    assert_int_equal(assign(&m, 0x4c000, r, 2, s, why), 0);
+    assert_int_equal(elements_of(&m, &s[0]) & elements_of(&m, &s[1]), 0);
+    assert_false(overlap(&s[0], &s[1]));
+    /* Not live together: nothing to keep apart, they pack again. */
+    r[1].first = 10, r[1].last = 12;
+    assert_int_equal(assign(&m, 0x4c000, r, 2, s, why), 0);
+    assert_true((elements_of(&m, &s[0]) & elements_of(&m, &s[1])) != 0);
+    /* A region of one element and a bit: apart cannot hold, the placement still does. */
+    r[1].first = 0, r[1].last = 9;
+    place_req big = rq("c", 0x10000 - 9000, 0, 9, PLACE_ORDINARY);
+    place_req three[3] = {r[0], r[1], big};
+    assert_int_equal(assign(&m, 0x4c000, three, 3, s, why), 0);
+    assert_false(overlap(&s[0], &s[1]) || overlap(&s[0], &s[2]) || overlap(&s[1], &s[2]));
+}
+
 /* Two buffers live at once never share a byte; once one is dead its bytes
  * are reused. */
 static void exclusive_then_reused(void **state) {
@@ -145,6 +182,7 @@ static void random_request_sets(void **state) {
         int32_t n = 1 + (int32_t)rnd(24);
         place_req req[24];
         place_slot slot[24];
+        int32_t partner[24];
         uint32_t base = 0x4c000 + (uint32_t)rnd(8) * 1024;
         for (int32_t i = 0; i < n; i++) {
             int32_t a = (int32_t)rnd(40), b = (int32_t)rnd(40);
@@ -152,6 +190,8 @@ static void random_request_sets(void **state) {
             req[i] = rq("r", size, a < b ? a : b, a < b ? b : a, (place_region)rnd(3));
             req[i].align = 1u << rnd(7);
             req[i].tail = rnd(3) == 0 ? (uint32_t)rnd(64) : 0;
+            partner[i] = (int32_t)rnd((uint64_t)n); /* a preference to stay apart: no rule may bend for it */
+            if (set % 2) req[i].apart = &partner[i], req[i].napart = 1;
         }
         char why[2048];
         if (assign(&m, base, req, n, slot, why)) {
@@ -279,6 +319,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loading_boundary),
         cmocka_unit_test(exclusive_then_reused),
+        cmocka_unit_test(apart_elements),
         cmocka_unit_test(no_clipping_at_an_ordinary_gap),
         cmocka_unit_test(fits_only_with_the_last_partial_element),
         cmocka_unit_test(random_request_sets),
