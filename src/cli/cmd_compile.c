@@ -145,7 +145,21 @@ static json_t *sim_json(const sim_stats *st, const machine *m) {
                      "host_seconds", st->host_seconds, "kernel_seconds", st->kernel_seconds);
     json_object_set_new(j, "roofline_cycles", json_real(st->roofline_cycles));
     json_object_set_new(j, "exchange_phases", json_integer((json_int_t)st->phases));
+    json_t *kinds = json_object();
+    for (int32_t i = 0; i < st->nkinds; i++) json_object_set_new(kinds, st->kinds[i].name, json_integer((json_int_t)st->kinds[i].cycles));
+    json_object_set_new(j, "cycles_by_kind", kinds);
     return j;
+}
+
+/* The kinds of step, most cycles first (ties in order of appearance). */
+static void sorted_kinds(const sim_stats *st, int32_t *order) {
+    for (int32_t i = 0; i < st->nkinds; i++) order[i] = i;
+    for (int32_t i = 1; i < st->nkinds; i++)
+        for (int32_t k = i; k > 0 && st->kinds[order[k]].cycles > st->kinds[order[k - 1]].cycles; k--) {
+            int32_t t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
 }
 
 static void print_sim_summary(const sim_stats *st, const machine *m) {
@@ -159,6 +173,16 @@ static void print_sim_summary(const sim_stats *st, const machine *m) {
     if (st->macs)
         printf("  roofline    %.0f cycles for %.3g multiply-adds at the AMP peak: %.2fx of it\n", st->roofline_cycles,
                (double)st->macs, st->cycles / st->roofline_cycles);
+    if (st->nkinds > 0 && st->cycles > 0) {
+        int32_t order[SIM_KINDS];
+        sorted_kinds(st, order);
+        printf("  by kind    ");
+        for (int32_t i = 0; i < st->nkinds; i++) {
+            uint64_t c = st->kinds[order[i]].cycles;
+            printf("%s %s %llu (%.1f%%)", i ? "," : "", st->kinds[order[i]].name, (unsigned long long)c, 100.0 * (double)c / (double)st->cycles);
+        }
+        printf("\n");
+    }
     printf("  tiles       %d of %u used, peak %s per tile, %s exchanged\n", st->tiles_used, m->tiles, used, xb);
     printf("  host        %.2f s simulating (%.2f s in kernels)\n", st->host_seconds, st->kernel_seconds);
 }

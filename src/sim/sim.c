@@ -321,6 +321,20 @@ static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest
     s->st->events[s->st->nevents++] = e;
 }
 
+static void add_kind(sim_stats *st, const char *label, uint64_t cycles) {
+    const char *colon = strrchr(label, ':');
+    char k[sizeof st->kinds[0].name];
+    snprintf(k, sizeof k, "%s", colon ? colon + 1 : label);
+    int32_t i = 0;
+    while (i < st->nkinds && strcmp(st->kinds[i].name, k) != 0) i++;
+    if (i == st->nkinds) {
+        if (i == SIM_KINDS - 1) snprintf(k, sizeof k, "other"); /* the last slot gathers the rest */
+        if (i < SIM_KINDS) snprintf(st->kinds[st->nkinds++].name, sizeof k, "%s", k);
+        else i = SIM_KINDS - 1;
+    }
+    st->kinds[i].cycles += cycles;
+}
+
 static void execute(sim *s, const sim_options *o) {
     const low_step *steps = s->p->prog.steps.v;
     uint32_t n = (uint32_t)s->p->prog.steps.n;
@@ -368,6 +382,7 @@ static void execute(sim *s, const sim_options *o) {
             s->st->exchange_cycles += cyc;
             break;
         }
+        add_kind(s->st, s->p->prog.strings.v + st->label, cyc);
         if (o->trace) record(s, st, cyc, busiest, &cap);
         if (o->probe) fire_probes(s, i, iters, depth);
         s->st->cycles += cyc;

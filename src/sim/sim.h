@@ -36,6 +36,8 @@ typedef struct sim_event {
     uint32_t busiest_tile; /* the tile that set the duration */
 } sim_event;
 
+enum { SIM_KINDS = 16 };
+
 typedef struct sim_stats {
     uint64_t cycles;           /* total */
     uint64_t compute_cycles;   /* of which compute sets */
@@ -52,6 +54,14 @@ typedef struct sim_stats {
     double kernel_seconds;     /* of which compute sets */
     sim_event *events;         /* malloc'd, one per step executed (with trace on) */
     int64_t nevents;
+    /* Cycles per kind of step, the part of each step's label after its ':'
+     * (gemm, exchange, softmax, ...), in order of first appearance; the
+     * last slot gathers whatever kinds did not fit. */
+    struct {
+        char name[16];
+        uint64_t cycles;
+    } kinds[SIM_KINDS];
+    int32_t nkinds;
 } sim_stats;
 
 typedef struct sim_options {
