@@ -599,7 +599,7 @@ static int expand_reshape(mx *x, const graph_op *o) {
     src.elem_bytes = dtype_bytes(it.dtype);
     if (!reshape_alias(&src, &it, &ot, &l)) {
         /* A copy is needed: into the layout whose alias its consumer wants, or else spread. */
-        if (!x->hinted || !x->hinted[o->out[0]] || !reshape_back(&x->hint[o->out[0]], &it, &ot, &src))
+        if (!x->hinted[o->out[0]] || !reshape_back(&x->hint[o->out[0]], &it, &ot, &src))
             src = reshape_source(x, &it, &ot);
         bool ok = reshape_alias(&src, &it, &ot, &l);
         TS_ASSERT(ok);
@@ -622,7 +622,7 @@ static layout_view view_shift(int rank, const int64_t *off) {
 static int expand_move(mx *x, const graph_op *o) {
     graph_type ot = vtype(x, o->out[0]);
     layout l = plan(x, &ot, false);
-    if (o->kind == OP_TRANSPOSE && x->hinted && x->hinted[o->out[0]]) {
+    if (o->kind == OP_TRANSPOSE && x->hinted[o->out[0]]) {
         l = x->hint[o->out[0]];
         l.elem_bytes = dtype_bytes(ot.dtype);
     }
@@ -634,7 +634,7 @@ static int expand_move(mx *x, const graph_op *o) {
         layout_view v = layout_view_identity(rank);
         for (int i = 0; i < rank; i++) v.axis[i] = (int32_t)o->attr[ATTR_PERM].ints.v[i];
         int32_t in = x->vt[o->in[0]];
-        if (in >= 0 && !mid_t(x->p, in)->placed && x->hinted && x->hinted[o->in[0]]) {
+        if (in >= 0 && !mid_t(x->p, in)->placed && x->hinted[o->in[0]]) {
             layout h = x->hint[o->in[0]];
             place(x, in, &h);
         }
@@ -1312,7 +1312,7 @@ static int expand_repeat(mx *x, int32_t op_id) {
         int32_t t0 = read(x, o->in[k]);
         /* Carried in the layout its first consumer in the body wants (the
          * copy into it runs once, before the loop), else in its own. */
-        layout l = unreplicated(x->hinted && x->hinted[o->args[k]] ? x->hint[o->args[k]] : mid_t(x->p, t0)->lay);
+        layout l = unreplicated(x->hinted[o->args[k]] ? x->hint[o->args[k]] : mid_t(x->p, t0)->lay);
         l.elem_bytes = mid_t(x->p, t0)->lay.elem_bytes;
         if (l.enc != ENC_ROW_MAJOR) {
             graph_type t = vtype(x, o->in[k]);
@@ -1512,6 +1512,18 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     return true;
 }
 
+/* A folded temporary t is watched no more; probes watching after prim
+ * `gone` (removed) are watched after `now`. */
+static void drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now) {
+    int32_t kept = 0;
+    for (int32_t i = 0; i < p->probes.n; i++)
+        if (p->probes.v[i].tensor != t) {
+            if (p->probes.v[i].after == gone) p->probes.v[i].after = now;
+            p->probes.v[kept++] = p->probes.v[i];
+        }
+    p->probes.n = kept;
+}
+
 static bool only_temp(const folder *f, int32_t t) {
     const mid_tensor *mt = mid_t(f->p, t);
     return f->reads[t] == 1 && f->maker[t] >= 0 && mt->kind == MT_TEMP && mt->alias_of < 0 && mt->stack == 1 &&
@@ -1542,13 +1554,7 @@ static bool fold_prescale(folder *f, int32_t *v, int32_t *n, mid_prim *sp) {
     sp->f[0] = pp->f[0];
     memmove(&v[at], &v[at + 1], sizeof(int32_t) * (size_t)(*n - at - 1));
     (*n)--;
-    int32_t kept = 0;
-    for (int32_t i = 0; i < p->probes.n; i++)
-        if (p->probes.v[i].tensor != t) {
-            if (p->probes.v[i].after == pid) p->probes.v[i].after = via;
-            p->probes.v[kept++] = p->probes.v[i];
-        }
-    p->probes.n = kept;
+    drop_probes(p, t, pid, via);
     return true;
 }
 
@@ -1588,9 +1594,7 @@ static void fold_block(folder *f, mid_block *blk) {
         if (cp->kind != MID_EWISE && cp->kind != MID_COPY) continue;
         for (int k = 0; k < cp->nin; k++) {
             int32_t t = cp->in[k], pid = f->maker[t];
-            const mid_tensor *mt = mid_t(p, t);
-            if (f->reads[t] != 1 || pid < 0 || mt->kind != MT_TEMP || mt->alias_of >= 0 || mt->stack != 1 || mt->slice_of >= 0)
-                continue;
+            if (!only_temp(f, t)) continue;
             if (cp->nin == 2 && cp->in[0] == cp->in[1]) continue;
             bool here = false; /* the producer is earlier in this block */
             for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
@@ -1598,12 +1602,7 @@ static void fold_block(folder *f, mid_block *blk) {
             if (!here || !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t))) continue;
             f->maker[cp->out[0]] = pid;
             n--; /* the consumer is gone */
-            for (int32_t i = 0; i < p->probes.n; i++)
-                if (p->probes.v[i].after == c) p->probes.v[i].after = pid;
-            int32_t kept = 0;
-            for (int32_t i = 0; i < p->probes.n; i++)
-                if (p->probes.v[i].tensor != t) p->probes.v[kept++] = p->probes.v[i];
-            p->probes.n = kept;
+            drop_probes(p, t, c, pid);
             break;
         }
     }
@@ -1654,10 +1653,10 @@ static int expand_pass(const graph *g, const machine *m, mid_plan *pl, mid_progr
         if (!mid_t(out, t)->placed && mid_t(out, t)->value >= 0 && mid_t(out, t)->slice_of < 0 && mid_t(out, t)->stack == 1)
             read(&x, mid_t(out, t)->value);
     if (x.err) rc = -1;
-    if (rc == 0 && recording) pull_hints(&x);
+    if (rc == 0 && recording) pull_hints(&x); /* the first pass's program is dropped unfolded */
     free(x.vt);
     free(x.epi_of);
-    if (rc == 0) fold_consumers(out);
+    if (rc == 0 && !recording) fold_consumers(out);
     if (rc) mid_free(out);
     return rc;
 }
