@@ -113,7 +113,7 @@ static uint64_t element_bits(const elements *e, uint64_t lo, uint64_t hi) {
  * over any that is not: in each gap its start and then each later element
  * boundary is tried. */
 static bool place_in(const place_req *q, const region *r, const busy *b, int32_t nb, const elements *el, uint64_t avoid,
-                     uint64_t *at, uint64_t *res) {
+                     uint64_t *at, uint64_t *res, bool *is_clear) {
     bool found = false, found_clear = false;
     uint64_t best_gap = UINT64_MAX, lo = r->lo;
     for (int32_t i = 0; i <= nb; i++) {
@@ -134,6 +134,7 @@ static bool place_in(const place_req *q, const region *r, const busy *b, int32_t
         }
         if (i < nb && b[i].hi > lo) lo = b[i].hi;
     }
+    *is_clear = found_clear;
     return found;
 }
 
@@ -260,6 +261,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
         const region *cand[2] = {q->region != PLACE_ORDINARY ? &il : NULL, q->region != PLACE_INTERLEAVED ? &ord : NULL};
         bool ok = false;
         uint64_t best_waste = UINT64_MAX, avoid = 0;
+        bool best_clear = false;
         for (int32_t k2 = 0; apart && k2 < q->napart; k2++) {
             int32_t j = q->apart[k2];
             if (done[j] && overlaps_time(&req[j], q)) avoid |= element_bits(el, slot[j].addr, slot[j].addr + slot[j].reserved);
@@ -269,8 +271,11 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
             if (!r || r->hi <= r->lo) continue;
             int32_t nb = occupied(req, slot, done, n, q, r, b);
             uint64_t at, res;
-            if (place_in(q, r, b, nb, el, avoid, &at, &res) && res - q->payload < best_waste) {
+            bool clear;
+            if (place_in(q, r, b, nb, el, avoid, &at, &res, &clear) &&
+                ((clear && !best_clear) || (clear == best_clear && res - q->payload < best_waste))) {
                 best_waste = res - q->payload;
+                best_clear = clear;
                 slot[i] = (place_slot){(uint32_t)at, res};
                 done[i] = ok = true;
             }

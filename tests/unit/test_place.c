@@ -99,6 +99,19 @@ static void apart_elements(void **state) {
     place_req three[3] = {r[0], r[1], big};
     assert_int_equal(assign(&m, 0x4c000, three, 3, s, why), 0);
     assert_false(overlap(&s[0], &s[1]) || overlap(&s[0], &s[2]) || overlap(&s[1], &s[2]));
+    /* A clear gap in the other region beats a tighter fit sharing an
+     * element: the two fill the ordinary region together, sharing one of
+     * its elements; kept apart, one of them takes interleaved elements
+     * instead, though it wastes more there. */
+    place_req two[2] = {rq("a", 0x10000 - 3000, 0, 9, PLACE_ANY), rq("b", 2000, 0, 9, PLACE_ANY)};
+    assert_int_equal(assign(&m, 0x4c000, two, 2, s, why), 0);
+    assert_true(s[0].addr < IB && s[1].addr < IB);
+    assert_true((elements_of(&m, &s[0]) & elements_of(&m, &s[1])) != 0);
+    two[0].apart = with_b, two[0].napart = 1;
+    two[1].apart = with_a, two[1].napart = 1;
+    assert_int_equal(assign(&m, 0x4c000, two, 2, s, why), 0);
+    assert_true((s[0].addr >= IB) != (s[1].addr >= IB));
+    assert_int_equal(elements_of(&m, &s[0]) & elements_of(&m, &s[1]), 0);
 }
 
 /* Two buffers live at once never share a byte; once one is dead its bytes
