@@ -759,6 +759,23 @@ static void pull_hints(mx *x) {
             x->hinted[in] = changed = true;
         }
     }
+    /* An add's result layout is its operands' (follow), so what it asked of
+     * a matmul result it adds to (a bias, a residual) was its own layout:
+     * the result is wanted where the sum is. */
+    for (int32_t i = x->g->ops.n - 1; i >= 0; i--) {
+        const graph_op *o = graph_opr(x->g, i);
+        if (o->kind != OP_ADD || !x->hinted[o->out[0]]) continue;
+        graph_type ot = vtype(x, o->out[0]);
+        for (int32_t k = 0; k < o->nin; k++) {
+            int32_t in = o->in[k];
+            const graph_value *gv = graph_val(x->g, in);
+            graph_type it = vtype(x, in);
+            if (gv->is_arg || gv->def < 0 || graph_opr(x->g, gv->def)->kind != OP_MATMUL || !same_dims(&it, &ot))
+                continue;
+            x->hint[in] = x->hint[o->out[0]];
+            x->hinted[in] = true;
+        }
+    }
 }
 
 /* ---- matmul ---------------------------------------------------------------------- */
@@ -870,7 +887,7 @@ void mid_plan_free(mid_plan *pl) {
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
            a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b &&
-           a->panel_batch == b->panel_batch;
+           a->panel_batch == b->panel_batch && a->sum_at_consumer == b->sum_at_consumer;
 }
 
 #define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
@@ -901,6 +918,8 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
     if (c->panel_batch && c->col_run != c->bn)
         return WHY("a batch of panels needs one run per block (col_run %lld = cols)", (long long)c->bn);
     if (c->panel_batch && s->fused) return WHY("a batch of panels is not for a GEMM with an optimizer epilogue");
+    if (c->sum_at_consumer && (kp == 1 || s->fused))
+        return WHY("partials summed where the result is wanted need a K split and no optimizer epilogue");
     if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
         return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
     if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
@@ -1013,6 +1032,44 @@ static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, 
     return l;
 }
 
+/* A K-split GEMM sums its partials where its result's consumer wants it
+ * (consumer layouts, above: a reshape whose alias that is, through a bias
+ * add) when that spreads the sum at least as thin as the grid's own rows:
+ * row-major, no replicas, no more elements on a tile. The partials then
+ * cross the exchange once, straight into it. */
+static bool reduce_where_wanted(const mx *x, int32_t v, layout *lc) {
+    if (!x->hinted[v]) return false;
+    layout h = x->hint[v];
+    if (h.enc != ENC_ROW_MAJOR || h.nrep != 0 || h.rank != lc->rank) return false;
+    int64_t mine = 1, grid = 1;
+    for (int a = 0; a < h.rank; a++) {
+        if (h.dim[a] != lc->dim[a]) return false;
+        mine *= h.block[a];
+        grid *= lc->block[a];
+    }
+    h.elem_bytes = lc->elem_bytes;
+    if (mine > grid || layout_check(&h, (int32_t)x->m->tiles, &(diag){0}) != 0) return false;
+    *lc = h;
+    return true;
+}
+
+/* Kp partials of every element of lc, whole on its tile: [Kp, lc...]. */
+static layout gathered_over(const layout *lc, int64_t kp, int es) {
+    layout q = *lc;
+    q.rank = lc->rank + 1;
+    q.elem_bytes = es;
+    q.dim[0] = q.block[0] = kp;
+    q.parts[0] = 1;
+    q.tile_stride[0] = 0;
+    for (int a = 0; a < lc->rank; a++) {
+        q.dim[a + 1] = lc->dim[a];
+        q.parts[a + 1] = lc->parts[a];
+        q.block[a + 1] = lc->block[a];
+        q.tile_stride[a + 1] = lc->tile_stride[a];
+    }
+    return q;
+}
+
 /* matmul, or the GEMM of a fused op, whose result then goes to its
  * optimizer epilogue instead of a tensor. */
 static int expand_matmul(mx *x, const graph_op *o) {
@@ -1093,10 +1150,11 @@ static int expand_matmul(mx *x, const graph_op *o) {
     g->col_run = ch.col_run;
     g->panel_batch = ch.panel_batch;
     layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
+    layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
+    if (ch.sum_at_consumer && reduce_where_wanted(x, o->out[0], &lc)) lq = gathered_over(&lc, gp.Kp, dtype_bytes(pdt));
     snprintf(pn, sizeof pn, "%s.gathered", name);
     int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);
     emit_copy(x, part, gath, NULL);
-    layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
     if (fused) return expand_epilogue(x, o, MID_REDUCE_EPI, &gath, 1, &lc, acc, 0);
     int32_t out = result(x, o->out[0], &lc);
     mid_p(x->p, emit(x, MID_REDUCE, &gath, 1, &out, 1))->acc = acc;

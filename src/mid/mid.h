@@ -175,6 +175,10 @@ typedef struct mid_gemm_plan {
     bool panel_batch;                     /* one run per block (col_run = bn) as a batch of its whole
                                              16-column panels sharing A: one setup and no packed-row
                                              cost (a narrower last panel runs apart); not fused ops */
+    bool sum_at_consumer;                 /* K split, not fused: the partials are summed in the layout
+                                             the result's consumer wants (docs/lowering.md, "Consumer
+                                             layouts") where that spreads the sum at least as thin as
+                                             the grid's rows, instead of in the grid's rows */
 } mid_gemm_plan;
 
 /* What a chooser knows of a matmul when expansion reaches it. */

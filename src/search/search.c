@@ -141,6 +141,7 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                 c.c.bm = sub * Kr; /* may pass M when M < Kp: the layouts store only rows that exist */
                 c.c.bn = bn;
                 c.c.bk = bk;
+                c.c.sum_at_consumer = Kr > 1 && !s->fused;
                 if (cdiv(M, c.c.bm) * Cr * Kr > left) continue;
                 /* Partials in the chain dtype, unless that leaves the tile no room: then f16, as the
                  * IPU's AMP writes them (each tile's chain stays in acc). */
@@ -235,8 +236,9 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
 /* The variants of choice c one change away: the weight staged or not (rows
  * split), the other partials dtype (K split, f32 chains), the other runs per
  * tile (block wider than a panel), the block's panels batched or not (one
- * run per block). */
-enum { SEARCH_VARIANTS = 4 }; /* the most variants() gives */
+ * run per block), the partials summed where the result is wanted or in the
+ * grid's rows (K split, not fused). */
+enum { SEARCH_VARIANTS = 5 }; /* the most variants() gives */
 
 static int variants(const machine *m, const graph *g, int32_t op, bool stageable, const mid_gemm_plan *c, cand *out) {
     mid_gemm_site s;
@@ -258,6 +260,10 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
     if (c->bn > m->amp_col_panel && c->col_run == c->bn && !s.fused) {
         out[n] = (cand){.c = *c};
         out[n++].c.panel_batch = !c->panel_batch;
+    }
+    if (cdiv(s.K, c->bk) > 1 && !s.fused) {
+        out[n] = (cand){.c = *c};
+        out[n++].c.sum_at_consumer = !c->sum_at_consumer;
     }
     return n;
 }
