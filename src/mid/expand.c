@@ -816,8 +816,8 @@ static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, cons
             break;
         case 'm':
             has_m = true;
-            /* bm is a multiple of the K parts (each takes bm / Kp rows of the
-             * reduction); a single row block need not store more than M rows. */
+            /* After a K split each tile sums ceil(bm / Kp) rows, cut over all
+             * M rows; a single row block need not store more than M rows. */
             l.block[i] = min64(m_fine ? gp->sub : gp->bm, dim[i]);
             l.parts[i] = cdiv(dim[i], l.block[i]);
             l.tile_stride[i] = m_fine ? 1 : sm;
@@ -902,14 +902,12 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
         tiles *= c->batch_parts[j];
     }
     int64_t kp = cdiv(s->K, c->bk < 1 ? 1 : c->bk);
-    /* A row block is a multiple of the K parts, so it may pass M when M is smaller. */
+    /* Older plans rounded a row block up to a multiple of the K parts, so it may pass M. */
     if (c->bm < 1 || c->bm > round_up(s->M, kp) || c->bn < 1 || c->bn > s->N || c->bk < 1 || c->bk > s->K)
         return WHY("blocks %lldx%lldx%lld outside the %lldx%lldx%lld product", (long long)c->bm, (long long)c->bn,
                    (long long)c->bk, (long long)s->M, (long long)s->N, (long long)s->K);
     if (c->bk != s->K && c->bk % m->amp_k_block)
         return WHY("K block %lld is not whole AMP K blocks of %u", (long long)c->bk, m->amp_k_block);
-    if (kp > 1 && c->bm % kp)
-        return WHY("row block %lld is not a multiple of the %lld K parts", (long long)c->bm, (long long)kp);
     tiles *= cdiv(s->M, c->bm) * cdiv(s->N, c->bn) * kp;
     if (tiles > m->tiles) return WHY("the grid needs %lld tiles, the machine has %u", (long long)tiles, m->tiles);
     if (c->col_run < 1 || c->col_run > c->bn || (c->col_run != c->bn && c->col_run % m->amp_col_panel))
@@ -987,7 +985,7 @@ static int gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
     for (int j = 0; j < nb; j++) gp->gp[j] = ch->batch_parts[j];
     gp->bm = ch->bm, gp->bn = ch->bn, gp->bk = ch->bk;
     gp->R = cdiv(M, gp->bm), gp->C = cdiv(N, gp->bn), gp->Kp = cdiv(K, gp->bk);
-    gp->sub = gp->bm / gp->Kp;
+    gp->sub = cdiv(gp->bm, gp->Kp);
     int64_t per_batch = gp->R * gp->C * gp->Kp;
     for (int j = nb - 1, s = 1; j >= 0; j--) {
         gp->gstride[j] = (int32_t)(per_batch * s);

@@ -156,7 +156,8 @@ typedef struct mid_program {
  * and per batch block a (rows, columns, K) grid of blocks bm x bn x bk. With
  * K cut into Kp = ceil(K / bk) parts every tile writes partial sums, stored
  * in `partials`, which an exchange gathers so each tile holds all Kp of a
- * row block of bm / Kp rows (bm is a multiple of Kp), summed in the op's
+ * finer row block of ceil(bm / Kp) rows (over all M rows, so one may take
+ * rows of two grid blocks), summed in the op's
  * acc. Each tile's block runs as one GEMM kernel run, or as one per strip of
  * col_run columns: a run over several AMP column panels writes its rows
  * across panels and pays gemm_packed_row_cycles per row per panel, a strip
@@ -215,7 +216,7 @@ void mid_plan_init(mid_plan *pl, const graph *g);
 void mid_plan_copy(mid_plan *dst, const mid_plan *src);
 void mid_plan_free(mid_plan *pl);
 /* Whether choice c is a grid expansion can build for site s on m (blocks
- * within the dims, bm a multiple of Kp, K blocks whole AMP blocks, the grid
+ * within the dims, K blocks whole AMP blocks, the grid
  * within the machine's tiles); when not, *why says what is wrong. */
 bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap);
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b); /* field by field */

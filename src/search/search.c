@@ -81,7 +81,7 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
         uint64_t lanes = dtype_bytes(c->partials) > 2 || dtype_bytes(s->out) > 2 ? 2 : 1;
         cost += part * (double)(Kp - 1) / (double)Kp / m->exchange_bytes_per_cycle + m->sync_cycles +
                 m->exchange_latency_cycles +
-                (double)machine_reduce_cycles(m, (uint64_t)Kp, (uint64_t)(G * (c->bm / Kp) * c->bn), lanes);
+                (double)machine_reduce_cycles(m, (uint64_t)Kp, (uint64_t)(G * cdiv(c->bm, Kp) * c->bn), lanes);
     }
     int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param && !c->stage_b ? st->min_pieces : 1;
     int64_t short_b = pieces_b - C * Kp, short_a = pieces_a - R * Kp;
@@ -136,9 +136,9 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                 if (bk > K) bk = K;
                 if (bk == prev_k) continue;
                 prev_k = bk;
-                int64_t Kr = cdiv(K, bk), sub = cdiv(bm0, Kr);
+                int64_t Kr = cdiv(K, bk);
                 cand c = {.c = base};
-                c.c.bm = sub * Kr; /* may pass M when M < Kp: the layouts store only rows that exist */
+                c.c.bm = bm0; /* the K reduction takes ceil(bm0 / Kp) rows a tile */
                 c.c.bn = bn;
                 c.c.bk = bk;
                 c.c.sum_at_consumer = Kr > 1 && !s->fused;
