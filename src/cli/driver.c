@@ -95,7 +95,7 @@ static int build_package(const graph *g, const graph *gc, const machine *m, cons
     if (rc == 0) {
         /* Supersteps: independent copies share exchange phases. */
         int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low.steps.n + 1));
-        info->phases_merged = place_schedule(&low, &la, &sched, step_map);
+        info->steps_merged = place_schedule(&low, &la, &sched, step_map);
         for (int32_t i = 0; i < mid.prims.n; i++) {
             if (prim_steps[i].first >= 0) prim_steps[i].first = step_map[prim_steps[i].first];
             if (prim_steps[i].last >= 0) prim_steps[i].last = step_map[prim_steps[i].last];

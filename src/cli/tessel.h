@@ -34,7 +34,7 @@ typedef struct compile_info {
     place_stats place;
     int64_t prims;            /* mid prims, repeat bodies once */
     int64_t steps, runs, frags;
-    int32_t phases_merged;    /* exchange phases the schedule merged into earlier ones */
+    int32_t steps_merged;     /* exchange phases and copy steps the schedule merged into earlier ones */
     double seconds;           /* compile wall time */
     double search_seconds, lower_seconds, place_seconds;
     search_result search;     /* the plan search: finalists, steps, estimate */

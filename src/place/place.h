@@ -26,10 +26,11 @@
 
 /* The supersteps: lp with every exchange phase that can join the nearest
  * phase before it merged into that one (its sources ready, its destinations
- * free; never across a REPEAT or an END). out shares lp's runs, buffers and
- * strings; its steps and fragments are new, in arena a. step_map (lp's
- * step count) receives each old step's new index (a merged phase: the one
- * it joined). Returns the number of phases merged away. */
+ * free; never across a REPEAT or an END), and every step of on-tile copies
+ * that then follows another joined to it (each tile's runs in order). out
+ * shares lp's buffers and strings; its steps, runs and fragments are new, in
+ * arena a. step_map (lp's step count) receives each old step's new index (a
+ * merged step: the one it joined). Returns the number of steps merged away. */
 int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map);
 
 /* ---- liveness.c ------------------------------------------------------- */

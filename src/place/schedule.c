@@ -7,7 +7,9 @@
  * nor writes what that one writes. Every fragment of a phase reads the
  * memory as it was before the phase, so the merged phase computes what the
  * two did. Buffers are compared before placement, by id. Repeat bodies keep
- * their structure: nothing moves across a REPEAT or an END. */
+ * their structure: nothing moves across a REPEAT or an END. Then a step of
+ * on-tile copies joins the copy step right before it (compute never reads
+ * another tile, so a tile's runs in order are all that matters). */
 #include "place.h"
 
 #include <stdlib.h>
@@ -61,6 +63,40 @@ static void accesses(const low_program *lp, const low_step *st, bufset *reads, b
     }
 }
 
+static bool only_copies(const low_program *lp, const low_step *st) {
+    for (uint32_t k = st->first; k < st->first + st->count; k++)
+        if (lp->runs.v[k].kernel != LOW_K_COPY) return false;
+    return st->count > 0;
+}
+
+typedef struct run_key {
+    uint32_t tile, order;
+} run_key;
+
+static int cmp_run_key(const void *x, const void *y) {
+    const run_key *p = x, *q = y;
+    if (p->tile != q->tile) return p->tile < q->tile ? -1 : 1;
+    return p->order < q->order ? -1 : p->order > q->order;
+}
+
+/* Appends step st's runs (of lp) to out's last step, then regroups that
+ * step's runs by tile, each tile's in the order they ran: its earlier
+ * step's first. */
+static void join_runs(arena *a, low_program *out, const low_program *lp, const low_step *st) {
+    low_step *last = &out->steps.v[out->steps.n - 1];
+    for (uint32_t k = st->first; k < st->first + st->count; k++) vec_push(a, &out->runs, lp->runs.v[k]);
+    last->count += st->count;
+    low_run *r = out->runs.v + last->first;
+    run_key *key = xmalloc(sizeof(run_key) * (size_t)(last->count + 1));
+    low_run *tmp = xmalloc(sizeof(low_run) * (size_t)(last->count + 1));
+    for (uint32_t k = 0; k < last->count; k++) key[k] = (run_key){r[k].tile, k};
+    qsort(key, last->count, sizeof(run_key), cmp_run_key);
+    for (uint32_t k = 0; k < last->count; k++) tmp[k] = r[key[k].order];
+    memcpy(r, tmp, sizeof(low_run) * last->count);
+    free(tmp);
+    free(key);
+}
+
 int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map) {
     int32_t n = lp->steps.n;
     sstep *s = xcalloc((size_t)n + 1, sizeof(sstep));
@@ -94,13 +130,17 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes) || meets(&s[j].writes, &q->reads)) break;
         }
     }
-    /* The new program: surviving steps in order, fragments regrouped. */
+    /* The new program: surviving steps in order, fragments regrouped. A
+     * step of on-tile copies right after another (the copies of phases that
+     * merged) joins it: each tile runs its runs in order, so the two compute
+     * what they did apart, in the slower tile's time rather than the sum of
+     * two. Runs are regrouped by tile, as a step keeps them. */
     memset(out, 0, sizeof *out);
-    out->runs = lp->runs;
     out->dst_tiles = lp->dst_tiles;
     out->bufs = lp->bufs;
     out->strings = lp->strings;
     int32_t *new_index = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    bool prev_copies = false;
     for (int32_t i = 0; i < n; i++) {
         if (s[i].into >= 0) {
             new_index[i] = new_index[s[i].into];
@@ -112,6 +152,19 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             st.count = (uint32_t)s[i].frags.n;
             for (int32_t f = 0; f < s[i].frags.n; f++) vec_push(a, &out->frags, lp->frags.v[s[i].frags.v[f]]);
         }
+        bool copies = st.kind == LOW_STEP_COMPUTE && only_copies(lp, &st);
+        if (copies && prev_copies) {
+            join_runs(a, out, lp, &st);
+            new_index[i] = out->steps.n - 1;
+            merged++;
+            continue;
+        }
+        if (st.kind == LOW_STEP_COMPUTE) {
+            uint32_t first = (uint32_t)out->runs.n;
+            for (uint32_t k = st.first; k < st.first + st.count; k++) vec_push(a, &out->runs, lp->runs.v[k]);
+            st.first = first;
+        }
+        prev_copies = copies;
         new_index[i] = out->steps.n;
         vec_push(a, &out->steps, st);
     }
