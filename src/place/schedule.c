@@ -97,6 +97,25 @@ static void join_runs(arena *a, low_program *out, const low_program *lp, const l
     free(key);
 }
 
+/* The joined step's label names every op it runs copies of, "a+b:copy"
+ * (each once, in order), so a trace still says whose copies they are. */
+static void join_label(arena *a, low_program *out, uint32_t label) {
+    low_step *last = &out->steps.v[out->steps.n - 1];
+    char both[640], mine[256], theirs[256];
+    snprintf(mine, sizeof mine, "%s", out->strings.v + last->label);
+    snprintf(theirs, sizeof theirs, "%s", out->strings.v + label);
+    char *c = strrchr(mine, ':'), *d = strrchr(theirs, ':');
+    if (!c || !d || strcmp(c, d) != 0) return;
+    *c = *d = 0;
+    size_t n = strlen(theirs);
+    for (const char *p = mine; (p = strstr(p, theirs)) != NULL; p += n)
+        if ((p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+')) return; /* named already */
+    snprintf(both, sizeof both, "%s+%s:%s", mine, theirs, c + 1);
+    last->label = (uint32_t)out->strings.n;
+    for (const char *p = both; *p; p++) vec_push(a, &out->strings, *p);
+    vec_push(a, &out->strings, '\0');
+}
+
 int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map) {
     int32_t n = lp->steps.n;
     sstep *s = xcalloc((size_t)n + 1, sizeof(sstep));
@@ -155,6 +174,7 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
         bool copies = st.kind == LOW_STEP_COMPUTE && only_copies(lp, &st);
         if (copies && prev_copies) {
             join_runs(a, out, lp, &st);
+            join_label(a, out, st.label);
             new_index[i] = out->steps.n - 1;
             merged++;
             continue;
