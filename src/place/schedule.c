@@ -108,6 +108,7 @@ static void join_label(arena *a, low_program *out, uint32_t label) {
     if (!c || !d || strcmp(c, d) != 0) return;
     *c = *d = 0;
     size_t n = strlen(theirs);
+    if (n == 0 || !*mine) return;
     for (const char *p = mine; (p = strstr(p, theirs)) != NULL; p += n)
         if ((p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+')) return; /* named already */
     snprintf(both, sizeof both, "%s+%s:%s", mine, theirs, c + 1);
@@ -160,6 +161,7 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
     out->strings = lp->strings;
     int32_t *new_index = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     bool prev_copies = false;
+    bufset joined = {0}; /* what the last copy step, joined ones included, writes */
     for (int32_t i = 0; i < n; i++) {
         if (s[i].into >= 0) {
             new_index[i] = new_index[s[i].into];
@@ -172,13 +174,18 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             for (int32_t f = 0; f < s[i].frags.n; f++) vec_push(a, &out->frags, lp->frags.v[s[i].frags.v[f]]);
         }
         bool copies = st.kind == LOW_STEP_COMPUTE && only_copies(lp, &st);
-        if (copies && prev_copies) {
+        /* Not one that reads what the other writes: liveness would take the
+         * read for the step's first access (a body temporary carried). */
+        if (copies && prev_copies && !meets(&s[i].reads, &joined)) {
             join_runs(a, out, lp, &st);
             join_label(a, out, st.label);
+            for (int32_t b = 0; b < s[i].writes.n; b++) set_add(&joined, s[i].writes.v[b]);
             new_index[i] = out->steps.n - 1;
             merged++;
             continue;
         }
+        joined.n = 0;
+        for (int32_t b = 0; copies && b < s[i].writes.n; b++) set_add(&joined, s[i].writes.v[b]);
         if (st.kind == LOW_STEP_COMPUTE) {
             uint32_t first = (uint32_t)out->runs.n;
             for (uint32_t k = st.first; k < st.first + st.count; k++) vec_push(a, &out->runs, lp->runs.v[k]);
@@ -194,6 +201,7 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
         free(s[i].reads.v);
         free(s[i].writes.v);
     }
+    free(joined.v);
     free(new_index);
     free(s);
     arena_free(&fa);

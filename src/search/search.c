@@ -91,6 +91,8 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
 }
 
 static void keep(op_alts *a, const cand *c) {
+    for (int k = 0; k < a->n; k++)
+        if (mid_gemm_plan_equal(&a->v[k].c, &c->c)) return; /* a grid reached twice (a rounded row block) */
     int n = a->n, i = n;
     while (i > 0 && a->v[i - 1].score > c->score) i--; /* stable: equal scores keep enumeration order */
     if (i >= SEARCH_ALTERNATIVES) return;
