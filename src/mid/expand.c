@@ -902,7 +902,7 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
         tiles *= c->batch_parts[j];
     }
     int64_t kp = cdiv(s->K, c->bk < 1 ? 1 : c->bk);
-    /* Older plans rounded a row block up to a multiple of the K parts, so it may pass M. */
+    /* A row block rounded up to a multiple of the K parts may pass M. */
     if (c->bm < 1 || c->bm > round_up(s->M, kp) || c->bn < 1 || c->bn > s->N || c->bk < 1 || c->bk > s->K)
         return WHY("blocks %lldx%lldx%lld outside the %lldx%lldx%lld product", (long long)c->bm, (long long)c->bn,
                    (long long)c->bk, (long long)s->M, (long long)s->N, (long long)s->K);

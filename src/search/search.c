@@ -109,6 +109,34 @@ static void keep(op_alts *a, const cand *c) {
  * unless that leaves a weight too few pieces; then 16, one column panel. */
 enum { COL_GRANULE = 32 };
 
+/* A grid is kept once, in its best-scored variant (variants are the local
+ * search's separate proposals): partials stored in the chain dtype or (K
+ * split, f32 chains) in f16, halving their exchange and reduction; one run
+ * per tile or per AMP column panel, or one batch of the block's panels; a
+ * weight stored in the grid or (rows split) staged. */
+static cand best_variant(const state *st, const mid_gemm_site *s, int64_t G, mid_gemm_plan c) {
+    const machine *m = st->m;
+    bool split = cdiv(s->K, c.bk) > 1;
+    /* Partials in the chain dtype, unless that leaves the tile no room: then
+     * f16, as the IPU's AMP writes them (each tile's chain stays in acc). */
+    double temps = (double)G * ((double)c.bm * c.bk * dtype_bytes(s->a) + 2.0 * c.bm * c.bn * dtype_bytes(s->acc));
+    bool must_f16 = split && s->acc == DT_F32 && temps > st->temp_bytes;
+    bool wide = c.bn > m->amp_col_panel, rows_split = cdiv(s->M, c.bm) > 1;
+    cand best = {.score = INFINITY};
+    for (int pv = must_f16 ? 1 : 0; pv < (split && s->acc == DT_F32 ? 2 : 1); pv++)
+        for (int rv = 0; rv < (wide ? 2 : 1); rv++)
+            for (int ov = 0; ov < (rv == 0 && wide && !s->fused ? 2 : 1); ov++)
+                for (int sv = 0; sv < (s->b_stageable && rows_split ? 2 : 1); sv++) {
+                    c.partials = pv ? DT_F16 : s->acc;
+                    c.col_run = rv ? m->amp_col_panel : c.bn;
+                    c.panel_batch = ov;
+                    c.stage_b = sv;
+                    double sc = score(st, s, G, &c);
+                    if (sc < best.score) best = (cand){.c = c, .score = sc};
+                }
+    return best;
+}
+
 static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
     const machine *m = st->m;
     mid_gemm_plan base = {.partials = s->acc};
@@ -143,34 +171,13 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
                  * parts, so the reduction's rows nest in the grid's blocks: fewer fragments
                  * when the rounding costs the AMP nothing. */
                 for (int nest = 0; nest < (Kr > 1 && bm0 % Kr ? 2 : 1); nest++) {
-                    cand c = {.c = base};
-                    c.c.bm = nest ? round_up(bm0, Kr) : bm0; /* may pass M: only rows that exist are stored */
-                    c.c.bn = bn;
-                    c.c.bk = bk;
-                    c.c.sum_at_consumer = Kr > 1 && !s->fused;
-                    if (cdiv(M, c.c.bm) * Cr * Kr > left) continue;
-                    /* Partials in the chain dtype, unless that leaves the tile no room: then f16, as the
-                     * IPU's AMP writes them (each tile's chain stays in acc). */
-                    double temps = (double)G * ((double)c.c.bm * bk * dtype_bytes(s->a) + 2.0 * c.c.bm * bn * dtype_bytes(s->acc));
-                    bool must_f16 = Kr > 1 && s->acc == DT_F32 && temps > st->temp_bytes;
-                    int64_t Rr = cdiv(M, c.c.bm);
-                    /* A grid is kept once, in its best-scored variant (variants are the local
-                     * search's separate proposals): partials stored in the chain dtype or (K split,
-                     * f32 chains) in f16, halving their exchange and reduction; one run per tile or
-                     * per AMP column panel, or one batch of the block's panels; a weight stored in the
-                     * grid or (rows split) staged. */
-                    cand best = {.score = INFINITY};
-                    for (int pv = must_f16 ? 1 : 0; pv < (Kr > 1 && s->acc == DT_F32 ? 2 : 1); pv++)
-                        for (int rv = 0; rv < (bn > m->amp_col_panel ? 2 : 1); rv++)
-                            for (int ov = 0; ov < (rv == 0 && bn > m->amp_col_panel && !s->fused ? 2 : 1); ov++)
-                                for (int sv = 0; sv < (s->b_stageable && Rr > 1 ? 2 : 1); sv++) {
-                                    c.c.partials = pv ? DT_F16 : s->acc;
-                                    c.c.col_run = rv ? m->amp_col_panel : bn;
-                                    c.c.panel_batch = ov;
-                                    c.c.stage_b = sv;
-                                    c.score = score(st, s, G, &c.c);
-                                    if (c.score < best.score) best = c;
-                                }
+                    mid_gemm_plan c = base;
+                    c.bm = nest ? round_up(bm0, Kr) : bm0; /* may pass M: only rows that exist are stored */
+                    c.bn = bn;
+                    c.bk = bk;
+                    c.sum_at_consumer = Kr > 1 && !s->fused;
+                    if (cdiv(M, c.bm) * Cr * Kr > left) continue;
+                    cand best = best_variant(st, s, G, c);
                     keep(out, &best);
                 }
             }
