@@ -49,8 +49,8 @@ static void access(lv *x, int32_t step, uint32_t buf, bool write) {
     for (int32_t s = x->inner[step]; s >= 0; s = x->parent[s]) {
         first_in *f = &x->first[(size_t)s * (size_t)x->nbufs + buf];
         /* Steps come in order. Within one, a read counts as first (an
-         * exchange reads before it writes; in a compute set it may follow a
-         * write, and then treating it as carried only costs memory). */
+         * exchange reads before it writes; a compute step says which came
+         * first on its tiles, below). */
         if (f->step < 0) *f = (first_in){step, write};
         else if (f->step == step && !write) f->write = false;
     }
@@ -86,20 +86,44 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
     x.first = xmalloc(sizeof(first_in) * ((size_t)x.nscopes * (size_t)nb + 1));
     for (size_t i = 0; i < (size_t)x.nscopes * (size_t)nb; i++) x.first[i] = (first_in){-1, false};
     for (int32_t b = 0; b < nb; b++) live[b] = (place_live){-1, -1};
+    uint32_t *seen_tile = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
+    int32_t *seen_step = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), *step_mark = xmalloc(sizeof(int32_t) * (size_t)(nb + 1));
+    bool *wrote = xcalloc((size_t)nb + 1, 1), *rfirst = xcalloc((size_t)nb + 1, 1);
+    uint32_t *touched = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
+    int32_t ntouched = 0;
+    for (int32_t b = 0; b < nb; b++) seen_step[b] = step_mark[b] = -1, seen_tile[b] = UINT32_MAX;
     for (int32_t i = 0; i < n; i++) {
         const low_step *st = &lp->steps.v[i];
         if (st->kind == LOW_STEP_COMPUTE) {
+            /* A buffer is read first in a compute step when, on some tile,
+             * a run reads it before any run there writes it (SUMSQ reads
+             * what it adds to). A step joined from two (schedule.c) may
+             * write a buffer and then read it: that is a temporary made in
+             * the step, not a value carried into it. */
             for (uint32_t k = st->first; k < st->first + st->count; k++) {
                 const low_run *r = &lp->runs.v[k];
-                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-                    if (low_run_uses(r, op) && !low_run_writes(r, op)) access(&x, i, r->ptr[op].buf, false);
-                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-                    if (low_run_writes(r, op)) {
-                        /* SUMSQ reads what it adds to */
-                        if (r->kernel == LOW_K_SUMSQ) access(&x, i, r->ptr[op].buf, false);
-                        access(&x, i, r->ptr[op].buf, true);
+                /* a run reads its operands before it writes (pass 0, 1) */
+                for (int pass = 0; pass < 2; pass++)
+                    for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
+                        if (!low_run_uses(r, op)) continue;
+                        uint32_t b = r->ptr[op].buf;
+                        bool w = low_run_writes(r, op), rd = !w || r->kernel == LOW_K_SUMSQ;
+                        if (b == LOW_ABSOLUTE || (int32_t)b >= nb || (pass == 0 ? !rd : !w)) continue;
+                        if (seen_tile[b] != r->tile || seen_step[b] != i) {
+                            seen_tile[b] = r->tile, seen_step[b] = i;
+                            wrote[b] = false;
+                            if (step_mark[b] != i) step_mark[b] = i, rfirst[b] = false, touched[ntouched++] = b;
+                        }
+                        if (pass == 0 && !wrote[b]) rfirst[b] = true;
+                        if (pass == 1) wrote[b] = true;
                     }
             }
+            for (int32_t t = 0; t < ntouched; t++) {
+                uint32_t b = touched[t];
+                if (rfirst[b]) access(&x, i, b, false);
+                access(&x, i, b, true);
+            }
+            ntouched = 0;
         } else if (st->kind == LOW_STEP_EXCHANGE) {
             for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].src.buf, false);
             for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].dst.buf, true);
@@ -140,6 +164,12 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
         }
     }
     free(by_depth);
+    free(seen_tile);
+    free(seen_step);
+    free(step_mark);
+    free(wrote);
+    free(rfirst);
+    free(touched);
     free(sorted);
     free(x.first);
     free(x.inner);

@@ -8,8 +8,9 @@
  * memory as it was before the phase, so the merged phase computes what the
  * two did. Buffers are compared before placement, by id. Repeat bodies keep
  * their structure: nothing moves across a REPEAT or an END. Then a step of
- * on-tile copies joins the copy step right before it (compute never reads
- * another tile, so a tile's runs in order are all that matters). */
+ * on-tile copies joins the compute step right before it, and a compute step
+ * joins the copy step right before it (compute never reads another tile, so
+ * a tile's runs in order are all that matters). */
 #include "place.h"
 
 #include <stdlib.h>
@@ -97,21 +98,26 @@ static void join_runs(arena *a, low_program *out, const low_program *lp, const l
     free(key);
 }
 
-/* The joined step's label names every op it runs copies of, "a+b:copy"
- * (each once, in order), so a trace still says whose copies they are. */
+/* The joined step's label names every op it runs work of, each once, in
+ * order, and the kind of its one step that is not all copies if there is
+ * one: "a+b:copy", "a+b:gemm". A trace still says whose work it is, and
+ * `tessel run` splits the busiest tile's copy runs out of the kind (sim.c). */
 static void join_label(arena *a, low_program *out, uint32_t label) {
     low_step *last = &out->steps.v[out->steps.n - 1];
     char both[640], mine[256], theirs[256];
     snprintf(mine, sizeof mine, "%s", out->strings.v + last->label);
     snprintf(theirs, sizeof theirs, "%s", out->strings.v + label);
     char *c = strrchr(mine, ':'), *d = strrchr(theirs, ':');
-    if (!c || !d || strcmp(c, d) != 0) return;
-    *c = *d = 0;
+    if (!c || !d) return;
+    *c++ = *d++ = 0;
+    const char *kind = strcmp(c, "copy") != 0 ? c : d;
     size_t n = strlen(theirs);
     if (n == 0 || !*mine) return;
-    for (const char *p = mine; (p = strstr(p, theirs)) != NULL; p += n)
-        if ((p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+')) return; /* named already */
-    snprintf(both, sizeof both, "%s+%s:%s", mine, theirs, c + 1);
+    bool named = false;
+    for (const char *p = mine; !named && (p = strstr(p, theirs)) != NULL; p += n)
+        named = (p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+');
+    if (named) snprintf(both, sizeof both, "%s:%s", mine, kind);
+    else snprintf(both, sizeof both, "%s+%s:%s", mine, theirs, kind);
     last->label = (uint32_t)out->strings.n;
     for (const char *p = both; *p; p++) vec_push(a, &out->strings, *p);
     vec_push(a, &out->strings, '\0');
@@ -150,18 +156,21 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes) || meets(&s[j].writes, &q->reads)) break;
         }
     }
-    /* The new program: surviving steps in order, fragments regrouped. A
-     * step of on-tile copies right after another (the copies of phases that
-     * merged) joins it: each tile runs its runs in order, so the two compute
-     * what they did apart, in the slower tile's time rather than the sum of
-     * two. Runs are regrouped by tile, as a step keeps them. */
+    /* The new program: surviving steps in order, fragments regrouped. Two
+     * compute steps in a row, one of them only on-tile copies (the local
+     * share of a phase: an operand's, a staged weight's), join: each tile
+     * runs its runs in order, so the two compute what they did apart, in
+     * the slower tile's time rather than the sum of two. A run may read
+     * what one before it in the step wrote; liveness sees the step write
+     * it first (liveness.c). Runs are regrouped by tile, as a step keeps
+     * them. At most one step in a join does more than copy, so the joined
+     * step keeps its kind. */
     memset(out, 0, sizeof *out);
     out->dst_tiles = lp->dst_tiles;
     out->bufs = lp->bufs;
     out->strings = lp->strings;
     int32_t *new_index = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
-    bool prev_copies = false;
-    bufset joined = {0}; /* what the last copy step, joined ones included, writes */
+    bool prev_compute = false, prev_copies = false; /* the last new step: compute, only copies */
     for (int32_t i = 0; i < n; i++) {
         if (s[i].into >= 0) {
             new_index[i] = new_index[s[i].into];
@@ -173,25 +182,21 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             st.count = (uint32_t)s[i].frags.n;
             for (int32_t f = 0; f < s[i].frags.n; f++) vec_push(a, &out->frags, lp->frags.v[s[i].frags.v[f]]);
         }
-        bool copies = st.kind == LOW_STEP_COMPUTE && only_copies(lp, &st);
-        /* Not one that reads what the other writes: liveness would take the
-         * read for the step's first access (a body temporary carried). */
-        if (copies && prev_copies && !meets(&s[i].reads, &joined)) {
+        bool compute = st.kind == LOW_STEP_COMPUTE, copies = compute && only_copies(lp, &st);
+        if (compute && prev_compute && (copies || prev_copies)) {
             join_runs(a, out, lp, &st);
             join_label(a, out, st.label);
-            for (int32_t b = 0; b < s[i].writes.n; b++) set_add(&joined, s[i].writes.v[b]);
+            prev_copies = prev_copies && copies;
             new_index[i] = out->steps.n - 1;
             merged++;
             continue;
         }
-        joined.n = 0;
-        for (int32_t b = 0; copies && b < s[i].writes.n; b++) set_add(&joined, s[i].writes.v[b]);
-        if (st.kind == LOW_STEP_COMPUTE) {
+        if (compute) {
             uint32_t first = (uint32_t)out->runs.n;
             for (uint32_t k = st.first; k < st.first + st.count; k++) vec_push(a, &out->runs, lp->runs.v[k]);
             st.first = first;
         }
-        prev_copies = copies;
+        prev_compute = compute, prev_copies = copies;
         new_index[i] = out->steps.n;
         vec_push(a, &out->steps, st);
     }
@@ -201,7 +206,6 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
         free(s[i].reads.v);
         free(s[i].writes.v);
     }
-    free(joined.v);
     free(new_index);
     free(s);
     arena_free(&fa);

@@ -328,6 +328,67 @@ static void live_in_nested_repeats(void **state) {
     arena_free(&g.a);
 }
 
+/* A run of kernel k on tile t: out = k(in), labelled by the step. */
+static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
+    low_run r;
+    memset(&r, 0, sizeof r);
+    r.kernel = k;
+    r.op = MID_EW_CAST;
+    r.tile = t;
+    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
+    r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
+    return r;
+}
+
+static void labelled(prog *g, low_step_kind k, const char *label, low_run a, low_run b) {
+    pstep(g, k, 0);
+    low_step *st = &g->p.steps.v[g->p.steps.n - 1];
+    st->label = (uint32_t)g->p.strings.n;
+    for (const char *c = label; *c; c++) vec_push(&g->a, &g->p.strings, *c);
+    vec_push(&g->a, &g->p.strings, '\0');
+    vec_push(&g->a, &g->p.runs, a);
+    vec_push(&g->a, &g->p.runs, b);
+    st->count = 2;
+}
+
+/* Two compute steps in a row, one of them only copies, join: each tile runs
+ * its copy, then the kernel reading it, and liveness sees the temporary the
+ * copy makes as written first in the joined step (not carried through the
+ * repeat). Two steps that both do more than copy stay apart. */
+static void joined_steps(void **state) {
+    (void)state;
+    prog g = {0};
+    arena_init(&g.a);
+    bufs(&g, 4);
+    /* 0 carried; 1 the copy's temporary; 2, 3 made from it */
+    pstep(&g, LOW_STEP_REPEAT, 3);
+    labelled(&g, LOW_STEP_COMPUTE, "a:copy", run_on(LOW_K_COPY, 1, 1, 0), run_on(LOW_K_COPY, 0, 1, 0));
+    labelled(&g, LOW_STEP_COMPUTE, "b:add", run_on(LOW_K_EWISE, 0, 2, 1), run_on(LOW_K_EWISE, 1, 2, 1));
+    labelled(&g, LOW_STEP_COMPUTE, "c:add", run_on(LOW_K_EWISE, 0, 3, 2), run_on(LOW_K_EWISE, 1, 0, 2));
+    pstep(&g, LOW_STEP_END, 0);
+    low_program out;
+    int32_t map[5];
+    assert_int_equal(place_schedule(&g.p, &g.a, &out, map), 1);
+    assert_int_equal(out.steps.n, 4);
+    assert_int_equal(map[1], 1), assert_int_equal(map[2], 1), assert_int_equal(map[3], 2);
+    const low_step *j = &out.steps.v[1];
+    assert_string_equal(out.strings.v + j->label, "a+b:add");
+    assert_int_equal(j->count, 4);
+    const low_run *r = out.runs.v + j->first;
+    assert_int_equal(r[0].tile, 0), assert_int_equal(r[0].kernel, LOW_K_COPY);
+    assert_int_equal(r[1].tile, 0), assert_int_equal(r[1].kernel, LOW_K_EWISE);
+    assert_int_equal(r[2].tile, 1), assert_int_equal(r[2].kernel, LOW_K_COPY);
+    assert_int_equal(r[3].tile, 1), assert_int_equal(r[3].kernel, LOW_K_EWISE);
+    uint8_t flags[4] = {0};
+    place_live l[4];
+    place_liveness(&out, flags, l);
+    assert_int_equal(l[0].first, 0), assert_int_equal(l[0].last, 3); /* carried: the whole repeat */
+    assert_int_equal(l[1].first, 1), assert_int_equal(l[1].last, 1); /* made and used in the joined step */
+    assert_int_equal(l[2].first, 1), assert_int_equal(l[2].last, 2);
+    arena_free(&g.a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loading_boundary),
@@ -338,6 +399,7 @@ int main(void) {
         cmocka_unit_test(random_request_sets),
         cmocka_unit_test(live_over_repeats),
         cmocka_unit_test(live_in_nested_repeats),
+        cmocka_unit_test(joined_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
