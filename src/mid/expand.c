@@ -1634,6 +1634,32 @@ static bool fold_panels(folder *f, mid_prim *pp, const mid_prim *cp, int32_t t) 
     return true;
 }
 
+/* Whether consumer cp's operands other than t are ready where the producer
+ * at v[at] runs: none is made after it in v[0, n) (nor, to be sure, in a
+ * repeat after it), except by a copy of a value ready before v[at] (a bias
+ * computed in a loop body, copied where the add wants it), which the fold
+ * then moves to just before the producer: *move is its place, else -1. */
+static bool ready_at(const folder *f, const int32_t *v, int32_t n, int32_t at, const mid_prim *cp, int32_t t,
+                     int32_t *move) {
+    const mid_program *p = f->p;
+    *move = -1;
+    for (int32_t i = at + 1; i < n; i++)
+        if (mid_p(p, v[i])->kind == MID_REPEAT) return false;
+    for (int k = 0; k < cp->nin; k++) {
+        int32_t u = cp->in[k], mk = f->maker[u], pos = -1;
+        if (u == t) continue;
+        for (int32_t i = at + 1; i < n && mk >= 0; i++)
+            if (v[i] == mk) pos = i;
+        if (pos < 0) continue;
+        const mid_prim *mp = mid_p(p, mk);
+        if (*move >= 0 || mp->kind != MID_COPY || mp->nin != 1) return false;
+        for (int32_t i = at + 1; i < n; i++)
+            if (v[i] == f->maker[mp->in[0]]) return false;
+        *move = pos;
+    }
+    return true;
+}
+
 static void fold_block(folder *f, mid_block *blk) {
     mid_program *p = f->p;
     int32_t n = 0;
@@ -1652,10 +1678,19 @@ static void fold_block(folder *f, mid_block *blk) {
             int32_t t = cp->in[k], pid = f->maker[t];
             if (!only_temp(f, t)) continue;
             if (cp->nin == 2 && cp->in[0] == cp->in[1]) continue;
-            bool here = false; /* the producer is earlier in this block */
-            for (int32_t i = 0; i < n - 1 && !here; i++) here = blk->v[i] == pid;
+            int32_t at = -1; /* the producer's place, earlier in this block */
+            for (int32_t i = 0; i < n - 1 && at < 0; i++)
+                if (blk->v[i] == pid) at = i;
             mid_prim *pp = mid_p(p, pid);
-            if (!here || !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t))) continue;
+            int32_t move;
+            if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, t, &move) ||
+                !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t)))
+                continue;
+            if (move >= 0) {
+                int32_t mk = blk->v[move];
+                memmove(&blk->v[at + 1], &blk->v[at], sizeof(int32_t) * (size_t)(move - at));
+                blk->v[at] = mk;
+            }
             f->maker[cp->out[0]] = pid;
             n--; /* the consumer is gone */
             drop_probes(p, t, c, pid);
