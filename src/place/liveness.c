@@ -89,6 +89,7 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
     uint32_t *seen_tile = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
     int32_t *seen_step = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), *step_mark = xmalloc(sizeof(int32_t) * (size_t)(nb + 1));
     bool *wrote = xcalloc((size_t)nb + 1, 1), *rfirst = xcalloc((size_t)nb + 1, 1);
+    uint64_t *wlo = xcalloc((size_t)nb + 1, sizeof(uint64_t)), *whi = xcalloc((size_t)nb + 1, sizeof(uint64_t));
     uint32_t *touched = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
     int32_t ntouched = 0;
     for (int32_t b = 0; b < nb; b++) seen_step[b] = step_mark[b] = -1, seen_tile[b] = UINT32_MAX;
@@ -96,10 +97,13 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
         const low_step *st = &lp->steps.v[i];
         if (st->kind == LOW_STEP_COMPUTE) {
             /* A buffer is read first in a compute step when, on some tile,
-             * a run reads it before any run there writes it (SUMSQ reads
-             * what it adds to). A step joined from two (schedule.c) may
-             * write a buffer and then read it: that is a temporary made in
-             * the step, not a value carried into it. */
+             * a run reads bytes of it that no run before it there wrote
+             * (SUMSQ reads what it adds to). A step joined from two
+             * (schedule.c) may write a buffer and then read what it wrote:
+             * that is a temporary made in the step, not a value carried
+             * into it. Written bytes are kept as one interval per buffer and
+             * tile; an access that moves with the iteration counts as
+             * unwritten. */
             for (uint32_t k = st->first; k < st->first + st->count; k++) {
                 const low_run *r = &lp->runs.v[k];
                 /* a run reads its operands before it writes (pass 0, 1) */
@@ -114,8 +118,16 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
                             wrote[b] = false;
                             if (step_mark[b] != i) step_mark[b] = i, rfirst[b] = false, touched[ntouched++] = b;
                         }
-                        if (pass == 0 && !wrote[b]) rfirst[b] = true;
-                        if (pass == 1) wrote[b] = true;
+                        uint64_t lo = r->ptr[op].off, hi = lo + low_run_extent(r, op);
+                        bool fixed = r->ptr[op].iter_stride == 0;
+                        if (pass == 0 && !(wrote[b] && fixed && lo >= wlo[b] && hi <= whi[b])) rfirst[b] = true;
+                        if (pass == 1 && fixed) {
+                            if (!wrote[b]) wlo[b] = lo, whi[b] = hi;
+                            else if (lo <= whi[b] && hi >= wlo[b]) /* overlapping or adjacent: one interval */
+                                wlo[b] = lo < wlo[b] ? lo : wlo[b], whi[b] = hi > whi[b] ? hi : whi[b];
+                            else if (hi - lo > whi[b] - wlo[b]) wlo[b] = lo, whi[b] = hi;
+                            wrote[b] = true;
+                        }
                     }
             }
             for (int32_t t = 0; t < ntouched; t++) {
@@ -168,6 +180,8 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
     free(seen_step);
     free(step_mark);
     free(wrote);
+    free(wlo);
+    free(whi);
     free(rfirst);
     free(touched);
     free(sorted);

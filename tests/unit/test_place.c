@@ -336,6 +336,8 @@ static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
     r.op = MID_EW_CAST;
     r.tile = t;
     for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    r.dt[0] = r.dt[1] = DT_F32;
+    if (k == LOW_K_COPY) r.n[3] = 4; /* bytes: the one f32 the kernels read */
     r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
     r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
     return r;
@@ -386,6 +388,14 @@ static void joined_steps(void **state) {
     assert_int_equal(l[0].first, 0), assert_int_equal(l[0].last, 3); /* carried: the whole repeat */
     assert_int_equal(l[1].first, 1), assert_int_equal(l[1].last, 1); /* made and used in the joined step */
     assert_int_equal(l[2].first, 1), assert_int_equal(l[2].last, 2);
+
+    /* A copy writing only part of what the kernel after it reads (the rest
+     * left from the iteration before) leaves the buffer read first there:
+     * carried, live over the whole repeat. */
+    g.p.runs.v[0].n[3] = g.p.runs.v[1].n[3] = 2;
+    assert_int_equal(place_schedule(&g.p, &g.a, &out, map), 1);
+    place_liveness(&out, flags, l);
+    assert_int_equal(l[1].first, 0), assert_int_equal(l[1].last, 3);
     arena_free(&g.a);
 }
 
