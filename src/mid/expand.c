@@ -1634,27 +1634,42 @@ static bool fold_panels(folder *f, mid_prim *pp, const mid_prim *cp, int32_t t) 
     return true;
 }
 
+/* The place in v(at, n) of the one prim that writes storage st there, -1 if
+ * none, -2 if more than one (or a repeat, which may write anything). */
+static int32_t writer_after(const mid_program *p, const int32_t *v, int32_t n, int32_t at, int32_t st) {
+    int32_t pos = -1;
+    for (int32_t i = at + 1; i < n; i++) {
+        const mid_prim *q = mid_p(p, v[i]);
+        bool writes = q->kind == MID_REPEAT;
+        for (int k = 0; k < q->nout && !writes; k++) writes = mid_storage(p, q->out[k]) == st;
+        if (writes) {
+            if (pos != -1) return -2;
+            pos = i;
+        }
+    }
+    return pos;
+}
+
 /* Whether consumer cp's operands other than t are ready where the producer
- * at v[at] runs: none is made after it in v[0, n) (nor, to be sure, in a
- * repeat after it), except by a copy of a value ready before v[at] (a bias
- * computed in a loop body, copied where the add wants it), which the fold
- * then moves to just before the producer: *move is its place, else -1. */
+ * at v[at] runs: nothing after it in v[0, n) writes their storage (an alias,
+ * a concat's pieces, a repeat), except one copy of a value nothing there
+ * writes (a bias computed in a loop body, copied where the add wants it),
+ * which the fold then moves to just before the producer: *move is its
+ * place, else -1. */
 static bool ready_at(const folder *f, const int32_t *v, int32_t n, int32_t at, const mid_prim *cp, int32_t t,
                      int32_t *move) {
     const mid_program *p = f->p;
     *move = -1;
-    for (int32_t i = at + 1; i < n; i++)
-        if (mid_p(p, v[i])->kind == MID_REPEAT) return false;
     for (int k = 0; k < cp->nin; k++) {
-        int32_t u = cp->in[k], mk = f->maker[u], pos = -1;
+        int32_t u = cp->in[k];
         if (u == t) continue;
-        for (int32_t i = at + 1; i < n && mk >= 0; i++)
-            if (v[i] == mk) pos = i;
-        if (pos < 0) continue;
-        const mid_prim *mp = mid_p(p, mk);
-        if (*move >= 0 || mp->kind != MID_COPY || mp->nin != 1) return false;
-        for (int32_t i = at + 1; i < n; i++)
-            if (v[i] == f->maker[mp->in[0]]) return false;
+        int32_t pos = writer_after(p, v, n, at, mid_storage(p, u));
+        if (pos == -1) continue;
+        if (pos < 0 || *move >= 0) return false;
+        const mid_prim *mp = mid_p(p, v[pos]);
+        if (mp->kind != MID_COPY || mp->nin != 1 || mp->nout != 1 || mp->out[0] != u ||
+            writer_after(p, v, n, at, mid_storage(p, mp->in[0])) != -1)
+            return false;
         *move = pos;
     }
     return true;

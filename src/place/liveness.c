@@ -102,8 +102,12 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
              * (schedule.c) may write a buffer and then read what it wrote:
              * that is a temporary made in the step, not a value carried
              * into it. Written bytes are kept as one interval per buffer and
-             * tile; an access that moves with the iteration counts as
-             * unwritten. */
+             * tile, each write's hull (low_run_extent); an access that moves
+             * with the iteration counts as unwritten. A hull over-counts a
+             * strided write's gaps, which matters only for a carried buffer
+             * whose first access in the body is such a write followed by a
+             * read of a gap: tessel writes a carried value whole, with the
+             * yield's copies. */
             for (uint32_t k = st->first; k < st->first + st->count; k++) {
                 const low_run *r = &lp->runs.v[k];
                 /* a run reads its operands before it writes (pass 0, 1) */

@@ -104,23 +104,27 @@ static void join_runs(arena *a, low_program *out, const low_program *lp, const l
  * `tessel run` splits the busiest tile's copy runs out of the kind (sim.c). */
 static void join_label(arena *a, low_program *out, uint32_t label) {
     low_step *last = &out->steps.v[out->steps.n - 1];
-    char both[640], mine[256], theirs[256];
-    snprintf(mine, sizeof mine, "%s", out->strings.v + last->label);
-    snprintf(theirs, sizeof theirs, "%s", out->strings.v + label);
+    char *mine = xstrdup(out->strings.v + last->label), *theirs = xstrdup(out->strings.v + label);
     char *c = strrchr(mine, ':'), *d = strrchr(theirs, ':');
-    if (!c || !d) return;
-    *c++ = *d++ = 0;
-    const char *kind = strcmp(c, "copy") != 0 ? c : d;
-    size_t n = strlen(theirs);
-    if (n == 0 || !*mine) return;
-    bool named = false;
-    for (const char *p = mine; !named && (p = strstr(p, theirs)) != NULL; p += n)
-        named = (p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+');
-    if (named) snprintf(both, sizeof both, "%s:%s", mine, kind);
-    else snprintf(both, sizeof both, "%s+%s:%s", mine, theirs, kind);
-    last->label = (uint32_t)out->strings.n;
-    for (const char *p = both; *p; p++) vec_push(a, &out->strings, *p);
-    vec_push(a, &out->strings, '\0');
+    if (c && d && c > mine && d > theirs) {
+        *c++ = *d++ = 0;
+        const char *kind = strcmp(c, "copy") != 0 ? c : d;
+        size_t n = strlen(theirs);
+        bool named = false;
+        for (const char *p = mine; !named && (p = strstr(p, theirs)) != NULL; p += n)
+            named = (p == mine || p[-1] == '+') && (p[n] == 0 || p[n] == '+');
+        last->label = (uint32_t)out->strings.n;
+        for (const char *p = mine; *p; p++) vec_push(a, &out->strings, *p);
+        if (!named) {
+            vec_push(a, &out->strings, '+');
+            for (const char *p = theirs; *p; p++) vec_push(a, &out->strings, *p);
+        }
+        vec_push(a, &out->strings, ':');
+        for (const char *p = kind; *p; p++) vec_push(a, &out->strings, *p);
+        vec_push(a, &out->strings, '\0');
+    }
+    free(mine);
+    free(theirs);
 }
 
 int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_t *step_map) {
