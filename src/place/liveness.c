@@ -49,10 +49,62 @@ static void access(lv *x, int32_t step, uint32_t buf, bool write) {
     for (int32_t s = x->inner[step]; s >= 0; s = x->parent[s]) {
         first_in *f = &x->first[(size_t)s * (size_t)x->nbufs + buf];
         /* Steps come in order. Within one, a read counts as first (an
-         * exchange reads before it writes; a compute step says which came
-         * first on its tiles, below). */
+         * exchange reads before it writes; compute_step says which came
+         * first on a compute step's tiles). */
         if (f->step < 0) *f = (first_in){step, write};
         else if (f->step == step && !write) f->write = false;
+    }
+}
+
+/* Per buffer, what a compute step's scan has seen of it. */
+typedef struct seen {
+    int32_t step;         /* the step last scanned that touched it, -1 none */
+    uint32_t tile;        /* the tile whose runs touched it last */
+    bool rfirst;          /* in this step: read first on some tile */
+    bool wrote;           /* on this tile: [lo, hi) written */
+    uint64_t lo, hi;
+} seen;
+
+/* A compute step's accesses. A buffer is read first in it when, on some
+ * tile, a run reads bytes of it that no run before it there wrote (a run
+ * reads its operands before it writes; SUMSQ reads what it adds to). A step
+ * joined from two (schedule.c) may write a buffer and then read what it
+ * wrote: that is a temporary made in the step, not a value carried into it.
+ * Written bytes are kept as one interval per buffer and tile, each write's
+ * hull (low_run_extent); an access that moves with the iteration counts as
+ * unwritten. A hull over-counts a strided write's gaps, which matters only
+ * for a carried buffer whose first access in the body is such a write
+ * followed by a read of a gap: tessel writes a carried value whole, with the
+ * yield's copies. touched: scratch of one entry per buffer. */
+static void compute_step(lv *x, int32_t i, seen *sn, uint32_t *touched) {
+    const low_step *st = &x->lp->steps.v[i];
+    int32_t ntouched = 0;
+    for (uint32_t k = st->first; k < st->first + st->count; k++) {
+        const low_run *r = &x->lp->runs.v[k];
+        for (int pass = 0; pass < 2; pass++) /* reads, then writes */
+            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
+                if (!low_run_uses(r, op)) continue;
+                uint32_t b = r->ptr[op].buf;
+                bool w = low_run_writes(r, op), rd = !w || r->kernel == LOW_K_SUMSQ;
+                if (b == LOW_ABSOLUTE || (int32_t)b >= x->nbufs || (pass == 0 ? !rd : !w)) continue;
+                seen *e = &sn[b];
+                if (e->step != i) *e = (seen){.step = i, .tile = UINT32_MAX}, touched[ntouched++] = b;
+                if (e->tile != r->tile) e->tile = r->tile, e->wrote = false;
+                uint64_t lo = r->ptr[op].off, hi = lo + low_run_extent(r, op);
+                bool fixed = r->ptr[op].iter_stride == 0;
+                if (pass == 0 && !(e->wrote && fixed && lo >= e->lo && hi <= e->hi)) e->rfirst = true;
+                if (pass == 1 && fixed) {
+                    if (!e->wrote) e->lo = lo, e->hi = hi;
+                    else if (lo <= e->hi && hi >= e->lo) /* overlapping or adjacent: one interval */
+                        e->lo = lo < e->lo ? lo : e->lo, e->hi = hi > e->hi ? hi : e->hi;
+                    else if (hi - lo > e->hi - e->lo) e->lo = lo, e->hi = hi;
+                    e->wrote = true;
+                }
+            }
+    }
+    for (int32_t t = 0; t < ntouched; t++) {
+        if (sn[touched[t]].rfirst) access(x, i, touched[t], false);
+        access(x, i, touched[t], true);
     }
 }
 
@@ -86,60 +138,13 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
     x.first = xmalloc(sizeof(first_in) * ((size_t)x.nscopes * (size_t)nb + 1));
     for (size_t i = 0; i < (size_t)x.nscopes * (size_t)nb; i++) x.first[i] = (first_in){-1, false};
     for (int32_t b = 0; b < nb; b++) live[b] = (place_live){-1, -1};
-    uint32_t *seen_tile = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
-    int32_t *seen_step = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), *step_mark = xmalloc(sizeof(int32_t) * (size_t)(nb + 1));
-    bool *wrote = xcalloc((size_t)nb + 1, 1), *rfirst = xcalloc((size_t)nb + 1, 1);
-    uint64_t *wlo = xcalloc((size_t)nb + 1, sizeof(uint64_t)), *whi = xcalloc((size_t)nb + 1, sizeof(uint64_t));
+    seen *sn = xmalloc(sizeof(seen) * (size_t)(nb + 1));
     uint32_t *touched = xmalloc(sizeof(uint32_t) * (size_t)(nb + 1));
-    int32_t ntouched = 0;
-    for (int32_t b = 0; b < nb; b++) seen_step[b] = step_mark[b] = -1, seen_tile[b] = UINT32_MAX;
+    for (int32_t b = 0; b < nb; b++) sn[b].step = -1;
     for (int32_t i = 0; i < n; i++) {
         const low_step *st = &lp->steps.v[i];
         if (st->kind == LOW_STEP_COMPUTE) {
-            /* A buffer is read first in a compute step when, on some tile,
-             * a run reads bytes of it that no run before it there wrote
-             * (SUMSQ reads what it adds to). A step joined from two
-             * (schedule.c) may write a buffer and then read what it wrote:
-             * that is a temporary made in the step, not a value carried
-             * into it. Written bytes are kept as one interval per buffer and
-             * tile, each write's hull (low_run_extent); an access that moves
-             * with the iteration counts as unwritten. A hull over-counts a
-             * strided write's gaps, which matters only for a carried buffer
-             * whose first access in the body is such a write followed by a
-             * read of a gap: tessel writes a carried value whole, with the
-             * yield's copies. */
-            for (uint32_t k = st->first; k < st->first + st->count; k++) {
-                const low_run *r = &lp->runs.v[k];
-                /* a run reads its operands before it writes (pass 0, 1) */
-                for (int pass = 0; pass < 2; pass++)
-                    for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-                        if (!low_run_uses(r, op)) continue;
-                        uint32_t b = r->ptr[op].buf;
-                        bool w = low_run_writes(r, op), rd = !w || r->kernel == LOW_K_SUMSQ;
-                        if (b == LOW_ABSOLUTE || (int32_t)b >= nb || (pass == 0 ? !rd : !w)) continue;
-                        if (seen_tile[b] != r->tile || seen_step[b] != i) {
-                            seen_tile[b] = r->tile, seen_step[b] = i;
-                            wrote[b] = false;
-                            if (step_mark[b] != i) step_mark[b] = i, rfirst[b] = false, touched[ntouched++] = b;
-                        }
-                        uint64_t lo = r->ptr[op].off, hi = lo + low_run_extent(r, op);
-                        bool fixed = r->ptr[op].iter_stride == 0;
-                        if (pass == 0 && !(wrote[b] && fixed && lo >= wlo[b] && hi <= whi[b])) rfirst[b] = true;
-                        if (pass == 1 && fixed) {
-                            if (!wrote[b]) wlo[b] = lo, whi[b] = hi;
-                            else if (lo <= whi[b] && hi >= wlo[b]) /* overlapping or adjacent: one interval */
-                                wlo[b] = lo < wlo[b] ? lo : wlo[b], whi[b] = hi > whi[b] ? hi : whi[b];
-                            else if (hi - lo > whi[b] - wlo[b]) wlo[b] = lo, whi[b] = hi;
-                            wrote[b] = true;
-                        }
-                    }
-            }
-            for (int32_t t = 0; t < ntouched; t++) {
-                uint32_t b = touched[t];
-                if (rfirst[b]) access(&x, i, b, false);
-                access(&x, i, b, true);
-            }
-            ntouched = 0;
+            compute_step(&x, i, sn, touched);
         } else if (st->kind == LOW_STEP_EXCHANGE) {
             for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].src.buf, false);
             for (uint32_t k = st->first; k < st->first + st->count; k++) access(&x, i, lp->frags.v[k].dst.buf, true);
@@ -180,13 +185,7 @@ void place_liveness(const low_program *lp, const uint8_t *flags, place_live *liv
         }
     }
     free(by_depth);
-    free(seen_tile);
-    free(seen_step);
-    free(step_mark);
-    free(wrote);
-    free(wlo);
-    free(whi);
-    free(rfirst);
+    free(sn);
     free(touched);
     free(sorted);
     free(x.first);

@@ -248,15 +248,25 @@ static void pstep(prog *g, low_step_kind k, uint32_t iterations) {
     vec_push(&g->a, &g->p.steps, s);
 }
 
-/* A compute step of one EWISE run: out = in (in < 0: a FILL of out). */
-static void compute(prog *g, int32_t out, int32_t in) {
+/* A run of kernel k on tile t: out = k(in). */
+static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
     low_run r;
     memset(&r, 0, sizeof r);
-    r.kernel = in < 0 ? LOW_K_FILL : LOW_K_EWISE;
+    r.kernel = k;
     r.op = MID_EW_CAST;
+    r.tile = t;
     for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    r.dt[0] = r.dt[1] = DT_F32;
+    if (k == LOW_K_COPY) r.n[3] = 4; /* bytes: the one f32 the kernels read */
     r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
-    if (in >= 0) r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
+    r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
+    return r;
+}
+
+/* A compute step of one EWISE run: out = in (in < 0: a FILL of out). */
+static void compute(prog *g, int32_t out, int32_t in) {
+    low_run r = run_on(in < 0 ? LOW_K_FILL : LOW_K_EWISE, 0, out, in < 0 ? 0 : in);
+    if (in < 0) r.ptr[1] = (low_addr){0, 0, 0};
     pstep(g, LOW_STEP_COMPUTE, 0);
     vec_push(&g->a, &g->p.runs, r);
     g->p.steps.v[g->p.steps.n - 1].count = 1;
@@ -326,21 +336,6 @@ static void live_in_nested_repeats(void **state) {
     assert_int_equal(l[2].first, 1), assert_int_equal(l[2].last, 9);  /* whole outer loop */
     assert_int_equal(l[3].first, 4), assert_int_equal(l[3].last, 6);
     arena_free(&g.a);
-}
-
-/* A run of kernel k on tile t: out = k(in), labelled by the step. */
-static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
-    low_run r;
-    memset(&r, 0, sizeof r);
-    r.kernel = k;
-    r.op = MID_EW_CAST;
-    r.tile = t;
-    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
-    r.dt[0] = r.dt[1] = DT_F32;
-    if (k == LOW_K_COPY) r.n[3] = 4; /* bytes: the one f32 the kernels read */
-    r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
-    r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
-    return r;
 }
 
 static void labelled(prog *g, low_step_kind k, const char *label, low_run a, low_run b) {
