@@ -66,21 +66,43 @@ void layout_replicate(layout *l, int64_t n, int32_t tile_stride) {
 int64_t layout_shards(const layout *l) { return product(l->rank, l->parts); }
 int64_t layout_replicas(const layout *l) { return product(l->nrep, l->rep); }
 
+bool layout_transposed(const layout *l) { return l->enc == ENC_ROW_MAJOR_T || l->enc == ENC_AMP_LEFT_T; }
+
+layout_encoding layout_base_encoding(layout_encoding e) {
+    return e == ENC_ROW_MAJOR_T ? ENC_ROW_MAJOR : e == ENC_AMP_LEFT_T ? ENC_AMP_LEFT : e;
+}
+
+int layout_panel_axis(const layout *l) { return layout_transposed(l) ? l->rank - 2 : l->rank - 1; }
+
+/* The logical axis at storage position i: the identity, with the last two
+ * swapped when the shard is stored transposed. Position rank-1 is the panel
+ * axis; the positions before it are the rows, outermost first. */
+static int storage_axis(const layout *l, int i) {
+    if (!layout_transposed(l) || i < l->rank - 2) return i;
+    return i == l->rank - 2 ? l->rank - 1 : l->rank - 2;
+}
+
 int64_t layout_panel_width(const layout *l) {
-    switch (l->enc) {
-    case ENC_ROW_MAJOR: return l->block[l->rank - 1];
+    switch (layout_base_encoding(l->enc)) {
+    case ENC_ROW_MAJOR: return l->block[layout_panel_axis(l)];
     case ENC_AMP_LEFT: return LAYOUT_AMP_PANEL_BYTES / l->elem_bytes;
     case ENC_AMP_OUT: return LAYOUT_AMP_OUT_COLS;
+    default: break;
     }
     TS_UNREACHABLE();
 }
 
-/* Rows of one shard's storage: the product of every block but the last. */
-static int64_t shard_rows(const layout *l) { return product(l->rank - 1, l->block); }
+/* Rows of one shard's storage: the product of every block but the panel axis's. */
+static int64_t shard_rows(const layout *l) {
+    int64_t r = 1;
+    for (int a = 0; a < l->rank; a++)
+        if (a != layout_panel_axis(l)) r *= l->block[a];
+    return r;
+}
 
 int64_t layout_shard_bytes(const layout *l) {
     int64_t pw = layout_panel_width(l);
-    return ceil_div(l->block[l->rank - 1], pw) * shard_rows(l) * pw * l->elem_bytes;
+    return ceil_div(l->block[layout_panel_axis(l)], pw) * shard_rows(l) * pw * l->elem_bytes;
 }
 
 int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r) {
@@ -91,10 +113,13 @@ int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r) {
 }
 
 int64_t layout_offset(const layout *l, const int64_t *e) {
-    int last = l->rank - 1;
+    int pa = layout_panel_axis(l);
     int64_t row = 0;
-    for (int a = 0; a < last; a++) row = row * l->block[a] + e[a] % l->block[a];
-    int64_t pw = layout_panel_width(l), col = e[last] % l->block[last];
+    for (int i = 0; i < l->rank - 1; i++) {
+        int a = storage_axis(l, i);
+        row = row * l->block[a] + e[a] % l->block[a];
+    }
+    int64_t pw = layout_panel_width(l), col = e[pa] % l->block[pa];
     return ((col / pw) * shard_rows(l) + row) * pw * l->elem_bytes + (col % pw) * l->elem_bytes;
 }
 
@@ -163,8 +188,11 @@ static int check_fields(const layout *l, diag *d) {
         return diag_fail(d, "layout: rank %d is outside [1, %d]", l->rank, LAYOUT_MAX_RANK);
     if (l->elem_bytes != 1 && l->elem_bytes != 2 && l->elem_bytes != 4)
         return diag_fail(d, "layout: element size %d bytes is not 1, 2 or 4", l->elem_bytes);
-    if (l->enc != ENC_ROW_MAJOR && l->enc != ENC_AMP_LEFT && l->enc != ENC_AMP_OUT)
+    if (l->enc != ENC_ROW_MAJOR && l->enc != ENC_AMP_LEFT && l->enc != ENC_AMP_OUT && l->enc != ENC_ROW_MAJOR_T &&
+        l->enc != ENC_AMP_LEFT_T)
         return diag_fail(d, "layout: unknown encoding %d", (int)l->enc);
+    if (layout_transposed(l) && l->rank < 2)
+        return diag_fail(d, "layout: a transposed shard needs two axes, it has %d", l->rank);
     for (int a = 0; a < l->rank; a++)
         if (check_axis(l, a, d)) return -1;
     if (l->nrep < 0 || l->nrep > LAYOUT_MAX_RANK)
@@ -178,9 +206,11 @@ static int check_fields(const layout *l, diag *d) {
 
 /* Shard offsets are 32-bit in programs and packages. */
 static int check_shard_bytes(const layout *l, diag *d) {
-    int64_t pw = layout_panel_width(l), bytes = ceil_div(l->block[l->rank - 1], pw);
+    int pa = layout_panel_axis(l);
+    int64_t pw = layout_panel_width(l), bytes = ceil_div(l->block[pa], pw);
     bool over = __builtin_mul_overflow(bytes, pw, &bytes) || __builtin_mul_overflow(bytes, l->elem_bytes, &bytes);
-    for (int a = 0; a < l->rank - 1; a++) over = over || __builtin_mul_overflow(bytes, l->block[a], &bytes);
+    for (int a = 0; a < l->rank; a++)
+        if (a != pa) over = over || __builtin_mul_overflow(bytes, l->block[a], &bytes);
     if (over) return diag_fail(d, "layout: a shard needs more than 2^63 bytes; shards are limited to 2^31 - 1");
     if (bytes > INT32_MAX)
         return diag_fail(d, "layout: a shard needs %lld bytes; shards are limited to 2^31 - 1", (long long)bytes);
@@ -361,17 +391,9 @@ typedef struct walk {
     int64_t src_tiles_cap;               /* entries */
 } walk;
 
-/* Source bytes between elements one apart along source axis a, inside one panel. */
-static int64_t src_axis_step_bytes(const layout *s, int a) {
-    int last = s->rank - 1;
-    if (a == last) return s->elem_bytes;
-    return product(last - a - 1, s->block + a + 1) * layout_panel_width(s) * s->elem_bytes;
-}
-
 /* False when the view reads a fixed source coordinate outside the source:
  * then no destination element has a source. */
 static bool walk_init(walk *w, const layout *src, const layout *dst, const layout_view *v) {
-    int last = dst->rank - 1;
     TS_ASSERT(dst->rank <= src->rank);
     for (int j = 0; j < src->rank; j++) w->dst_of_src[j] = -1;
     for (int i = 0; i < dst->rank; i++) {
@@ -386,7 +408,7 @@ static bool walk_init(walk *w, const layout *src, const layout *dst, const layou
         w->sfirst[j] = v->src_fix[j] / src->block[j];
         w->scount[j] = 1;
     }
-    w->src_step_bytes = src_axis_step_bytes(src, v->axis[last]);
+    w->src_step_bytes = layout_axis_stride(src, v->axis[layout_panel_axis(dst)]);
     return true;
 }
 
@@ -450,28 +472,29 @@ static void emit(walk *w, int32_t src_tile, int64_t src_off, int64_t dst_off, in
 }
 
 /* End (exclusive, source coordinate) of the stretch from g along source axis
- * a that stays in one source shard and, on the last axis, one panel. */
+ * a that stays in one source shard and, on the panel axis, one panel. */
 static int64_t src_piece_end(const layout *s, int a, int64_t g) {
     int64_t b = s->block[a], end = (g / b + 1) * b;
-    if (a != s->rank - 1) return end;
+    if (a != layout_panel_axis(s)) return end;
     int64_t pw = layout_panel_width(s);
     return min64(end, g - (g % b) % pw + pw);
 }
 
-/* The destination row segment x (last coordinate from c0 to c1, one panel)
- * cut into pieces that are contiguous on the source too. x[last] is scratch:
- * the caller iterates only the axes before it. */
+/* The destination row segment x (panel-axis coordinate from c0 to c1, one
+ * panel) cut into pieces that are contiguous on the source too. x[panel
+ * axis] is scratch: the caller iterates only the other axes. */
 static void walk_segment(walk *w, int64_t *x, int64_t c0, int64_t c1) {
     const layout *s = w->src, *d = w->dst;
-    int last = d->rank - 1, a_last = w->v->axis[last];
-    int64_t e[LAYOUT_MAX_RANK], eb = d->elem_bytes, off = w->v->off[last], step = w->src_step_bytes;
+    int pa = layout_panel_axis(d), a_pa = w->v->axis[pa];
+    int64_t e[LAYOUT_MAX_RANK], eb = d->elem_bytes, off = w->v->off[pa], step = w->src_step_bytes;
     for (int j = 0; j < s->rank; j++) e[j] = w->v->src_fix[j];
-    for (int i = 0; i < last; i++) e[w->v->axis[i]] = x[i] + w->v->off[i];
-    x[last] = c0;
+    for (int i = 0; i < d->rank; i++)
+        if (i != pa) e[w->v->axis[i]] = x[i] + w->v->off[i];
+    x[pa] = c0;
     int64_t dst_off = layout_offset(d, x);
     for (int64_t u = c0; u < c1 && !w->stop;) {
-        e[a_last] = u + off;
-        int64_t end = min64(c1, src_piece_end(s, a_last, u + off) - off), n = end - u;
+        e[a_pa] = u + off;
+        int64_t end = min64(c1, src_piece_end(s, a_pa, u + off) - off), n = end - u;
         int32_t tile = src_tile_of(w, e);
         int64_t src_off = layout_offset(s, e);
         if (step == eb) {
@@ -484,26 +507,28 @@ static void walk_segment(walk *w, int64_t *x, int64_t c0, int64_t c1) {
     }
 }
 
-/* Advances x over the box's first n axes in row-major order. */
-static bool next_row(int64_t *x, const int64_t *lo, const int64_t *hi, int n) {
+/* Advances x over the box's axes ord[0..n) (ord[n-1] fastest). */
+static bool next_row(int64_t *x, const int64_t *lo, const int64_t *hi, const int *ord, int n) {
     for (int i = n - 1; i >= 0; i--) {
-        if (++x[i] < hi[i]) return true;
-        x[i] = lo[i];
+        if (++x[ord[i]] < hi[ord[i]]) return true;
+        x[ord[i]] = lo[ord[i]];
     }
     return false;
 }
 
-/* Destination storage order: panel, then row, then column. */
+/* Destination storage order: panel, then row (the other axes in storage
+ * order), then the panel axis. */
 static void walk_rows(walk *w) {
     const layout *d = w->dst;
-    int last = d->rank - 1;
-    int64_t pw = layout_panel_width(d), base = w->dst_shard[last] * d->block[last];
-    int64_t p_end = (w->hi[last] - 1 - base) / pw, x[LAYOUT_MAX_RANK];
-    for (int64_t p = (w->lo[last] - base) / pw; p <= p_end && !w->stop; p++) {
-        int64_t c0 = max64(w->lo[last], base + p * pw), c1 = min64(w->hi[last], base + (p + 1) * pw);
+    int pa = layout_panel_axis(d), ord[LAYOUT_MAX_RANK], n = d->rank - 1;
+    for (int i = 0; i < n; i++) ord[i] = storage_axis(d, i);
+    int64_t pw = layout_panel_width(d), base = w->dst_shard[pa] * d->block[pa];
+    int64_t p_end = (w->hi[pa] - 1 - base) / pw, x[LAYOUT_MAX_RANK];
+    for (int64_t p = (w->lo[pa] - base) / pw; p <= p_end && !w->stop; p++) {
+        int64_t c0 = max64(w->lo[pa], base + p * pw), c1 = min64(w->hi[pa], base + (p + 1) * pw);
         memcpy(x, w->lo, sizeof x);
         do walk_segment(w, x, c0, c1);
-        while (!w->stop && next_row(x, w->lo, w->hi, last));
+        while (!w->stop && next_row(x, w->lo, w->hi, ord, n));
     }
 }
 
@@ -542,16 +567,28 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
 }
 
 int64_t layout_axis_stride(const layout *l, int a) {
+    if (a == layout_panel_axis(l)) return l->elem_bytes;
     int64_t s = l->elem_bytes * layout_panel_width(l);
-    if (a == l->rank - 1) return l->elem_bytes;
-    for (int i = a + 1; i < l->rank - 1; i++) s *= l->block[i];
+    int i = 0;
+    while (storage_axis(l, i) != a) i++;
+    for (i++; i < l->rank - 1; i++) s *= l->block[storage_axis(l, i)];
     return s;
 }
 
-int64_t layout_panel_stride(const layout *l) {
-    int64_t rows = 1;
-    for (int i = 0; i < l->rank - 1; i++) rows *= l->block[i];
-    return rows * layout_panel_width(l) * l->elem_bytes;
+int64_t layout_panel_stride(const layout *l) { return shard_rows(l) * layout_panel_width(l) * l->elem_bytes; }
+
+void layout_box_order(layout_box *b) {
+    for (int d = 1; d < b->nd; d++)
+        for (int k = d; k > 0 && b->st[0][k - 1] < b->st[0][k]; k--) {
+            int64_t t = b->n[k];
+            b->n[k] = b->n[k - 1];
+            b->n[k - 1] = t;
+            for (int i = 0; i < b->nops; i++) {
+                t = b->st[i][k];
+                b->st[i][k] = b->st[i][k - 1];
+                b->st[i][k - 1] = t;
+            }
+        }
 }
 
 void layout_box_collapse(layout_box *b) {

@@ -17,7 +17,11 @@
  *                ROW_MAJOR  pw = block[last]        (one panel: plain row-major)
  *                AMP_LEFT   pw = 32 bytes / element (16 f16, 32 8-bit, 8 f32)
  *                AMP_OUT    pw = 16 elements        (AMP output micro-panels)
- *              the last axis is padded to whole panels.
+ *              the last axis is padded to whole panels. ROW_MAJOR_T and
+ *              AMP_LEFT_T store the shard transposed (rank >= 2): the last two
+ *              axes trade places in storage, so the panels cut axis rank-2 and
+ *              the rows run over the other axes with the last one innermost;
+ *              a GEMM that streams its weights writes its product this way.
  *
  *   element e of shard s at local coordinates l = e - s*block:
  *     offset(l) = ((l[last] / pw) * rows + row(l)) * pw * bytes + (l[last] % pw) * bytes
@@ -34,7 +38,7 @@
 
 enum { LAYOUT_MAX_RANK = 6, LAYOUT_AMP_PANEL_BYTES = 32, LAYOUT_AMP_OUT_COLS = 16 };
 
-typedef enum { ENC_ROW_MAJOR, ENC_AMP_LEFT, ENC_AMP_OUT } layout_encoding;
+typedef enum { ENC_ROW_MAJOR, ENC_AMP_LEFT, ENC_AMP_OUT, ENC_ROW_MAJOR_T, ENC_AMP_LEFT_T } layout_encoding;
 
 typedef struct layout {
     int32_t rank;                        /* >= 1 (scalars are [1]) */
@@ -63,6 +67,13 @@ void layout_replicate(layout *l, int64_t n, int32_t tile_stride);
  * tile in [0, tiles). The message names the first problem. */
 int layout_check(const layout *l, int32_t tiles, diag *d);
 bool layout_equal(const layout *a, const layout *b);
+
+/* Whether shards are stored transposed (ROW_MAJOR_T, AMP_LEFT_T); the
+ * encoding's untransposed form; the axis the panels cut (the last, or
+ * rank-2 when transposed). */
+bool layout_transposed(const layout *l);
+layout_encoding layout_base_encoding(layout_encoding e);
+int layout_panel_axis(const layout *l);
 
 int64_t layout_shards(const layout *l);        /* product of parts */
 int64_t layout_replicas(const layout *l);      /* product of rep */
@@ -146,7 +157,8 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
 
 /* Walks the valid elements of one shard (or, with shard NULL, of every
  * shard) in storage order, one span at a time: consecutive elements along
- * the last axis inside one panel, so contiguous in storage. fn gets the shard
+ * the last axis inside one panel, so contiguous in storage (a transposed
+ * shard: one element per span, in row-major order). fn gets the shard
  * index, the span's byte offset inside the shard, the row-major index of its
  * first element in the whole tensor, and its length in elements. Replicas
  * hold identical bytes and are not visited separately (layout_owners lists
@@ -154,8 +166,8 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
 typedef void (*layout_span_fn)(void *ctx, const int64_t *shard, int64_t off, int64_t elem, int64_t n);
 void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void *ctx);
 
-/* Bytes between neighbours along axis a inside a shard (for the last axis:
- * within one panel), and between panels. */
+/* Bytes between neighbours along axis a inside a shard (for the panel
+ * axis: within one panel), and between panels. */
 int64_t layout_axis_stride(const layout *l, int a);
 int64_t layout_panel_stride(const layout *l);
 
@@ -172,6 +184,11 @@ typedef struct layout_box {
     int64_t n[LAYOUT_BOX_AXES];              /* elements per axis */
     int64_t st[LAYOUT_BOX_OPS][LAYOUT_BOX_AXES];/* bytes per step, per operand */
 } layout_box;
+
+/* Orders the axes by operand 0's strides, largest first (stable), so an
+ * elementwise box over a transposed shard walks its storage in order. Only
+ * for kernels whose result does not depend on the element order. */
+void layout_box_order(layout_box *b);
 
 /* Drops unit axes and merges an axis into the next inner one wherever every
  * operand is contiguous across the pair. The element order, and so every

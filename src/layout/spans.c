@@ -14,7 +14,8 @@ void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void
         rowstride[a] = st;
         st *= l->dim[a];
     }
-    int64_t pw = layout_panel_width(l);
+    /* A transposed shard is contiguous along the last axis nowhere. */
+    int64_t pw = layout_transposed(l) ? 1 : layout_panel_width(l);
     if (shard) memcpy(s, shard, sizeof(int64_t) * (size_t)l->rank);
     for (;;) {
         int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], e[LAYOUT_MAX_RANK];

@@ -2,7 +2,7 @@
 #include "mid.h"
 
 static void put_layout(FILE *f, const layout *l) {
-    static const char *enc[] = {"rm", "ampl", "ampo"};
+    static const char *enc[] = {"rm", "ampl", "ampo", "rmt", "amplt"};
     fputc('[', f);
     for (int a = 0; a < l->rank; a++) {
         fprintf(f, "%s%lld", a ? "," : "", (long long)l->dim[a]);
@@ -40,7 +40,8 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
             fprintf(f, ".via_%s", dtype_name(pr->acc)); /* a cast done by its producer */
         if (pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) {
             const layout *lc = &mid_t(p, pr->out[0])->lay;
-            if (pr->col_run && pr->col_run < lc->block[lc->rank - 1])
+            if (pr->swap) fputs(".swap", f); /* B streams */
+            if (pr->col_run && pr->col_run < lc->block[layout_panel_axis(lc)])
                 fprintf(f, ".strips%lld", (long long)pr->col_run);
             if (pr->panel_batch) fputs(".panels", f);
         }

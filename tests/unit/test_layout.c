@@ -119,6 +119,52 @@ static void test_offsets_by_encoding(void **state) {
     assert_int_equal(layout_shard_bytes(&l), 2 * 3 * 32);
 }
 
+/* A transposed shard stores the transpose: [2, 3, 40] ROW_MAJOR_T puts
+ * (b, r, c) at b*40*3 + c*3 + r; AMP_LEFT_T cuts axis 1 into panels with
+ * rows over (b, c). Every element agrees with the untransposed layout of the
+ * transposed tensor (blocks and parts swapped with the axes). */
+static void test_offsets_transposed(void **state) {
+    (void)state;
+    int64_t dim[3] = {2, 3, 40}, e[3] = {1, 2, 17};
+    layout l = layout_single(3, dim, 2);
+    l.enc = ENC_ROW_MAJOR_T;
+    assert_true(layout_transposed(&l));
+    assert_int_equal(layout_panel_axis(&l), 1);
+    assert_int_equal(layout_offset(&l, e), ((1 * 40 + 17) * 3 + 2) * 2);
+    assert_int_equal(layout_axis_stride(&l, 1), 2);
+    assert_int_equal(layout_axis_stride(&l, 2), 3 * 2);
+    assert_int_equal(layout_axis_stride(&l, 0), 40 * 3 * 2);
+    assert_int_equal(layout_shard_bytes(&l), 240 * 2);
+    l = layout_single(3, dim, 1);
+    l.enc = ENC_AMP_LEFT_T; /* 32 bytes per panel: axis 1's 3 elements padded to one panel of 32 */
+    assert_int_equal(layout_offset(&l, e), (1 * 40 + 17) * 32 + 2);
+    assert_int_equal(layout_shard_bytes(&l), 80 * 32);
+    for (int enc = 0; enc < 2; enc++) {
+        int64_t d3[3] = {3, 19, 72}, dt[3] = {3, 72, 19};
+        layout a = layout_single(3, d3, 2), b = layout_single(3, dt, 2);
+        layout_split(&a, 1, 3, 1);
+        layout_split(&a, 2, 4, 3);
+        layout_split(&b, 1, 4, 3);
+        layout_split(&b, 2, 3, 1);
+        a.enc = enc ? ENC_AMP_LEFT_T : ENC_ROW_MAJOR_T;
+        b.enc = enc ? ENC_AMP_LEFT : ENC_ROW_MAJOR;
+        assert_int_equal(layout_check(&a, 64, &(diag){0}), 0);
+        assert_int_equal(layout_shard_bytes(&a), layout_shard_bytes(&b));
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t j = 0; j < 19; j++)
+                for (int64_t k = 0; k < 72; k++) {
+                    int64_t x[3] = {i, j, k}, y[3] = {i, k, j};
+                    assert_int_equal(layout_offset(&a, x), layout_offset(&b, y));
+                }
+        for (int ax = 0; ax < 3; ax++) assert_int_equal(layout_axis_stride(&a, ax), layout_axis_stride(&b, ax == 0 ? 0 : 3 - ax));
+        assert_int_equal(layout_panel_stride(&a), layout_panel_stride(&b));
+    }
+    int64_t d1[1] = {5};
+    layout one = layout_single(1, d1, 2);
+    one.enc = ENC_ROW_MAJOR_T;
+    expect_error(&one, 4, "needs two axes");
+}
+
 static void test_offsets_in_a_split(void **state) {
     (void)state;
     int64_t dim[3] = {4, 5, 40}, e[3] = {3, 4, 33};
@@ -418,7 +464,7 @@ static void random_tiles(layout *l) {
 static layout random_layout(int rank, const int64_t *dim, int eb, const layout *like) {
     for (;;) {
         layout l = layout_single(rank, dim, eb);
-        l.enc = like && rng_below(2) ? like->enc : (layout_encoding)rng_below(3);
+        l.enc = like && rng_below(2) ? like->enc : (layout_encoding)rng_below(rank >= 2 ? 5 : 3);
         for (int a = 0; a < rank; a++) {
             int64_t target = 1 + rng_below(dim[a] < 4 ? dim[a] : 4);
             int64_t block = ceil_div(dim[a], target) + (rng_below(4) == 0 ? rng_below(5) : 0);
@@ -747,7 +793,7 @@ static void test_runs_b2_retile(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uneven_tail),       cmocka_unit_test(test_offsets_by_encoding),
+        cmocka_unit_test(test_uneven_tail),       cmocka_unit_test(test_offsets_by_encoding), cmocka_unit_test(test_offsets_transposed),
         cmocka_unit_test(test_offsets_in_a_split), cmocka_unit_test(test_padding),
         cmocka_unit_test(test_owners_with_replicas), cmocka_unit_test(test_check_errors),
         cmocka_unit_test(test_equal),             cmocka_unit_test(test_pick_source),
