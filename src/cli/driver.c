@@ -281,11 +281,11 @@ static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
     json_t *bp = json_array();
     for (int j = 0; j < s.nb; j++) json_array_append_new(bp, json_integer(c->batch_parts[j]));
     int64_t R = (s.M + c->bm - 1) / c->bm, C = (s.N + c->bn - 1) / c->bn, K = (s.K + c->bk - 1) / c->bk;
-    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:[I,I,I], s:s, s:s, s:b, s:s}", "batch_parts", bp, "rows", (json_int_t)c->bm, "cols",
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:[I,I,I], s:s, s:s, s:b, s:s, s:s}", "batch_parts", bp, "rows", (json_int_t)c->bm, "cols",
                      (json_int_t)c->bn, "k", (json_int_t)c->bk, "col_run", (json_int_t)c->col_run, "grid", (json_int_t)R,
                      (json_int_t)C, (json_int_t)K, "partials", dtype_name(c->partials), "weights",
                      c->stage_b ? "staged" : "resident", "panel_batch", (int)c->panel_batch, "sums",
-                     c->sum_at_consumer ? "consumer" : "grid");
+                     c->sum_at_consumer ? "consumer" : "grid", "streams", c->swap ? "b" : "a");
 }
 
 char *tessel_compile_report(const graph *model, const machine *m, const compile_info *info) {
@@ -304,7 +304,8 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     }
     json_t *steps = json_array();
     for (int32_t i = 0; i < sr->steps.n; i++)
-        json_array_append_new(steps, json_pack("{s:s, s:f, s:f, s:f}", "op", graph_op_name(g, sr->steps.v[i].op), "before",
+        json_array_append_new(steps, json_pack("{s:s, s:f, s:f, s:f}", "op",
+                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op), "before",
                                                sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
                                                sr->steps.v[i].after - sr->steps.v[i].before));
     json_t *failed = json_array();

@@ -97,6 +97,15 @@ typedef struct copy_walk {
     uint64_t frags;
     layout_run *local;       /* on-tile runs, in order */
     int64_t nlocal, lcap;
+    /* Fragment groups counted as the runs come, without sorting them
+     * (layout_fragments' multicast groups): with no destination replicas
+     * every remote run is its own group; with an unreplicated source the
+     * group of a destination shard's replicas is counted at its first remote
+     * replica. rep_of[tile]: the destination replica (linear index) there,
+     * first[tile]: the tile of replica 0 of the same shard. */
+    bool counted;
+    int64_t *rep_of;
+    int32_t *first;
 } copy_walk;
 
 static uint64_t splits(const machine *m, int64_t bytes) { return (uint64_t)cdiv(bytes, m->max_send_bytes); }
@@ -126,6 +135,19 @@ static int copy_run(void *ctx, const layout_run *r) {
     t->frecv += n;
     if (t->last_dst_end != r->dst_off) t->rows_recv++;
     t->last_dst_end = r->dst_off + r->bytes;
+    if (w->counted) {
+        /* A view maps destination elements to distinct source elements, so
+         * runs of different destination shards never share a source span. */
+        int64_t rep = w->rep_of ? w->rep_of[r->dst_tile] : 0;
+        bool sender = rep == 0 || (rep == 1 && w->first[r->dst_tile] == r->src_tile);
+        if (sender) {
+            walk_tile *s = &w->t[r->src_tile];
+            s->sent += (uint64_t)r->bytes;
+            s->fsent += n;
+            w->frags += n;
+        }
+        return 0;
+    }
     if (w->nsends == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 1024;
         w->sends = xrealloc(w->sends, sizeof(layout_run) * (size_t)w->cap);
@@ -145,7 +167,25 @@ static void send(void *ctx, const layout_fragment *f) {
 
 static void price_copy(const machine *m, copy_cost *c) {
     uint32_t tiles = m->tiles;
-    copy_walk w = {.m = m, .t = xcalloc(tiles, sizeof(walk_tile))};
+    copy_walk w = {.m = m, .t = xcalloc(tiles, sizeof(walk_tile)), .counted = c->dst.nrep == 0 || c->src.nrep == 0};
+    if (c->dst.nrep > 0 && c->src.nrep == 0) {
+        /* Replicas of one shard on distinct tiles (layout_check). */
+        w.rep_of = xcalloc(tiles, sizeof(int64_t));
+        w.first = xcalloc(tiles, sizeof(int32_t));
+        const layout *d = &c->dst;
+        int64_t ns = layout_shards(d), nr = layout_replicas(d), sh[LAYOUT_MAX_RANK], rp[LAYOUT_MAX_RANK];
+        for (int64_t i = 0; i < ns; i++) {
+            for (int64_t k = i, a = d->rank - 1; a >= 0; a--) sh[a] = k % d->parts[a], k /= d->parts[a];
+            memset(rp, 0, sizeof rp);
+            int32_t t0 = layout_tile(d, sh, rp);
+            for (int64_t j = 0; j < nr; j++) {
+                for (int64_t k = j, a = d->nrep - 1; a >= 0; a--) rp[a] = k % d->rep[a], k /= d->rep[a];
+                int32_t t = layout_tile(d, sh, rp);
+                w.rep_of[t] = j;
+                w.first[t] = t0;
+            }
+        }
+    }
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
@@ -168,6 +208,8 @@ static void price_copy(const machine *m, copy_cost *c) {
     free(w.sends);
     free(w.local);
     free(w.t);
+    free(w.rep_of);
+    free(w.first);
 }
 
 static const copy_cost *copy_priced(est_cache *cache, const layout *src, const layout *dst, const layout_view *view,
@@ -273,20 +315,25 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     for (int a = 0; a < lo->rank; a++) elems *= ext[a];
     switch (pr->kind) {
     case MID_GEMM: {
+        /* As the lowering runs it (lower.c's gemm_shard): with B streaming the
+         * kernel's A is B, its rows N, its columns M. */
         const layout *la = lay(x, pr->in[0]), *lb = lay(x, pr->in[1]);
+        const layout *ka = pr->swap ? lb : la, *kb = pr->swap ? la : lb;
         int rc = lo->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2, cb = rc - 2 - nb;
         layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
         for (int j = 0; j < nb; j++) {
             b.n[j] = ext[cb + j];
-            int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
-            b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? layout_axis_stride(la, ia) : 0;
-            b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? layout_axis_stride(lb, ib) : 0;
+            int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
+            b.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
+            b.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
             b.st[2][j] = layout_axis_stride(lo, cb + j);
         }
         if (nb == 0) b.n[0] = 1;
         layout_box_collapse(&b);
-        machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc,
-                          (uint64_t)b.n[b.nd - 1], (uint64_t)ext[rc - 2], (uint64_t)ext[rc - 1],
+        int krow = pr->swap ? rc - 1 : rc - 2, kcol = pr->swap ? rc - 2 : rc - 1;
+        machine_gemm g = {mid_t(x->p, pr->swap ? pr->in[1] : pr->in[0])->dtype,
+                          mid_t(x->p, pr->swap ? pr->in[0] : pr->in[1])->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
+                          (uint64_t)ext[krow], (uint64_t)ext[kcol],
                           (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]), true,
                           true};
         /* As the lowering runs the block: one run, per strip, or a batch of panels. */
@@ -295,8 +342,10 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     case MID_EWISE: {
         layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
         for (int a = 0; a < lo->rank; a++) b.n[a] = ext[a];
+        if (layout_transposed(lo)) b.n[layout_panel_axis(lo)] = lo->block[layout_panel_axis(lo)]; /* lower.c: rows whole */
         aligned_st(x, pr->out[0], lo, b.st[0]);
         for (int i = 0; i < pr->nin; i++) aligned_st(x, pr->in[i], lo, b.st[1 + i]);
+        layout_box_order(&b);
         layout_box_collapse(&b);
         int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
         int nops = 1 + mid_ew_arity[pr->ew];

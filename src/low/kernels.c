@@ -110,7 +110,7 @@ uint64_t low_run_extent(const low_run *r, int i) {
         }
         if (i == 1)
             return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + (uint64_t)(n[3] - 1) * (uint64_t)r->stride[1][1] +
-                   n[2] * esize(r, 1);
+                   (uint64_t)(n[2] - 1) * (r->stride[1][2] ? (uint64_t)r->stride[1][2] : esize(r, 1)) + esize(r, 1);
         return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[2][0] + (uint64_t)(n[1] - 1) * (uint64_t)r->stride[2][1] +
                n[2] * esize(r, 2);
     case LOW_K_REDUCE:
@@ -188,7 +188,8 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_REDUCE:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
         if (r->kernel == LOW_K_REDUCE && r->n[2] &&
-            (r->n[1] % r->n[2] || (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
+            (r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1)) ||
+             (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
             return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
         return true;

@@ -34,13 +34,15 @@
  *  GEMM        gemm        3  C[g][m][n] = sum_k A[g][m][k] * B[g][k][n] for g<n[0], m<n[1], n<n[2], k<n[3]
  *                             A: AMP-left, element (m,k) at ptr0 + g*stride[0][0] + (k/w)*stride[0][1]
  *                                + m*32 + (k%w)*bytes, w = 32/bytes;  B: ptr1 + g*stride[1][0]
- *                                + k*stride[1][1] + n*bytes;  C: ptr2 + g*stride[2][0] + m*stride[2][1]
+ *                                + k*stride[1][1] + n*stride[1][2] (stride[1][2] = 0: n*bytes, the
+ *                                columns contiguous);  C: ptr2 + g*stride[2][0] + m*stride[2][1]
  *                                + n*bytes. dt[0], dt[1] operands (8-bit scales add), dt[2] the
  *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
  *  REDUCE      reduce      3  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
  *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending. With a bias
- *                             (n[2] > 0, a row length dividing n[1]): the sum rounded to `grad`, plus
- *                             bias[e % n[2]] (ptr2), is out[e]
+ *                             (n[2] > 0, n[2] * max(n[3], 1) dividing n[1]): the sum rounded to `grad`,
+ *                             plus bias[(e / max(n[3], 1)) % n[2]] (ptr2), is out[e] (n[3] > 1: each
+ *                             bias value covers n[3] consecutive elements, a transposed result's)
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -93,8 +95,8 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
-    X(GEMM, gemm, 3, 4, 0x333, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 3, 3, 0x010, 0, LOW_P_ACC | LOW_P_GRAD)           \
+    X(GEMM, gemm, 3, 4, 0x373, 0, LOW_P_ACC)                            \
+    X(REDUCE, reduce, 3, 4, 0x010, 0, LOW_P_ACC | LOW_P_GRAD)           \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
     X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \

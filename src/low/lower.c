@@ -205,8 +205,20 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     layout_shard_extent(lo, s, lo_, hi);
     layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
     for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
+    /* A transposed result's storage rows are swept whole, the padding of a
+     * tail shard too (no kernel reads padding as values): every operand of its
+     * rank is stored as it is (expand.c's aligned), the others are broadcast. */
+    if (layout_transposed(lo)) {
+        int pa = layout_panel_axis(lo);
+        b.n[pa] = lo->block[pa];
+        for (int i = 0; i < pr->nin; i++) {
+            const layout *li = &mid_t(x->p, pr->in[i])->lay;
+            TS_ASSERT(li->rank != lo->rank || (li->enc == lo->enc && li->block[pa] == lo->block[pa]) || li->dim[pa] == 1);
+        }
+    }
     aligned_strides(x, pr->out[0], lo, b.st[0]);
     for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
+    layout_box_order(&b); /* a transposed result in storage order */
     layout_box_collapse(&b);
     box_emit e = {.kernel = LOW_K_EWISE, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = c->tmpl};
     e.t[0] = pr->out[0];
@@ -288,12 +300,16 @@ static void lower_rows(lx *x, const mid_prim *pr) {
 
 /* GEMM: one run per result shard (per outer batch index beyond the kernel's
  * one batch axis); the A and B shards on the same tile are its operands. */
-static void gemm_panels(lx *x, const layout *lc, const layout *lb, size_t before, size_t end, int32_t tile);
+static void gemm_panels(lx *x, const layout *lc, int64_t n_step, size_t before, size_t end, int32_t tile);
 
+/* With B streaming (mid_prim.swap) the kernel's A is B^T (AMP_LEFT_T) and its
+ * B is A^T, read through A's strides; it writes the transposed product, whose
+ * rows are B's columns: kernel rows run over N, kernel columns over M. */
 static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((ew_ctx *)vctx)->pr;
     const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
     const layout *lc = &mid_t(x->p, pr->out[0])->lay;
+    bool sw = pr->swap;
     int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lc, s, lo, hi);
     /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */
@@ -302,12 +318,13 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t K = la->dim[la->rank - 1], kpart = cb ? s[0] : 0;
     int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
     if (k1 > K) k1 = K;
+    const layout *ka = sw ? lb : la, *kb = sw ? la : lb; /* the kernel's A and B */
     layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
     for (int j = 0; j < nb; j++) {
         b.n[j] = hi[cb + j] - lo[cb + j];
-        int ia = j - (nb - (la->rank - 2)), ib = j - (nb - (lb->rank - 2));
-        b.st[0][j] = ia >= 0 && la->dim[ia] > 1 ? layout_axis_stride(la, ia) : 0;
-        b.st[1][j] = ib >= 0 && lb->dim[ib] > 1 ? layout_axis_stride(lb, ib) : 0;
+        int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
+        b.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
+        b.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
         b.st[2][j] = layout_axis_stride(lc, cb + j);
     }
     if (nb == 0) b.n[0] = 1;
@@ -315,9 +332,14 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.acc = (uint8_t)pr->acc;
     box_emit e = {.kernel = LOW_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
-    e.t[0] = pr->in[0];
-    e.t[1] = pr->in[1];
+    e.t[0] = sw ? pr->in[1] : pr->in[0];
+    e.t[1] = sw ? pr->in[0] : pr->in[1];
     e.t[2] = pr->out[0];
+    int krow = sw ? rc - 1 : rc - 2, kcol = sw ? rc - 2 : rc - 1; /* result axes of kernel rows, columns */
+    /* The kernel's B: element (k, n) k_step, n_step bytes along (0: contiguous columns). */
+    int64_t k_step = sw ? layout_axis_stride(la, la->rank - 1) : layout_axis_stride(lb, lb->rank - 2);
+    int64_t n_step = sw ? layout_axis_stride(la, la->rank - 2) : lb->elem_bytes;
+    TS_ASSERT(layout_axis_stride(lc, kcol) == lc->elem_bytes);
     size_t before = (size_t)x->out->runs.n;
     emit_box(x, &b, &e);
     for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
@@ -325,25 +347,26 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         uint32_t g = r->n[LOW_MAX_BOX - 1];
         int32_t sa = r->stride[0][LOW_MAX_BOX - 1], sb = r->stride[1][LOW_MAX_BOX - 1], sc = r->stride[2][LOW_MAX_BOX - 1];
         r->n[0] = g;
-        r->n[1] = (uint32_t)(hi[rc - 2] - lo[rc - 2]);
-        r->n[2] = (uint32_t)(hi[rc - 1] - lo[rc - 1]);
+        r->n[1] = (uint32_t)(hi[krow] - lo[krow]);
+        r->n[2] = (uint32_t)(hi[kcol] - lo[kcol]);
         r->n[3] = (uint32_t)(k1 - k0);
         memset(r->stride, 0, sizeof r->stride);
         r->stride[0][0] = sa;
-        r->stride[0][1] = (int32_t)layout_panel_stride(la);
+        r->stride[0][1] = (int32_t)layout_panel_stride(ka);
         r->stride[1][0] = sb;
-        r->stride[1][1] = (int32_t)layout_axis_stride(lb, lb->rank - 2);
+        r->stride[1][1] = (int32_t)k_step;
+        r->stride[1][2] = n_step == kb->elem_bytes ? 0 : (int32_t)n_step;
         r->stride[2][0] = sc;
-        r->stride[2][1] = (int32_t)layout_axis_stride(lc, rc - 2);
+        r->stride[2][1] = (int32_t)layout_axis_stride(lc, krow);
     }
     size_t end = (size_t)x->out->runs.n;
-    uint32_t cols = (uint32_t)(hi[rc - 1] - lo[rc - 1]), strip = (uint32_t)pr->col_run;
+    uint32_t cols = (uint32_t)(hi[kcol] - lo[kcol]), strip = (uint32_t)pr->col_run;
     if (pr->panel_batch) {
-        gemm_panels(x, lc, lb, before, end, tile);
+        gemm_panels(x, lc, n_step, before, end, tile);
         return;
     }
-    /* A run per strip of col_run columns (row-major B and C: a strip starts
-     * col_run elements further along each row). */
+    /* A run per strip of col_run columns (B and C: a strip starts col_run
+     * columns further along each row). */
     if (!strip || strip >= cols) return;
     low_run *whole = xmalloc(sizeof(low_run) * (end - before));
     memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
@@ -353,7 +376,7 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             low_run *r = new_run(x, LOW_K_GEMM, tile);
             *r = whole[i];
             r->n[2] = cols - c0 < strip ? cols - c0 : strip;
-            r->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
+            r->ptr[1].off += c0 * (uint32_t)n_step;
             r->ptr[2].off += c0 * (uint32_t)lc->elem_bytes;
         }
     free(whole);
@@ -361,9 +384,9 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
 
 /* A batch of panels (mid_gemm_plan.panel_batch): per batch entry of each
  * run, one run over a batch of its whole 16-column panels, sharing A
- * (stride 0), B and C 16 columns further per entry (C stays row-major); then
- * one run for a narrower last panel. */
-static void gemm_panels(lx *x, const layout *lc, const layout *lb, size_t before, size_t end, int32_t tile) {
+ * (stride 0), B and C 16 columns further per entry (B's columns n_step bytes
+ * apart; C stays row-major); then one run for a narrower last panel. */
+static void gemm_panels(lx *x, const layout *lc, int64_t n_step, size_t before, size_t end, int32_t tile) {
     low_run *whole = xmalloc(sizeof(low_run) * (end - before));
     memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
     x->out->runs.n = (int32_t)before;
@@ -380,10 +403,10 @@ static void gemm_panels(lx *x, const layout *lc, const layout *lb, size_t before
                 r->n[0] = part == 0 ? full : 1;
                 r->n[2] = part == 0 ? pc : tail;
                 r->ptr[0].off += (uint32_t)((int64_t)g * w->stride[0][0]);
-                r->ptr[1].off += (uint32_t)((int64_t)g * w->stride[1][0] + (part ? full * pc * (uint32_t)lb->elem_bytes : 0));
+                r->ptr[1].off += (uint32_t)((int64_t)g * w->stride[1][0] + (part ? (int64_t)full * pc * n_step : 0));
                 r->ptr[2].off += (uint32_t)((int64_t)g * w->stride[2][0] + (part ? (int64_t)full * panel : 0));
                 r->stride[0][0] = 0;
-                r->stride[1][0] = part == 0 ? (int32_t)(pc * (uint32_t)lb->elem_bytes) : 0;
+                r->stride[1][0] = part == 0 ? (int32_t)(pc * n_step) : 0;
                 r->stride[2][0] = part == 0 ? panel : 0;
             }
     }
@@ -479,6 +502,8 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         if (pr->nin == 2) { /* a bias added where the partials are summed (mid's fuse_biases) */
             set_operand(x, r, 2, pr->in[1], 0);
             r->n[2] = (uint32_t)lo->block[lo->rank - 1];
+            /* A transposed result holds each bias value's column as one run of rows. */
+            if (layout_transposed(lo)) r->n[3] = (uint32_t)lo->block[lo->rank - 2];
             r->grad = (uint8_t)pr->grad;
         }
         return;

@@ -159,9 +159,11 @@ static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
 
 /* The layout an operand of shape t needs so every tile of out holds the
  * elements its shard combines with (NumPy broadcasting: size-1 and missing
- * axes are replicated along out's partition). */
+ * axes are replicated along out's partition). An operand of out's rank is
+ * stored as out is (transposed or not), so the two walk storage together. */
 static layout aligned(const layout *out, const graph_type *t) {
-    layout l = {.rank = t->rank, .elem_bytes = dtype_bytes(t->dtype), .enc = ENC_ROW_MAJOR, .tile_base = out->tile_base};
+    layout_encoding enc = out->enc == ENC_ROW_MAJOR_T && t->rank == out->rank ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
+    layout l = {.rank = t->rank, .elem_bytes = dtype_bytes(t->dtype), .enc = enc, .tile_base = out->tile_base};
     for (int i = 0; i < t->rank; i++) {
         l.dim[i] = t->dim[i];
         l.parts[i] = 1;
@@ -392,7 +394,8 @@ static bool same_dims(const graph_type *a, const graph_type *b) {
 }
 
 /* The result layout of a pointwise op: its first full-shape operand's (when
- * row-major), else spread over the machine. */
+ * row-major, or for an elementwise op row-major transposed), else spread
+ * over the machine. */
 static layout follow(mx *x, const graph_op *o, bool rows_whole) {
     graph_type ot = vtype(x, o->out[0]);
     for (int32_t i = 0; i < o->nin; i++) {
@@ -401,7 +404,7 @@ static layout follow(mx *x, const graph_op *o, bool rows_whole) {
         int32_t t = read(x, o->in[i]);
         layout l = unreplicated(mid_t(x->p, t)->lay);
         bool whole = l.parts[l.rank - 1] == 1;
-        if (l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) return l;
+        if ((l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) || (l.enc == ENC_ROW_MAJOR_T && !rows_whole)) return l;
         break;
     }
     return plan(x, &ot, rows_whole);
@@ -516,6 +519,7 @@ static int64_t dims_after(const graph_type *t, int a, int a1) {
 /* The alias layout of src reshaped to ot, or false when the bytes of src are
  * not already in the reshaped order. */
 static bool reshape_alias(const layout *src, const graph_type *it, const graph_type *ot, layout *out) {
+    if (layout_transposed(src)) return false; /* its storage is not in row-major order */
     reshape_groups g = group_axes(it, ot);
     layout l = {.rank = ot->rank, .elem_bytes = src->elem_bytes, .enc = src->enc, .tile_base = src->tile_base,
                 .nrep = src->nrep}; /* every replica holds the same bytes, so it is aliased too */
@@ -708,7 +712,7 @@ static void note_hint(mx *x, int32_t v, const layout *lay) {
  * transpose is not pulled back: it is cheapest done where the data is most
  * spread (emit_view_copy), not on every tile of a replicated consumer. */
 static bool permute_back(const layout *d, const layout_view *view, int src_rank, layout *out) {
-    if (d->rank != src_rank) return false;
+    if (d->rank != src_rank || layout_transposed(d)) return false;
     for (int i = 0; i < d->rank; i++)
         for (int j = i + 1; j < d->rank; j++)
             if (d->block[i] > 1 && d->block[j] > 1 && view->axis[i] > view->axis[j]) return false;
@@ -785,7 +789,10 @@ typedef struct gemm_plan {
     int64_t gp[LAYOUT_MAX_RANK];     /* parts per batch axis */
     int32_t gstride[LAYOUT_MAX_RANK];/* tiles per batch step */
     int64_t R, C, Kp;                /* row, column, K parts */
-    int64_t bm, bn, bk, sub;         /* blocks; sub = rows per tile after the K reduction */
+    int64_t bm, bn, bk, sub;         /* blocks; sub = rows per tile after the K reduction (with B
+                                        streaming: columns, the transposed result's rows) */
+    bool swap;                       /* B streams (mid_gemm_plan.swap): columns are the inner grid
+                                        axis and the reduction cuts them */
 } gemm_plan;
 
 /* The layout of one GEMM operand or result over the grid. axes[i] names the
@@ -799,7 +806,11 @@ typedef struct role {
 static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, const int64_t *dim, int es, bool m_fine) {
     layout l = {.rank = rank, .elem_bytes = es, .enc = ENC_ROW_MAJOR};
     bool has_b[LAYOUT_MAX_RANK] = {0}, has_m = false, has_n = false, has_k = false;
-    int32_t sm = (int32_t)gp->Kp, sn = (int32_t)(gp->R * gp->Kp), sk = 1;
+    /* Tiles: K parts innermost, then row blocks, then column blocks (with B
+     * streaming columns, then rows, so the reduction's finer blocks of the
+     * transposed result's rows take consecutive tiles). */
+    int32_t sm = (int32_t)(gp->swap ? gp->C * gp->Kp : gp->Kp), sn = (int32_t)(gp->swap ? gp->Kp : gp->R * gp->Kp), sk = 1;
+    bool fm = m_fine && !gp->swap, fn = m_fine && gp->swap;
     for (int i = 0; i < rank; i++) {
         l.dim[i] = dim[i];
         l.parts[i] = 1;
@@ -818,15 +829,15 @@ static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, cons
             has_m = true;
             /* After a K split each tile sums ceil(bm / Kp) rows, cut over all
              * M rows; a single row block need not store more than M rows. */
-            l.block[i] = min64(m_fine ? gp->sub : gp->bm, dim[i]);
+            l.block[i] = min64(fm ? gp->sub : gp->bm, dim[i]);
             l.parts[i] = cdiv(dim[i], l.block[i]);
-            l.tile_stride[i] = m_fine ? 1 : sm;
+            l.tile_stride[i] = fm ? 1 : sm;
             break;
         case 'n':
             has_n = true;
-            l.block[i] = gp->bn;
+            l.block[i] = min64(fn ? gp->sub : gp->bn, dim[i]);
             l.parts[i] = cdiv(dim[i], l.block[i]);
-            l.tile_stride[i] = sn;
+            l.tile_stride[i] = fn ? 1 : sn;
             break;
         case 'k':
             has_k = true;
@@ -887,7 +898,7 @@ void mid_plan_free(mid_plan *pl) {
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
     return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
            a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b &&
-           a->panel_batch == b->panel_batch && a->sum_at_consumer == b->sum_at_consumer;
+           a->panel_batch == b->panel_batch && a->sum_at_consumer == b->sum_at_consumer && a->swap == b->swap;
 }
 
 #define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
@@ -902,19 +913,24 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
         tiles *= c->batch_parts[j];
     }
     int64_t kp = cdiv(s->K, c->bk < 1 ? 1 : c->bk);
-    /* A row block rounded up to a multiple of the K parts may pass M. */
-    if (c->bm < 1 || c->bm > round_up(s->M, kp) || c->bn < 1 || c->bn > s->N || c->bk < 1 || c->bk > s->K)
+    /* A row block (with B streaming, a column block) rounded up to a multiple
+     * of the K parts may pass M (N). */
+    if (c->bm < 1 || c->bm > (c->swap ? s->M : round_up(s->M, kp)) || c->bn < 1 ||
+        c->bn > (c->swap ? round_up(s->N, kp) : s->N) || c->bk < 1 || c->bk > s->K)
         return WHY("blocks %lldx%lldx%lld outside the %lldx%lldx%lld product", (long long)c->bm, (long long)c->bn,
                    (long long)c->bk, (long long)s->M, (long long)s->N, (long long)s->K);
     if (c->bk != s->K && c->bk % m->amp_k_block)
         return WHY("K block %lld is not whole AMP K blocks of %u", (long long)c->bk, m->amp_k_block);
     tiles *= cdiv(s->M, c->bm) * cdiv(s->N, c->bn) * kp;
     if (tiles > m->tiles) return WHY("the grid needs %lld tiles, the machine has %u", (long long)tiles, m->tiles);
-    if (c->col_run < 1 || c->col_run > c->bn || (c->col_run != c->bn && c->col_run % m->amp_col_panel))
+    if (c->swap && !s->swappable)
+        return WHY("B streams only in a plain matmul: not fused, neither operand transposed");
+    int64_t kc = c->swap ? c->bm : c->bn; /* the kernel's columns: B's, or A's rows when B streams */
+    if (c->col_run < 1 || c->col_run > kc || (c->col_run != kc && c->col_run % m->amp_col_panel))
         return WHY("%lld columns per run: the whole block of %lld, or whole AMP column panels of %u", (long long)c->col_run,
-                   (long long)c->bn, m->amp_col_panel);
-    if (c->panel_batch && c->col_run != c->bn)
-        return WHY("a batch of panels needs one run per block (col_run %lld = cols)", (long long)c->bn);
+                   (long long)kc, m->amp_col_panel);
+    if (c->panel_batch && c->col_run != kc)
+        return WHY("a batch of panels needs one run per block (col_run %lld = cols)", (long long)kc);
     if (c->panel_batch && s->fused) return WHY("a batch of panels is not for a GEMM with an optimizer epilogue");
     if (c->sum_at_consumer && (kp == 1 || s->fused))
         return WHY("partials summed where the result is wanted need a K split and no optimizer epilogue");
@@ -957,6 +973,7 @@ void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
      * copied per batch part, so such batches stay on one grid. */
     site->b_broadcast = tb->rank - 2 < nb || ta->rank - 2 < nb;
     site->fused = o->kind != OP_MATMUL;
+    site->swappable = !site->fused && !tra && !graph_attr_bool(o, ATTR_TRANSPOSE_B);
 }
 
 /* The product matmul (or a fused op) o computes: its result type, whose
@@ -985,7 +1002,8 @@ static int gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
     for (int j = 0; j < nb; j++) gp->gp[j] = ch->batch_parts[j];
     gp->bm = ch->bm, gp->bn = ch->bn, gp->bk = ch->bk;
     gp->R = cdiv(M, gp->bm), gp->C = cdiv(N, gp->bn), gp->Kp = cdiv(K, gp->bk);
-    gp->sub = cdiv(gp->bm, gp->Kp);
+    gp->swap = ch->swap;
+    gp->sub = cdiv(gp->swap ? gp->bn : gp->bm, gp->Kp);
     int64_t per_batch = gp->R * gp->C * gp->Kp;
     for (int j = nb - 1, s = 1; j >= 0; j--) {
         gp->gstride[j] = (int32_t)(per_batch * s);
@@ -1017,12 +1035,24 @@ static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *
  * run of rows from each piece. */
 static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, int32_t param_op) {
     layout l = unreplicated(*lb);
-    for (int64_t blk = cdiv(gp->bk, gp->R);; blk++) {
+    /* Stored as the grid takes it (AMP_LEFT_T when B streams: K in whole panels). */
+    int64_t step = layout_transposed(&l) ? layout_panel_width(&l) : 1;
+    for (int64_t blk = round_up(cdiv(gp->bk, gp->R), step);; blk += step) {
         l.block[0] = min64(blk, l.dim[0]);
         l.parts[0] = cdiv(l.dim[0], l.block[0]);
         row_major_tiles(&l);
         if (l.parts[0] * l.parts[1] <= x->m->tiles) break;
     }
+    /* Whole panels may leave K in fewer pieces than R: then the columns are
+     * cut finer too, as far as the tiles go (a piece stays a run of panel rows). */
+    if (step > 1)
+        for (int64_t f = 2; f <= l.block[1]; f++) {
+            int64_t bn = cdiv(lb->block[1], f), parts = cdiv(l.dim[1], bn);
+            if (l.parts[0] * parts > x->m->tiles || l.parts[0] * parts > gp->R * cdiv(l.dim[0], gp->bk) * gp->C) break;
+            l.block[1] = bn;
+            l.parts[1] = parts;
+        }
+    row_major_tiles(&l);
     /* Weights that leave tiles over start apart, by op, as stacked homes do:
      * not every one of them on tile 0. */
     int64_t room = x->m->tiles - l.parts[0] * l.parts[1];
@@ -1094,9 +1124,18 @@ static int expand_matmul(mx *x, const graph_op *o) {
     da[na] = M, da[na + 1] = K;
     rb[nbb] = (role){'k', 0}, rb[nbb + 1] = (role){'n', 0};
     db[nbb] = K, db[nbb + 1] = N;
+    /* B streaming (ch.swap): A row-major as the coefficients (or transposed,
+     * as its producer left it), B as AMP-left panels of B^T, the product
+     * transposed. */
+    layout_encoding out_enc = ch.swap ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
     layout la = grid_layout(&gp, ra, ta->rank, da, dtype_bytes(in_dt), false);
     la.enc = ENC_AMP_LEFT;
+    if (ch.swap) {
+        const mid_tensor *at = mid_t(x->p, x->vt[o->in[0]]);
+        la.enc = at->placed && at->lay.enc == ENC_ROW_MAJOR_T && ta->rank >= 2 ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
+    }
     layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
+    if (ch.swap) lb.enc = ENC_AMP_LEFT_T;
     if (ch.stage_b && !mid_t(x->p, x->vt[o->in[1]])->placed) {
         const mid_tensor *wt = mid_t(x->p, x->vt[o->in[1]]);
         layout ls = staged_layout(x, &gp, &lb, wt->slice_of >= 0 ? mid_t(x->p, wt->slice_of)->param_op : wt->param_op);
@@ -1123,12 +1162,14 @@ static int expand_matmul(mx *x, const graph_op *o) {
     int32_t in2[2] = {a, b};
     if (gp.Kp == 1) {
         layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
+        lc.enc = out_enc;
         if (fused) return expand_epilogue(x, o, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
         int32_t out = result(x, o->out[0], &lc);
         mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1));
         g->acc = acc;
         g->col_run = ch.col_run;
         g->panel_batch = ch.panel_batch;
+        g->swap = ch.swap;
         return 0;
     }
     /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
@@ -1141,14 +1182,17 @@ static int expand_matmul(mx *x, const graph_op *o) {
     char pn[256];
     dtype pdt = ch.partials;
     layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), false);
+    lp.enc = out_enc;
     snprintf(pn, sizeof pn, "%s.partials", name);
     int32_t part = new_tensor(x, pn, pdt, 0, &lp, -1);
     mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1));
     g->acc = acc;
     g->col_run = ch.col_run;
     g->panel_batch = ch.panel_batch;
+    g->swap = ch.swap;
     layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
     layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
+    lq.enc = lc.enc = out_enc;
     if (ch.sum_at_consumer && reduce_where_wanted(x, o->out[0], &lc)) lq = gathered_over(&lc, gp.Kp, dtype_bytes(pdt));
     snprintf(pn, sizeof pn, "%s.gathered", name);
     int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);
@@ -1558,7 +1602,8 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     const mid_tensor *mb = mid_t(p, cp->in[cp->in[0] == t ? 1 : 0]);
     const layout *lt = &mt->lay, *lb = &mb->lay;
     int last = lt->rank - 1;
-    if (lt->enc != ENC_ROW_MAJOR || !same_partition(*lt, mu->lay) || lb->rank != 1 || lb->enc != ENC_ROW_MAJOR ||
+    if ((lt->enc != ENC_ROW_MAJOR && lt->enc != ENC_ROW_MAJOR_T) || !same_partition(*lt, mu->lay) || lb->rank != 1 ||
+        lb->enc != ENC_ROW_MAJOR ||
         lb->dim[0] != lt->dim[last] || lb->parts[0] != lt->parts[last] || lb->block[0] != lt->block[last] ||
         dtype_is_f8(mb->dtype) || dtype_is_f8(mu->dtype))
         return false;

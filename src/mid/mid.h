@@ -118,6 +118,7 @@ typedef struct mid_prim {
     int64_t step;                      /* ADAMW, ADAMW_APPLY: the optimizer step */
     int64_t col_run;                   /* GEMM, GEMM_EPI: columns per kernel run */
     bool panel_batch;                  /* GEMM: the block's whole panels as one batched run (mid_gemm_plan) */
+    bool swap;                         /* GEMM: B streams, A is the coefficients, the product transposed (mid_gemm_plan) */
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
@@ -180,6 +181,11 @@ typedef struct mid_gemm_plan {
                                              the result's consumer wants (docs/lowering.md, "Consumer
                                              layouts") where that spreads the sum at least as thin as
                                              the grid's rows, instead of in the grid's rows */
+    bool swap;                            /* the AMP streams B's columns (a block's bn rows of B^T, stored
+                                             AMP_LEFT_T) against A's rows as its coefficients (bm kernel
+                                             columns), so the product is stored transposed (ROW_MAJOR_T):
+                                             long rows when the weights are B. col_run counts A's rows.
+                                             Not fused, operands untransposed */
 } mid_gemm_plan;
 
 /* What a chooser knows of a matmul when expansion reaches it. */
@@ -193,6 +199,7 @@ typedef struct mid_gemm_site {
     bool b_stageable;            /* B is a parameter stage_b can store apart: [K, N], not transposed */
     bool b_broadcast;            /* an operand lacks batch axes of the result */
     bool fused;                  /* an optimizer step runs in its epilogue (GEMM_EPI) */
+    bool swappable;              /* mid_gemm_plan.swap may be chosen: not fused, operands untransposed */
 } mid_gemm_site;
 
 /* The site of matmul op as the graph gives it (a_param, b_param and

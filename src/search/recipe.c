@@ -6,7 +6,11 @@
  *                 "shape": {"batch": [1], "m": 729, "n": 4304, "k": 1152},
  *                 "batch_parts": [1], "rows": 105, "cols": 64, "k": 384,
  *                 "col_run": 64, "panel_batch": true, "partials": "f32", "weights": "staged",
- *                 "sums": "consumer"}, ...]}
+ *                 "sums": "consumer", "streams": "a"}, ...]}
+ *
+ * "streams" names the operand the AMP streams as its rows: "a" (A's rows
+ * against B's columns), or "b" (B's columns, the product stored transposed:
+ * mid_gemm_plan.swap). Optional when read: "a".
  *
  * Choices come in graph op order; the machine is named by its fingerprint
  * (every field but the name), the model by its name and, per choice, the
@@ -39,13 +43,14 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
         const mid_gemm_plan *c = &pl->gemm[i];
         json_t *shape = json_pack("{s:o, s:I, s:I, s:I}", "batch", ints(s.batch, s.nb), "m", (json_int_t)s.M, "n",
                                   (json_int_t)s.N, "k", (json_int_t)s.K);
-        json_array_append_new(choices, json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:b, s:s}", "op",
+        json_array_append_new(choices, json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:b, s:s, s:s}", "op",
                                                  graph_op_name(g, i), "kind", "matmul_grid", "shape", shape, "batch_parts",
                                                  ints(c->batch_parts, s.nb), "rows", (json_int_t)c->bm, "cols",
                                                  (json_int_t)c->bn, "k", (json_int_t)c->bk, "col_run", (json_int_t)c->col_run,
                                                  "partials", dtype_name(c->partials), "weights",
                                                  c->stage_b ? "staged" : "resident", "panel_batch",
-                                                 (int)c->panel_batch, "sums", c->sum_at_consumer ? "consumer" : "grid"));
+                                                 (int)c->panel_batch, "sums", c->sum_at_consumer ? "consumer" : "grid",
+                                                 "streams", c->swap ? "b" : "a"));
     }
     json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-recipe", "version", RECIPE_VERSION, "model",
                           g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
@@ -129,6 +134,12 @@ static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, 
     if (sv && (!sw || (strcmp(sw, "grid") != 0 && strcmp(sw, "consumer") != 0)))
         return diag_fail(d, "%s: error: choice %zu ('%s'): \"sums\" is \"grid\" or \"consumer\"", path, idx, op);
     p.sum_at_consumer = sw && strcmp(sw, "consumer") == 0;
+    /* "streams": optional, "a" unless it says "b". */
+    json_t *stv = json_object_get(c, "streams");
+    const char *st = json_string_value(stv);
+    if (stv && (!st || (strcmp(st, "a") != 0 && strcmp(st, "b") != 0)))
+        return diag_fail(d, "%s: error: choice %zu ('%s'): \"streams\" is \"a\" or \"b\"", path, idx, op);
+    p.swap = st && strcmp(st, "b") == 0;
     char why[200];
     if (!mid_gemm_plan_valid(m, &s, &p, why, sizeof why))
         BAD("%s: error: choice %zu ('%s'): the grid does not fit the op on machine '%s': %s", path, idx, op, m->name, why);

@@ -43,11 +43,18 @@ typedef struct cand {
     double score;
 } cand;
 
+/* An op's alternatives, best-scored first: v streaming A (the AMP's rows
+ * are A's), w streaming B (mid_gemm_plan.swap; swappable sites only). */
 typedef struct op_alts {
     cand v[SEARCH_ALTERNATIVES];
     int n;
+    cand w[SEARCH_ALTERNATIVES];
+    int nw;
     bool stageable; /* the site's B may be staged (mid_gemm_site.b_stageable) */
 } op_alts;
+
+/* Alternatives of the other stream proposed beside the current one's. */
+enum { SEARCH_OTHER_STREAM = 2 };
 
 typedef struct state {
     const graph *g;
@@ -65,7 +72,9 @@ typedef struct state {
 static double score(const state *st, const mid_gemm_site *s, int64_t G, const mid_gemm_plan *c) {
     const machine *m = st->m;
     int64_t R = cdiv(s->M, c->bm), C = cdiv(s->N, c->bn), Kp = cdiv(s->K, c->bk);
+    /* With B streaming the kernel's rows are B's columns. */
     machine_gemm gm = {s->a, s->b, s->acc, (uint64_t)G, (uint64_t)c->bm, (uint64_t)c->bn, (uint64_t)c->bk, true, true};
+    if (c->swap) gm = (machine_gemm){s->b, s->a, s->acc, (uint64_t)G, (uint64_t)c->bn, (uint64_t)c->bm, (uint64_t)c->bk, true, true};
     double amp = (double)machine_gemm_block_cycles(m, &gm, (uint64_t)c->col_run, c->panel_batch);
     /* Resident operands (parameters) are loaded where they are used: only
      * computed ones are delivered. */
@@ -91,15 +100,17 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
 }
 
 static void keep(op_alts *a, const cand *c) {
-    for (int k = 0; k < a->n; k++)
-        if (mid_gemm_plan_equal(&a->v[k].c, &c->c)) return; /* a grid reached twice (a rounded row block) */
-    int n = a->n, i = n;
-    while (i > 0 && a->v[i - 1].score > c->score) i--; /* stable: equal scores keep enumeration order */
+    cand *v = c->c.swap ? a->w : a->v;
+    int *pn = c->c.swap ? &a->nw : &a->n;
+    for (int k = 0; k < *pn; k++)
+        if (mid_gemm_plan_equal(&v[k].c, &c->c)) return; /* a grid reached twice (a rounded row block) */
+    int n = *pn, i = n;
+    while (i > 0 && v[i - 1].score > c->score) i--; /* stable: equal scores keep enumeration order */
     if (i >= SEARCH_ALTERNATIVES) return;
     if (n == SEARCH_ALTERNATIVES) n--;
-    memmove(&a->v[i + 1], &a->v[i], sizeof(cand) * (size_t)(n - i));
-    a->v[i] = *c;
-    a->n = n + 1;
+    memmove(&v[i + 1], &v[i], sizeof(cand) * (size_t)(n - i));
+    v[i] = *c;
+    *pn = n + 1;
 }
 
 /* Every distinct grid once: a part count giving the same block as the
@@ -121,14 +132,15 @@ static cand best_variant(const state *st, const mid_gemm_site *s, int64_t G, mid
      * f16, as the IPU's AMP writes them (each tile's chain stays in acc). */
     double temps = (double)G * ((double)c.bm * c.bk * dtype_bytes(s->a) + 2.0 * c.bm * c.bn * dtype_bytes(s->acc));
     bool must_f16 = split && s->acc == DT_F32 && temps > st->temp_bytes;
-    bool wide = c.bn > m->amp_col_panel, rows_split = cdiv(s->M, c.bm) > 1;
+    int64_t kc = c.swap ? c.bm : c.bn; /* the kernel's columns */
+    bool wide = kc > m->amp_col_panel, rows_split = cdiv(s->M, c.bm) > 1;
     cand best = {.score = INFINITY};
     for (int pv = must_f16 ? 1 : 0; pv < (split && s->acc == DT_F32 ? 2 : 1); pv++)
         for (int rv = 0; rv < (wide ? 2 : 1); rv++)
             for (int ov = 0; ov < (rv == 0 && wide && !s->fused ? 2 : 1); ov++)
                 for (int sv = 0; sv < (s->b_stageable && rows_split ? 2 : 1); sv++) {
                     c.partials = pv ? DT_F16 : s->acc;
-                    c.col_run = rv ? m->amp_col_panel : c.bn;
+                    c.col_run = rv ? m->amp_col_panel : kc;
                     c.panel_batch = ov;
                     c.stage_b = sv;
                     double sc = score(st, s, G, &c);
@@ -150,35 +162,43 @@ static void candidates(const state *st, const mid_gemm_site *s, op_alts *out) {
     }
     int64_t M = s->M, N = s->N, K = s->K, kblock = m->amp_k_block;
     int64_t pieces_b = s->b_param && !s->b_stageable ? st->min_pieces : 1;
-    int64_t gran = cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
-    out->n = 0;
-    for (int64_t R = 1, prev_m = 0; R <= min64(M, left); R++) {
-        int64_t bm0 = cdiv(M, R);
-        if (bm0 == prev_m) continue;
-        prev_m = bm0;
-        for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, gran), left / R); C++) {
-            int64_t bn = N < gran ? N : min64(round_up(cdiv(N, C), gran), N);
-            if (bn == prev_n) continue;
-            prev_n = bn;
-            int64_t Cr = cdiv(N, bn);
-            for (int64_t Kp = 1, prev_k = 0; Kp <= min64(cdiv(K, kblock), left / (R * Cr)); Kp++) {
-                int64_t bk = round_up(cdiv(K, Kp), kblock);
-                if (bk > K) bk = K;
-                if (bk == prev_k) continue;
-                prev_k = bk;
-                int64_t Kr = cdiv(K, bk);
-                /* Row blocks of ceil(M / R), or (K split) rounded up to a multiple of the K
-                 * parts, so the reduction's rows nest in the grid's blocks: fewer fragments
-                 * when the rounding costs the AMP nothing. */
-                for (int nest = 0; nest < (Kr > 1 && bm0 % Kr ? 2 : 1); nest++) {
-                    mid_gemm_plan c = base;
-                    c.bm = nest ? round_up(bm0, Kr) : bm0; /* may pass M: only rows that exist are stored */
-                    c.bn = bn;
-                    c.bk = bk;
-                    c.sum_at_consumer = Kr > 1 && !s->fused;
-                    if (cdiv(M, c.bm) * Cr * Kr > left) continue;
-                    cand best = best_variant(st, s, G, c);
-                    keep(out, &best);
+    out->n = out->nw = 0;
+    for (int swap = 0; swap < (s->swappable ? 2 : 1); swap++) {
+        /* With B streaming its columns are the kernel's rows, any number of them. */
+        int64_t gran = swap ? 1 : cdiv(N, COL_GRANULE) * cdiv(K, kblock) >= pieces_b ? COL_GRANULE : m->amp_col_panel;
+        for (int64_t R = 1, prev_m = 0; R <= min64(M, left); R++) {
+            int64_t bm0 = cdiv(M, R);
+            if (bm0 == prev_m) continue;
+            prev_m = bm0;
+            for (int64_t C = 1, prev_n = 0; C <= min64(cdiv(N, gran), left / R); C++) {
+                int64_t bn0 = N < gran ? N : min64(round_up(cdiv(N, C), gran), N);
+                if (bn0 == prev_n) continue;
+                prev_n = bn0;
+                int64_t Cr = cdiv(N, bn0);
+                for (int64_t Kp = 1, prev_k = 0; Kp <= min64(cdiv(K, kblock), left / (R * Cr)); Kp++) {
+                    int64_t bk = round_up(cdiv(K, Kp), kblock);
+                    if (bk > K) bk = K;
+                    if (bk == prev_k) continue;
+                    prev_k = bk;
+                    int64_t Kr = cdiv(K, bk);
+                    /* Row blocks of ceil(M / R) (with B streaming, column blocks), or (K
+                     * split) rounded up to a multiple of the K parts, so the reduction's
+                     * blocks nest in the grid's: fewer fragments when the rounding costs
+                     * the AMP nothing. */
+                    int64_t cut = swap ? bn0 : bm0;
+                    for (int nest = 0; nest < (Kr > 1 && cut % Kr ? 2 : 1); nest++) {
+                        mid_gemm_plan c = base;
+                        c.bm = !swap && nest ? round_up(bm0, Kr) : bm0; /* may pass M: only rows that exist are stored */
+                        c.bn = swap && nest ? round_up(bn0, Kr) : bn0;
+                        c.bk = bk;
+                        c.swap = swap;
+                        /* Streaming B, the partials are summed in the grid (a consumer's
+                         * row-major layout would transpose them element by element). */
+                        c.sum_at_consumer = Kr > 1 && !s->fused && !swap;
+                        if (cdiv(M, c.bm) * cdiv(N, c.bn) * Kr > left) continue;
+                        cand best = best_variant(st, s, G, c);
+                        keep(out, &best);
+                    }
                 }
             }
         }
@@ -194,8 +214,10 @@ static int choose(void *ctx, const mid_gemm_site *s, mid_gemm_plan *out, diag *d
         *out = st->start->gemm[s->op]; /* given: expansion checks it fits the op */
         return 0;
     }
-    if (!a->n) return graph_fail_op(st->g, s->op, d, "no tile grid of machine '%s' can run this matmul", st->m->name);
-    *out = a->v[0].c;
+    if (!a->n && !a->nw) return graph_fail_op(st->g, s->op, d, "no tile grid of machine '%s' can run this matmul", st->m->name);
+    /* The first start streams A wherever it can; the second (search_plan)
+     * takes each op's best score of either stream. */
+    *out = a->n ? a->v[0].c : a->w[0].c;
     return 0;
 }
 
@@ -252,12 +274,13 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
  * tile (block wider than a panel), the block's panels batched or not (one
  * run per block), the partials summed where the result is wanted or in the
  * grid's rows (K split, not fused). */
-enum { SEARCH_VARIANTS = 5 }; /* the most variants() gives */
+enum { SEARCH_VARIANTS = 6 }; /* the most variants() gives */
 
 static int variants(const machine *m, const graph *g, int32_t op, bool stageable, const mid_gemm_plan *c, cand *out) {
     mid_gemm_site s;
     mid_gemm_site_of(g, op, &s);
     int n = 0;
+    int64_t kc = c->swap ? c->bm : c->bn; /* the kernel's columns */
     if (stageable && cdiv(s.M, c->bm) > 1) {
         out[n] = (cand){.c = *c};
         out[n++].c.stage_b = !c->stage_b;
@@ -266,18 +289,25 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
         out[n] = (cand){.c = *c};
         out[n++].c.partials = c->partials == DT_F16 ? DT_F32 : DT_F16;
     }
-    if (c->bn > m->amp_col_panel) {
+    if (kc > m->amp_col_panel) {
         out[n] = (cand){.c = *c};
-        out[n].c.col_run = c->col_run == c->bn ? m->amp_col_panel : c->bn;
+        out[n].c.col_run = c->col_run == kc ? m->amp_col_panel : kc;
         out[n++].c.panel_batch = false;
     }
-    if (c->bn > m->amp_col_panel && c->col_run == c->bn && !s.fused) {
+    if (kc > m->amp_col_panel && c->col_run == kc && !s.fused) {
         out[n] = (cand){.c = *c};
         out[n++].c.panel_batch = !c->panel_batch;
     }
     if (cdiv(s.K, c->bk) > 1 && !s.fused) {
         out[n] = (cand){.c = *c};
         out[n++].c.sum_at_consumer = !c->sum_at_consumer;
+    }
+    if (s.swappable) { /* the other operand streams: one run per block */
+        out[n] = (cand){.c = *c};
+        out[n].c.swap = !c->swap;
+        out[n].c.col_run = out[n].c.swap ? c->bm : c->bn;
+        out[n].c.panel_batch = false;
+        out[n++].c.sum_at_consumer = false;
     }
     return n;
 }
@@ -333,14 +363,43 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         push_finalist(r, &pl, cur.cycles);
     }
     double room = buffer_room(m, cur.table_max), limit = cur.peak > room ? cur.peak : room;
+    /* The second start: each op's best score, streaming A or B, where the
+     * first streamed A and the choice was not given. */
+    if (rc == 0 && o->steps > 0) {
+        mid_plan alt;
+        mid_plan_copy(&alt, &pl);
+        alt.choose = NULL;
+        bool differs = false;
+        for (int32_t i = 0; i < g->ops.n; i++) {
+            const op_alts *a = &st.alts[i];
+            if (!graph_kind_has_gemm(graph_opr(g, i)->kind) || !alt.has[i] || !a->nw || !a->n ||
+                (start && i < start->nops && start->has[i]) || a->w[0].score >= a->v[0].score)
+                continue;
+            alt.gemm[i] = a->w[0].c;
+            differs = true;
+        }
+        if (differs) {
+            eval e = evaluate(&st, &alt, cache);
+            r->evaluations++;
+            if (e.ok && e.peak <= limit && e.cycles < cur.cycles * (1 - 1e-9)) {
+                search_step s = {-1, cur.cycles, e.cycles};
+                vec_push(&r->arena, &r->steps, s);
+                mid_plan_free(&pl);
+                mid_plan_copy(&pl, &alt);
+                cur = e;
+                push_finalist(r, &pl, cur.cycles);
+            }
+        }
+        mid_plan_free(&alt);
+    }
     VEC(int32_t) ops = {0};
     for (int32_t i = 0; i < g->ops.n && rc == 0; i++)
-        if (graph_kind_has_gemm(graph_opr(g, i)->kind) && st.alts[i].n > 1) vec_push(&r->arena, &ops, i);
+        if (graph_kind_has_gemm(graph_opr(g, i)->kind) && st.alts[i].n + st.alts[i].nw > 1) vec_push(&r->arena, &ops, i);
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
-    eval *res = xcalloc(SEARCH_ALTERNATIVES + SEARCH_VARIANTS, sizeof(eval));
-    proposal *props = xcalloc(SEARCH_ALTERNATIVES + SEARCH_VARIANTS, sizeof(proposal));
+    eval *res = xcalloc(SEARCH_ALTERNATIVES + SEARCH_OTHER_STREAM + SEARCH_VARIANTS, sizeof(eval));
+    proposal *props = xcalloc(SEARCH_ALTERNATIVES + SEARCH_OTHER_STREAM + SEARCH_VARIANTS, sizeof(proposal));
     cand var[SEARCH_VARIANTS];
     while (improved && r->proposals < o->steps) {
         improved = false;
@@ -348,9 +407,15 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             int32_t op = ops.v[k];
             const op_alts *a = &st.alts[op];
             int n = 0;
-            for (int i = 0; i < a->n && r->proposals + n < o->steps; i++)
-                if (!mid_gemm_plan_equal(&a->v[i].c, &pl.gemm[op]))
-                    props[n++] = (proposal){&st, &pl, cache, op, &a->v[i], NULL};
+            /* The current stream's alternatives, and the other's best few. */
+            bool sw = pl.gemm[op].swap;
+            const cand *mine = sw ? a->w : a->v, *other = sw ? a->v : a->w;
+            int nmine = sw ? a->nw : a->n, nother = sw ? a->n : a->nw;
+            if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
+            for (int i = 0; i < nmine + nother && r->proposals + n < o->steps; i++) {
+                const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
+                if (!mid_gemm_plan_equal(&c->c, &pl.gemm[op])) props[n++] = (proposal){&st, &pl, cache, op, c, NULL};
+            }
             /* The current grid's other variants, one change each. */
             int nv = variants(m, g, op, a->stageable, &pl.gemm[op], var);
             for (int i = 0; i < nv && r->proposals + n < o->steps; i++)
@@ -403,9 +468,11 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                 for (int32_t k = 0; k < bm.prims.n; k++)
                     if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
                 const op_alts *a = &st.alts[i];
-                for (int k = 0; k < a->n; k++) {
-                    if (mid_gemm_plan_equal(&a->v[k].c, &so.chosen)) so.chosen_score = a->v[k].score;
-                    else if (!so.has_runner) so.runner_up = a->v[k].c, so.runner_score = a->v[k].score, so.has_runner = true;
+                for (int k = 0; k < a->n + a->nw; k++) {
+                    const cand *c = k < a->n ? &a->v[k] : &a->w[k - a->n];
+                    if (mid_gemm_plan_equal(&c->c, &so.chosen)) so.chosen_score = c->score;
+                    else if (!so.has_runner || c->score < so.runner_score)
+                        so.runner_up = c->c, so.runner_score = c->score, so.has_runner = true;
                 }
                 vec_push(&r->arena, &r->ops, so);
             }

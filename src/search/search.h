@@ -33,7 +33,7 @@ typedef struct search_options {
 
 /* One accepted local-search step. */
 typedef struct search_step {
-    int32_t op;              /* the matmul changed */
+    int32_t op;              /* the matmul changed; -1: the start streaming B where that scored better */
     double before, after;    /* predicted cycles */
 } search_step;
 

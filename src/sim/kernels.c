@@ -373,9 +373,15 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
                 memset(dst + M * (size_t)w, 0, (Mp - M) * (size_t)w * sizeof(float));
             }
         }
-        /* B: rows of N, decoded and dealt into 16-column panels of kc rows. */
+        /* B: rows of N, decoded and dealt into 16-column panels of kc rows
+         * (strided columns, a transposed operand's, element by element). */
+        int64_t bcol = r->stride[1][2];
         for (size_t k = 0; k < kc; k++) {
-            num_decode_buf(tb, 0, B + (int64_t)(k0 + k) * r->stride[1][1], row, N);
+            const uint8_t *Bk = B + (int64_t)(k0 + k) * r->stride[1][1];
+            if (bcol == 0 || bcol == dtype_bytes(tb))
+                num_decode_buf(tb, 0, Bk, row, N);
+            else
+                for (size_t j = 0; j < N; j++) num_decode_buf(tb, 0, Bk + (int64_t)j * bcol, row + j, 1);
             if (pre != 1.0f)
                 for (size_t j = 0; j < N; j++) row[j] *= pre;
             for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
@@ -516,12 +522,12 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
     }
     if (r->n[2]) { /* the bias: the product rounded, then added (low.h) */
-        size_t w = r->n[2];
+        size_t w = r->n[2], rep = r->n[3] > 1 ? r->n[3] : 1;
         float *b = scratch_floats(SCR_T2, w);
         opnd bias = opnd_dense(r, ptr, 2);
         opnd_read(&bias, 0, w, b);
         num_round_buf((dtype)r->grad, 0, acc, n);
-        for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e % w];
+        for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
     opnd out = opnd_dense(r, ptr, 0);
     opnd_write(&out, 0, n, acc);

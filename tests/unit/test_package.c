@@ -390,7 +390,7 @@ static void test_documented_sizes(void **state) {
     size_t runs = 4 + (5 + 4 + 4 + 10)              /* fill: n[0], f[0], one operand */
                   + (5 + 16 + 2 * 10 + 6 * 4)       /* copy: n[0..4), two operands, strides [0..1][0..3) */
                   + (5 + 4 + 4 + 10)                /* fill */
-                  + (5 + 1 + 16 + 3 * 10 + 6 * 4)   /* gemm: acc, n[0..4), three operands, strides [0..3][0..2) */
+                  + (5 + 1 + 16 + 3 * 10 + 7 * 4)   /* gemm: acc, n[0..4), three operands, strides [0..3][0..2) and B's [1][2] */
                   + (5 + 2 + 16 + 4 + 3 * 10 + 12 * 4) /* ewise add: op, acc, n, f[0], three operands, all strides */
                   + (5 + 8 + 4 + 2 * 10 + 3 * 4);   /* softmax: n[0..2), f[0], two operands, stride[0][0..2), stride[1][0] */
     size_t groups = 4 + 4 + 3 * 4;                 /* one group: tiles 4, 5, 6 */
@@ -401,7 +401,7 @@ static void test_documented_sizes(void **state) {
     size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\6\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\7\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -489,7 +489,7 @@ static void test_header(void **state) {
     img[0] = 'T';
 
     put_u32(img + 8, 5);
-    expect_refused(img, len, "package format version 5, but this tessel reads only version 6");
+    expect_refused(img, len, "package format version 5, but this tessel reads only version 7");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -633,7 +633,7 @@ static void test_records(void **state) {
     put_u32(img + bind + 5, DT_F16);
     /* layout.enc follows rank and elem_bytes */
     put_u32(img + bind + 10 + 8, 7);
-    expect_refused(img, len, "binding 0: field layout.enc = 7 is out of range (at most 2)");
+    expect_refused(img, len, "binding 0: field layout.enc = 7 is out of range (at most 4)");
     free(img);
 }
 

@@ -164,7 +164,8 @@ static void ref_gemm(const low_run *r, uint8_t *const p[]) {
                 float acc = 0.0f;
                 for (uint32_t k = 0; k < r->n[3]; k++) {
                     float a = ld(ta, 0, p[0] + g * r->stride[0][0] + (k / w) * r->stride[0][1] + m * 32 + (k % w) * bytes_of(ta));
-                    float b = ld(tb, 0, p[1] + g * r->stride[1][0] + k * r->stride[1][1] + n * bytes_of(tb));
+                    int64_t bcol = r->stride[1][2] ? r->stride[1][2] : bytes_of(tb);
+                    float b = ld(tb, 0, p[1] + g * r->stride[1][0] + k * r->stride[1][1] + n * bcol);
                     float prod = a * b * pre;
                     acc = acc + prod;
                     if (r->acc == DT_F16) acc = f16r(acc);
@@ -184,6 +185,11 @@ static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, u
     r.stride[0][0] = (int32_t)(panels * (uint32_t)r.stride[0][1] + (uint32_t)rnd(0, 2) * 32);
     r.stride[1][1] = (int32_t)((N + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(tb));
     r.stride[1][0] = (int32_t)(K * (uint32_t)r.stride[1][1] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tb));
+    if (rnd(0, 1)) { /* B stored transposed (a streamed GEMM's A^T): columns of K, padded apart */
+        r.stride[1][1] = (int32_t)bytes_of(tb);
+        r.stride[1][2] = (int32_t)((K + (uint32_t)rnd(1, 3)) * (uint32_t)bytes_of(tb));
+        r.stride[1][0] = (int32_t)(N * (uint32_t)r.stride[1][2] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tb));
+    }
     r.stride[2][1] = (int32_t)((N + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(tc));
     r.stride[2][0] = (int32_t)(M * (uint32_t)r.stride[2][1] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tc));
     size_t need = 256;
@@ -517,8 +523,10 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
             acc = acc + ld((dtype)r->dt[1], r->scale[1], p[1] + j * r->stride[1][0] + e * bytes_of((dtype)r->dt[1]));
             if (r->acc == DT_F16) acc = f16r(acc);
         }
+        uint32_t rep = r->n[3] > 1 ? r->n[3] : 1; /* elements per bias value (a transposed result's column) */
         if (r->n[2]) /* a bias: the product rounded, then the bias of its column added */
-            acc = num_round((dtype)r->grad, 0, acc) + ld((dtype)r->dt[2], r->scale[2], p[2] + (e % r->n[2]) * bytes_of((dtype)r->dt[2]));
+            acc = num_round((dtype)r->grad, 0, acc) +
+                  ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
         st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), acc);
     }
 }
@@ -533,7 +541,8 @@ static void reduce_random(void **state) {
         if (rnd(0, 1)) { /* a bias along rows of n[2] */
             static const dtype sums[] = {DT_F32, DT_F16, DT_BF16};
             r.n[2] = (uint32_t)rnd(1, 12);
-            r.n[1] = r.n[2] * (uint32_t)rnd(1, 9);
+            r.n[3] = rnd(0, 1) ? (uint32_t)rnd(0, 5) : 0; /* each value over n[3] elements in a row */
+            r.n[1] = r.n[2] * (r.n[3] > 1 ? r.n[3] : 1) * (uint32_t)rnd(1, 9);
             r.dt[2] = (uint8_t)PICK(FLOAT_TYPES), r.scale[2] = (int8_t)rnd_scale((dtype)r.dt[2]);
             r.grad = (uint8_t)sums[rnd(0, 2)];
         }
