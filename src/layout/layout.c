@@ -569,6 +569,7 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
 int64_t layout_axis_stride(const layout *l, int a) {
     if (a == layout_panel_axis(l)) return l->elem_bytes;
     int64_t s = l->elem_bytes * layout_panel_width(l);
+    TS_ASSERT(a >= 0 && a < l->rank);
     int i = 0;
     while (storage_axis(l, i) != a) i++;
     for (i++; i < l->rank - 1; i++) s *= l->block[storage_axis(l, i)];

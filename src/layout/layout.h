@@ -23,8 +23,10 @@
  *              the rows run over the other axes with the last one innermost;
  *              a GEMM that streams its weights writes its product this way.
  *
- *   element e of shard s at local coordinates l = e - s*block:
- *     offset(l) = ((l[last] / pw) * rows + row(l)) * pw * bytes + (l[last] % pw) * bytes
+ *   element e of shard s at local coordinates l = e - s*block, with p the
+ *   panel axis (the last, or rank-2 when transposed) and row(l) the other
+ *   axes' row-major index in storage order:
+ *     offset(l) = ((l[p] / pw) * rows + row(l)) * pw * bytes + (l[p] % pw) * bytes
  *
  * Copies between two layouts (optionally through a view: transposes, slices,
  * pads, concats) come out of layout_runs as ownership runs: byte spans that are
@@ -156,9 +158,9 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
 /* ---- spans.c ----------------------------------------------------------------- */
 
 /* Walks the valid elements of one shard (or, with shard NULL, of every
- * shard) in storage order, one span at a time: consecutive elements along
- * the last axis inside one panel, so contiguous in storage (a transposed
- * shard: one element per span, in row-major order). fn gets the shard
+ * shard) one span at a time: consecutive elements along the last axis
+ * inside one panel, so contiguous in storage, in storage order (a
+ * transposed shard: one element per span, in row-major order). fn gets the shard
  * index, the span's byte offset inside the shard, the row-major index of its
  * first element in the whole tensor, and its length in elements. Replicas
  * hold identical bytes and are not visited separately (layout_owners lists

@@ -17,6 +17,10 @@ uint64_t machine_worker_rounds(const machine *m, uint64_t grains, uint64_t instr
     return ceil_div(grains, m->workers) * m->workers * instrs;
 }
 
+/* The coefficient loads count bytes, however B's columns lie: a streamed
+ * GEMM's coefficient panel (B = A^T) is 16 columns of one contiguous 32-byte
+ * K stretch each, a plain one 32 K rows of 16 contiguous bytes; both are 512
+ * bytes of 64-bit loads. Nothing measured sets one apart. */
 uint64_t machine_gemm_cycles(const machine *m, const machine_gemm *g) {
     uint64_t macs_a = machine_amp_macs(m, g->a), macs_b = machine_amp_macs(m, g->b);
     uint64_t macs = macs_a < macs_b ? macs_a : macs_b;

@@ -934,6 +934,8 @@ bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gem
     if (c->panel_batch && s->fused) return WHY("a batch of panels is not for a GEMM with an optimizer epilogue");
     if (c->sum_at_consumer && (kp == 1 || s->fused))
         return WHY("partials summed where the result is wanted need a K split and no optimizer epilogue");
+    if (c->sum_at_consumer && c->swap)
+        return WHY("B streaming sums its partials in the grid: a consumer's row-major layout would transpose them element by element");
     if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
         return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
     if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
@@ -1046,7 +1048,7 @@ static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, 
     /* Whole panels may leave K in fewer pieces than R: then the columns are
      * cut finer too, as far as the tiles go (a piece stays a run of panel rows). */
     if (step > 1)
-        for (int64_t f = 2; f <= l.block[1]; f++) {
+        for (int64_t f = 2; f <= lb->block[1]; f++) {
             int64_t bn = cdiv(lb->block[1], f), parts = cdiv(l.dim[1], bn);
             if (l.parts[0] * parts > x->m->tiles || l.parts[0] * parts > gp->R * cdiv(l.dim[0], gp->bk) * gp->C) break;
             l.block[1] = bn;

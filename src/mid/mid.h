@@ -185,7 +185,7 @@ typedef struct mid_gemm_plan {
                                              AMP_LEFT_T) against A's rows as its coefficients (bm kernel
                                              columns), so the product is stored transposed (ROW_MAJOR_T):
                                              long rows when the weights are B. col_run counts A's rows.
-                                             Not fused, operands untransposed */
+                                             Not fused, operands untransposed, partials summed in the grid */
 } mid_gemm_plan;
 
 /* What a chooser knows of a matmul when expansion reaches it. */

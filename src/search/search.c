@@ -90,7 +90,8 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
         uint64_t lanes = dtype_bytes(c->partials) > 2 || dtype_bytes(s->out) > 2 ? 2 : 1;
         cost += part * (double)(Kp - 1) / (double)Kp / m->exchange_bytes_per_cycle + m->sync_cycles +
                 m->exchange_latency_cycles +
-                (double)machine_reduce_cycles(m, (uint64_t)Kp, (uint64_t)(G * cdiv(c->bm, Kp) * c->bn), lanes);
+                (double)machine_reduce_cycles(m, (uint64_t)Kp,
+                                              (uint64_t)(G * (c->swap ? c->bm * cdiv(c->bn, Kp) : cdiv(c->bm, Kp) * c->bn)), lanes);
     }
     int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param && !c->stage_b ? st->min_pieces : 1;
     int64_t short_b = pieces_b - C * Kp, short_a = pieces_a - R * Kp;
@@ -298,7 +299,7 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
         out[n] = (cand){.c = *c};
         out[n++].c.panel_batch = !c->panel_batch;
     }
-    if (cdiv(s.K, c->bk) > 1 && !s.fused) {
+    if (cdiv(s.K, c->bk) > 1 && !s.fused && !c->swap) {
         out[n] = (cand){.c = *c};
         out[n++].c.sum_at_consumer = !c->sum_at_consumer;
     }
