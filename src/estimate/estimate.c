@@ -317,23 +317,12 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     case MID_GEMM: {
         /* As the lowering runs it (lower.c's gemm_shard): with B streaming the
          * kernel's A is B, its rows N, its columns M. */
-        const layout *la = lay(x, pr->in[0]), *lb = lay(x, pr->in[1]);
-        const layout *ka = pr->swap ? lb : la, *kb = pr->swap ? la : lb;
-        int rc = lo->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2, cb = rc - 2 - nb;
-        layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
-        for (int j = 0; j < nb; j++) {
-            b.n[j] = ext[cb + j];
-            int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
-            b.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
-            b.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
-            b.st[2][j] = layout_axis_stride(lo, cb + j);
-        }
-        if (nb == 0) b.n[0] = 1;
+        const layout *la = lay(x, pr->in[0]);
+        mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
+        layout_box b = gk.batch;
         layout_box_collapse(&b);
-        int krow = pr->swap ? rc - 1 : rc - 2, kcol = pr->swap ? rc - 2 : rc - 1;
-        machine_gemm g = {mid_t(x->p, pr->swap ? pr->in[1] : pr->in[0])->dtype,
-                          mid_t(x->p, pr->swap ? pr->in[0] : pr->in[1])->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
-                          (uint64_t)ext[krow], (uint64_t)ext[kcol],
+        machine_gemm g = {mid_t(x->p, gk.a)->dtype, mid_t(x->p, gk.b)->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
+                          (uint64_t)ext[gk.row], (uint64_t)ext[gk.col],
                           (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]), true,
                           true};
         /* As the lowering runs the block: one run, per strip, or a batch of panels. */

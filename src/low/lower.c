@@ -312,30 +312,24 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     bool sw = pr->swap;
     int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lc, s, lo, hi);
-    /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */
-    int rc = lc->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2;
-    int cb = rc - 2 - nb; /* 1 when the result carries the partials axis */
-    int64_t K = la->dim[la->rank - 1], kpart = cb ? s[0] : 0;
+    int64_t ext[LAYOUT_MAX_RANK];
+    for (int a = 0; a < lc->rank; a++) ext[a] = hi[a] - lo[a];
+    mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
+    layout_box b = gk.batch;
+    int rc = lc->rank;
+    bool split = rc - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
+    int64_t K = la->dim[la->rank - 1], kpart = split ? s[0] : 0;
     int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
     if (k1 > K) k1 = K;
-    const layout *ka = sw ? lb : la, *kb = sw ? la : lb; /* the kernel's A and B */
-    layout_box b = {.nd = nb > 0 ? nb : 1, .nops = 3};
-    for (int j = 0; j < nb; j++) {
-        b.n[j] = hi[cb + j] - lo[cb + j];
-        int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
-        b.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
-        b.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
-        b.st[2][j] = layout_axis_stride(lc, cb + j);
-    }
-    if (nb == 0) b.n[0] = 1;
+    const layout *kb = &mid_t(x->p, gk.b)->lay, *ka = &mid_t(x->p, gk.a)->lay;
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.acc = (uint8_t)pr->acc;
     box_emit e = {.kernel = LOW_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
-    e.t[0] = sw ? pr->in[1] : pr->in[0];
-    e.t[1] = sw ? pr->in[0] : pr->in[1];
+    e.t[0] = gk.a;
+    e.t[1] = gk.b;
     e.t[2] = pr->out[0];
-    int krow = sw ? rc - 1 : rc - 2, kcol = sw ? rc - 2 : rc - 1; /* result axes of kernel rows, columns */
+    int krow = gk.row, kcol = gk.col;
     /* The kernel's B: element (k, n) k_step, n_step bytes along (0: contiguous columns). */
     int64_t k_step = sw ? layout_axis_stride(la, la->rank - 1) : layout_axis_stride(lb, lb->rank - 2);
     int64_t n_step = sw ? layout_axis_stride(la, la->rank - 2) : lb->elem_bytes;

@@ -872,6 +872,26 @@ static bool is_param(const mx *x, int32_t v) {
     return mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
 }
 
+mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
+    const layout *la = &mid_t(p, pr->in[0])->lay, *lb = &mid_t(p, pr->in[1])->lay, *lc = &mid_t(p, pr->out[0])->lay;
+    /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */
+    int rc = lc->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2;
+    int cb = rc - 2 - nb; /* 1 when the result carries the partials axis */
+    mid_gemm_kernel k = {.a = pr->swap ? pr->in[1] : pr->in[0], .b = pr->swap ? pr->in[0] : pr->in[1],
+                         .row = pr->swap ? rc - 1 : rc - 2, .col = pr->swap ? rc - 2 : rc - 1,
+                         .batch = {.nd = nb > 0 ? nb : 1, .nops = 3}};
+    const layout *ka = &mid_t(p, k.a)->lay, *kb = &mid_t(p, k.b)->lay;
+    for (int j = 0; j < nb; j++) {
+        k.batch.n[j] = ext[cb + j];
+        int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
+        k.batch.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
+        k.batch.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
+        k.batch.st[2][j] = layout_axis_stride(lc, cb + j);
+    }
+    if (nb == 0) k.batch.n[0] = 1;
+    return k;
+}
+
 /* ---- plans ---------------------------------------------------------------------- */
 
 void mid_plan_init(mid_plan *pl, const graph *g) {

@@ -304,6 +304,17 @@ graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d);
 
 static inline mid_tensor *mid_t(const mid_program *p, int32_t id) { return &p->tensors.v[id]; }
 static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->prims.v[id]; }
+/* How the AMP runs GEMM prim pr (lower.c runs it so, estimate.c prices it
+ * so): the tensors that are its A and B (in[1] and in[0] when B streams),
+ * the result axes of its rows and columns, and the box of the result's batch
+ * axes over a shard of extents ext, with A's, B's and the result's strides. */
+typedef struct mid_gemm_kernel {
+    int32_t a, b;      /* the kernel's A and B tensors */
+    int row, col;      /* result axes of the kernel's rows and columns */
+    layout_box batch;  /* batch axes (one axis of 1 without any) */
+} mid_gemm_kernel;
+mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
 
