@@ -332,7 +332,7 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int krow = gk.row, kcol = gk.col;
     /* The kernel's B: element (k, n) k_step, n_step bytes along (0: contiguous columns). */
     int64_t k_step = sw ? layout_axis_stride(la, la->rank - 1) : layout_axis_stride(lb, lb->rank - 2);
-    int64_t n_step = sw ? layout_axis_stride(la, la->rank - 2) : lb->elem_bytes;
+    int64_t n_step = sw ? layout_axis_stride(la, la->rank - 2) : layout_axis_stride(lb, lb->rank - 1);
     TS_ASSERT(layout_axis_stride(lc, kcol) == lc->elem_bytes);
     size_t before = (size_t)x->out->runs.n;
     emit_box(x, &b, &e);

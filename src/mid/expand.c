@@ -332,12 +332,15 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
  * directly. */
 static void emit_view_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
     const layout *ls = &mid_t(x->p, src)->lay, *ld = &mid_t(x->p, dst)->lay;
-    bool perm = ls->rank == ld->rank, moved = false;
+    bool perm = ls->rank == ld->rank, moved = false, swap2 = perm && ld->rank >= 2;
     for (int i = 0; i < ld->rank && perm; i++) {
         perm = view->off[i] == 0 && view->axis[i] >= 0 && view->axis[i] < ls->rank;
         moved |= view->axis[i] != i;
+        swap2 &= view->axis[i] == (i < ld->rank - 2 ? i : 2 * ld->rank - 3 - i);
     }
-    if (!perm || !moved) {
+    /* Swapping the last two axes into a transposed encoding (or out of one)
+     * keeps the storage order: the copy moves whole runs as it is. */
+    if (!perm || !moved || (swap2 && layout_transposed(ls) != layout_transposed(ld))) {
         emit_copy(x, src, dst, view);
         return;
     }
@@ -1157,7 +1160,11 @@ static int expand_matmul(mx *x, const graph_op *o) {
         la.enc = at->placed && at->lay.enc == ENC_ROW_MAJOR_T && ta->rank >= 2 ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
     }
     layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
+    /* A transposed B (B^T stored [N, K], as attention's keys) keeps its
+     * storage order: each column's K stretch contiguous, read through B's
+     * column stride, so neither the exchange nor a tile permutes it. */
     if (ch.swap) lb.enc = ENC_AMP_LEFT_T;
+    else if (trb) lb.enc = ENC_ROW_MAJOR_T;
     if (ch.stage_b && !mid_t(x->p, x->vt[o->in[1]])->placed) {
         const mid_tensor *wt = mid_t(x->p, x->vt[o->in[1]]);
         layout ls = staged_layout(x, &gp, &lb, wt->slice_of >= 0 ? mid_t(x->p, wt->slice_of)->param_op : wt->param_op);
