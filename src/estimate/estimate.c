@@ -362,18 +362,16 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         return box_outer(&b, 1) * (L + c);
     }
     case MID_REDUCE: {
-        int64_t block = 1;
-        for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+        int64_t block = layout_block_elems(lo);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
         uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (pr->nin == 2 ? 1 : 0); /* a bias: one more */
-        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2));
+        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
     }
     case MID_GEMM_EPI:
     case MID_REDUCE_EPI: {
         /* The fused GEMM (2-D) or K reduction, then the epilogue's pass over
          * what it completes: its state inputs read, its outputs written. */
-        int64_t block = 1;
-        for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+        int64_t block = layout_block_elems(lo);
         bool gemm = pr->kind == MID_GEMM_EPI;
         int64_t n = gemm ? ext[0] * ext[1] : block;
         int first = gemm ? 2 : 1;
@@ -387,7 +385,7 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         uint64_t epi = machine_vector_cycles(m, &w);
         if (!gemm) {
             int32_t ops[2] = {pr->out[0], pr->in[0]};
-            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2)) + epi;
+            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2), false) + epi;
         }
         const layout *la = lay(x, pr->in[0]);
         machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc, 1, (uint64_t)ext[0],
@@ -410,8 +408,7 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     }
     /* Vector kernels over whole shards. */
     machine_vwork w = {.rows = 1};
-    int64_t block = 1;
-    for (int a = 0; a < lo->rank; a++) block *= lo->block[a];
+    int64_t block = layout_block_elems(lo);
     switch (pr->kind) {
     case MID_FILL: w.vec_bytes = (uint64_t)(elems * ebytes_t(x, pr->out[0])); break;
     case MID_SGD:

@@ -578,6 +578,12 @@ int64_t layout_axis_stride(const layout *l, int a) {
 
 int64_t layout_panel_stride(const layout *l) { return shard_rows(l) * layout_panel_width(l) * l->elem_bytes; }
 
+int64_t layout_block_elems(const layout *l) {
+    int64_t n = 1;
+    for (int a = 0; a < l->rank; a++) n *= l->block[a];
+    return n;
+}
+
 void layout_box_order(layout_box *b) {
     for (int d = 1; d < b->nd; d++)
         for (int k = d; k > 0 && b->st[0][k - 1] < b->st[0][k]; k--) {

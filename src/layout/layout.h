@@ -173,6 +173,9 @@ void layout_spans(const layout *l, const int64_t *shard, layout_span_fn fn, void
 int64_t layout_axis_stride(const layout *l, int a);
 int64_t layout_panel_stride(const layout *l);
 
+/* Elements of one whole shard, padding included (what a flat sweep visits). */
+int64_t layout_block_elems(const layout *l);
+
 /* ---- boxes ------------------------------------------------------------------ */
 
 /* A box of elements several operands walk together: n[d] elements along

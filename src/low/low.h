@@ -39,10 +39,10 @@
  *                                + n*bytes. dt[0], dt[1] operands (8-bit scales add), dt[2] the
  *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
  *  REDUCE      reduce      3  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
- *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending. With a bias
- *                             (n[2] > 0, n[2] * max(n[3], 1) dividing n[1]): the sum rounded to `grad`,
- *                             plus bias[(e / max(n[3], 1)) % n[2]] (ptr2), is out[e] (n[3] > 1: each
- *                             bias value covers n[3] consecutive elements, a transposed result's)
+ *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending, then rounded
+ *                             to `grad` (f32: not). With a bias (n[2] > 0, n[2] * max(n[3], 1) dividing
+ *                             n[1]): that plus bias[(e / max(n[3], 1)) % n[2]] (ptr2) is out[e] (n[3] > 1:
+ *                             each bias value covers n[3] consecutive elements, a transposed result's)
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -143,8 +143,9 @@ typedef struct low_run {
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
                                                 LAYER_NORM: the dtype the result rounds to before out's (a cast
                                                 done by its producer), f32 for none */
-    uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI); REDUCE with a
-                                                bias: the product's, the sum rounds to it first */
+    uint8_t grad;                            /* the gradient's dtype (GEMM_EPI, REDUCE_EPI); REDUCE: the sum
+                                                rounds to it first (the product's, before a bias or a cast done
+                                                by the reduction), f32 for none */
     uint8_t dt[LOW_MAX_OPERANDS];            /* operand dtypes */
     int8_t scale[LOW_MAX_OPERANDS];          /* 8-bit operand scales */
     low_addr ptr[LOW_MAX_OPERANDS];

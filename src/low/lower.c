@@ -465,12 +465,6 @@ static void lower_gemm_epi(lx *x, const mid_prim *pr) {
     end_compute(x, first, mid_epi_names[pr->epi]);
 }
 
-static int64_t block_elems(const layout *l) {
-    int64_t n = 1;
-    for (int a = 0; a < l->rank; a++) n *= l->block[a];
-    return n;
-}
-
 /* Whole-shard kernels: the partial sums, the optimizers, sums of squares.
  * They sweep every stored element; padding is zero and stays zero. */
 typedef struct flat_ctx {
@@ -490,15 +484,15 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         set_operand(x, r, 0, pr->out[0], 0);
         set_operand(x, r, 1, pr->in[0], 0);
         r->n[0] = (uint32_t)lq->dim[0];
-        r->n[1] = (uint32_t)block_elems(lo);
+        r->n[1] = (uint32_t)layout_block_elems(lo);
         r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
         r->n[2] = 0; /* no bias */
+        r->grad = (uint8_t)pr->grad; /* f32 (none) unless a bias or a cast was folded in (expand.c) */
         if (pr->nin == 2) { /* a bias added where the partials are summed (mid's fuse_biases) */
             set_operand(x, r, 2, pr->in[1], 0);
             r->n[2] = (uint32_t)lo->block[lo->rank - 1];
             /* A transposed result holds each bias value's column as one run of rows. */
             if (layout_transposed(lo)) r->n[3] = (uint32_t)lo->block[lo->rank - 2];
-            r->grad = (uint8_t)pr->grad;
         }
         return;
     }
@@ -529,7 +523,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         for (int i = 0; i < pr->nout; i++) set_operand(x, r, 3 + i, pr->out[i], 0);
         r->grad = (uint8_t)pr->grad;
         r->n[0] = (uint32_t)lq->dim[0];
-        r->n[1] = (uint32_t)block_elems(lo);
+        r->n[1] = (uint32_t)layout_block_elems(lo);
         r->stride[0][0] = (int32_t)layout_axis_stride(lq, 0);
         memcpy(r->f, pr->f, sizeof r->f);
         return;
@@ -542,7 +536,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         break;
     default: TS_UNREACHABLE();
     }
-    r->n[0] = (uint32_t)block_elems(lo);
+    r->n[0] = (uint32_t)layout_block_elems(lo);
     memcpy(r->f, pr->f, sizeof r->f);
 }
 
@@ -598,7 +592,7 @@ static void lower_clip_coef(lx *x, const mid_prim *pr) {
     low_run *r = new_run(x, LOW_K_CLIP_COEF, layout_tile(l, (int64_t[LAYOUT_MAX_RANK]){0}, (int64_t[LAYOUT_MAX_RANK]){0}));
     set_operand(x, r, 0, pr->out[0], 0);
     set_operand(x, r, 1, pr->in[0], 0);
-    r->n[0] = (uint32_t)block_elems(l);
+    r->n[0] = (uint32_t)layout_block_elems(l);
     r->f[0] = pr->f[0];
     end_compute(x, first, "clip_coef");
 }

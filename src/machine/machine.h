@@ -205,8 +205,10 @@ uint64_t machine_gemm_block_cycles(const machine *m, const machine_gemm *g, uint
 
 /* Summing `partials` stored partial sums of `elems` outputs: grains of
  * reduce_grain_elems over the workers, each paying setup and a step per
- * partial; lanes = widest operand in 16-bit lanes (f32 work is 2). */
-uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes);
+ * partial; lanes = widest operand in 16-bit lanes (f32 work is 2); an
+ * 8-bit result (a cast done by the reduction) adds the 8-bit output
+ * instructions, as the layer norm's. */
+uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes, bool f8_result);
 
 /* Elementwise work classes, each with its measured instruction count. */
 typedef enum { MACHINE_EW_ARITH, MACHINE_EW_GELU, MACHINE_EW_GELU_GRAD, MACHINE_EW_CAST } machine_ew_class;

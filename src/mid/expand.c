@@ -1617,11 +1617,31 @@ static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
     if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype))
         return false;
-    if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->nout != 1 || pp->acc != DT_F32 ||
-        !same_partition(mt->lay, mu->lay))
-        return false;
+    if (!same_partition(mt->lay, mu->lay) || pp->nout != 1) return false;
+    /* A K-partials reduction without a bias rounds its sum to the temporary's
+     * dtype (prim.grad, as for a bias) before it writes the 8-bit result. */
+    if (pp->kind == MID_REDUCE && pp->nin == 1 && pp->grad == DT_F32) {
+        pp->out[0] = cp->out[0];
+        pp->grad = mt->dtype;
+        return true;
+    }
+    if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->acc != DT_F32) return false;
     pp->out[0] = cp->out[0];
     pp->acc = mt->dtype;
+    return true;
+}
+
+/* fold_cast of a reduction's result t read through its alias `via`: the
+ * cast's result is in via's partition, which holds t's shards in t's order. */
+static bool fold_cast_through(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t, int32_t via) {
+    const mid_tensor *mv = mid_t(p, via), *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+    if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) ||
+        mv->dtype != mt->dtype || dtype_is_f8(mt->dtype) || !same_partition(mv->lay, mu->lay) ||
+        mu->lay.enc != ENC_ROW_MAJOR || mt->lay.enc != ENC_ROW_MAJOR || pp->kind != MID_REDUCE || pp->nin != 1 ||
+        pp->nout != 1 || pp->grad != DT_F32)
+        return false;
+    pp->out[0] = cp->out[0];
+    pp->grad = mt->dtype;
     return true;
 }
 
@@ -1652,6 +1672,14 @@ static void drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now) {
             p->probes.v[kept++] = p->probes.v[i];
         }
     p->probes.n = kept;
+}
+
+/* The tensor whose storage t views through a chain of aliases that only
+ * the next link reads (t itself if it is no alias). */
+static int32_t alias_root(const folder *f, int32_t t) {
+    while (mid_t(f->p, t)->alias_of >= 0 && f->reads[t] == 1 && mid_t(f->p, t)->stack == 1 && mid_t(f->p, t)->slice_of < 0)
+        t = mid_t(f->p, t)->alias_of;
+    return t;
 }
 
 static bool only_temp(const folder *f, int32_t t) {
@@ -1764,7 +1792,18 @@ static void fold_block(folder *f, mid_block *blk) {
         }
         if (cp->kind != MID_EWISE && cp->kind != MID_COPY) continue;
         for (int k = 0; k < cp->nin; k++) {
-            int32_t t = cp->in[k], pid = f->maker[t];
+            int32_t t = cp->in[k], via = -1;
+            /* A cast of a reduction's result seen through an alias (the head
+             * merge's transpose and reshape) reads the reduction's storage in
+             * its order: the reduction, which sweeps its shards flat, can
+             * write the cast's result instead. */
+            if (cp->kind == MID_EWISE && cp->ew == MID_EW_CAST) {
+                int32_t u = alias_root(f, t);
+                if (u != t && f->maker[u] >= 0 && mid_p(p, f->maker[u])->kind == MID_REDUCE &&
+                    layout_block_elems(&mid_t(p, t)->lay) == layout_block_elems(&mid_t(p, u)->lay))
+                    via = t, t = u;
+            }
+            int32_t pid = f->maker[t];
             if (!only_temp(f, t)) continue;
             if (cp->nin == 2 && cp->in[0] == cp->in[1]) continue;
             int32_t at = -1; /* the producer's place, earlier in this block */
@@ -1772,8 +1811,9 @@ static void fold_block(folder *f, mid_block *blk) {
                 if (blk->v[i] == pid) at = i;
             mid_prim *pp = mid_p(p, pid);
             int32_t move;
-            if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, t, &move) ||
-                !(fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t)))
+            if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, via >= 0 ? via : t, &move) ||
+                !(via >= 0 ? fold_cast_through(p, pp, cp, t, via)
+                           : fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t)))
                 continue;
             if (move >= 0) {
                 int32_t mk = blk->v[move];
@@ -1783,6 +1823,7 @@ static void fold_block(folder *f, mid_block *blk) {
             f->maker[cp->out[0]] = pid;
             n--; /* the consumer is gone */
             drop_probes(p, t, c, pid);
+            for (int32_t a = via; a >= 0 && a != t; a = mid_t(p, a)->alias_of) drop_probes(p, a, c, pid);
             break;
         }
     }

@@ -110,7 +110,9 @@ typedef struct mid_prim {
     int32_t out[MID_MAX_OUT], nout;
     mid_ew_op ew;                      /* EWISE */
     mid_epi_op epi;                    /* GEMM_EPI, REDUCE_EPI: the epilogue */
-    dtype grad;                        /* GEMM_EPI, REDUCE_EPI: the dtype the gradient rounds to */
+    dtype grad;                        /* GEMM_EPI, REDUCE_EPI: the dtype the gradient rounds to; REDUCE: the
+                                          dtype its sum rounds to first (the product's, before a folded bias
+                                          or cast), f32 for none */
     dtype acc;                         /* GEMM, REDUCE, GEMM_EPI, REDUCE_EPI */
     float f[5];                        /* kernel parameters, as low.h's kernels take them */
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */

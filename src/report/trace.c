@@ -22,6 +22,10 @@ int report_trace_write(FILE *f, const sim_stats *st, double clock_hz, const char
                                                 (json_int_t)e->cycles, "pid", 0, "tid", tid, "args", "cycles",
                                                 (json_int_t)e->cycles, "microseconds", (double)e->cycles * 1e6 / clock_hz,
                                                 "busiest_tile", (int)e->busiest_tile));
+        /* A joined step's copies, as cycles_by_kind counts them. */
+        if (e->copy_cycles)
+            json_object_set_new(json_object_get(json_array_get(events, json_array_size(events) - 1), "args"),
+                                "copy_cycles", json_integer((json_int_t)e->copy_cycles));
     }
     json_t *root = json_pack("{s:o, s:s}", "traceEvents", events, "displayTimeUnit", "ns");
     int rc = json_dumpf(root, f, JSON_COMPACT) == 0 ? 0 : -1;

@@ -13,8 +13,8 @@
  *     adds separately, so the result never depends on FMA. 8-bit operands are decoded unscaled
  *     and the final sum is multiplied by 2^(sa+sb) (exact: a power of two in range), as the AMP
  *     applies the two scales after accumulating; this matters only for acc f16.
- *   - REDUCE: the same chain over j ascending, in acc. REDUCE_SUM: one f32 chain per output
- *     element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order (SUMSQ's continues
+ *   - REDUCE: the same chain over j ascending, in acc, rounded to grad (unless f32), plus a bias
+ *     if any. REDUCE_SUM: one f32 chain per output element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order (SUMSQ's continues
  *     from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
  *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf); gelu_erf is
@@ -521,12 +521,14 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
         if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
     }
-    if (r->n[2]) { /* the bias: the product rounded, then added (low.h) */
+    /* The sum rounded to grad first: the product's dtype before a bias, or
+     * the dtype a cast done by the reduction reads (low.h). */
+    if (r->grad != DT_F32) num_round_buf((dtype)r->grad, 0, acc, n);
+    if (r->n[2]) { /* the bias, added to the rounded product */
         size_t w = r->n[2], rep = r->n[3] > 1 ? r->n[3] : 1;
         float *b = scratch_floats(SCR_T2, w);
         opnd bias = opnd_dense(r, ptr, 2);
         opnd_read(&bias, 0, w, b);
-        num_round_buf((dtype)r->grad, 0, acc, n);
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
     opnd out = opnd_dense(r, ptr, 0);
@@ -839,7 +841,8 @@ static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *inte
 
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2)); /* a bias: one addend more */
+    bool f8_out = r->kernel == LOW_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
+    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out); /* a bias: one addend more */
 }
 
 static uint64_t box_elems(const low_run *r) {

@@ -321,12 +321,12 @@ static void gather_span(void *ctx, const int64_t *shard, int64_t off, int64_t el
  * repeat comes from the executor's stack. */
 static void fire_probes(sim *s, uint32_t i, const uint32_t *iters, int depth);
 
-static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest, int64_t *cap) {
+static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest, uint64_t copy, int64_t *cap) {
     if (s->st->nevents == *cap) {
         *cap = *cap ? *cap * 2 : 1024;
         s->st->events = xrealloc(s->st->events, sizeof(sim_event) * (size_t)*cap);
     }
-    sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest};
+    sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest, copy};
     s->st->events[s->st->nevents++] = e;
 }
 
@@ -394,13 +394,14 @@ static void execute(sim *s, const sim_options *o) {
         /* A step joined from copies and one other kind (place/schedule.c)
          * gives its busiest tile's copy runs to copy. */
         const char *label = s->p->prog.strings.v + st->label, *kind = strrchr(label, ':');
-        if (st->kind == LOW_STEP_COMPUTE && copy && kind && strcmp(kind, ":copy") != 0) {
+        bool joined = st->kind == LOW_STEP_COMPUTE && copy && kind && strcmp(kind, ":copy") != 0;
+        if (joined) {
             add_kind(s->st, ":copy", copy);
             add_kind(s->st, label, cyc - copy);
         } else {
             add_kind(s->st, label, cyc);
         }
-        if (o->trace) record(s, st, cyc, busiest, &cap);
+        if (o->trace) record(s, st, cyc, busiest, joined ? copy : 0, &cap);
         if (o->probe) fire_probes(s, i, iters, depth);
         s->st->cycles += cyc;
         progress_step(&pr, ++done, s->p->prog.strings.v + st->label);

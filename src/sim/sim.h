@@ -34,6 +34,7 @@ typedef struct sim_event {
     uint64_t start;        /* cycle the step starts */
     uint64_t cycles;       /* its duration */
     uint32_t busiest_tile; /* the tile that set the duration */
+    uint64_t copy_cycles;  /* of a joined compute step: its busiest tile's copy runs */
 } sim_event;
 
 enum { SIM_KINDS = 16 };

@@ -524,9 +524,9 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
             if (r->acc == DT_F16) acc = f16r(acc);
         }
         uint32_t rep = r->n[3] > 1 ? r->n[3] : 1; /* elements per bias value (a transposed result's column) */
-        if (r->n[2]) /* a bias: the product rounded, then the bias of its column added */
-            acc = num_round((dtype)r->grad, 0, acc) +
-                  ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
+        acc = num_round((dtype)r->grad, 0, acc); /* the product's dtype, or the one a folded cast reads */
+        if (r->n[2]) /* a bias: the bias of its column added to the rounded product */
+            acc = acc + ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
         st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), acc);
     }
 }
@@ -545,6 +545,8 @@ static void reduce_random(void **state) {
             r.n[1] = r.n[2] * (r.n[3] > 1 ? r.n[3] : 1) * (uint32_t)rnd(1, 9);
             r.dt[2] = (uint8_t)PICK(FLOAT_TYPES), r.scale[2] = (int8_t)rnd_scale((dtype)r.dt[2]);
             r.grad = (uint8_t)sums[rnd(0, 2)];
+        } else if (rnd(0, 1)) { /* a cast done by the reduction: the sum rounded first */
+            r.grad = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_BF16);
         }
         r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
         image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
