@@ -114,6 +114,11 @@ uint64_t low_run_extent(const low_run *r, int i) {
         return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[2][0] + (uint64_t)(n[1] - 1) * (uint64_t)r->stride[2][1] +
                n[2] * esize(r, 2);
     case LOW_K_REDUCE:
+        if (i == 0 && r->stride[0][1] && r->stride[0][2]) { /* AMP-left panels: the last row's last panel ends it */
+            uint64_t w = LOW_AMP_PANEL_BYTES / esize(r, 0), c = (uint64_t)r->stride[0][2];
+            return (uint64_t)((c - 1) / w) * (uint64_t)r->stride[0][1] + (n[1] / c - 1) * LOW_AMP_PANEL_BYTES +
+                   ((c - 1) % w + 1) * esize(r, 0);
+        }
         return i == 1   ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + n[1] * esize(r, 1)
                : i == 2 ? n[2] * esize(r, 2)
                         : n[1] * esize(r, 0);
@@ -187,10 +192,14 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_REDUCE_EPI:
     case LOW_K_REDUCE:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
-        if (r->kernel == LOW_K_REDUCE && r->n[2] &&
-            (r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1)) ||
+        if (r->kernel == LOW_K_REDUCE &&
+            ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
              (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
             return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
+        if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&
+            (r->stride[0][2] <= 0 || r->n[1] % (uint32_t)r->stride[0][2] ||
+             (uint64_t)r->stride[0][1] < (uint64_t)(r->n[1] / (uint32_t)r->stride[0][2]) * LOW_AMP_PANEL_BYTES))
+            return why(w, cap, "AMP-left reduction rows do not divide it, or its panels overlap");
         if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
         return true;
     case LOW_K_EWISE:

@@ -42,7 +42,10 @@
  *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending, then rounded
  *                             to `grad` (f32: not). With a bias (n[2] > 0, n[2] * max(n[3], 1) dividing
  *                             n[1]): that plus bias[(e / max(n[3], 1)) % n[2]] (ptr2) is out[e] (n[3] > 1:
- *                             each bias value covers n[3] consecutive elements, a transposed result's)
+ *                             each bias value covers n[3] consecutive elements, a transposed result's).
+ *                             With stride[0][1] != 0 the result is AMP-left panels of rows of
+ *                             c = stride[0][2] elements: out[e] at ptr0 + ((e%c)/w)*stride[0][1]
+ *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand)
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -96,7 +99,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x373, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 3, 4, 0x010, 0, LOW_P_ACC | LOW_P_GRAD)           \
+    X(REDUCE, reduce, 3, 4, 0x016, 0, LOW_P_ACC | LOW_P_GRAD)           \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
     X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \

@@ -1716,12 +1716,14 @@ static bool fold_prescale(folder *f, int32_t *v, int32_t *n, mid_prim *sp) {
     return true;
 }
 
-/* A copy that only changes a row kernel's result to AMP-left panels (the
- * next GEMM's operand encoding, same partition): the SOFTMAX or LAYER_NORM
- * writes the panels itself (low.h: stride[0][1]); watched where it lands. */
+/* A copy that only changes a row kernel's or a K-partials reduction's result
+ * to AMP-left panels (the next GEMM's operand encoding, same partition): the
+ * SOFTMAX, LAYER_NORM or REDUCE writes the panels itself (low.h:
+ * stride[0][1]); watched where it lands. */
 static bool fold_panels(folder *f, mid_prim *pp, const mid_prim *cp, int32_t t) {
     mid_program *p = f->p;
-    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 || (pp->kind != MID_SOFTMAX && pp->kind != MID_LAYER_NORM))
+    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 ||
+        (pp->kind != MID_SOFTMAX && pp->kind != MID_LAYER_NORM && pp->kind != MID_REDUCE))
         return false;
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
     layout a = mt->lay, b = mu->lay;

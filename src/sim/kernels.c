@@ -532,7 +532,16 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
     opnd out = opnd_dense(r, ptr, 0);
-    opnd_write(&out, 0, n, acc);
+    if (!r->stride[0][1]) {
+        opnd_write(&out, 0, n, acc);
+        return;
+    }
+    size_t c = (size_t)r->stride[0][2]; /* AMP-left panels of rows of c (low.h) */
+    for (size_t row = 0; row < n / c; row++) {
+        opnd o = out;
+        o.p += (int64_t)row * LOW_AMP_PANEL_BYTES;
+        row_write(r, &o, c, acc + row * c);
+    }
 }
 
 /* REDUCE's chains, a chunk of elements at a time, each sum rounded to the gradient's dtype and

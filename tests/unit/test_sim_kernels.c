@@ -527,7 +527,12 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
         acc = num_round((dtype)r->grad, 0, acc); /* the product's dtype, or the one a folded cast reads */
         if (r->n[2]) /* a bias: the bias of its column added to the rounded product */
             acc = acc + ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
-        st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), acc);
+        size_t ob = bytes_of((dtype)r->dt[0]), at = e * ob;
+        if (r->stride[0][1]) { /* AMP-left panels of rows of stride[0][2] */
+            uint32_t c = (uint32_t)r->stride[0][2], w = 32 / (uint32_t)ob, col = e % c;
+            at = (col / w) * (size_t)r->stride[0][1] + (e / c) * 32 + (col % w) * ob;
+        }
+        st((dtype)r->dt[0], r->scale[0], p[0] + at, acc);
     }
 }
 
@@ -547,6 +552,12 @@ static void reduce_random(void **state) {
             r.grad = (uint8_t)sums[rnd(0, 2)];
         } else if (rnd(0, 1)) { /* a cast done by the reduction: the sum rounded first */
             r.grad = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_BF16);
+        }
+        if (rnd(0, 2) == 0) { /* an AMP-left result: rows of c, panels at least rows x 32 bytes apart */
+            uint32_t cols = r.n[2] ? r.n[2] * (r.n[3] > 1 ? r.n[3] : 1) : (uint32_t)rnd(1, 40);
+            if (!r.n[2]) r.n[1] = cols * (uint32_t)rnd(1, 6);
+            r.stride[0][2] = (int32_t)cols;
+            r.stride[0][1] = (int32_t)((r.n[1] / cols + (uint32_t)rnd(0, 2)) * 32);
         }
         r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
         image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
