@@ -17,12 +17,15 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---- copies: priced once per (source layout, destination layout, view, patching) ---------- */
 
+enum { EST_OWN = 4 };
+
 typedef struct copy_cost {
     uint64_t key;
     layout src, dst;
     layout_view view;
     bool has_view;
-    uint8_t patch;          /* 1: source addresses repatched per iteration, 2: destination, 3: both */
+    uint8_t patch;          /* 1: source addresses repatched per iteration, 2: destination, 3: both;
+                               | EST_OWN: a reduce's gathering copy that leaves own partials (mid_prim.own) */
     /* the priced phase */
     uint64_t busiest;       /* the busiest tile's exchange cycles */
     uint64_t patch_words;   /* on the tile patching most */
@@ -188,6 +191,18 @@ static void price_copy(const machine *m, copy_cost *c) {
     }
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
+    if (c->patch & EST_OWN) { /* lower.c's leave_own_partials: whole own partials stay for the reduce */
+        int64_t slot = layout_axis_stride(&c->dst, 0), kept = 0;
+        for (int64_t i = 0; i < w.nlocal;) {
+            int64_t j = i, off;
+            int32_t s;
+            while (j < w.nlocal && w.local[j].dst_tile == w.local[i].dst_tile) j++;
+            if (!layout_own_slot(&w.local[i], j - i, slot, &s, &off) || s >= UINT8_MAX)
+                for (int64_t k = i; k < j; k++) w.local[kept++] = w.local[k];
+            i = j;
+        }
+        w.nlocal = kept;
+    }
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
     layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);
     c->frags = w.frags;
@@ -364,7 +379,7 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     case MID_REDUCE: {
         int64_t block = layout_block_elems(lo);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (pr->nin == 2 ? 1 : 0); /* a bias: one more */
+        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (mid_reduce_has_bias(pr) ? 1 : 0); /* a bias: one more */
         return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
     }
     case MID_GEMM_EPI:
@@ -487,6 +502,7 @@ static double prim_cost(ex *x, int32_t id, double times) {
     if (pr->kind == MID_COPY) {
         uint8_t patch = 0;
         if (x->depth) patch = (uint8_t)((is_slice(x->p, pr->in[0]) ? 1 : 0) | (is_slice(x->p, pr->out[0]) ? 2 : 0));
+        if (pr->own) patch |= EST_OWN;
         const copy_cost *cc = copy_priced(x->cache, lay(x, pr->in[0]), lay(x, pr->out[0]), pr->has_view ? &pr->view : NULL,
                                           patch);
         if (cc->frags) {

@@ -139,6 +139,12 @@ typedef struct layout_copy_box {
 } layout_copy_box;
 void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, const layout_copy_box *b), void *ctx);
 
+/* Whether one tile's on-tile runs of a copy (runs[0, n), in order) are one
+ * whole slot of its destination shard, bytes [j * slot_bytes, (j + 1) *
+ * slot_bytes), taken from one contiguous source range: then *slot = j and
+ * *src_off is where it starts (a K-partials reduce reads it there). */
+bool layout_own_slot(const layout_run *runs, int64_t n, int64_t slot_bytes, int32_t *slot, int64_t *src_off);
+
 /* Runs between tiles (src_tile != dst_tile) as the exchange sends them:
  * runs with one source span and destination offset are one multicast
  * fragment whatever the number of receivers, cut into sends of at most

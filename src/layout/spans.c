@@ -133,3 +133,16 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
         i = j;
     }
 }
+
+bool layout_own_slot(const layout_run *runs, int64_t n, int64_t slot_bytes, int32_t *slot, int64_t *src_off) {
+    if (n <= 0 || slot_bytes <= 0 || runs[0].dst_off % slot_bytes != 0) return false;
+    int64_t d = runs[0].dst_off, s = runs[0].src_off, len = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (runs[i].dst_tile != runs[0].dst_tile || runs[i].dst_off != d + len || runs[i].src_off != s + len) return false;
+        len += runs[i].bytes;
+    }
+    if (len != slot_bytes) return false;
+    *slot = (int32_t)(d / slot_bytes);
+    *src_off = s;
+    return true;
+}

@@ -33,6 +33,7 @@ bool low_run_uses(const low_run *r, int i) {
     if (i < 0 || r->kernel >= LOW_K_COUNT || i >= low_kernel_operands[r->kernel]) return false;
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
     if (r->kernel == LOW_K_REDUCE && i == 2) return r->n[2] != 0; /* the bias */
+    if (r->kernel == LOW_K_REDUCE && i == 3) return r->op > 0; /* the tile's own partial */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
     if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
@@ -121,7 +122,7 @@ uint64_t low_run_extent(const low_run *r, int i) {
         }
         return i == 1   ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[1][0] + n[1] * esize(r, 1)
                : i == 2 ? n[2] * esize(r, 2)
-                        : n[1] * esize(r, 0);
+                        : n[1] * esize(r, i);
     case LOW_K_EWISE:
     case LOW_K_REDUCE_SUM: return boxed(r, i, LOW_MAX_BOX, esize(r, i));
     case LOW_K_SOFTMAX:
@@ -196,6 +197,8 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
             ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
              (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
             return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
+        if (r->kernel == LOW_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
+            return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
         if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&
             (r->stride[0][2] <= 0 || r->n[1] % (uint32_t)r->stride[0][2] ||
              (uint64_t)r->stride[0][1] < (uint64_t)(r->n[1] / (uint32_t)r->stride[0][2]) * LOW_AMP_PANEL_BYTES))

@@ -45,7 +45,9 @@
  *                             each bias value covers n[3] consecutive elements, a transposed result's).
  *                             With stride[0][1] != 0 the result is AMP-left panels of rows of
  *                             c = stride[0][2] elements: out[e] at ptr0 + ((e%c)/w)*stride[0][1]
- *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand)
+ *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand).
+ *                             With op = j + 1 > 0, partial j is read from ptr3 instead (the tile's
+ *                             own, where its GEMM wrote it)
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -99,7 +101,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x373, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 3, 4, 0x016, 0, LOW_P_ACC | LOW_P_GRAD)           \
+    X(REDUCE, reduce, 4, 4, 0x016, 0, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
     X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \
@@ -142,7 +144,8 @@ typedef struct low_addr {
 typedef struct low_run {
     uint32_t tile;
     uint8_t kernel;                          /* low_kernel */
-    uint8_t op;                              /* mid_ew_op for EWISE, mid_epi_op for GEMM_EPI and REDUCE_EPI */
+    uint8_t op;                              /* mid_ew_op for EWISE, mid_epi_op for GEMM_EPI and REDUCE_EPI; REDUCE:
+                                                0, or 1 + the partial read from ptr3 */
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
                                                 LAYER_NORM: the dtype the result rounds to before out's (a cast
                                                 done by its producer), f32 for none */

@@ -20,6 +20,12 @@ typedef struct lx {
     low_prim_steps *prim_steps; /* per prim: the steps it became */
     int32_t repeat;     /* innermost repeat prim being lowered, -1 at top */
     int32_t prim;       /* prim being lowered, for labels and messages */
+    /* The last copy that left own partials (mid_prim.own): its destination,
+     * and per tile the partial left (-1: none) and where it starts in the
+     * copy's source. */
+    int32_t own_dst;
+    int32_t *own_slot;
+    int64_t *own_off;
 } lx;
 
 static uint32_t intern(lx *x, const char *s) {
@@ -492,7 +498,12 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             r->stride[0][1] = (int32_t)layout_panel_stride(lo);
             r->stride[0][2] = (int32_t)lo->block[lo->rank - 1];
         }
-        if (pr->nin == 2) { /* a bias added where the partials are summed (mid's fuse_biases) */
+        /* The tile's own partial where its GEMM left it (lower_copy kept it there). */
+        if (pr->own && x->own_dst == pr->in[0] && x->own_slot[tile] >= 0) {
+            set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
+            r->op = (uint8_t)(x->own_slot[tile] + 1);
+        }
+        if (mid_reduce_has_bias(pr)) { /* a bias added where the partials are summed (mid's fuse_biases) */
             set_operand(x, r, 2, pr->in[1], 0);
             r->n[2] = (uint32_t)lo->block[lo->rank - 1];
             /* A transposed result holds each bias value's column as one run of rows. */
@@ -771,6 +782,32 @@ static void emit_fragments(lx *x, const mid_prim *pr, layout_run *rem, int32_t n
     vec_push(x->a, &x->out->steps, st);
 }
 
+/* A copy gathering K partials for its reduce (mid_prim.own): each tile whose
+ * on-tile runs are one whole partial keeps it where it is, for the reduce. */
+static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
+    if (!x->own_slot) {
+        x->own_slot = xmalloc(sizeof(int32_t) * x->m->tiles);
+        x->own_off = xmalloc(sizeof(int64_t) * x->m->tiles);
+    }
+    for (uint32_t t = 0; t < x->m->tiles; t++) x->own_slot[t] = -1;
+    x->own_dst = pr->out[0];
+    int64_t slot = layout_axis_stride(&mid_t(x->p, pr->out[0])->lay, 0), kept = 0;
+    for (int32_t i = 0; i < c->loc.n;) {
+        int32_t j = i;
+        while (j < c->loc.n && c->loc.v[j].dst_tile == c->loc.v[i].dst_tile) j++;
+        int32_t tile = c->loc.v[i].dst_tile, s;
+        int64_t off;
+        if (layout_own_slot(&c->loc.v[i], j - i, slot, &s, &off) && s < UINT8_MAX) { /* the slot travels in a byte */
+            x->own_slot[tile] = s;
+            x->own_off[tile] = off;
+        } else {
+            for (int32_t k = i; k < j; k++) c->loc.v[kept++] = c->loc.v[k];
+        }
+        i = j;
+    }
+    c->loc.n = (int32_t)kept;
+}
+
 static void lower_copy(lx *x, const mid_prim *pr) {
     copy_ctx c = {.x = x, .pr = pr};
     arena_init(&c.rem_a);
@@ -778,6 +815,7 @@ static void lower_copy(lx *x, const mid_prim *pr) {
     const layout *ls = &mid_t(x->p, pr->in[0])->lay, *ld = &mid_t(x->p, pr->out[0])->lay;
     uint32_t first = (uint32_t)x->out->runs.n;
     layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
+    if (pr->own) leave_own_partials(x, pr, &c);
     /* The exchange phase, then the on-tile copies: they write disjoint bytes. */
     emit_fragments(x, pr, c.rem.v, c.rem.n);
     emit_local_copies(x, pr, c.loc.v, c.loc.n);
@@ -857,7 +895,8 @@ static int lower_block(lx *x, const mid_block *b) {
 int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
               low_prim_steps *prim_steps, diag *d) {
     memset(out, 0, sizeof *out);
-    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .prim_steps = prim_steps, .repeat = -1, .prim = -1};
+    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .prim_steps = prim_steps, .repeat = -1, .prim = -1,
+            .own_dst = -1};
     for (int32_t i = 0; i < p->prims.n; i++) prim_steps[i] = (low_prim_steps){-1, -1};
     for (int32_t t = 0; t < p->tensors.n; t++) buf_of[t] = -1;
     vec_push(a, &out->strings, 0); /* offset 0: the empty label */
@@ -879,5 +918,8 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
     /* Every tensor the host or the data touches gets its buffer, used or not. */
     for (int32_t t = 0; t < p->tensors.n; t++)
         if (mid_t(p, t)->kind != MT_TEMP && mid_t(p, t)->placed) buffer(&x, t);
-    return lower_block(&x, &p->top);
+    int rc = lower_block(&x, &p->top);
+    free(x.own_slot);
+    free(x.own_off);
+    return rc;
 }

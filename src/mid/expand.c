@@ -1832,6 +1832,35 @@ static void fold_block(folder *f, mid_block *blk) {
     blk->n = n;
 }
 
+/* A K-partials REDUCE reading partials that one copy gathered for it alone
+ * (the GEMM's, moved so each tile holds every partial of a finer block):
+ * the copy is marked to leave each tile's share that is one whole partial of
+ * its own, and the reduce reads that partial in the GEMM's buffer, which it
+ * takes as its last input (so it stays live until the reduce). Which tiles
+ * qualify is a property of the two layouts (layout_own_slot); the lowering
+ * and the estimate read it off the copy's runs. */
+static void read_own_partials(folder *f, const mid_block *blk) {
+    mid_program *p = f->p;
+    for (int32_t j = 0; j < blk->n; j++) {
+        mid_prim *r = mid_p(p, blk->v[j]);
+        if (r->kind == MID_REPEAT) read_own_partials(f, &r->body);
+        if (r->kind != MID_REDUCE || r->own || r->nin >= MID_MAX_IN) continue;
+        int32_t g = r->in[0], cid = f->maker[g];
+        if (cid < 0 || f->reads[g] != 1) continue;
+        mid_prim *c = mid_p(p, cid);
+        const mid_tensor *mg = mid_t(p, g);
+        if (c->kind != MID_COPY || c->has_view || c->nin != 1 || c->nout != 1 || mg->kind != MT_TEMP ||
+            mg->alias_of >= 0 || mg->slice_of >= 0 || mg->stack != 1 || mg->lay.parts[0] != 1 || mg->lay.nrep ||
+            mid_t(p, c->in[0])->stack != 1)
+            continue;
+        c->own = true;
+        r->in[r->nin++] = c->in[0];
+        r->own = true;
+    }
+}
+
+bool mid_reduce_has_bias(const mid_prim *pr) { return pr->kind == MID_REDUCE && pr->nin - (pr->own ? 1 : 0) == 2; }
+
 static void fold_consumers(mid_program *p) {
     folder f = {p, xcalloc((size_t)p->tensors.n + 1, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1))};
     for (int32_t t = 0; t < p->tensors.n; t++) {
@@ -1847,6 +1876,7 @@ static void fold_consumers(mid_program *p) {
         for (int k = 0; k < pr->nout; k++) f.maker[pr->out[k]] = f.maker[pr->out[k]] == -1 ? i : -2; /* -2: made twice */
     }
     fold_block(&f, &p->top);
+    read_own_partials(&f, &p->top);
     free(f.reads);
     free(f.maker);
 }

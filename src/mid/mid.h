@@ -124,6 +124,11 @@ typedef struct mid_prim {
     int32_t column;                    /* SUMSQ: column of the sum-of-squares table */
     layout_view view;                  /* COPY: destination -> source coordinates */
     bool has_view;                     /* COPY: view is not the identity */
+    /* A K-partials REDUCE and the copy gathering its partials: where a tile's
+     * share of the copy is one whole partial of its own (it computed it), the
+     * copy leaves it and the reduce reads it where it lies, in[nin-1] (the
+     * partials; after the bias, if any). expand.c's read_own_partials. */
+    bool own;                          /* REDUCE: in[nin-1] is the partials; COPY: leaves such shares */
     int32_t origin;                    /* graph op it came from */
     int32_t cast_ordinal;              /* casts: ordinal inside the origin's expansion, else -1 */
     int64_t count;                     /* REPEAT iterations */
@@ -319,5 +324,7 @@ mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, con
 
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
+/* Whether a REDUCE prim adds a bias (in[1]). */
+bool mid_reduce_has_bias(const mid_prim *pr);
 
 #endif

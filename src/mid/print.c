@@ -38,7 +38,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) fputs(".prescaled", f); /* a scale done by the softmax */
         if ((pr->kind == MID_EWISE || pr->kind == MID_LAYER_NORM) && pr->acc != DT_F32)
             fprintf(f, ".via_%s", dtype_name(pr->acc)); /* a cast done by its producer */
-        if (pr->kind == MID_REDUCE && pr->nin == 1 && pr->grad != DT_F32)
+        if (pr->kind == MID_REDUCE && !mid_reduce_has_bias(pr) && pr->grad != DT_F32)
             fprintf(f, ".via_%s", dtype_name(pr->grad)); /* a cast done by the reduction */
         if (pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) {
             const layout *lc = &mid_t(p, pr->out[0])->lay;
@@ -49,6 +49,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         }
         if (pr->kind == MID_GEMM_EPI || pr->kind == MID_REDUCE_EPI) fprintf(f, ".%s", mid_epi_names[pr->epi]);
         if (pr->has_view) fputs(".view", f);
+        if (pr->own) fputs(pr->kind == MID_COPY ? ".remote" : ".own", f); /* own partials read in place */
         fputc('(', f);
         for (int k = 0; k < pr->nin; k++) {
             if (k) fputs(", ", f);

@@ -515,8 +515,9 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
     float *acc = scratch_floats(SCR_T0, n), *x = scratch_floats(SCR_T1, n);
     memset(acc, 0, n * sizeof(float));
     opnd in = opnd_dense(r, ptr, 1);
+    uint32_t own = r->op > 0 ? (uint32_t)r->op - 1 : UINT32_MAX; /* the partial read from ptr3 (low.h) */
     for (uint32_t j = 0; j < r->n[0]; j++) {
-        in.p = ptr[1] + (int64_t)j * r->stride[1][0];
+        in.p = j == own ? ptr[3] : ptr[1] + (int64_t)j * r->stride[1][0];
         opnd_read(&in, 0, n, x);
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
         if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);

@@ -791,6 +791,31 @@ static void test_runs_b2_retile(void **state) {
     assert_int_equal(c.all, 2 * 729 * (1152 / 32) * 24);
 }
 
+/* A tile's on-tile runs of a copy are one whole slot of its destination
+ * shard, from one contiguous source range, or not (layout_own_slot). */
+static void test_own_slot(void **state) {
+    (void)state;
+    int32_t slot = -1;
+    int64_t off = -1;
+    layout_run one[] = {{3, 3, 100, 64, 64}};
+    assert_true(layout_own_slot(one, 1, 64, &slot, &off));
+    assert_int_equal(slot, 1);
+    assert_int_equal(off, 100);
+    layout_run two[] = {{3, 3, 100, 128, 32}, {3, 3, 132, 160, 32}}; /* contiguous in both: one slot */
+    assert_true(layout_own_slot(two, 2, 64, &slot, &off));
+    assert_int_equal(slot, 2);
+    assert_int_equal(off, 100);
+    layout_run part[] = {{3, 3, 100, 64, 32}}; /* half a slot */
+    assert_false(layout_own_slot(part, 1, 64, &slot, &off));
+    layout_run skew[] = {{3, 3, 100, 32, 64}}; /* straddles two slots */
+    assert_false(layout_own_slot(skew, 1, 64, &slot, &off));
+    layout_run gap[] = {{3, 3, 100, 0, 32}, {3, 3, 140, 32, 32}}; /* the source not contiguous */
+    assert_false(layout_own_slot(gap, 2, 64, &slot, &off));
+    layout_run tiles[] = {{3, 3, 100, 0, 32}, {4, 4, 132, 32, 32}}; /* two tiles' runs */
+    assert_false(layout_own_slot(tiles, 2, 64, &slot, &off));
+    assert_false(layout_own_slot(one, 0, 64, &slot, &off));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uneven_tail),       cmocka_unit_test(test_offsets_by_encoding), cmocka_unit_test(test_offsets_transposed),
@@ -801,7 +826,7 @@ int main(void) {
         cmocka_unit_test(test_runs_pad_and_panels), cmocka_unit_test(test_runs_stop_early),
         cmocka_unit_test(test_runs_match_oracle), cmocka_unit_test(test_runs_at_scale),
         cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_fragments_seed_case),
-        cmocka_unit_test(test_runs_b2_retile),
+        cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -520,7 +520,8 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
     for (uint32_t e = 0; e < r->n[1]; e++) {
         float acc = 0.0f;
         for (uint32_t j = 0; j < r->n[0]; j++) {
-            acc = acc + ld((dtype)r->dt[1], r->scale[1], p[1] + j * r->stride[1][0] + e * bytes_of((dtype)r->dt[1]));
+            const uint8_t *in = j + 1 == r->op ? p[3] : p[1] + j * r->stride[1][0]; /* the own partial: ptr3 */
+            acc = acc + ld((dtype)r->dt[1], r->scale[1], in + e * bytes_of((dtype)r->dt[1]));
             if (r->acc == DT_F16) acc = f16r(acc);
         }
         uint32_t rep = r->n[3] > 1 ? r->n[3] : 1; /* elements per bias value (a transposed result's column) */
@@ -560,10 +561,16 @@ static void reduce_random(void **state) {
             r.stride[0][1] = (int32_t)((r.n[1] / cols + (uint32_t)rnd(0, 2)) * 32);
         }
         r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
-        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
+        if (rnd(0, 1)) { /* one partial read from its own buffer (the tile's own, where its GEMM left it) */
+            r.op = (uint8_t)rnd(1, (int)r.n[0]);
+            r.dt[3] = r.dt[1], r.scale[3] = r.scale[1];
+        }
+        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) +
+                             low_run_extent(&r, 3) + 256);
         uint32_t off[LOW_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
         if (r.n[2]) off[2] = place(&im, &r, 2, true, 4.0f);
+        if (r.op) off[3] = place(&im, &r, 3, true, 4.0f);
         off[0] = place(&im, &r, 0, false, 0);
         check_run(&im, &r, off, ref_reduce);
         image_free(&im);
