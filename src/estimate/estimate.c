@@ -192,16 +192,16 @@ static void price_copy(const machine *m, copy_cost *c) {
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
     if (c->patch & EST_OWN) { /* lower.c's leave_own_partials: whole own partials stay for the reduce */
-        int64_t slot = layout_axis_stride(&c->dst, 0), kept = 0;
-        for (int64_t i = 0; i < w.nlocal;) {
-            int64_t j = i, off;
-            int32_t s;
-            while (j < w.nlocal && w.local[j].dst_tile == w.local[i].dst_tile) j++;
-            if (!layout_own_slot(&w.local[i], j - i, slot, &s, &off) || s >= UINT8_MAX)
-                for (int64_t k = i; k < j; k++) w.local[kept++] = w.local[k];
-            i = j;
+        int32_t *slot = xmalloc(sizeof(int32_t) * tiles);
+        int64_t *off = xmalloc(sizeof(int64_t) * tiles), kept = 0;
+        layout_own_slots(&c->src, &c->dst, w.local, w.nlocal, (int32_t)tiles, slot, off);
+        for (int64_t i = 0; i < w.nlocal; i++) {
+            int32_t s = slot[w.local[i].dst_tile];
+            if (s < 0 || s >= UINT8_MAX) w.local[kept++] = w.local[i];
         }
         w.nlocal = kept;
+        free(slot);
+        free(off);
     }
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
     layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);

@@ -139,11 +139,17 @@ typedef struct layout_copy_box {
 } layout_copy_box;
 void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, const layout_copy_box *b), void *ctx);
 
-/* Whether one tile's on-tile runs of a copy (runs[0, n), in order) are one
- * whole slot of its destination shard, bytes [j * slot_bytes, (j + 1) *
- * slot_bytes), taken from one contiguous source range: then *slot = j and
- * *src_off is where it starts (a K-partials reduce reads it there). */
-bool layout_own_slot(const layout_run *runs, int64_t n, int64_t slot_bytes, int32_t *slot, int64_t *src_off);
+/* Which tiles of a copy src -> dst (dst [n, ...] with axis 0 whole and no
+ * replicas: K partials gathered for a reduce) find one whole slot j of their
+ * destination shard, bytes [j * S, (j + 1) * S) with S the stride of axis 0,
+ * in their own source shard: every valid element of slot j comes from the
+ * tile itself, its on-tile runs (local[0, n), in layout_runs' order) keep one
+ * offset between source and destination, and the slot so translated lies in
+ * the source shard (a K-partials reduce then reads it there, padding
+ * included). slot[tile] = j (-1: not so) and off[tile] the source offset of
+ * the slot's first byte, for every tile below `tiles`. */
+void layout_own_slots(const layout *src, const layout *dst, const layout_run *local, int64_t n, int32_t tiles,
+                      int32_t *slot, int64_t *off);
 
 /* Runs between tiles (src_tile != dst_tile) as the exchange sends them:
  * runs with one source span and destination offset are one multicast

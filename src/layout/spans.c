@@ -134,15 +134,35 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
     }
 }
 
-bool layout_own_slot(const layout_run *runs, int64_t n, int64_t slot_bytes, int32_t *slot, int64_t *src_off) {
-    if (n <= 0 || slot_bytes <= 0 || runs[0].dst_off % slot_bytes != 0) return false;
-    int64_t d = runs[0].dst_off, s = runs[0].src_off, len = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (runs[i].dst_tile != runs[0].dst_tile || runs[i].dst_off != d + len || runs[i].src_off != s + len) return false;
-        len += runs[i].bytes;
+void layout_own_slots(const layout *src, const layout *dst, const layout_run *local, int64_t n, int32_t tiles,
+                      int32_t *slot, int64_t *off) {
+    for (int32_t t = 0; t < tiles; t++) slot[t] = -1;
+    if (dst->rank < 2 || dst->parts[0] != 1 || dst->nrep) return;
+    /* The valid bytes of one slot of each tile's shard. */
+    int64_t *valid = xcalloc((size_t)tiles, sizeof(int64_t)), ns = layout_shards(dst), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK] = {0};
+    for (int64_t i = 0; i < ns; i++) {
+        for (int64_t k = i, a = dst->rank - 1; a >= 0; a--) s[a] = k % dst->parts[a], k /= dst->parts[a];
+        int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], v = dst->elem_bytes;
+        layout_shard_extent(dst, s, lo, hi);
+        for (int a = 1; a < dst->rank; a++) v *= hi[a] - lo[a];
+        int32_t t = layout_tile(dst, s, r);
+        if (t >= 0 && t < tiles) valid[t] = v;
     }
-    if (len != slot_bytes) return false;
-    *slot = (int32_t)(d / slot_bytes);
-    *src_off = s;
-    return true;
+    int64_t S = layout_axis_stride(dst, 0), src_bytes = layout_shard_bytes(src);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i, bytes = 0, delta = local[i].src_off - local[i].dst_off, k = local[i].dst_off / S;
+        int32_t t = local[i].dst_tile;
+        bool ok = t >= 0 && t < tiles;
+        for (; j < n && local[j].dst_tile == t; j++) {
+            ok = ok && local[j].src_off - local[j].dst_off == delta && local[j].dst_off >= k * S &&
+                 local[j].dst_off + local[j].bytes <= (k + 1) * S;
+            bytes += local[j].bytes;
+        }
+        if (ok && bytes == valid[t] && k * S + delta >= 0 && (k + 1) * S + delta <= src_bytes) {
+            slot[t] = (int32_t)k;
+            off[t] = k * S + delta;
+        }
+        i = j;
+    }
+    free(valid);
 }

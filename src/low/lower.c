@@ -789,23 +789,16 @@ static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
         x->own_slot = xmalloc(sizeof(int32_t) * x->m->tiles);
         x->own_off = xmalloc(sizeof(int64_t) * x->m->tiles);
     }
-    for (uint32_t t = 0; t < x->m->tiles; t++) x->own_slot[t] = -1;
     x->own_dst = pr->out[0];
-    int64_t slot = layout_axis_stride(&mid_t(x->p, pr->out[0])->lay, 0), kept = 0;
-    for (int32_t i = 0; i < c->loc.n;) {
-        int32_t j = i;
-        while (j < c->loc.n && c->loc.v[j].dst_tile == c->loc.v[i].dst_tile) j++;
-        int32_t tile = c->loc.v[i].dst_tile, s;
-        int64_t off;
-        if (layout_own_slot(&c->loc.v[i], j - i, slot, &s, &off) && s < UINT8_MAX) { /* the slot travels in a byte */
-            x->own_slot[tile] = s;
-            x->own_off[tile] = off;
-        } else {
-            for (int32_t k = i; k < j; k++) c->loc.v[kept++] = c->loc.v[k];
-        }
-        i = j;
+    layout_own_slots(&mid_t(x->p, pr->in[0])->lay, &mid_t(x->p, pr->out[0])->lay, c->loc.v, c->loc.n, (int32_t)x->m->tiles,
+                     x->own_slot, x->own_off);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < c->loc.n; i++) {
+        int32_t t = c->loc.v[i].dst_tile;
+        if (x->own_slot[t] >= UINT8_MAX) x->own_slot[t] = -1; /* the partial's index travels in a byte */
+        if (x->own_slot[t] < 0) c->loc.v[kept++] = c->loc.v[i];
     }
-    c->loc.n = (int32_t)kept;
+    c->loc.n = kept;
 }
 
 static void lower_copy(lx *x, const mid_prim *pr) {

@@ -1837,7 +1837,7 @@ static void fold_block(folder *f, mid_block *blk) {
  * the copy is marked to leave each tile's share that is one whole partial of
  * its own, and the reduce reads that partial in the GEMM's buffer, which it
  * takes as its last input (so it stays live until the reduce). Which tiles
- * qualify is a property of the two layouts (layout_own_slot); the lowering
+ * qualify is a property of the two layouts (layout_own_slots); the lowering
  * and the estimate read it off the copy's runs. */
 static void read_own_partials(folder *f, const mid_block *blk) {
     mid_program *p = f->p;

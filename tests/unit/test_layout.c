@@ -791,29 +791,59 @@ static void test_runs_b2_retile(void **state) {
     assert_int_equal(c.all, 2 * 729 * (1152 / 32) * 24);
 }
 
-/* A tile's on-tile runs of a copy are one whole slot of its destination
- * shard, from one contiguous source range, or not (layout_own_slot). */
-static void test_own_slot(void **state) {
+typedef struct local_runs {
+    layout_run v[64];
+    int64_t n;
+} local_runs;
+
+static int keep_local(void *ctx, const layout_run *r) {
+    local_runs *l = ctx;
+    if (r->src_tile == r->dst_tile) {
+        assert_true(l->n < 64);
+        l->v[l->n++] = *r;
+    }
+    return 0;
+}
+
+/* K partials [2, 8, 4] f16 computed on tiles (p, row half) = 2p + i, gathered
+ * so each tile holds both partials of finer row blocks: a tile finds a whole
+ * slot of its own (layout_own_slots) only where every valid element of it
+ * was its own partial. */
+static void test_own_slots(void **state) {
     (void)state;
-    int32_t slot = -1;
-    int64_t off = -1;
-    layout_run one[] = {{3, 3, 100, 64, 64}};
-    assert_true(layout_own_slot(one, 1, 64, &slot, &off));
-    assert_int_equal(slot, 1);
-    assert_int_equal(off, 100);
-    layout_run two[] = {{3, 3, 100, 128, 32}, {3, 3, 132, 160, 32}}; /* contiguous in both: one slot */
-    assert_true(layout_own_slot(two, 2, 64, &slot, &off));
-    assert_int_equal(slot, 2);
-    assert_int_equal(off, 100);
-    layout_run part[] = {{3, 3, 100, 64, 32}}; /* half a slot */
-    assert_false(layout_own_slot(part, 1, 64, &slot, &off));
-    layout_run skew[] = {{3, 3, 100, 32, 64}}; /* straddles two slots */
-    assert_false(layout_own_slot(skew, 1, 64, &slot, &off));
-    layout_run gap[] = {{3, 3, 100, 0, 32}, {3, 3, 140, 32, 32}}; /* the source not contiguous */
-    assert_false(layout_own_slot(gap, 2, 64, &slot, &off));
-    layout_run tiles[] = {{3, 3, 100, 0, 32}, {4, 4, 132, 32, 32}}; /* two tiles' runs */
-    assert_false(layout_own_slot(tiles, 2, 64, &slot, &off));
-    assert_false(layout_own_slot(one, 0, 64, &slot, &off));
+    int64_t dim[3] = {2, 8, 4};
+    layout p = layout_single(3, dim, 2);
+    layout_split(&p, 0, 2, 2);
+    layout_split(&p, 1, 2, 1);
+    int32_t slot[8];
+    int64_t off[8];
+    /* Rows in blocks of 2: tile 0 keeps rows 0-1 of partial 0, tile 3 rows 6-7 of partial 1. */
+    layout g = layout_single(3, dim, 2);
+    layout_split(&g, 1, 4, 1);
+    local_runs l = {.n = 0};
+    layout_runs(&p, &g, NULL, keep_local, &l);
+    layout_own_slots(&p, &g, l.v, l.n, 8, slot, off);
+    assert_int_equal(slot[0], 0);
+    assert_int_equal(off[0], 0);
+    assert_int_equal(slot[1], -1);
+    assert_int_equal(slot[2], -1);
+    assert_int_equal(slot[3], 1);
+    assert_int_equal(off[3], 16); /* slot 1 is bytes 16..32 of tile 3's shard: its rows 6-7 */
+    /* Blocks of 3 rows: tile 0's slot 0 is its own; tile 1 holds rows 4-5 of
+     * partial 0 but row 3 comes from tile 0, so it keeps its copy; tile 2's
+     * tail block (rows 6-7) has nothing of its own. */
+    layout u = layout_single(3, dim, 2);
+    layout_split(&u, 1, 3, 1);
+    l.n = 0;
+    layout_runs(&p, &u, NULL, keep_local, &l);
+    layout_own_slots(&p, &u, l.v, l.n, 8, slot, off);
+    assert_int_equal(slot[0], 0);
+    assert_true(l.n >= 2);
+    assert_int_equal(slot[1], -1);
+    assert_int_equal(slot[2], -1);
+    /* A split partials axis is no gathering: nothing qualifies. */
+    layout_own_slots(&p, &p, l.v, l.n, 8, slot, off);
+    for (int t = 0; t < 8; t++) assert_int_equal(slot[t], -1);
 }
 
 int main(void) {
@@ -826,7 +856,7 @@ int main(void) {
         cmocka_unit_test(test_runs_pad_and_panels), cmocka_unit_test(test_runs_stop_early),
         cmocka_unit_test(test_runs_match_oracle), cmocka_unit_test(test_runs_at_scale),
         cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_fragments_seed_case),
-        cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slot),
+        cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
