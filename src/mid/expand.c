@@ -1738,6 +1738,40 @@ static bool fold_panels(folder *f, mid_prim *pp, const mid_prim *cp, int32_t t) 
     return true;
 }
 
+/* Whether a prim in v(at, end) reads or writes storage st (a repeat may touch anything). */
+static bool touched_between(const mid_program *p, const int32_t *v, int32_t at, int32_t end, int32_t st) {
+    for (int32_t i = at + 1; i < end; i++) {
+        const mid_prim *q = mid_p(p, v[i]);
+        if (q->kind == MID_REPEAT) return true;
+        for (int k = 0; k < q->nin; k++)
+            if (mid_storage(p, q->in[k]) == st) return true;
+        for (int k = 0; k < q->nout; k++)
+            if (mid_storage(p, q->out[k]) == st) return true;
+    }
+    return false;
+}
+
+/* A repeat body's yield copy of an elementwise result into the carried
+ * value, in the same layout (the residual stream's last add): the add writes
+ * the carried value itself, when nothing between the two reads or writes it
+ * and the add does not read it; watched where it lands. */
+static bool fold_yield(folder *f, const int32_t *v, int32_t at, int32_t end, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    mid_program *p = f->p;
+    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 || pp->kind != MID_EWISE || pp->nout != 1) return false;
+    int32_t c = cp->out[0];
+    const mid_tensor *mt = mid_t(p, t), *mc = mid_t(p, c);
+    if (mc->kind != MT_TEMP || mc->alias_of >= 0 || mc->slice_of >= 0 || mc->stack != 1 || mc->value < 0 ||
+        mc->dtype != mt->dtype || mc->scale != mt->scale || !layout_equal(&mc->lay, &mt->lay) ||
+        !graph_val(p->g, mc->value)->is_arg || touched_between(p, v, at, end, c))
+        return false;
+    for (int k = 0; k < pp->nin; k++)
+        if (mid_storage(p, pp->in[k]) == c) return false;
+    pp->out[0] = c;
+    for (int32_t i = 0; i < p->probes.n; i++)
+        if (p->probes.v[i].tensor == t) p->probes.v[i].tensor = c;
+    return true;
+}
+
 /* The place in v(at, n) of the one prim that writes storage st there, -1 if
  * none, -2 if more than one (or a repeat, which may write anything). */
 static int32_t writer_after(const mid_program *p, const int32_t *v, int32_t n, int32_t at, int32_t st) {
@@ -1815,7 +1849,8 @@ static void fold_block(folder *f, mid_block *blk) {
             int32_t move;
             if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, via >= 0 ? via : t, &move) ||
                 !(via >= 0 ? fold_cast_through(p, pp, cp, t, via)
-                           : fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t)))
+                           : fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
+                                 fold_yield(f, blk->v, at, n - 1, pp, cp, t)))
                 continue;
             if (move >= 0) {
                 int32_t mk = blk->v[move];
