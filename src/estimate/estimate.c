@@ -193,13 +193,9 @@ static void price_copy(const machine *m, copy_cost *c) {
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
     if (c->patch & EST_OWN) { /* lower.c's leave_own_partials: whole own partials stay for the reduce */
         int32_t *slot = xmalloc(sizeof(int32_t) * tiles);
-        int64_t *off = xmalloc(sizeof(int64_t) * tiles), kept = 0;
-        layout_own_slots(&c->src, &c->dst, w.local, w.nlocal, (int32_t)tiles, slot, off);
-        for (int64_t i = 0; i < w.nlocal; i++) {
-            int32_t s = slot[w.local[i].dst_tile];
-            if (s < 0 || s >= UINT8_MAX) w.local[kept++] = w.local[i];
-        }
-        w.nlocal = kept;
+        int64_t *off = xmalloc(sizeof(int64_t) * tiles);
+        layout_own_slots(&c->src, &c->dst, w.local, w.nlocal, (int32_t)tiles, MID_OWN_SLOTS, slot, off);
+        w.nlocal = layout_drop_owned(w.local, w.nlocal, slot);
         free(slot);
         free(off);
     }

@@ -146,10 +146,13 @@ void layout_copy_boxes(const layout_run *runs, int64_t n, void (*fn)(void *ctx, 
  * tile itself, its on-tile runs (local[0, n), in layout_runs' order) keep one
  * offset between source and destination, and the slot so translated lies in
  * the source shard (a K-partials reduce then reads it there, padding
- * included). slot[tile] = j (-1: not so) and off[tile] the source offset of
- * the slot's first byte, for every tile below `tiles`. */
+ * included), j below max_slot. slot[tile] = j (-1: not so) and off[tile]
+ * the source offset of the slot's first byte, for every tile below `tiles`.
+ * layout_drop_owned then keeps the runs of the other tiles (in order) and
+ * returns how many. */
 void layout_own_slots(const layout *src, const layout *dst, const layout_run *local, int64_t n, int32_t tiles,
-                      int32_t *slot, int64_t *off);
+                      int32_t max_slot, int32_t *slot, int64_t *off);
+int64_t layout_drop_owned(layout_run *local, int64_t n, const int32_t *slot);
 
 /* Runs between tiles (src_tile != dst_tile) as the exchange sends them:
  * runs with one source span and destination offset are one multicast

@@ -135,7 +135,7 @@ void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(
 }
 
 void layout_own_slots(const layout *src, const layout *dst, const layout_run *local, int64_t n, int32_t tiles,
-                      int32_t *slot, int64_t *off) {
+                      int32_t max_slot, int32_t *slot, int64_t *off) {
     for (int32_t t = 0; t < tiles; t++) slot[t] = -1;
     if (dst->rank < 2 || dst->parts[0] != 1 || dst->nrep) return;
     /* The valid bytes of one slot of each tile's shard. */
@@ -158,11 +158,18 @@ void layout_own_slots(const layout *src, const layout *dst, const layout_run *lo
                  local[j].dst_off + local[j].bytes <= (k + 1) * S;
             bytes += local[j].bytes;
         }
-        if (ok && bytes == valid[t] && k * S + delta >= 0 && (k + 1) * S + delta <= src_bytes) {
+        if (ok && k < max_slot && bytes == valid[t] && k * S + delta >= 0 && (k + 1) * S + delta <= src_bytes) {
             slot[t] = (int32_t)k;
             off[t] = k * S + delta;
         }
         i = j;
     }
     free(valid);
+}
+
+int64_t layout_drop_owned(layout_run *local, int64_t n, const int32_t *slot) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (slot[local[i].dst_tile] < 0) local[kept++] = local[i];
+    return kept;
 }

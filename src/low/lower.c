@@ -791,14 +791,8 @@ static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
     }
     x->own_dst = pr->out[0];
     layout_own_slots(&mid_t(x->p, pr->in[0])->lay, &mid_t(x->p, pr->out[0])->lay, c->loc.v, c->loc.n, (int32_t)x->m->tiles,
-                     x->own_slot, x->own_off);
-    int32_t kept = 0;
-    for (int32_t i = 0; i < c->loc.n; i++) {
-        int32_t t = c->loc.v[i].dst_tile;
-        if (x->own_slot[t] >= UINT8_MAX) x->own_slot[t] = -1; /* the partial's index travels in a byte */
-        if (x->own_slot[t] < 0) c->loc.v[kept++] = c->loc.v[i];
-    }
-    c->loc.n = kept;
+                     MID_OWN_SLOTS, x->own_slot, x->own_off);
+    c->loc.n = (int32_t)layout_drop_owned(c->loc.v, c->loc.n, x->own_slot);
 }
 
 static void lower_copy(lx *x, const mid_prim *pr) {

@@ -1613,11 +1613,14 @@ static bool same_partition(layout a, layout b) {
     return layout_equal(&a, &b);
 }
 
-static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
-    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+/* The cast reads t, or (via >= 0) a reduction's result t through its alias
+ * via, whose partition holds t's shards in t's order (row-major only). */
+static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t, int32_t via) {
+    const mid_tensor *mt = mid_t(p, t), *mv = mid_t(p, via >= 0 ? via : t), *mu = mid_t(p, cp->out[0]);
     if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype))
         return false;
-    if (!same_partition(mt->lay, mu->lay) || pp->nout != 1) return false;
+    if (!same_partition(mv->lay, mu->lay) || pp->nout != 1) return false;
+    if (via >= 0 && (pp->kind != MID_REDUCE || mu->lay.enc != ENC_ROW_MAJOR || mt->lay.enc != ENC_ROW_MAJOR)) return false;
     /* A K-partials reduction without a bias rounds its sum to the temporary's
      * dtype (prim.grad, as for a bias) before it writes the 8-bit result. */
     if (pp->kind == MID_REDUCE && pp->nin == 1 && pp->grad == DT_F32) {
@@ -1628,20 +1631,6 @@ static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->acc != DT_F32) return false;
     pp->out[0] = cp->out[0];
     pp->acc = mt->dtype;
-    return true;
-}
-
-/* fold_cast of a reduction's result t read through its alias `via`: the
- * cast's result is in via's partition, which holds t's shards in t's order. */
-static bool fold_cast_through(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t, int32_t via) {
-    const mid_tensor *mv = mid_t(p, via), *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
-    if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) ||
-        mv->dtype != mt->dtype || dtype_is_f8(mt->dtype) || !same_partition(mv->lay, mu->lay) ||
-        mu->lay.enc != ENC_ROW_MAJOR || mt->lay.enc != ENC_ROW_MAJOR || pp->kind != MID_REDUCE || pp->nin != 1 ||
-        pp->nout != 1 || pp->grad != DT_F32)
-        return false;
-    pp->out[0] = cp->out[0];
-    pp->grad = mt->dtype;
     return true;
 }
 
@@ -1848,9 +1837,9 @@ static void fold_block(folder *f, mid_block *blk) {
             mid_prim *pp = mid_p(p, pid);
             int32_t move;
             if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, via >= 0 ? via : t, &move) ||
-                !(via >= 0 ? fold_cast_through(p, pp, cp, t, via)
-                           : fold_cast(p, pp, cp, t) || fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
-                                 fold_yield(f, blk->v, at, n - 1, pp, cp, t)))
+                !(fold_cast(p, pp, cp, t, via) ||
+                  (via < 0 && (fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
+                               fold_yield(f, blk->v, at, n - 1, pp, cp, t)))))
                 continue;
             if (move >= 0) {
                 int32_t mk = blk->v[move];

@@ -324,6 +324,9 @@ mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, con
 
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
+/* How many partials a REDUCE can read as a tile's own: the lowering names
+ * it in a byte (low.h: REDUCE's op = 1 + the partial). */
+enum { MID_OWN_SLOTS = 255 };
 /* Whether a REDUCE prim adds a bias (in[1]). */
 bool mid_reduce_has_bias(const mid_prim *pr);
 

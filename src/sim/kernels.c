@@ -14,8 +14,8 @@
  *     and the final sum is multiplied by 2^(sa+sb) (exact: a power of two in range), as the AMP
  *     applies the two scales after accumulating; this matters only for acc f16.
  *   - REDUCE: the same chain over j ascending, in acc, rounded to grad (unless f32), plus a bias
- *     if any. REDUCE_SUM: one f32 chain per output element in box order. SUMSQ, CLIP_COEF: one f32 chain in element order (SUMSQ's continues
- *     from the value its output holds).
+ *     if any. REDUCE_SUM: one f32 chain per output element in box order. SUMSQ, CLIP_COEF: one
+ *     f32 chain in element order (SUMSQ's continues from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
  *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf); gelu_erf is
  *     num_gelu_erf (erff). scale is a * f[0]; cast is a.

@@ -822,7 +822,7 @@ static void test_own_slots(void **state) {
     layout_split(&g, 1, 4, 1);
     local_runs l = {.n = 0};
     layout_runs(&p, &g, NULL, keep_local, &l);
-    layout_own_slots(&p, &g, l.v, l.n, 8, slot, off);
+    layout_own_slots(&p, &g, l.v, l.n, 8, INT32_MAX, slot, off);
     assert_int_equal(slot[0], 0);
     assert_int_equal(off[0], 0);
     assert_int_equal(slot[1], -1);
@@ -836,13 +836,13 @@ static void test_own_slots(void **state) {
     layout_split(&u, 1, 3, 1);
     l.n = 0;
     layout_runs(&p, &u, NULL, keep_local, &l);
-    layout_own_slots(&p, &u, l.v, l.n, 8, slot, off);
+    layout_own_slots(&p, &u, l.v, l.n, 8, INT32_MAX, slot, off);
     assert_int_equal(slot[0], 0);
     assert_true(l.n >= 2);
     assert_int_equal(slot[1], -1);
     assert_int_equal(slot[2], -1);
     /* A split partials axis is no gathering: nothing qualifies. */
-    layout_own_slots(&p, &p, l.v, l.n, 8, slot, off);
+    layout_own_slots(&p, &p, l.v, l.n, 8, INT32_MAX, slot, off);
     for (int t = 0; t < 8; t++) assert_int_equal(slot[t], -1);
 }
 
