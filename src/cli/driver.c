@@ -153,35 +153,51 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     mid_plan start;
     mid_plan_init(&start, gc);
     int rc = o->recipe ? search_recipe_load(o->recipe, gc, m, &start, d) : 0;
-    search_options so = {.steps = o->search_steps, .quiet = o->quiet};
-    if (rc == 0) rc = search_plan(gc, m, &start, &so, &info->search, d);
-    mid_plan_free(&start);
-    info->search_seconds = util_now_seconds() - t0;
-    /* The best finalist that lowers and places; the others in order when it
-     * does not (memory, exchange tables). TESSEL_REFUSE_FINALISTS=N makes
-     * placement refuse the first N, so tests can watch the fallback. */
+    /* The search, then the best finalist that lowers and places; the others
+     * in order when it does not (memory, exchange tables). When none places,
+     * the search runs again judging memory by what the buffers reserve
+     * (whole interleaved elements; est_result.reserved_peak_bytes) instead of
+     * their payload, then so with a tenth of the room kept back: both are
+     * models of the allocator, not runs of it, and each errs where the other
+     * does not (docs/search.md). TESSEL_REFUSE_FINALISTS=N makes placement
+     * refuse the first N finalists tried, so tests can watch the fallback. */
+    static const double room_scales[COMPILE_ATTEMPTS] = {1.0, 1.0, 0.9};
+    static const bool reservations[COMPILE_ATTEMPTS] = {false, true, true};
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
-    int nrefuse = refuse ? atoi(refuse) : 0;
-    for (int i = 0; rc == 0 && i < info->search.nfinalists; i++) {
-        free(info->recipe);
-        info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
-        diag fd = {0};
-        if (i < nrefuse) {
-            diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, i + 1, nrefuse);
-        } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
-            info->finalist = i;
-            break;
-        }
-        compile_failure *f = &info->failed[info->nfailed++];
-        f->predicted = info->search.finalist_cycles[i];
-        snprintf(f->why, sizeof f->why, "%s", fd.text);
-        size_t n = strlen(f->why);
-        if (n && f->why[n - 1] == '\n') f->why[n - 1] = 0;
-        if (i + 1 == info->search.nfinalists) {
-            *d = fd; /* none placed: the best one's reason is the last tried's too */
-            rc = -1;
+    int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
+    bool placed = false;
+    for (int attempt = 0; rc == 0 && !placed && attempt < COMPILE_ATTEMPTS; attempt++) {
+        /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
+        if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
+        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = room_scales[attempt],
+                             .reserved = reservations[attempt]};
+        if (attempt > 0) search_result_free(&info->search);
+        double ts = util_now_seconds();
+        rc = search_plan(gc, m, &start, &so, &info->search, d);
+        info->search_seconds += util_now_seconds() - ts;
+        for (int i = 0; rc == 0 && i < info->search.nfinalists; i++, tried++) {
+            free(info->recipe);
+            info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
+            diag fd = {0};
+            if (tried < nrefuse) {
+                diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, tried + 1, nrefuse);
+            } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
+                info->finalist = i;
+                placed = true;
+                break;
+            }
+            compile_failure *f = &info->failed[info->nfailed++];
+            f->predicted = info->search.finalist_cycles[i];
+            f->room_scale = so.room_scale;
+            f->reserved = so.reserved;
+            snprintf(f->why, sizeof f->why, "%s", fd.text);
+            size_t n = strlen(f->why);
+            if (n && f->why[n - 1] == '\n') f->why[n - 1] = 0;
+            *d = fd; /* if none places, the last tried's reason */
         }
     }
+    mid_plan_free(&start);
+    if (rc == 0 && !placed) rc = -1;
     if (rc == 0 && o->fusion_report && (rc = fusion_report(g, m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
@@ -310,17 +326,19 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
                                                sr->steps.v[i].after - sr->steps.v[i].before));
     json_t *failed = json_array();
     for (int i = 0; i < info->nfailed; i++)
-        json_array_append_new(failed, json_pack("{s:i, s:f, s:s}", "finalist", i, "predicted_cycles",
-                                                info->failed[i].predicted, "why", info->failed[i].why));
+        json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s}", "finalist", i, "predicted_cycles",
+                                                info->failed[i].predicted, "memory", info->failed[i].reserved ? "reserved" : "payload",
+                                                "room_scale", info->failed[i].room_scale, "why", info->failed[i].why));
     const est_result *e = &sr->est;
     json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:o, s:o, s:o, s:i, "
+        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
         "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
         "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
         "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
         "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
         e->table_bytes_max, "predicted_table_bytes_total", e->table_bytes_total, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
-        "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "ops", ops, "search_steps", steps,
+        "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "predicted_reserved_bytes",
+        e->reserved_peak_bytes, "ops", ops, "search_steps", steps,
         "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
         "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,
         "evaluations", (json_int_t)sr->evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",

@@ -24,9 +24,15 @@ typedef struct compile_options {
 extern const char *const tessel_passes[];
 bool tessel_pass_known(const char *name);
 
+/* Searches a compile runs at most: when no finalist places, the search runs
+ * again with less room for its estimated peak (driver.c). */
+enum { COMPILE_ATTEMPTS = 3 };
+
 /* A finalist that lowering or placement refused, and why. */
 typedef struct compile_failure {
     double predicted;         /* its predicted cycles */
+    double room_scale;        /* the search's room_scale for it */
+    bool reserved;            /* and whether it judged reservations */
     char why[2048];
 } compile_failure;
 
@@ -39,7 +45,7 @@ typedef struct compile_info {
     double search_seconds, lower_seconds, place_seconds;
     search_result search;     /* the plan search: finalists, steps, estimate */
     int finalist;             /* the finalist that was packaged */
-    compile_failure failed[SEARCH_FINALISTS];
+    compile_failure failed[SEARCH_FINALISTS * COMPILE_ATTEMPTS];
     int nfailed;
     char *recipe;             /* the packaged plan as a recipe (JSON text) */
     /* The optimizer epilogue fusion (docs/epilogue.md): every candidate, and

@@ -601,9 +601,10 @@ static int cmp_ev(const void *a, const void *b) {
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
-/* Adds v to every tile holding a shard of l. */
-static void add_tiles(const layout *l, double v, double *tile, double *peak, uint32_t tiles) {
-    int64_t ns = layout_shards(l), nr = layout_replicas(l), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK];
+/* The tiles holding a shard of l, each once per replica (a replica on one
+ * tile twice is twice the bytes), into out; returns how many. */
+static int64_t layout_tile_list(const layout *l, uint32_t tiles, int32_t *out) {
+    int64_t ns = layout_shards(l), nr = layout_replicas(l), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK], n = 0;
     for (int64_t i = 0; i < ns; i++) {
         int64_t k = i;
         for (int a = l->rank - 1; a >= 0; a--) s[a] = k % l->parts[a], k /= l->parts[a];
@@ -611,14 +612,105 @@ static void add_tiles(const layout *l, double v, double *tile, double *peak, uin
             int64_t q = j;
             for (int a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
             int32_t t = layout_tile(l, s, r);
-            if (t < 0 || (uint32_t)t >= tiles) continue;
-            tile[t] += v;
-            if (v > 0 && tile[t] > peak[t]) peak[t] = tile[t];
+            if (t >= 0 && (uint32_t)t < tiles) out[n++] = t;
         }
     }
+    return n;
 }
 
-static void memory_peak(const mid_program *p, const machine *m, est_result *r) {
+/* What a tile's live buffers reserve under src/place's memory map
+ * (docs/placement.md, "SRAM placement"): the ordinary region packs them (at
+ * 16-byte alignment, an AMP-left operand with the panel row its stream reads
+ * ahead); a buffer in the interleaved region owns whole logical elements.
+ * The largest buffers go interleaved, where they waste least, until the rest
+ * packs into the ordinary region: the reservation is the payload plus their
+ * rounding up to whole elements, or, when they would need more elements than
+ * the region has, the ordinary region and every element they need (more
+ * than the tile has). A model of the allocator's choices at one moment, not
+ * a run of it: it does not see the gaps lifetimes leave, nor that the
+ * allocator places resident buffers first (docs/search.md has how far it
+ * is from what placement reserves). */
+typedef struct tile_live {
+    int64_t *size; /* live reservations, largest first */
+    int32_t n, cap;
+    int64_t payload;  /* their sum */
+    double bytes;     /* the live shards' bytes (the payload before request rounding) */
+} tile_live;
+
+typedef struct mem_map {
+    int64_t ordinary;   /* bytes of the ordinary region left for buffers */
+    int64_t element;    /* bytes of one logical interleaved element */
+    int64_t elements;   /* whole and partial elements below the loader limit */
+} mem_map;
+
+static int64_t reserved(const int64_t *size, int32_t n, int64_t payload, const mem_map *mm) {
+    int64_t rest = payload, waste = 0, used = 0;
+    for (int32_t i = 0; i < n && rest > mm->ordinary && mm->element > 0; i++) {
+        int64_t e = (size[i] + mm->element - 1) / mm->element;
+        rest -= size[i];
+        used += e;
+        waste += e * mm->element - size[i];
+    }
+    if (used > mm->elements) return mm->ordinary + used * mm->element;
+    return payload + waste;
+}
+
+static mem_map memory_map(const machine *m, double table_max) {
+    int64_t il_lo = m->interleaved_base > m->tile_memory_base ? m->interleaved_base : m->tile_memory_base;
+    int64_t il_bytes = m->loader_limit > il_lo ? (int64_t)m->loader_limit - il_lo : 0;
+    mem_map mm = {.ordinary = il_lo - (int64_t)m->tile_memory_base - (int64_t)table_max - EST_CODE_BYTES,
+                  .element = (int64_t)m->interleave_factor * m->memory_element_bytes};
+    mm.elements = mm.element > 0 ? (il_bytes + mm.element - 1) / mm.element : 0;
+    return mm;
+}
+
+int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
+    int64_t *v = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), payload = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t j = i;
+        while (j > 0 && v[j - 1] < sizes[i]) v[j] = v[j - 1], j--;
+        v[j] = sizes[i];
+        payload += sizes[i];
+    }
+    mem_map mm = memory_map(m, table_max);
+    int64_t r = reserved(v, n, payload, &mm);
+    free(v);
+    return r;
+}
+
+static void live_add(tile_live *tl, int64_t size) {
+    if (tl->n == tl->cap) {
+        tl->cap = tl->cap ? 2 * tl->cap : 16;
+        tl->size = xrealloc(tl->size, sizeof(int64_t) * (size_t)tl->cap);
+    }
+    int32_t i = tl->n++;
+    while (i > 0 && tl->size[i - 1] < size) tl->size[i] = tl->size[i - 1], i--;
+    tl->size[i] = size;
+    tl->payload += size;
+}
+
+static void live_remove(tile_live *tl, int64_t size) {
+    int32_t i = 0;
+    while (i < tl->n && tl->size[i] != size) i++;
+    TS_ASSERT(i < tl->n);
+    for (; i + 1 < tl->n; i++) tl->size[i] = tl->size[i + 1];
+    tl->n--;
+    tl->payload -= size;
+}
+
+/* A buffer's bytes on each tile holding it, as placement requests them. */
+static int64_t request_bytes(const mid_tensor *mt) {
+    int64_t b = layout_shard_bytes(&mt->lay) * (mt->stack > 0 ? mt->stack : 1);
+    b = (b + 15) / 16 * 16;
+    if (mt->lay.enc == ENC_AMP_LEFT) b += LAYOUT_AMP_PANEL_BYTES;
+    return b;
+}
+
+double est_buffer_room(const machine *m, double table_max) {
+    return (double)(m->loader_limit - m->tile_memory_base) - table_max - EST_CODE_BYTES;
+}
+
+static void memory_peak(const mid_program *p, const machine *m, double table_max, est_result *r) {
     int32_t n = p->tensors.n;
     order o = {.p = p, .lv = xmalloc(sizeof(live) * (size_t)(n + 1)),
                .range = xcalloc((size_t)p->prims.n + 1, sizeof(live))};
@@ -644,17 +736,42 @@ static void memory_peak(const mid_program *p, const machine *m, est_result *r) {
             if (ev[k].t == s && ev[k].end) ev[k].at = end + 1;
     }
     qsort(ev, (size_t)ne, sizeof(mem_ev), cmp_ev);
-    double *tile = xcalloc(m->tiles, sizeof(double)), *peak = xcalloc(m->tiles, sizeof(double));
+    mem_map mm = memory_map(m, table_max);
+    tile_live *tl = xcalloc(m->tiles, sizeof(tile_live));
+    double *peak = xcalloc(m->tiles, sizeof(double)), *rpeak = xcalloc(m->tiles, sizeof(double));
+    int32_t *tiles = NULL;
+    int64_t tiles_cap = 0;
     for (int32_t k = 0; k < ne; k++) {
         const mid_tensor *mt = mid_t(p, ev[k].t);
-        double bytes = (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
-        add_tiles(&mt->lay, ev[k].end ? -bytes : bytes, tile, peak, m->tiles);
+        int64_t need = layout_shards(&mt->lay) * layout_replicas(&mt->lay);
+        if (need > tiles_cap) tiles_cap = need, tiles = xrealloc(tiles, sizeof(int32_t) * (size_t)need);
+        int64_t nt = layout_tile_list(&mt->lay, m->tiles, tiles), bytes = request_bytes(mt);
+        for (int64_t i = 0; i < nt; i++) {
+            tile_live *x = &tl[tiles[i]];
+            if (ev[k].end) {
+                live_remove(x, bytes);
+                x->bytes -= layout_shard_bytes(&mt->lay) * (double)mt->stack;
+                continue;
+            }
+            live_add(x, bytes);
+            double v = (double)reserved(x->size, x->n, x->payload, &mm);
+            if (v > rpeak[tiles[i]]) rpeak[tiles[i]] = v;
+            x->bytes += layout_shard_bytes(&mt->lay) * (double)mt->stack;
+            if (x->bytes > peak[tiles[i]]) peak[tiles[i]] = x->bytes;
+        }
     }
     r->peak_bytes = 0;
     r->peak_tile = 0;
-    for (uint32_t t = 0; t < m->tiles; t++)
+    r->reserved_peak_bytes = 0;
+    r->reserved_peak_tile = 0;
+    for (uint32_t t = 0; t < m->tiles; t++) {
         if (peak[t] > r->peak_bytes) r->peak_bytes = peak[t], r->peak_tile = (int32_t)t;
-    free(tile);
+        if (rpeak[t] > r->reserved_peak_bytes) r->reserved_peak_bytes = rpeak[t], r->reserved_peak_tile = (int32_t)t;
+        free(tl[t].size);
+    }
+    free(rpeak);
+    free(tl);
+    free(tiles);
     free(peak);
     free(ev);
     free(o.lv);
@@ -673,5 +790,5 @@ void est_program(const mid_program *p, est_cache *c, est_result *r) {
         if (x.table[t] > r->table_bytes_max) r->table_bytes_max = x.table[t];
     }
     free(x.table);
-    memory_peak(p, p->m, r);
+    memory_peak(p, p->m, r->table_bytes_max, r);
 }

@@ -9,8 +9,11 @@
  *             tile sends and receives, multicast receivers counted as
  *             receives and not sends, runs split at max_send_bytes, priced
  *             with the machine's exchange formulas, one phase per copy;
- *   memory    per tile, the peak of the bytes of the buffers live at once
- *             (mid-level liveness over program order, repeat bodies whole);
+ *   memory    per tile, the peak of the payload of the buffers live at once
+ *             (mid-level liveness over program order, repeat bodies whole),
+ *             and of what they reserve under placement's memory map (the
+ *             largest in whole interleaved elements until the rest packs
+ *             into the ordinary region);
  *   tables    per tile, exchange-table bytes from the same fragments
  *             (src/place/tables.c's row costs).
  *
@@ -34,12 +37,25 @@ typedef struct est_result {
     double compute, exchange; /* its parts */
     int64_t phases;           /* exchange phases run (repeat bodies times their count) */
     int64_t fragments;        /* fragments sent, likewise */
-    double peak_bytes;        /* the fullest tile's live buffer bytes at its peak */
+    double peak_bytes;        /* the fullest tile's live buffer payload at its peak */
     int32_t peak_tile;
+    double reserved_peak_bytes; /* the most any tile's live buffers reserve at once (est_buffer_room's units) */
+    int32_t reserved_peak_tile;
     double table_bytes_max;   /* the busiest tile's exchange-table bytes */
     double table_bytes_total; /* over all tiles */
     double *prim_cycles;      /* when non-NULL (p->prims.n entries): one execution of each prim */
 } est_result;
+
+/* Code and run descriptors, below the data on every tile: src/place's
+ * estimate is well below this on the zoo. */
+enum { EST_CODE_BYTES = 16384 };
+/* The part of a tile its buffers may reserve once code and exchange tables
+ * (table_max bytes on the busiest tile) have theirs. */
+double est_buffer_room(const machine *m, double table_max);
+/* What buffers of these sizes (request bytes, in any order), live at once
+ * on one tile, reserve there under the memory map est_program models
+ * (estimate.c has the rules). */
+int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n);
 
 /* Prices p. The cache (non-NULL) must be for p's machine. */
 void est_program(const mid_program *p, est_cache *c, est_result *r);

@@ -63,6 +63,7 @@ typedef struct state {
     double temp_bytes;
     op_alts *alts;       /* per graph op */
     const mid_plan *start; /* choices given (a recipe), or NULL */
+    bool reserved;       /* judge memory by the estimated reservations, not the payload */
 } state;
 
 /* A grid's cost alone: the busiest tile's AMP run, its operands' delivery at
@@ -229,10 +230,10 @@ typedef struct eval {
     bool ok;
 } eval;
 
-static eval price(const mid_program *mid, est_cache *cache) {
+static eval price(const state *st, const mid_program *mid, est_cache *cache) {
     est_result r = {0};
     est_program(mid, cache, &r);
-    return (eval){r.cycles, r.peak_bytes, r.table_bytes_max, true};
+    return (eval){r.cycles, st->reserved ? r.reserved_peak_bytes : r.peak_bytes, r.table_bytes_max, true};
 }
 
 /* A plan whose every choice is made, expanded and priced; not ok when it does not expand. */
@@ -241,7 +242,7 @@ static eval evaluate(const state *st, mid_plan *pl, est_cache *cache) {
     diag d = {0};
     eval e = {0};
     if (mid_expand(st->g, st->m, pl, &mid, &d) == 0) {
-        e = price(&mid, cache);
+        e = price(st, &mid, cache);
         mid_free(&mid);
     }
     return e;
@@ -313,7 +314,23 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
     return n;
 }
 
-static void push_finalist(search_result *r, const mid_plan *pl, double cycles) {
+/* Whether plan e improves on cur, the buffers' room given: a plan that
+ * fits (its estimated peak within the room) improves on one that does not,
+ * and among plans that fit the faster is better; while none fits, the
+ * smaller peak is better (the faster on a tie), so that a start that does
+ * not fit moves towards one that does. */
+enum { KEEP, TOO_BIG, SLOWER };
+static int verdict(const eval *e, const eval *cur, double room) {
+    bool fits = e->peak <= room, cur_fits = cur->peak <= room;
+    if (fits != cur_fits) return fits ? KEEP : TOO_BIG;
+    if (!fits && e->peak != cur->peak) return e->peak < cur->peak ? KEEP : TOO_BIG;
+    return e->cycles < cur->cycles * (1 - 1e-9) ? KEEP : SLOWER;
+}
+
+/* Kept plans are the finalists, the latest first: once one fits, only
+ * plans that fit are kept, so those that fit come first. */
+static void push_finalist(search_result *r, const mid_plan *pl, double cycles, bool fits) {
+    r->finalists_fit = fits;
     if (r->nfinalists == SEARCH_FINALISTS) mid_plan_free(&r->finalist[--r->nfinalists]);
     memmove(&r->finalist[1], &r->finalist[0], sizeof(mid_plan) * (size_t)r->nfinalists);
     memmove(&r->finalist_cycles[1], &r->finalist_cycles[0], sizeof(double) * (size_t)r->nfinalists);
@@ -321,12 +338,6 @@ static void push_finalist(search_result *r, const mid_plan *pl, double cycles) {
     r->finalist[0].choose = NULL;
     r->finalist_cycles[0] = cycles;
     r->nfinalists++;
-}
-
-/* The usable part of a tile for buffers once code and tables have theirs. */
-static double buffer_room(const machine *m, double table_max) {
-    double code = 16384; /* code and run descriptors: src/place's estimate is well below this on the zoo */
-    return (double)(m->loader_limit - m->tile_memory_base) - table_max - code;
 }
 
 int search_plan(const graph *g, const machine *m, const mid_plan *start, const search_options *o, search_result *r, diag *d) {
@@ -345,7 +356,8 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                          "tiles of machine '%s', which have %s each",
                          g->path, g->name, all, each, m->tiles, m->name, tile);
     }
-    state st = {g, m, search_min_pieces(g, m), temp_bytes(g, m), xcalloc((size_t)g->ops.n + 1, sizeof(op_alts)), start};
+    state st = {g, m, search_min_pieces(g, m), temp_bytes(g, m), xcalloc((size_t)g->ops.n + 1, sizeof(op_alts)), start,
+                o->reserved};
     mid_plan pl;
     mid_plan_init(&pl, g);
     pl.choose = choose;
@@ -357,13 +369,14 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     int rc = mid_expand(g, m, &pl, &mid, d);
     est_cache *cache = est_cache_new(m);
     eval cur = {0};
+    double room = 0;
     if (rc == 0) {
-        cur = price(&mid, cache);
+        cur = price(&st, &mid, cache);
         mid_free(&mid);
         r->evaluations++;
-        push_finalist(r, &pl, cur.cycles);
+        room = est_buffer_room(m, cur.table_max) * (o->room_scale > 0 ? o->room_scale : 1.0);
+        push_finalist(r, &pl, cur.cycles, cur.peak <= room);
     }
-    double room = buffer_room(m, cur.table_max), limit = cur.peak > room ? cur.peak : room;
     /* The second start: each op's best score, streaming A or B, where the
      * first streamed A and the choice was not given. */
     if (rc == 0 && o->steps > 0) {
@@ -382,13 +395,13 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         if (differs) {
             eval e = evaluate(&st, &alt, cache);
             r->evaluations++;
-            if (e.ok && e.peak <= limit && e.cycles < cur.cycles * (1 - 1e-9)) {
+            if (verdict(&e, &cur, room) == KEEP) {
                 search_step s = {-1, cur.cycles, e.cycles};
                 vec_push(&r->arena, &r->steps, s);
                 mid_plan_free(&pl);
                 mid_plan_copy(&pl, &alt);
                 cur = e;
-                push_finalist(r, &pl, cur.cycles);
+                push_finalist(r, &pl, cur.cycles, cur.peak <= room);
             }
         }
         mid_plan_free(&alt);
@@ -428,22 +441,17 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             int best = -1;
             for (int i = 0; i < n; i++) {
                 if (!res[i].ok) continue;
-                if (res[i].peak > limit) {
-                    r->rejected_memory++;
-                    continue;
-                }
-                if (res[i].cycles >= cur.cycles * (1 - 1e-9)) {
-                    r->rejected_slower++;
-                    continue;
-                }
-                if (best < 0 || res[i].cycles < res[best].cycles) best = i;
+                int v = verdict(&res[i], &cur, room);
+                if (v == TOO_BIG) r->rejected_memory++;
+                if (v == SLOWER) r->rejected_slower++;
+                if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
             }
             if (best >= 0) {
                 search_step s = {op, cur.cycles, res[best].cycles};
                 vec_push(&r->arena, &r->steps, s);
                 pl.gemm[op] = props[best].alt->c;
                 cur = res[best];
-                push_finalist(r, &pl, cur.cycles);
+                push_finalist(r, &pl, cur.cycles, cur.peak <= room);
                 improved = true;
             }
             char detail[160];

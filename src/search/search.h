@@ -29,6 +29,8 @@ enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4 };
 typedef struct search_options {
     int64_t steps;           /* local-search proposals at most; 0: expand the plan as given */
     bool quiet;              /* no progress line */
+    double room_scale;       /* the part of est_buffer_room a plan's estimated peak may take (0: all of it) */
+    bool reserved;           /* judge that peak by est_result.reserved_peak_bytes, not peak_bytes */
 } search_options;
 
 /* One accepted local-search step. */
@@ -50,6 +52,7 @@ typedef struct search_result {
     mid_plan finalist[SEARCH_FINALISTS]; /* best first */
     double finalist_cycles[SEARCH_FINALISTS];
     int nfinalists;
+    bool finalists_fit;                  /* the best one's estimated peak is within the room */
     est_result est;                      /* of the best finalist */
     VEC(search_step) steps;
     VEC(search_op) ops;
