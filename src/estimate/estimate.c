@@ -643,16 +643,16 @@ typedef struct mem_map {
     int64_t elements;   /* whole and partial elements below the loader limit */
 } mem_map;
 
-static int64_t reserved(const int64_t *size, int32_t n, int64_t payload, const mem_map *mm) {
-    int64_t rest = payload, waste = 0, used = 0;
-    for (int32_t i = 0; i < n && rest > mm->ordinary && mm->element > 0; i++) {
-        int64_t e = (size[i] + mm->element - 1) / mm->element;
-        rest -= size[i];
+static int64_t reserved(const tile_live *tl, const mem_map *mm) {
+    int64_t rest = tl->payload, waste = 0, used = 0;
+    for (int32_t i = 0; i < tl->n && rest > mm->ordinary && mm->element > 0; i++) {
+        int64_t e = (tl->size[i] + mm->element - 1) / mm->element;
+        rest -= tl->size[i];
         used += e;
-        waste += e * mm->element - size[i];
+        waste += e * mm->element - tl->size[i];
     }
     if (used > mm->elements) return mm->ordinary + used * mm->element;
-    return payload + waste;
+    return tl->payload + waste;
 }
 
 static mem_map memory_map(const machine *m, double table_max) {
@@ -662,20 +662,6 @@ static mem_map memory_map(const machine *m, double table_max) {
                   .element = (int64_t)m->interleave_factor * m->memory_element_bytes};
     mm.elements = mm.element > 0 ? (il_bytes + mm.element - 1) / mm.element : 0;
     return mm;
-}
-
-int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
-    int64_t *v = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), payload = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t j = i;
-        while (j > 0 && v[j - 1] < sizes[i]) v[j] = v[j - 1], j--;
-        v[j] = sizes[i];
-        payload += sizes[i];
-    }
-    mem_map mm = memory_map(m, table_max);
-    int64_t r = reserved(v, n, payload, &mm);
-    free(v);
-    return r;
 }
 
 static void live_add(tile_live *tl, int64_t size) {
@@ -698,10 +684,18 @@ static void live_remove(tile_live *tl, int64_t size) {
     tl->payload -= size;
 }
 
+int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
+    tile_live tl = {0};
+    for (int32_t i = 0; i < n; i++) live_add(&tl, sizes[i]);
+    mem_map mm = memory_map(m, table_max);
+    int64_t r = reserved(&tl, &mm);
+    free(tl.size);
+    return r;
+}
+
 /* A buffer's bytes on each tile holding it, as placement requests them. */
 static int64_t request_bytes(const mid_tensor *mt) {
-    int64_t b = layout_shard_bytes(&mt->lay) * (mt->stack > 0 ? mt->stack : 1);
-    b = (b + 15) / 16 * 16;
+    int64_t b = (layout_shard_bytes(&mt->lay) * mt->stack + 15) / 16 * 16;
     if (mt->lay.enc == ENC_AMP_LEFT) b += LAYOUT_AMP_PANEL_BYTES;
     return b;
 }
@@ -746,17 +740,18 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
         int64_t need = layout_shards(&mt->lay) * layout_replicas(&mt->lay);
         if (need > tiles_cap) tiles_cap = need, tiles = xrealloc(tiles, sizeof(int32_t) * (size_t)need);
         int64_t nt = layout_tile_list(&mt->lay, m->tiles, tiles), bytes = request_bytes(mt);
+        double shard = (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
         for (int64_t i = 0; i < nt; i++) {
             tile_live *x = &tl[tiles[i]];
             if (ev[k].end) {
                 live_remove(x, bytes);
-                x->bytes -= layout_shard_bytes(&mt->lay) * (double)mt->stack;
+                x->bytes -= shard;
                 continue;
             }
             live_add(x, bytes);
-            double v = (double)reserved(x->size, x->n, x->payload, &mm);
+            x->bytes += shard;
+            double v = (double)reserved(x, &mm);
             if (v > rpeak[tiles[i]]) rpeak[tiles[i]] = v;
-            x->bytes += layout_shard_bytes(&mt->lay) * (double)mt->stack;
             if (x->bytes > peak[tiles[i]]) peak[tiles[i]] = x->bytes;
         }
     }

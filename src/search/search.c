@@ -395,7 +395,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         if (differs) {
             eval e = evaluate(&st, &alt, cache);
             r->evaluations++;
-            if (verdict(&e, &cur, room) == KEEP) {
+            if (e.ok && verdict(&e, &cur, room) == KEEP) {
                 search_step s = {-1, cur.cycles, e.cycles};
                 vec_push(&r->arena, &r->steps, s);
                 mid_plan_free(&pl);
