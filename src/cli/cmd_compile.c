@@ -90,6 +90,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     co.print_after = after;
     co.print_to = stderr;
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
+    co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;
     /* Every output exists as a temporary from the start: an unwritable path
      * fails before the work, and an interrupted compile leaves nothing. */
@@ -115,7 +116,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
         char *text = tessel_compile_report(g, &m, &ci);
         rc = write_text(&os, fp, report, text, &d);
         free(text);
-        tessel_fusion_summary(stderr, g, &ci.fusions, ci.fusion_saved, ci.fusion_saved_names);
+        tessel_fusion_summary(stderr, tessel_model_graph(g, &ci), &ci.fusions, ci.fusion_saved, ci.fusion_saved_names);
     }
     if (rc == 0) rc = outset_commit(&os, &d);
     else outset_abort(&os);
@@ -396,6 +397,7 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     compile_options co;
     if (plan_options(c, p, p->pos[0], true, &co, d)) return -1;
     co.no_fuse = cli_flag(c, p, "--no-fuse");
+    co.no_siblings = cli_flag(c, p, "--no-siblings");
     if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
     size_t n;
     uint8_t *img = package_image(&built, &n);
@@ -437,6 +439,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
     fuse_plan given_fp = {0};
     const fuse_plan *fp = &ci.fusions;
+    const graph *gf = tessel_model_graph(g, &ci); /* the graph fp names */
     epilogue_proof *proofs = NULL;
     package_peak peak = {0};
     bool proof_fail = false;
@@ -447,7 +450,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) {
         /* Fused or not, what the package really stores (docs/epilogue.md, "The proof"). */
         proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
-        rc = tessel_fusion_proofs(g, fp, &pkg, proofs, &d);
+        rc = tessel_fusion_proofs(gf, fp, &pkg, proofs, &d);
         /* A given package: a legal step is fused when the package stores no gradient for it. */
         for (int32_t k = 0; rc == 0 && k < given_fp.n; k++)
             if (given_fp.c[k].rule == FUSE_DISABLED && !proofs[k].materialized)
@@ -470,7 +473,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0 && proof_fail) r.pass = false;
     if (rc == 0 && json) {
         json_t *j = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
-        json_object_set_new(j, "fusions", tessel_fusion_json(g, fp, NULL, NULL, proofs));
+        json_object_set_new(j, "fusions", tessel_fusion_json(gf, fp, NULL, NULL, proofs));
         json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)peak.bytes));
         json_object_set(j, "nonfinite_inputs", nonfinite);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -486,7 +489,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
             snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
             cli_print_stats("input", &specs[j], inputs[j], note);
         }
-        print_epilogue(g, fp, proofs);
+        print_epilogue(gf, fp, proofs);
         print_check(g, &r, expect_src);
     }
     bool pass = r.pass;

@@ -47,30 +47,50 @@ static int32_t model_op(const graph *g, const graph *gc, const fuse_plan *fp, in
     return graph_val(g, v)->def;
 }
 
+static void plan_copy(graph_numerics *out, graph_op_plan *q, const graph_op_plan *pl, int32_t nin) {
+    *q = *pl;
+    if (graph_kind_has_gemm(q->kind)) {
+        q->gemm.k_bounds = arena_alloc(&out->arena, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
+        memcpy(q->gemm.k_bounds, pl->gemm.k_bounds, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
+    }
+    if (q->kind == OP_GLOBAL_NORM_CLIP) {
+        q->grads = arena_alloc(&out->arena, sizeof(graph_norm_grad) * (size_t)nin);
+        memcpy(q->grads, pl->grads, sizeof(graph_norm_grad) * (size_t)nin);
+    }
+}
+
 /* The plan's numeric decisions keyed to the model g as given, from those
- * of the graph gc it compiled: a fused op's GEMM is its matmul's in g;
- * every other op keeps its stable name. */
-static void numerics_for_model(const graph *g, const graph *gc, const graph_numerics *nu, const fuse_plan *fp,
-                               graph_numerics *out) {
-    graph_numerics_init(out, g);
+ * of the graph gc it compiled: a fused op's GEMM is its matmul's in gm (g
+ * with its siblings joined), a joined matmul's every member's in g (each
+ * element of it is computed as the member's own); every other op keeps its
+ * stable name. */
+static void numerics_for_model(const graph *g, const graph *gm, const graph *gc, const graph_numerics *nu,
+                               const fuse_plan *fp, const sib_plan *sp, graph_numerics *out) {
+    graph_numerics mnu;
+    graph_numerics_init(&mnu, gm);
     for (int32_t i = 0; i < gc->ops.n; i++) {
         const graph_op_plan *pl = &nu->op[i];
         if (pl->kind == OP_INPUT) continue;
         bool gemm;
-        int32_t at = model_op(g, gc, fp, i, &gemm);
-        graph_op_plan *q = &out->op[at];
-        *q = *pl;
-        if (gemm) q->kind = OP_MATMUL;
-        if (graph_kind_has_gemm(q->kind)) {
-            q->gemm.k_bounds = arena_alloc(&out->arena, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
-            memcpy(q->gemm.k_bounds, pl->gemm.k_bounds, sizeof(int64_t) * (size_t)(pl->gemm.nk + 1));
-        }
-        if (q->kind == OP_GLOBAL_NORM_CLIP) {
-            int32_t n = graph_opr(gc, i)->nin;
-            q->grads = arena_alloc(&out->arena, sizeof(graph_norm_grad) * (size_t)n);
-            memcpy(q->grads, pl->grads, sizeof(graph_norm_grad) * (size_t)n);
-        }
+        int32_t at = model_op(gm, gc, fp, i, &gemm);
+        plan_copy(&mnu, &mnu.op[at], pl, graph_opr(gc, i)->nin);
+        if (gemm) mnu.op[at].kind = OP_MATMUL;
     }
+    graph_numerics_init(out, g);
+    for (int32_t i = 0; i < gm->ops.n; i++) {
+        const graph_op_plan *pl = &mnu.op[i];
+        if (pl->kind == OP_INPUT) continue;
+        int32_t k = gm == g ? -1 : mid_siblings_group(sp, graph_op_name(gm, i));
+        if (k < 0) {
+            int32_t v = graph_lookup(g, graph_op_name(gm, i));
+            TS_ASSERT(v >= 0);
+            int32_t at = graph_val(g, v)->def;
+            plan_copy(out, &out->op[at], pl, graph_opr(gm, i)->nin);
+            continue;
+        }
+        for (int32_t j = 0; j < sp->v[k].n; j++) plan_copy(out, &out->op[sp->v[k].mm[j]], pl, 2);
+    }
+    graph_numerics_free(&mnu);
 }
 
 /* One finalist through expansion, lowering, the schedule and placement: gc
@@ -115,7 +135,7 @@ static int build_package(const graph *g, const graph *gc, const machine *m, cons
             graph_numerics nu, ng;
             mid_numerics(&mid, &nu);
             if (gc != g) {
-                numerics_for_model(g, gc, &nu, &info->fusions, &ng);
+                numerics_for_model(g, tessel_model_graph(g, info), gc, &nu, &info->fusions, &info->siblings, &ng);
                 graph_numerics_free(&nu);
                 nu = ng;
             }
@@ -135,70 +155,180 @@ static int build_package(const graph *g, const graph *gc, const machine *m, cons
 
 static int fusion_report(const graph *g, const machine *m, const package *out, compile_info *info, diag *d);
 
+/* The graphs a compile plans: g with its sibling matmuls joined (when
+ * join) and its epilogue fusions, and the search's start (the recipe's
+ * choices when one is given). */
+static int setup(const graph *g, bool join, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
+                 diag *d) {
+    mid_plan_init(start, g);
+    if (join) mid_siblings_analyze(g, &info->siblings);
+    if (info->siblings.n && !(info->joined = mid_siblings_apply(g, &info->siblings, d))) return -1;
+    const graph *gm = tessel_model_graph(g, info);
+    mid_fuse_analyze(gm, !o->no_fuse, &info->fusions);
+    if (mid_fuse_count(&info->fusions) && !(info->fused = mid_fuse_apply(gm, &info->fusions, d))) return -1;
+    const graph *gc = tessel_compiled_graph(g, info);
+    mid_plan_free(start);
+    mid_plan_init(start, gc);
+    return o->recipe ? search_recipe_load(o->recipe, gc, m, start, d) : 0;
+}
+
+static void setup_free(compile_info *info, mid_plan *start) {
+    mid_plan_free(start);
+    search_result_free(&info->search);
+    mid_fuse_free(&info->fusions);
+    graph_free(info->fused);
+    mid_siblings_free(&info->siblings);
+    graph_free(info->joined);
+    info->fused = info->joined = NULL;
+}
+
+/* Trades what setup made (and the search of it) between a and b. */
+static void swap_setup(compile_info *a, compile_info *b, mid_plan *sa, mid_plan *sb) {
+    sib_plan sp = a->siblings;
+    a->siblings = b->siblings, b->siblings = sp;
+    graph *j = a->joined;
+    a->joined = b->joined, b->joined = j;
+    fuse_plan fp = a->fusions;
+    a->fusions = b->fusions, b->fusions = fp;
+    graph *f = a->fused;
+    a->fused = b->fused, b->fused = f;
+    search_result sr = a->search;
+    a->search = b->search, b->search = sr;
+    mid_plan st = *sa;
+    *sa = *sb, *sb = st;
+}
+
+/* a's best plan beats b's: one that fits first, then fewer predicted cycles. */
+static bool faster(const search_result *a, const search_result *b) {
+    if (!a->nfinalists) return false;
+    if (!b->nfinalists || a->finalists_fit != b->finalists_fit) return a->finalists_fit || !b->nfinalists;
+    return a->finalist_cycles[0] < b->finalist_cycles[0];
+}
+
+/* The search of info's compiled graph (attempt 0's already in info->search
+ * when searched), then the best finalist that lowers and places; the others
+ * in order when it does not (memory, exchange tables). When none places,
+ * the search runs again judging memory by what the buffers reserve (whole
+ * interleaved elements; est_result.reserved_peak_bytes) instead of their
+ * payload, then so with a tenth of the room kept back: both are models of
+ * the allocator, not runs of it, and each errs where the other does not
+ * (docs/search.md). TESSEL_REFUSE_FINALISTS=N makes placement refuse the
+ * first N finalists tried (*tried counts them), so tests can watch the
+ * fallback. A nonzero return is a search error; a plan that does not place
+ * leaves *placed false and its reason in d. */
+static int place_plans(const graph *g, const machine *m, const compile_options *o, compile_info *info, const mid_plan *start,
+                       bool searched, int nrefuse, int *tried, package *out, bool *placed, diag *d) {
+    static const double room_scales[COMPILE_ATTEMPTS] = {1.0, 1.0, 0.9};
+    static const bool reservations[COMPILE_ATTEMPTS] = {false, true, true};
+    const graph *gc = tessel_compiled_graph(g, info);
+    int rc = 0;
+    for (int attempt = 0; rc == 0 && !*placed && attempt < COMPILE_ATTEMPTS; attempt++) {
+        /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
+        if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
+        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = room_scales[attempt],
+                             .reserved = reservations[attempt]};
+        if (!(attempt == 0 && searched)) {
+            if (attempt > 0) search_result_free(&info->search);
+            double ts = util_now_seconds();
+            rc = search_plan(gc, m, start, &so, &info->search, d);
+            info->search_seconds += util_now_seconds() - ts;
+        }
+        for (int i = 0; rc == 0 && i < info->search.nfinalists; i++, (*tried)++) {
+            free(info->recipe);
+            info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
+            diag fd = {0};
+            if (*tried < nrefuse) {
+                diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, *tried + 1, nrefuse);
+            } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
+                info->finalist = i;
+                *placed = true;
+                break;
+            }
+            if (info->nfailed < (int)(sizeof info->failed / sizeof info->failed[0])) {
+                compile_failure *f = &info->failed[info->nfailed++];
+                f->predicted = info->search.finalist_cycles[i];
+                f->room_scale = so.room_scale;
+                f->reserved = so.reserved;
+                f->joined = info->joined != NULL;
+                snprintf(f->why, sizeof f->why, "%s", fd.text);
+                size_t n = strlen(f->why);
+                if (n && f->why[n - 1] == '\n') f->why[n - 1] = 0;
+            }
+            *d = fd; /* if none places, the last tried's reason */
+        }
+    }
+    return rc;
+}
+
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
     memset(info, 0, sizeof *info);
     if (o->print_after && !tessel_pass_known(o->print_after))
         return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (fuse, expand)",
                          o->print_after, o->print_after);
-    /* The optimizer epilogue fusion, a graph pass: the search plans what it makes. */
-    mid_fuse_analyze(g, !o->no_fuse, &info->fusions);
-    if (mid_fuse_count(&info->fusions) && !(info->fused = mid_fuse_apply(g, &info->fusions, d))) return -1;
-    const graph *gc = tessel_compiled_graph(g, info);
-    if (printing_after(o, "fuse")) {
-        char *text = graph_print(gc);
+    /* Sibling matmuls joined, then the optimizer epilogue fusion: graph
+     * passes, the search plans what they make. Joining is a choice: a
+     * recipe that names the members apart keeps them apart, and a search
+     * prices both graphs and keeps the faster plan (the joined one on a
+     * tie): a wider GEMM gathers its operand once but its block may fill
+     * the tiles worse, which shows only in the whole program. */
+    mid_plan start;
+    int rc = setup(g, !o->no_siblings, m, o, info, &start, d);
+    info->nsibling_groups = info->siblings.n;
+    info->sibling_groups = xcalloc((size_t)info->siblings.n + 1, sizeof(char *));
+    for (int32_t k = 0; k < info->siblings.n; k++) {
+        const sib_group *sg = &info->siblings.v[k];
+        size_t len = 1;
+        for (int32_t i = 0; i < sg->n; i++) len += strlen(graph_op_name(g, sg->mm[i])) + 2;
+        char *t = info->sibling_groups[k] = xcalloc(len, 1);
+        for (int32_t i = 0; i < sg->n; i++) strcat(strcat(t, i ? ", " : ""), graph_op_name(g, sg->mm[i]));
+    }
+    if (rc && info->joined && o->recipe) {
+        compile_info alt = {0};
+        mid_plan as;
+        diag ad = {0};
+        if (setup(g, false, m, o, &alt, &as, &ad) == 0) {
+            swap_setup(info, &alt, &start, &as);
+            rc = 0;
+        }
+        setup_free(&alt, &as);
+    }
+    bool searched = false; /* attempt 0's search is in info->search */
+    compile_info alt = {0}; /* the other graph, searched: tried when no plan of the faster places */
+    mid_plan as;
+    mid_plan_init(&as, g);
+    if (rc == 0 && info->joined && !o->recipe && o->search_steps != 0) {
+        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = 1.0};
+        double ts = util_now_seconds();
+        rc = search_plan(tessel_compiled_graph(g, info), m, &start, &so, &info->search, d);
+        if (rc == 0) rc = setup(g, false, m, o, &alt, &as, d);
+        if (rc == 0) rc = search_plan(tessel_compiled_graph(g, &alt), m, &as, &so, &alt.search, d);
+        info->search_seconds += util_now_seconds() - ts;
+        if (rc == 0) {
+            info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
+            info->siblings_apart_cycles = alt.search.nfinalists ? alt.search.finalist_cycles[0] : 0;
+            if (faster(&alt.search, &info->search)) swap_setup(info, &alt, &start, &as);
+        }
+        searched = rc == 0;
+    }
+    if (rc == 0 && printing_after(o, "fuse")) {
+        char *text = graph_print(tessel_compiled_graph(g, info));
         fputs(text, o->print_to ? o->print_to : stderr);
         free(text);
     }
-    mid_plan start;
-    mid_plan_init(&start, gc);
-    int rc = o->recipe ? search_recipe_load(o->recipe, gc, m, &start, d) : 0;
-    /* The search, then the best finalist that lowers and places; the others
-     * in order when it does not (memory, exchange tables). When none places,
-     * the search runs again judging memory by what the buffers reserve
-     * (whole interleaved elements; est_result.reserved_peak_bytes) instead of
-     * their payload, then so with a tenth of the room kept back: both are
-     * models of the allocator, not runs of it, and each errs where the other
-     * does not (docs/search.md). TESSEL_REFUSE_FINALISTS=N makes placement
-     * refuse the first N finalists tried, so tests can watch the fallback. */
-    static const double room_scales[COMPILE_ATTEMPTS] = {1.0, 1.0, 0.9};
-    static const bool reservations[COMPILE_ATTEMPTS] = {false, true, true};
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
     int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
     bool placed = false;
-    for (int attempt = 0; rc == 0 && !placed && attempt < COMPILE_ATTEMPTS; attempt++) {
-        /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
-        if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
-        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = room_scales[attempt],
-                             .reserved = reservations[attempt]};
-        if (attempt > 0) search_result_free(&info->search);
-        double ts = util_now_seconds();
-        rc = search_plan(gc, m, &start, &so, &info->search, d);
-        info->search_seconds += util_now_seconds() - ts;
-        for (int i = 0; rc == 0 && i < info->search.nfinalists; i++, tried++) {
-            free(info->recipe);
-            info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
-            diag fd = {0};
-            if (tried < nrefuse) {
-                diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, tried + 1, nrefuse);
-            } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
-                info->finalist = i;
-                placed = true;
-                break;
-            }
-            compile_failure *f = &info->failed[info->nfailed++];
-            f->predicted = info->search.finalist_cycles[i];
-            f->room_scale = so.room_scale;
-            f->reserved = so.reserved;
-            snprintf(f->why, sizeof f->why, "%s", fd.text);
-            size_t n = strlen(f->why);
-            if (n && f->why[n - 1] == '\n') f->why[n - 1] = 0;
-            *d = fd; /* if none places, the last tried's reason */
-        }
+    if (rc == 0) rc = place_plans(g, m, o, info, &start, searched, nrefuse, &tried, out, &placed, d);
+    /* None of the faster graph's plans placed: the other's, with its search. */
+    if (rc == 0 && !placed && alt.search.nfinalists) {
+        swap_setup(info, &alt, &start, &as);
+        rc = place_plans(g, m, o, info, &start, true, nrefuse, &tried, out, &placed, d);
     }
+    setup_free(&alt, &as);
     mid_plan_free(&start);
     if (rc == 0 && !placed) rc = -1;
-    if (rc == 0 && o->fusion_report && (rc = fusion_report(g, m, out, info, d)) != 0) package_free(out);
+    if (rc == 0 && o->fusion_report && (rc = fusion_report(tessel_model_graph(g, info), m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
 }
@@ -215,6 +345,12 @@ void compile_info_free(compile_info *info) {
     mid_fuse_free(&info->fusions);
     graph_free(info->fused);
     info->fused = NULL;
+    mid_siblings_free(&info->siblings);
+    graph_free(info->joined);
+    info->joined = NULL;
+    for (int32_t k = 0; k < info->nsibling_groups; k++) free(info->sibling_groups[k]);
+    free(info->sibling_groups);
+    info->sibling_groups = NULL, info->nsibling_groups = 0;
 }
 
 /* The packaged plan for g without fusion: every grid as chosen, a fused
@@ -232,7 +368,8 @@ static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl)
     }
 }
 
-char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info) {
+char *tessel_unfused_recipe(const graph *model, const machine *m, const compile_info *info) {
+    const graph *g = tessel_model_graph(model, info);
     mid_plan pl;
     unfused_plan(g, info, &pl);
     char *r = search_recipe_json(g, m, &pl);
@@ -326,9 +463,10 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
                                                sr->steps.v[i].after - sr->steps.v[i].before));
     json_t *failed = json_array();
     for (int i = 0; i < info->nfailed; i++)
-        json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s}", "finalist", i, "predicted_cycles",
+        json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s, s:s}", "finalist", i, "predicted_cycles",
                                                 info->failed[i].predicted, "memory", info->failed[i].reserved ? "reserved" : "payload",
-                                                "room_scale", info->failed[i].room_scale, "why", info->failed[i].why));
+                                                "room_scale", info->failed[i].room_scale, "siblings",
+                                                info->failed[i].joined ? "joined" : "apart", "why", info->failed[i].why));
     const est_result *e = &sr->est;
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
@@ -348,8 +486,15 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
         "place", info->place_seconds, "total", info->seconds);
     json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
     /* The epilogue fusion: every candidate, and what the package holds at once. */
-    json_object_set_new(j, "fusions", tessel_fusion_json(model, &info->fusions, info->fusion_saved, info->fusion_saved_names,
-                                                         info->fusion_proofs));
+    json_object_set_new(j, "fusions", tessel_fusion_json(tessel_model_graph(model, info), &info->fusions, info->fusion_saved,
+                                                         info->fusion_saved_names, info->fusion_proofs));
+    /* Sibling matmuls: the groups found, whether the plan joins them, and
+     * the two searches' predictions that decided it (0: not searched both). */
+    json_t *groups = json_array(), *joined = json_array();
+    for (int32_t k = 0; k < info->nsibling_groups; k++) json_array_append_new(groups, json_string(info->sibling_groups[k]));
+    for (int32_t k = 0; k < info->siblings.n; k++) json_array_append_new(joined, json_string(info->siblings.v[k].name));
+    json_object_set_new(j, "siblings", json_pack("{s:o, s:o, s:f, s:f}", "groups", groups, "joined", joined, "predicted_joined",
+                                                 info->siblings_joined_cycles, "predicted_apart", info->siblings_apart_cycles));
     /* What the buffers hold at once (the highest address reached depends on where placement put them). */
     json_t *pl = json_object_get(j, "placed");
     json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));

@@ -53,6 +53,7 @@ static const opt_spec compile_opts[] = {
     {"--print-after", "PASS", "print the IR after PASS to stderr: fuse (the graph after the epilogue fusion), expand (mid)",
      false},
     {"--no-fuse", NULL, "keep every optimizer step out of its gradient GEMM (the fusion analysis still runs)", false},
+    {"--no-siblings", NULL, "keep matmuls that read one operand apart (no joined GEMM)", false},
     PLAN_OPTS,
     {"--save-recipe", "R.json", "write the packaged plan as a recipe (--recipe R.json --search-steps 0 replays it)", false},
     {"--report", "FILE.json", "write the compile report: plan per op, predictions, search steps, stage times, fusions", false},
@@ -79,6 +80,7 @@ static const opt_spec check_opts[] = {
     {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {"--no-fuse", NULL, "compile with every optimizer step out of its gradient GEMM", false},
+    {"--no-siblings", NULL, "compile with matmuls that read one operand apart", false},
     PLAN_OPTS,
     PRECISION_OPT,
     {0}};

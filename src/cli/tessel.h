@@ -17,6 +17,7 @@ typedef struct compile_options {
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is */
     bool quiet;               /* no progress line */
     bool no_fuse;             /* analyse the epilogue fusions but make none */
+    bool no_siblings;         /* keep matmuls that share an operand apart */
     bool fusion_report;       /* fill compile_info's fusion savings, proofs and live peak (for --report) */
 } compile_options;
 
@@ -33,6 +34,7 @@ typedef struct compile_failure {
     double predicted;         /* its predicted cycles */
     double room_scale;        /* the search's room_scale for it */
     bool reserved;            /* and whether it judged reservations */
+    bool joined;              /* a plan of the graph with its sibling matmuls joined */
     char why[2048];
 } compile_failure;
 
@@ -45,7 +47,7 @@ typedef struct compile_info {
     double search_seconds, lower_seconds, place_seconds;
     search_result search;     /* the plan search: finalists, steps, estimate */
     int finalist;             /* the finalist that was packaged */
-    compile_failure failed[SEARCH_FINALISTS * COMPILE_ATTEMPTS];
+    compile_failure failed[2 * SEARCH_FINALISTS * COMPILE_ATTEMPTS]; /* two graphs: siblings joined and apart */
     int nfailed;
     char *recipe;             /* the packaged plan as a recipe (JSON text) */
     /* The optimizer epilogue fusion (docs/epilogue.md): every candidate, and
@@ -54,6 +56,13 @@ typedef struct compile_info {
      * name that graph's ops. */
     fuse_plan fusions;
     graph *fused;
+    /* Sibling matmuls joined (mid_siblings_apply), before the epilogue
+     * fusion: the groups, and the graph they make (NULL when none: g). */
+    sib_plan siblings;
+    graph *joined;
+    double siblings_joined_cycles, siblings_apart_cycles; /* the two searches' best predictions, when both ran */
+    char **sibling_groups;    /* per group found: its members' names, joined or not (malloc'd) */
+    int32_t nsibling_groups;
     /* With o->fusion_report: per candidate, what the same plan unfused would
      * store of its gradient (bytes per tile, the buffers) and the proof from
      * the package; and the package's live peak. */
@@ -68,9 +77,13 @@ typedef struct compile_info {
  * package's numeric plan is keyed to g, so it checks against the model as
  * given. */
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d);
-/* The graph compile_info's plan names: the fused graph, or g. */
+/* The graph the epilogue fusion analysed: g with its sibling matmuls joined, or g. */
+static inline const graph *tessel_model_graph(const graph *g, const compile_info *info) {
+    return info->joined ? info->joined : g;
+}
+/* The graph compile_info's plan names: the fused graph, or the model graph. */
 static inline const graph *tessel_compiled_graph(const graph *g, const compile_info *info) {
-    return info->fused ? info->fused : g;
+    return info->fused ? info->fused : tessel_model_graph(g, info);
 }
 /* The packaged plan of info (compiled from g) without the fusion, as a
  * recipe for g: every grid as chosen, a fused op's given to its matmul.

@@ -124,6 +124,22 @@ int32_t graph_add_param(graph *g, const char *name, graph_type t, graph_init ini
         memcpy(parts, init.parts, sizeof(void *) * (size_t)init.nparts);
         init.parts = parts;
     }
+    if (init.ncat) { /* the pieces' own strings and arrays are copied too */
+        graph_init *cat = arena_alloc(&g->arena, sizeof(graph_init) * (size_t)init.ncat);
+        int64_t *width = arena_alloc(&g->arena, sizeof(int64_t) * (size_t)init.ncat);
+        for (int32_t k = 0; k < init.ncat; k++) {
+            TS_ASSERT(init.cat[k].kind != INIT_CONCAT);
+            cat[k] = init.cat[k];
+            if (cat[k].path) cat[k].path = arena_strdup(&g->arena, cat[k].path);
+            if (cat[k].nparts) {
+                const void **parts = arena_alloc(&g->arena, sizeof(void *) * (size_t)cat[k].nparts);
+                memcpy(parts, cat[k].parts, sizeof(void *) * (size_t)cat[k].nparts);
+                cat[k].parts = parts;
+            }
+            width[k] = init.width[k];
+        }
+        init.cat = cat, init.width = width;
+    }
     graph_opr(g, op)->init = init;
     set_results(g, op, 1);
     graph_opr(g, op)->out[0] = new_value(g, name, t, op, 0, false);
@@ -157,6 +173,20 @@ void graph_set_ints(graph *g, int32_t op, graph_attr_id a, const int64_t *v, int
     graph_attr *s = attr_slot(g, op, a);
     s->ints.v = copy;
     s->ints.n = n;
+}
+
+void graph_copy_attrs(graph *g, int32_t op, const graph *src, int32_t from, uint64_t mask) {
+    const graph_op *a = graph_opr(src, from);
+    for (int k = 0; k < ATTR_COUNT; k++) {
+        if (!(a->attr_set & mask & (1ull << k))) continue;
+        switch (graph_attr_kinds[k]) {
+        case ATTR_KIND_BOOL: graph_set_bool(g, op, (graph_attr_id)k, a->attr[k].b); break;
+        case ATTR_KIND_INT: graph_set_int(g, op, (graph_attr_id)k, a->attr[k].i); break;
+        case ATTR_KIND_FLOAT: graph_set_float(g, op, (graph_attr_id)k, a->attr[k].f); break;
+        case ATTR_KIND_DTYPE: graph_set_dtype(g, op, (graph_attr_id)k, a->attr[k].t); break;
+        case ATTR_KIND_INTS: graph_set_ints(g, op, (graph_attr_id)k, a->attr[k].ints.v, a->attr[k].ints.n); break;
+        }
+    }
 }
 
 int graph_finish_op(graph *g, int32_t op, const char *const *names, const graph_type *declared, diag *d) {

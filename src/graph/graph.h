@@ -167,9 +167,10 @@ typedef struct graph_attr {
     };
 } graph_attr;
 
-typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_NPY, INIT_DATA } graph_init_kind;
+typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL, INIT_NPY, INIT_DATA, INIT_CONCAT } graph_init_kind;
 
-typedef struct graph_init {
+typedef struct graph_init graph_init;
+struct graph_init {
     graph_init_kind kind;
     double mean, std;   /* normal */
     uint64_t seed;      /* normal */
@@ -179,7 +180,14 @@ typedef struct graph_init {
      * whoever built the graph (see graph.keep) and never copied here */
     const void *const *parts;
     int32_t nparts;
-} graph_init;
+    /* concat (built by a pass, never parsed): the parameters whose inits
+     * are cat[0..ncat), each of the parameter's shape but for the last axis,
+     * which is width[k] wide, side by side along the last axis, each
+     * rounded to the parameter's dtype as it would have been alone */
+    const graph_init *cat;
+    const int64_t *width;
+    int32_t ncat;
+};
 
 typedef VEC(int32_t) graph_block;  /* op ids in program order */
 
@@ -250,6 +258,8 @@ void graph_set_int(graph *g, int32_t op, graph_attr_id a, int64_t v);
 void graph_set_float(graph *g, int32_t op, graph_attr_id a, double v);
 void graph_set_dtype(graph *g, int32_t op, graph_attr_id a, dtype v);
 void graph_set_ints(graph *g, int32_t op, graph_attr_id a, const int64_t *v, int32_t n);
+/* Sets on op the attributes of op `from` of src that mask selects (bit ATTR_x). */
+void graph_copy_attrs(graph *g, int32_t op, const graph *src, int32_t from, uint64_t mask);
 int graph_finish_op(graph *g, int32_t op, const char *const *names, const graph_type *declared, diag *d);
 /* Opens a repeat body; carried and stacked are outer values; arg names name
  * the body arguments (carried first). The body must end with graph_end_repeat. */

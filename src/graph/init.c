@@ -54,11 +54,11 @@ void graph_normal_fill(uint64_t seed, double mean, double std, float *out, int64
     graph_normal_fill_at(seed, mean, std, 0, out, n);
 }
 
-/* The npy file behind a parameter, relative to the graph's own file. */
-static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
+/* The npy file behind a parameter (or one piece of a concat parameter, of
+ * type t), relative to the graph's own file. */
+static int load_npy(const graph *g, int32_t op, const char *file, const graph_type *t, float *out, diag *d) {
     const graph_op *o = graph_opr(g, op);
-    const graph_type *t = &graph_val(g, o->out[0])->type;
-    char *dir = path_dirname(g->path), *path = path_join(dir, o->init.path);
+    char *dir = path_dirname(g->path), *path = path_join(dir, file);
     free(dir);
     npy_array a;
     diag nd = {0};
@@ -85,24 +85,23 @@ static int load_npy(const graph *g, int32_t op, float *out, diag *d) {
     return 0;
 }
 
-int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t first, int64_t n, float *out, diag *d) {
-    const graph_op *o = graph_opr(g, op);
-    TS_ASSERT(o->kind == OP_PARAM);
-    const graph_type *t = &graph_val(g, o->out[0])->type;
+/* Elements [first, first + n) of init `in` for a tensor of type t, as f32
+ * before any rounding; op is the parameter, for messages. */
+static int init_values_at(const graph *g, int32_t op, const graph_init *in, const graph_type *t, int64_t first, int64_t n,
+                          float *out, diag *d) {
     int64_t numel = graph_type_numel(t);
-    TS_ASSERT(first >= 0 && n >= 0 && first + n <= numel);
-    switch (o->init.kind) {
+    switch (in->kind) {
     case INIT_ZEROS: memset(out, 0, sizeof(float) * (size_t)n); break;
     case INIT_ONES:
         for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
         break;
-    case INIT_NORMAL: graph_normal_fill_at(o->init.seed, o->init.mean, o->init.std, first, out, n); break;
+    case INIT_NORMAL: graph_normal_fill_at(in->seed, in->mean, in->std, first, out, n); break;
     case INIT_DATA: {
         /* Equal pieces of little-endian f32, possibly unaligned (memcpy). */
-        int64_t per = numel / o->init.nparts;
+        int64_t per = numel / in->nparts;
         for (int64_t at = first; at < first + n;) {
             int64_t p = at / per, off = at - p * per, k = per - off < first + n - at ? per - off : first + n - at;
-            memcpy(out + (at - first), (const uint8_t *)o->init.parts[p] + off * 4, (size_t)k * 4);
+            memcpy(out + (at - first), (const uint8_t *)in->parts[p] + off * 4, (size_t)k * 4);
             at += k;
         }
         break;
@@ -110,13 +109,43 @@ int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t fir
     case INIT_NPY: {
         /* The file holds the whole tensor: read it, keep the window. */
         float *all = first == 0 && n == numel ? out : xmalloc(sizeof(float) * (size_t)(numel ? numel : 1));
-        int rc = load_npy(g, op, all, d);
+        int rc = load_npy(g, op, in->path, t, all, d);
         if (rc == 0 && all != out) memcpy(out, all + first, sizeof(float) * (size_t)n);
         if (all != out) free(all);
         if (rc) return -1;
         break;
     }
+    case INIT_CONCAT: {
+        /* Row r of the last axis is piece 0's row r, then piece 1's, ...:
+         * each piece gives its part of the window's rows as one run. */
+        int64_t W = t->dim[t->rank - 1], r0 = first / W, r1 = (first + n + W - 1) / W, off = 0;
+        for (int32_t k = 0; k < in->ncat; k++) {
+            graph_type pt = *t;
+            int64_t w = in->width[k];
+            pt.dim[pt.rank - 1] = w;
+            float *row = xmalloc(sizeof(float) * (size_t)(w * (r1 - r0) + 1));
+            int rc = init_values_at(g, op, &in->cat[k], &pt, r0 * w, w * (r1 - r0), row, d);
+            for (int64_t r = r0; rc == 0 && r < r1; r++)
+                for (int64_t c = 0; c < w; c++) {
+                    int64_t at = r * W + off + c;
+                    if (at >= first && at < first + n) out[at - first] = row[(r - r0) * w + c];
+                }
+            free(row);
+            if (rc) return -1;
+            off += w;
+        }
+        break;
     }
+    }
+    return 0;
+}
+
+int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t first, int64_t n, float *out, diag *d) {
+    const graph_op *o = graph_opr(g, op);
+    TS_ASSERT(o->kind == OP_PARAM);
+    const graph_type *t = &graph_val(g, o->out[0])->type;
+    TS_ASSERT(first >= 0 && n >= 0 && first + n <= graph_type_numel(t));
+    if (init_values_at(g, op, &o->init, t, first, n, out, d)) return -1;
     if (!keep_f32) num_round_buf(t->dtype, t->scale, out, (size_t)n);
     return 0;
 }

@@ -108,6 +108,15 @@ static void put_init(sbuf *b, const graph_init *in) {
         sb_str(b, "\")");
         break;
     case INIT_DATA: sb_printf(b, "data(%d)", in->nparts); break;
+    case INIT_CONCAT:
+        sb_str(b, "concat(");
+        for (int32_t k = 0; k < in->ncat; k++) {
+            if (k) sb_str(b, ", ");
+            put_init(b, &in->cat[k]);
+            sb_printf(b, " x%lld", (long long)in->width[k]);
+        }
+        sb_str(b, ")");
+        break;
     }
 }
 

@@ -115,6 +115,13 @@ static int verify_op(vctx *c, int32_t op, int32_t block, bool last) {
         if (o->kind == OP_PARAM && o->init.kind == INIT_DATA &&
             (o->init.nparts < 1 || graph_type_numel(&graph_val(c->g, o->out[0])->type) % o->init.nparts))
             return FAIL(c, op, "data() needs pieces of equal size");
+        if (o->kind == OP_PARAM && o->init.kind == INIT_CONCAT) {
+            const graph_type *t = &graph_val(c->g, o->out[0])->type;
+            int64_t w = 0;
+            for (int32_t k = 0; k < o->init.ncat; k++) w += o->init.width[k] > 0 ? o->init.width[k] : -1;
+            if (t->rank < 1 || o->init.ncat < 1 || w != t->dim[t->rank - 1])
+                return FAIL(c, op, "concat() needs pieces as wide as the parameter's last axis");
+        }
         return define(c, op, o->out[0]);
     case OP_OUTPUT:
         if (block >= 0) return FAIL(c, op, "output is allowed only at the top level");

@@ -365,19 +365,6 @@ static void copy_trivia(rw *x, int32_t from, int32_t to) {
     b->col = a->col;
 }
 
-static void copy_attrs(rw *x, int32_t from, int32_t to, uint64_t mask) {
-    const graph_op *a = graph_opr(x->g, from);
-    for (int k = 0; k < ATTR_COUNT; k++) {
-        if (!(a->attr_set & mask & (1ull << k))) continue;
-        switch (graph_attr_kinds[k]) {
-        case ATTR_KIND_BOOL: graph_set_bool(x->out, to, (graph_attr_id)k, a->attr[k].b); break;
-        case ATTR_KIND_INT: graph_set_int(x->out, to, (graph_attr_id)k, a->attr[k].i); break;
-        case ATTR_KIND_FLOAT: graph_set_float(x->out, to, (graph_attr_id)k, a->attr[k].f); break;
-        case ATTR_KIND_DTYPE: graph_set_dtype(x->out, to, (graph_attr_id)k, a->attr[k].t); break;
-        case ATTR_KIND_INTS: graph_set_ints(x->out, to, (graph_attr_id)k, a->attr[k].ints.v, a->attr[k].ints.n); break;
-        }
-    }
-}
 
 /* A compute op of out with the results (names, types) of g's op `like`. */
 static void finish(rw *x, int32_t op, int32_t like) {
@@ -420,9 +407,9 @@ static void emit_fused(rw *x, const fuse_candidate *c) {
     for (int32_t k = 0; k < n; k++) TS_ASSERT(in[k] >= 0);
     graph_op_kind kind = epilogue_of(opt->kind)->fused;
     int32_t op = graph_begin_op(x->out, kind, in, n);
-    copy_attrs(x, c->gemm, op, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
+    graph_copy_attrs(x->out, op, x->g, c->gemm, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
     graph_set_dtype(x->out, op, ATTR_GRAD, graph_val(x->g, mm->out[0])->type.dtype);
-    copy_attrs(x, c->consumer, op, ~0ull);
+    graph_copy_attrs(x->out, op, x->g, c->consumer, ~0ull);
     finish(x, op, c->consumer);
     if (!x->err) copy_trivia(x, c->gemm, op);
 }
@@ -502,7 +489,7 @@ static void rebuild_block(rw *x, const graph_block *b) {
                 int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
                 for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]];
                 int32_t op = graph_begin_op(x->out, o->kind, in, o->nin);
-                copy_attrs(x, id, op, ~0ull);
+                graph_copy_attrs(x->out, op, x->g, id, ~0ull);
                 free(in);
                 finish(x, op, id);
                 if (!x->err) copy_trivia(x, id, op);

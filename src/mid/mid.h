@@ -248,6 +248,34 @@ void mid_print(FILE *f, const mid_program *p);
  * program: K partitions of every matmul, reduction blocks, clip rows. */
 void mid_numerics(const mid_program *p, graph_numerics *out);
 
+/* ---- siblings.c: matmuls that read one operand become one ----------------
+ *
+ *   y_i = x · W_i (+ b_i)   ──►   y = x · [W_1 … W_n] (+ [b_1 … b_n]),  y_i = y[..., o_i : o_i + n_i]
+ *
+ * when every W_i is a parameter (or a repeat's slice of a stacked one) that
+ * nothing else reads, all of one dtype, scale and K, untransposed, and the
+ * matmuls agree in attributes (the biases: when every member has one of
+ * one kind). A graph pass before the epilogue fusion; docs/lowering.md. */
+typedef struct sib_group {
+    int32_t n;             /* members, >= 2 */
+    int32_t *mm;           /* their matmul ops, program order */
+    int32_t *add;          /* their bias adds (joined too), or NULL */
+    char *name;            /* the fused matmul's name, once applied */
+} sib_group;
+
+typedef struct sib_plan {
+    sib_group *v;          /* malloc'd */
+    int32_t n;
+} sib_plan;
+
+void mid_siblings_analyze(const graph *g, sib_plan *out);
+void mid_siblings_free(sib_plan *p);
+/* A new graph: g with every group of p one matmul (and add) and a slice per
+ * member named as its result was; records each group's fused name. */
+graph *mid_siblings_apply(const graph *g, sib_plan *p, diag *d);
+/* The group whose fused matmul is called name, or -1. */
+int32_t mid_siblings_group(const sib_plan *p, const char *name);
+
 /* ---- fuse.c: the optimizer epilogue fusion (docs/epilogue.md) ------------
  *
  * A graph pass, run before expansion: a weight-gradient matmul and the
