@@ -157,10 +157,9 @@ static int fusion_report(const graph *g, const machine *m, const package *out, c
 
 /* The graphs a compile plans: g with its sibling matmuls joined (when
  * join) and its epilogue fusions, and the search's start (the recipe's
- * choices when one is given). */
+ * choices when one is given) in *start, which holds a plan before and after. */
 static int setup(const graph *g, bool join, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
                  diag *d) {
-    mid_plan_init(start, g);
     if (join) mid_siblings_analyze(g, &info->siblings);
     if (info->siblings.n && !(info->joined = mid_siblings_apply(g, &info->siblings, d))) return -1;
     const graph *gm = tessel_model_graph(g, info);
@@ -273,6 +272,7 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
      * tie): a wider GEMM gathers its operand once but its block may fill
      * the tiles worse, which shows only in the whole program. */
     mid_plan start;
+    mid_plan_init(&start, g);
     int rc = setup(g, !o->no_siblings, m, o, info, &start, d);
     info->nsibling_groups = info->siblings.n;
     info->sibling_groups = xcalloc((size_t)info->siblings.n + 1, sizeof(char *));
@@ -286,6 +286,7 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     if (rc && info->joined && o->recipe) {
         compile_info alt = {0};
         mid_plan as;
+        mid_plan_init(&as, g);
         diag ad = {0};
         if (setup(g, false, m, o, &alt, &as, &ad) == 0) {
             swap_setup(info, &alt, &start, &as);

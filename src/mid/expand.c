@@ -629,7 +629,7 @@ static layout_view view_shift(int rank, const int64_t *off) {
 static int expand_move(mx *x, const graph_op *o) {
     graph_type ot = vtype(x, o->out[0]);
     layout l = plan(x, &ot, false);
-    if (o->kind == OP_TRANSPOSE && x->hinted[o->out[0]]) {
+    if ((o->kind == OP_TRANSPOSE || o->kind == OP_SLICE) && x->hinted[o->out[0]]) {
         l = x->hint[o->out[0]];
         l.elem_bytes = dtype_bytes(ot.dtype);
     }
@@ -697,7 +697,9 @@ static int expand_move(mx *x, const graph_op *o) {
  * expands twice: the first expansion records, per graph value, the layout
  * its first consumer wanted (want, want_view), and pull_hints carries those
  * back through transposes and reshapes to their operands. The second
- * expansion makes each transpose's result in its consumer's layout, and
+ * expansion makes each transpose's result in its consumer's layout (and a
+ * slice's: a joined projection's Q, K and V go straight from the joined
+ * result into their head splits, docs/lowering.md), and
  * copies a reshape's operand into the layout whose alias that is; the chain
  * then crosses the exchange once, and the transposes become on-tile copies.
  * The choices the first expansion asked of the plan are recorded in it, so
