@@ -376,7 +376,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         int64_t block = layout_block_elems(lo);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
         uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (mid_reduce_has_bias(pr) ? 1 : 0); /* a bias: one more */
-        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
+        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype),
+                                         pr->f[0] != 0); /* a GeLU folded in */
     }
     case MID_GEMM_EPI:
     case MID_REDUCE_EPI: {
@@ -396,7 +397,7 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         uint64_t epi = machine_vector_cycles(m, &w);
         if (!gemm) {
             int32_t ops[2] = {pr->out[0], pr->in[0]};
-            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2), false) + epi;
+            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2), false, false) + epi;
         }
         const layout *la = lay(x, pr->in[0]);
         machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc, 1, (uint64_t)ext[0],

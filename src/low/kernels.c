@@ -197,6 +197,8 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
             ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
              (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
             return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
+        if (r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f && r->f[0] != 1.0f)
+            return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1)");
         if (r->kernel == LOW_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
             return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
         if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&

@@ -47,7 +47,9 @@
  *                             c = stride[0][2] elements: out[e] at ptr0 + ((e%c)/w)*stride[0][1]
  *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand).
  *                             With op = j + 1 > 0, partial j is read from ptr3 instead (the tile's
- *                             own, where its GEMM wrote it)
+ *                             own, where its GEMM wrote it). With f[0] = 1 a GeLU follows (a GeLU done
+ *                             by the reduction): the value rounds to the sum's dtype (dt[2] with a bias,
+ *                             else `grad`), out = num_gelu of it, rounded to f16 first when out is 8-bit
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -101,7 +103,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x373, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 4, 4, 0x016, 0, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
+    X(REDUCE, reduce, 4, 4, 0x016, 1, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
     X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \

@@ -61,8 +61,8 @@ uint64_t machine_gemm_block_cycles(const machine *m, const machine_gemm *g, uint
     return sum;
 }
 
-uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes, bool f8_result) {
-    uint64_t instrs = (m->reduce_grain_instrs + (uint64_t)m->reduce_partial_instrs * partials) * lanes;
+uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes, bool f8_result, bool gelu) {
+    uint64_t instrs = (m->reduce_grain_instrs + (uint64_t)m->reduce_partial_instrs * partials + (gelu ? m->reduce_gelu_instrs : 0)) * lanes;
     if (f8_result) instrs += ceil_div(m->ewise_f8_out_instrs * m->reduce_grain_elems, m->ewise_grain_elems);
     return m->reduce_run_cycles + machine_worker_rounds(m, ceil_div(elems, m->reduce_grain_elems), instrs);
 }

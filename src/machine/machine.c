@@ -30,7 +30,7 @@ static const field_info FIELDS[MACHINE_FIELD_COUNT] = {
 
 /* Adding a field means a value in every preset below and a row in
  * docs/machine.md; this assert is the reminder. */
-_Static_assert(MACHINE_FIELD_COUNT == 58, "new machine field: update the presets and docs/machine.md");
+_Static_assert(MACHINE_FIELD_COUNT == 59, "new machine field: update the presets and docs/machine.md");
 
 static uint32_t *u32_at(machine *m, int i) { return (uint32_t *)((char *)m + FIELDS[i].offset); }
 static uint32_t u32_of(const machine *m, int i) { return *(const uint32_t *)((const char *)m + FIELDS[i].offset); }
@@ -108,6 +108,7 @@ static const machine C600 = {
     .reduce_grain_elems = 8,
     .reduce_grain_instrs = 9,
     .reduce_partial_instrs = 2,
+    .reduce_gelu_instrs = 30,            /* reduce-f16-82x32x6-biasgelu: docs/calibration.md */
     .softmax_run_cycles = 1089,
     .softmax_row_cycles = 0,
     .softmax_key_centi = 1500,

@@ -97,6 +97,7 @@
     X(U32,  reduce_grain_elems,               1, "elements",                 "elements per worker iteration")             \
     X(U32,  reduce_grain_instrs,              0, "instructions/grain",       "per worker grain, before partials")         \
     X(U32,  reduce_partial_instrs,            0, "instructions/grain",       "per worker grain, per partial")             \
+    X(U32,  reduce_gelu_instrs,               0, "instructions/grain",       "GeLU after the sum, per worker grain")      \
     X(U32,  softmax_run_cycles,               0, "cycles/run",               "setup of a softmax run")                    \
     X(U32,  softmax_row_cycles,               0, "cycles/row",               "per row on its worker")                     \
     X(U32,  softmax_key_centi,                0, "cycles/100 keys",          "max, exp and sum per key, one worker")      \
@@ -208,7 +209,7 @@ uint64_t machine_gemm_block_cycles(const machine *m, const machine_gemm *g, uint
  * partial; lanes = widest operand in 16-bit lanes (f32 work is 2); an
  * 8-bit result (a cast done by the reduction) adds the 8-bit output
  * instructions, as the layer norm's. */
-uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes, bool f8_result);
+uint64_t machine_reduce_cycles(const machine *m, uint64_t partials, uint64_t elems, uint64_t lanes, bool f8_result, bool gelu);
 
 /* Elementwise work classes, each with its measured instruction count. */
 typedef enum { MACHINE_EW_ARITH, MACHINE_EW_GELU, MACHINE_EW_GELU_GRAD, MACHINE_EW_CAST } machine_ew_class;

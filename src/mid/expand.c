@@ -1630,6 +1630,12 @@ static bool fold_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
         pp->grad = mt->dtype;
         return true;
     }
+    /* A reduction that takes a GeLU writes an 8-bit result from the GeLU's
+     * f16 value (low.h). */
+    if (pp->kind == MID_REDUCE && pp->f[0] != 0 && via < 0 && mt->dtype == DT_F16) {
+        pp->out[0] = cp->out[0];
+        return true;
+    }
     if ((pp->kind != MID_EWISE && pp->kind != MID_LAYER_NORM) || pp->acc != DT_F32) return false;
     pp->out[0] = cp->out[0];
     pp->acc = mt->dtype;
@@ -1650,6 +1656,25 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     pp->in[pp->nin++] = cp->in[cp->in[0] == t ? 1 : 0];
     pp->out[0] = cp->out[0];
     pp->grad = mt->dtype;
+    return true;
+}
+
+/* A GeLU of a K-partials REDUCE's result (its bias added or not), in the
+ * same row-major partition, writing its own dtype or, rounded to f16 first,
+ * an 8-bit one: the reduction rounds the value to the temporary's dtype (the
+ * bias's, or prim.grad without one), takes the GeLU, and writes it. */
+static bool fold_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    if (cp->kind != MID_EWISE || cp->ew != MID_EW_GELU || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->nout != 1)
+        return false;
+    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
+    bool bias = mid_reduce_has_bias(pp);
+    if ((mt->lay.enc != ENC_ROW_MAJOR && mt->lay.enc != ENC_ROW_MAJOR_T) || !same_partition(mt->lay, mu->lay) ||
+        mu->lay.enc != mt->lay.enc || dtype_is_f8(mt->dtype) || cp->acc != (dtype_is_f8(mu->dtype) ? DT_F16 : DT_F32))
+        return false;
+    if (bias ? mid_t(p, pp->in[1])->dtype != mt->dtype : pp->grad != DT_F32) return false;
+    if (!bias) pp->grad = mt->dtype;
+    pp->out[0] = cp->out[0];
+    pp->f[0] = 1.0f;
     return true;
 }
 
@@ -1840,7 +1865,7 @@ static void fold_block(folder *f, mid_block *blk) {
             int32_t move;
             if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, via >= 0 ? via : t, &move) ||
                 !(fold_cast(p, pp, cp, t, via) ||
-                  (via < 0 && (fold_bias(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
+                  (via < 0 && (fold_bias(p, pp, cp, t) || fold_gelu(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
                                fold_yield(f, blk->v, at, n - 1, pp, cp, t)))))
                 continue;
             if (move >= 0) {

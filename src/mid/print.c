@@ -38,7 +38,8 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) fputs(".prescaled", f); /* a scale done by the softmax */
         if ((pr->kind == MID_EWISE || pr->kind == MID_LAYER_NORM) && pr->acc != DT_F32)
             fprintf(f, ".via_%s", dtype_name(pr->acc)); /* a cast done by its producer */
-        if (pr->kind == MID_REDUCE && !mid_reduce_has_bias(pr) && pr->grad != DT_F32)
+        if (pr->kind == MID_REDUCE && pr->f[0] != 0) fputs(".gelu", f); /* a GeLU done by the reduction */
+        if (pr->kind == MID_REDUCE && !mid_reduce_has_bias(pr) && pr->grad != DT_F32 && pr->f[0] == 0)
             fprintf(f, ".via_%s", dtype_name(pr->grad)); /* a cast done by the reduction */
         if (pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) {
             const layout *lc = &mid_t(p, pr->out[0])->lay;

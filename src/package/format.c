@@ -14,7 +14,7 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
  * reduce_epi = 13, adamw_apply = 14, whose runs alone store a grad byte; the
  * layout encodings row_major_t = 3, amp_left_t = 4)
  * keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 9 && PKG_PROBE == 2 && LOW_K_COUNT == 15 && MID_EPI_COUNT == 2 && MID_EW_COUNT == 8 && LOW_STEP_END == 3 &&
+_Static_assert(PACKAGE_VERSION == 10 && PKG_PROBE == 2 && LOW_K_COUNT == 15 && MID_EPI_COUNT == 2 && MID_EW_COUNT == 8 && LOW_STEP_END == 3 &&
                    DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && LOW_MAX_OPERANDS == 7 && LOW_MAX_BOX == 4 &&
                    LAYOUT_MAX_RANK == 6,
                "package format codes changed: bump PACKAGE_VERSION and update docs/package.md");

@@ -92,7 +92,7 @@ static double score(const state *st, const mid_gemm_site *s, int64_t G, const mi
         cost += part * (double)(Kp - 1) / (double)Kp / m->exchange_bytes_per_cycle + m->sync_cycles +
                 m->exchange_latency_cycles +
                 (double)machine_reduce_cycles(m, (uint64_t)Kp,
-                                              (uint64_t)(G * (c->swap ? c->bm * cdiv(c->bn, Kp) : cdiv(c->bm, Kp) * c->bn)), lanes, false);
+                                              (uint64_t)(G * (c->swap ? c->bm * cdiv(c->bn, Kp) : cdiv(c->bm, Kp) * c->bn)), lanes, false, false);
     }
     int64_t pieces_a = s->a_param ? st->min_pieces : 1, pieces_b = s->b_param && !c->stage_b ? st->min_pieces : 1;
     int64_t short_b = pieces_b - C * Kp, short_a = pieces_a - R * Kp;

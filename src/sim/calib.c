@@ -201,11 +201,16 @@ static bool build_gemm(build *b, json_t *sh, json_t *dt, char *why) {
 
 static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
     const machine *m = &b->p.machine;
-    if (str(sh, "epilogue")) {
+    bool gelu = str_is(sh, "epilogue", "bias_gelu"); /* a bias, then a GeLU done by the reduction */
+    if (str(sh, "epilogue") && !gelu) {
         snprintf(why, CALIB_WHY_CAP, "a reduction with a fused %s epilogue: tessel has no such kernel", str(sh, "epilogue"));
         return false;
     }
-    int64_t parts = num(sh, "partials", 0), e = num(sh, "elements", 0);
+    int64_t parts = num(sh, "partials", 0), e = num(sh, "elements", 0), cols = num(sh, "cols", 0);
+    if (gelu && (cols <= 0 || e % cols)) {
+        snprintf(why, CALIB_WHY_CAP, "a bias needs cols dividing the elements");
+        return false;
+    }
     dtype t;
     if (!dtype_of(dt, "data", DT_F16, &t) || parts <= 0 || e <= 0) {
         snprintf(why, CALIB_WHY_CAP, "needs partials, elements and a known data dtype");
@@ -217,6 +222,10 @@ static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
     r.n[0] = (uint32_t)parts, r.n[1] = (uint32_t)e, r.n[2] = 0; /* no bias */
     r.ptr[0] = abs_at(m->tile_memory_base), r.ptr[1] = abs_at(m->interleaved_base);
     r.stride[1][0] = (int32_t)(e * dtype_bytes(t));
+    if (gelu) { /* the bias after the result */
+        r.ptr[2] = abs_at(m->tile_memory_base + ((uint64_t)e * dtype_bytes(t) + 15) / 16 * 16);
+        r.dt[2] = (uint8_t)t, r.n[2] = (uint32_t)cols, r.grad = (uint8_t)t, r.f[0] = 1.0f;
+    }
     return add_run(b, &r, why);
 }
 

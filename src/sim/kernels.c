@@ -532,6 +532,11 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&bias, 0, w, b);
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
+    if (r->f[0] != 0.0f) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (low.h) */
+        num_round_buf((dtype)(r->n[2] ? r->dt[2] : r->grad), 0, acc, n);
+        for (size_t e = 0; e < n; e++) acc[e] = num_gelu(acc[e]);
+        if (dtype_is_f8((dtype)r->dt[0])) num_round_buf(DT_F16, 0, acc, n);
+    }
     opnd out = opnd_dense(r, ptr, 0);
     if (!r->stride[0][1]) {
         opnd_write(&out, 0, n, acc);
@@ -852,7 +857,8 @@ static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *inte
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
     bool f8_out = r->kernel == LOW_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
-    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out); /* a bias: one addend more */
+    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out, /* a bias: one addend more */
+                                 r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f);
 }
 
 static uint64_t box_elems(const low_run *r) {
