@@ -19,6 +19,11 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 enum { EST_OWN = 4 };
 
+/* One tile's part of an exchange phase. */
+typedef struct est_tile_traffic {
+    uint64_t sent, recv, frags, patch; /* bytes, bytes, fragments sent and received, address patches */
+} est_tile_traffic;
+
 typedef struct copy_cost {
     uint64_t key;
     layout src, dst;
@@ -32,6 +37,7 @@ typedef struct copy_cost {
     uint64_t frags;         /* fragments sent */
     uint64_t local;         /* the busiest tile's on-tile copy cycles, launches included */
     uint32_t *table;        /* per tile: table bytes of this phase */
+    est_tile_traffic *tile; /* per tile: what it sends and receives, for phases the schedule joins */
     struct copy_cost *next;
 } copy_cost;
 
@@ -57,6 +63,7 @@ void est_cache_free(est_cache *c) {
         for (copy_cost *e = c->bucket[i], *n; e; e = n) {
             n = e->next;
             free(e->table);
+            free(e->tile);
             free(e);
         }
     pthread_mutex_destroy(&c->lock);
@@ -203,11 +210,13 @@ static void price_copy(const machine *m, copy_cost *c) {
     layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);
     c->frags = w.frags;
     c->table = xcalloc(tiles, sizeof(uint32_t));
+    c->tile = xcalloc(tiles, sizeof(est_tile_traffic));
     for (uint32_t i = 0; i < tiles; i++) {
         const walk_tile *t = &w.t[i];
         uint64_t x = machine_exchange_tile_cycles(m, t->sent, t->recv, t->fsent + t->frecv, false);
         if (x > c->busiest) c->busiest = x;
         uint64_t pw = ((c->patch & 1) ? t->fsent : 0) + ((c->patch & 2) ? t->frecv : 0);
+        c->tile[i] = (est_tile_traffic){t->sent, t->recv, t->fsent + t->frecv, pw};
         if (pw > c->patch_words) c->patch_words = pw;
         c->table[i] = (uint32_t)est_table_bytes(t->fsent, t->rows_recv);
         if (t->spans) {
@@ -268,6 +277,7 @@ typedef struct ex {
     est_result *r;
     double *table;          /* per tile */
     int depth;              /* repeats entered */
+    const struct copy_cost *last_copy; /* the exchange prim_cost priced last, else NULL */
 } ex;
 
 static const layout *lay(const ex *x, int32_t t) { return &mid_t(x->p, t)->lay; }
@@ -490,6 +500,7 @@ static double prim_cost(ex *x, int32_t id, double times) {
     const mid_prim *pr = mid_p(x->p, id);
     const machine *m = x->m;
     double c = 0;
+    x->last_copy = NULL;
     if (pr->kind == MID_REPEAT) {
         x->depth++;
         c = block_cost(x, &pr->body, times * (double)pr->count) * (double)pr->count;
@@ -503,6 +514,7 @@ static double prim_cost(ex *x, int32_t id, double times) {
         const copy_cost *cc = copy_priced(x->cache, lay(x, pr->in[0]), lay(x, pr->out[0]), pr->has_view ? &pr->view : NULL,
                                           patch);
         if (cc->frags) {
+            x->last_copy = cc;
             double e = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
             x->r->exchange += e * times;
             x->r->phases += (int64_t)times;
@@ -521,9 +533,94 @@ static double prim_cost(ex *x, int32_t id, double times) {
     return c;
 }
 
+/* ---- phases the schedule joins ---------------------------------------------------------- *
+ *
+ * place/schedule.c gives an exchange phase to the nearest one before it in
+ * the same block when nothing between stands in the way: its sources are
+ * ready and its destinations free (no prim between writes what it reads or
+ * writes, or reads what it writes), and it neither reads nor writes what the
+ * earlier phase writes. The joined phase pays one sync, and its busiest
+ * tile's summed traffic, not the sum of two busiest tiles'. Here the same
+ * test runs on the mid prims' storage (a copy's on-tile part counts as a
+ * prim between), and a joined phase is priced from the per-tile traffic
+ * of its copies. */
+typedef struct phase {
+    int32_t head;               /* block position of the copy that opened it */
+    est_tile_traffic *t;        /* per tile: the summed traffic */
+    double cost;                /* the phase's cycles as priced so far */
+} phase;
+
+static bool touches(const mid_program *p, const int32_t *ts, int32_t n, const int32_t *us, int32_t m) {
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < m; j++)
+            if (mid_storage(p, ts[i]) == mid_storage(p, us[j])) return true;
+    return false;
+}
+
+/* The open phase prim j (a copy with an exchange) joins, or -1. */
+static int32_t join_target(const ex *x, const mid_block *b, int32_t j, const int32_t *phase_of) {
+    const mid_program *p = x->p;
+    const mid_prim *pj = mid_p(p, b->v[j]);
+    for (int32_t k = j - 1; k >= 0; k--) {
+        const mid_prim *q = mid_p(p, b->v[k]);
+        if (q->kind == MID_REPEAT) return -1;
+        bool rw = touches(p, pj->in, pj->nin, q->out, q->nout) || touches(p, pj->out, pj->nout, q->out, q->nout);
+        if (phase_of[k] == k) { /* q opened a phase */
+            /* the phase writes what its copies write: theirs were checked as they joined */
+            bool hazard = rw;
+            for (int32_t i = k + 1; i < j && !hazard; i++) {
+                const mid_prim *o = mid_p(p, b->v[i]);
+                if (phase_of[i] == k) hazard = touches(p, pj->in, pj->nin, o->out, o->nout) || touches(p, pj->out, pj->nout, o->out, o->nout);
+            }
+            return hazard ? -1 : k;
+        }
+        if (phase_of[k] >= 0) continue; /* joined an earlier phase: its writes are that phase's */
+        if (rw || touches(p, pj->out, pj->nout, q->in, q->nin)) return -1;
+    }
+    return -1;
+}
+
 static double block_cost(ex *x, const mid_block *b, double times) {
+    const machine *m = x->m;
     double c = 0;
-    for (int32_t i = 0; i < b->n; i++) c += prim_cost(x, b->v[i], times);
+    int32_t *phase_of = xmalloc(sizeof(int32_t) * ((size_t)b->n + 1)); /* position: the head of its phase, -1 none */
+    phase *ph = xcalloc((size_t)b->n + 1, sizeof(phase));
+    for (int32_t i = 0; i < b->n; i++) {
+        phase_of[i] = -1;
+        double pc = prim_cost(x, b->v[i], times);
+        const copy_cost *cc = x->last_copy;
+        c += pc;
+        if (!cc) continue;
+        int32_t k = join_target(x, b, i, phase_of);
+        double own = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
+        if (k < 0) { /* a phase of its own */
+            phase_of[i] = i;
+            ph[i] = (phase){i, xmalloc(sizeof(est_tile_traffic) * m->tiles), own};
+            memcpy(ph[i].t, cc->tile, sizeof(est_tile_traffic) * m->tiles);
+            continue;
+        }
+        phase *f = &ph[k];
+        phase_of[i] = k;
+        uint64_t busiest = 0, patch = 0;
+        for (uint32_t t = 0; t < m->tiles; t++) {
+            est_tile_traffic *a = &f->t[t];
+            const est_tile_traffic *d = &cc->tile[t];
+            a->sent += d->sent, a->recv += d->recv, a->frags += d->frags, a->patch += d->patch;
+            uint64_t e = machine_exchange_tile_cycles(m, a->sent, a->recv, a->frags, false);
+            if (e > busiest) busiest = e;
+            if (a->patch > patch) patch = a->patch;
+        }
+        double joined = (double)machine_exchange_phase_cycles(m, busiest, patch, true, NULL);
+        double delta = joined - f->cost - own; /* this copy's phase is gone into f */
+        f->cost = joined;
+        x->r->exchange += delta * times;
+        x->r->phases -= (int64_t)times;
+        c += delta;
+        if (x->r->prim_cycles) x->r->prim_cycles[b->v[i]] += delta;
+    }
+    for (int32_t i = 0; i < b->n; i++) free(ph[i].t);
+    free(ph);
+    free(phase_of);
     return c;
 }
 
