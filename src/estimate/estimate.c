@@ -22,6 +22,7 @@ enum { EST_OWN = 4 };
 /* One tile's part of an exchange phase. */
 typedef struct est_tile_traffic {
     uint64_t sent, recv, frags, patch; /* bytes, bytes, fragments sent and received, address patches */
+    uint64_t local;                    /* on-tile copy cycles, launches included */
 } est_tile_traffic;
 
 typedef struct copy_cost {
@@ -216,12 +217,13 @@ static void price_copy(const machine *m, copy_cost *c) {
         uint64_t x = machine_exchange_tile_cycles(m, t->sent, t->recv, t->fsent + t->frecv, false);
         if (x > c->busiest) c->busiest = x;
         uint64_t pw = ((c->patch & 1) ? t->fsent : 0) + ((c->patch & 2) ? t->frecv : 0);
-        c->tile[i] = (est_tile_traffic){t->sent, t->recv, t->fsent + t->frecv, pw};
+        c->tile[i] = (est_tile_traffic){t->sent, t->recv, t->fsent + t->frecv, pw, 0};
         if (pw > c->patch_words) c->patch_words = pw;
         c->table[i] = (uint32_t)est_table_bytes(t->fsent, t->rows_recv);
         if (t->spans) {
             uint64_t l = t->local_boxes * (m->launch_cycles + m->copy_run_cycles) +
                          machine_copy_cycles(m, t->spans, t->local_bytes, true) - m->copy_run_cycles;
+            c->tile[i].local = l;
             if (l > c->local) c->local = l;
         }
     }
@@ -277,7 +279,7 @@ typedef struct ex {
     est_result *r;
     double *table;          /* per tile */
     int depth;              /* repeats entered */
-    const struct copy_cost *last_copy; /* the exchange prim_cost priced last, else NULL */
+    const struct copy_cost *last_copy; /* the copy prim_cost priced last, else NULL */
 } ex;
 
 static const layout *lay(const ex *x, int32_t t) { return &mid_t(x->p, t)->lay; }
@@ -513,8 +515,8 @@ static double prim_cost(ex *x, int32_t id, double times) {
         if (pr->own) patch |= EST_OWN;
         const copy_cost *cc = copy_priced(x->cache, lay(x, pr->in[0]), lay(x, pr->out[0]), pr->has_view ? &pr->view : NULL,
                                           patch);
+        x->last_copy = cc;
         if (cc->frags) {
-            x->last_copy = cc;
             double e = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
             x->r->exchange += e * times;
             x->r->phases += (int64_t)times;
@@ -580,47 +582,141 @@ static int32_t join_target(const ex *x, const mid_block *b, int32_t j, const int
     return -1;
 }
 
+/* Copy cc (prim i of b) gives its phase to the open one join_target finds,
+ * which is then priced from both copies' per-tile traffic, or opens one;
+ * returns the phase it joined, or -1. */
+static int32_t join_phase(ex *x, const mid_block *b, int32_t i, int32_t *phase_of, phase *ph, const copy_cost *cc,
+                          double times, double *c) {
+    const machine *m = x->m;
+    int32_t k = join_target(x, b, i, phase_of);
+    double own = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
+    if (k < 0) { /* a phase of its own */
+        phase_of[i] = i;
+        ph[i] = (phase){i, xmalloc(sizeof(est_tile_traffic) * m->tiles), own};
+        memcpy(ph[i].t, cc->tile, sizeof(est_tile_traffic) * m->tiles);
+        return -1;
+    }
+    phase *f = &ph[k];
+    phase_of[i] = k;
+    uint64_t busiest = 0, patch = 0;
+    for (uint32_t t = 0; t < m->tiles; t++) {
+        est_tile_traffic *a = &f->t[t];
+        const est_tile_traffic *d = &cc->tile[t];
+        a->sent += d->sent, a->recv += d->recv, a->frags += d->frags, a->patch += d->patch;
+        uint64_t e = machine_exchange_tile_cycles(m, a->sent, a->recv, a->frags, false);
+        if (e > busiest) busiest = e;
+        if (a->patch > patch) patch = a->patch;
+    }
+    double joined = (double)machine_exchange_phase_cycles(m, busiest, patch, true, NULL);
+    double delta = joined - f->cost - own; /* this copy's phase is gone into f */
+    f->cost = joined;
+    x->r->exchange += delta * times;
+    x->r->phases -= (int64_t)times;
+    *c += delta;
+    if (x->r->prim_cycles) x->r->prim_cycles[b->v[i]] += delta;
+    return k;
+}
+
+/* ---- compute steps the schedule joins ------------------------------------------------------ *
+ *
+ * A copy lowers to its exchange phase, then a step of its on-tile copies;
+ * any other prim to one compute step. Once phases have joined, schedule.c
+ * joins two compute steps in a row when one of them only copies, and the
+ * joined step takes its busiest tile's summed runs (sim.c), not the sum of
+ * two busiest tiles'. Here a phase that stays where it is ends the step
+ * being built, and a joined step is priced from per-tile cycles: a copy's
+ * on-tile part per tile, a kernel's runs on the tile of each shard. */
+typedef struct cstep {
+    uint64_t *t;    /* per tile: the step's cycles so far */
+    double cost;    /* its busiest tile's */
+    bool open;      /* a step is being built */
+    bool copies;    /* it only copies */
+} cstep;
+
+/* Per tile, prim pr's runs: each shard's on the tile of its first replica
+ * (lower.c's each_shard), full blocks and tails priced apart. */
+static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
+    const layout *lo = lay(x, pr->out[0]);
+    uint64_t cost[1u << LAYOUT_MAX_RANK];
+    bool priced[1u << LAYOUT_MAX_RANK] = {false};
+    int64_t ns = layout_shards(lo), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK] = {0};
+    memset(out, 0, sizeof(uint64_t) * x->m->tiles);
+    for (int64_t i = 0; i < ns; i++) {
+        uint32_t tail = 0;
+        for (int64_t k = i, a = lo->rank - 1; a >= 0; a--) {
+            s[a] = k % lo->parts[a], k /= lo->parts[a];
+            int64_t full = lo->parts[a] == 1 ? lo->dim[a] : lo->block[a];
+            if (s[a] == lo->parts[a] - 1 && lo->dim[a] - (lo->parts[a] - 1) * lo->block[a] != full) tail |= 1u << a;
+        }
+        if (!priced[tail]) {
+            int64_t ext[LAYOUT_MAX_RANK];
+            shard_shape(lo, tail, ext);
+            cost[tail] = shard_cost(x, pr, ext);
+            priced[tail] = true;
+        }
+        int32_t t = layout_tile(lo, s, r);
+        if (t >= 0 && (uint32_t)t < x->m->tiles) out[t] += cost[tail];
+    }
+}
+
+/* Work costing `own` on its busiest tile and `add` per tile joins the step
+ * being built when either only copies, else opens one; returns what the
+ * join changes (<= 0). */
+static double step_join(cstep *s, uint32_t tiles, const uint64_t *add, double own, bool copies) {
+    if (!s->open || !(copies || s->copies)) {
+        memcpy(s->t, add, sizeof(uint64_t) * tiles);
+        *s = (cstep){s->t, own, true, copies};
+        return 0;
+    }
+    uint64_t worst = 0;
+    for (uint32_t t = 0; t < tiles; t++) {
+        s->t[t] += add[t];
+        if (s->t[t] > worst) worst = s->t[t];
+    }
+    double delta = (double)worst - s->cost - own;
+    s->cost = (double)worst;
+    s->copies = s->copies && copies;
+    return delta;
+}
+
 static double block_cost(ex *x, const mid_block *b, double times) {
     const machine *m = x->m;
     double c = 0;
     int32_t *phase_of = xmalloc(sizeof(int32_t) * ((size_t)b->n + 1)); /* position: the head of its phase, -1 none */
     phase *ph = xcalloc((size_t)b->n + 1, sizeof(phase));
+    cstep step = {xmalloc(sizeof(uint64_t) * m->tiles), 0, false, false};
+    uint64_t *add = xmalloc(sizeof(uint64_t) * m->tiles);
     for (int32_t i = 0; i < b->n; i++) {
         phase_of[i] = -1;
-        double pc = prim_cost(x, b->v[i], times);
+        int32_t id = b->v[i];
+        const mid_prim *pr = mid_p(x->p, id);
+        double pc = prim_cost(x, id, times);
         const copy_cost *cc = x->last_copy;
         c += pc;
-        if (!cc) continue;
-        int32_t k = join_target(x, b, i, phase_of);
-        double own = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
-        if (k < 0) { /* a phase of its own */
-            phase_of[i] = i;
-            ph[i] = (phase){i, xmalloc(sizeof(est_tile_traffic) * m->tiles), own};
-            memcpy(ph[i].t, cc->tile, sizeof(est_tile_traffic) * m->tiles);
+        if (pr->kind == MID_REPEAT) { /* its steps stand between */
+            step.open = false;
             continue;
         }
-        phase *f = &ph[k];
-        phase_of[i] = k;
-        uint64_t busiest = 0, patch = 0;
-        for (uint32_t t = 0; t < m->tiles; t++) {
-            est_tile_traffic *a = &f->t[t];
-            const est_tile_traffic *d = &cc->tile[t];
-            a->sent += d->sent, a->recv += d->recv, a->frags += d->frags, a->patch += d->patch;
-            uint64_t e = machine_exchange_tile_cycles(m, a->sent, a->recv, a->frags, false);
-            if (e > busiest) busiest = e;
-            if (a->patch > patch) patch = a->patch;
+        double delta = 0;
+        if (!cc) {
+            kernel_tiles(x, pr, add);
+            delta = step_join(&step, m->tiles, add, pc, false);
+        } else {
+            if (cc->frags && join_phase(x, b, i, phase_of, ph, cc, times, &c) < 0) step.open = false; /* it stays between */
+            if (cc->local) {
+                for (uint32_t t = 0; t < m->tiles; t++) add[t] = cc->tile[t].local;
+                delta = step_join(&step, m->tiles, add, (double)cc->local, true);
+            }
         }
-        double joined = (double)machine_exchange_phase_cycles(m, busiest, patch, true, NULL);
-        double delta = joined - f->cost - own; /* this copy's phase is gone into f */
-        f->cost = joined;
-        x->r->exchange += delta * times;
-        x->r->phases -= (int64_t)times;
+        x->r->compute += delta * times;
         c += delta;
-        if (x->r->prim_cycles) x->r->prim_cycles[b->v[i]] += delta;
+        if (x->r->prim_cycles) x->r->prim_cycles[id] += delta;
     }
     for (int32_t i = 0; i < b->n; i++) free(ph[i].t);
     free(ph);
     free(phase_of);
+    free(step.t);
+    free(add);
     return c;
 }
 
