@@ -34,12 +34,12 @@ static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g
     return *g ? 0 : -1;
 }
 
-/* --recipe and --search-steps, shared by compile and check. */
+/* --recipe, --search-steps and --beam, shared by compile and check. */
 enum { DEFAULT_SEARCH_STEPS = 256 };
 
 static int plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
     *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = DEFAULT_SEARCH_STEPS,
-                           .quiet = quiet};
+                           .beam = SEARCH_BEAM, .quiet = quiet};
     const char *steps = cli_opt(c, p, "--search-steps");
     if (steps) {
         char *end = NULL;
@@ -48,6 +48,15 @@ static int plan_options(const cmd *c, const parsed *p, const char *model, bool q
             return diag_fail(d, "tessel %s: error: option '--search-steps': '%s' is not a count from 0 to 1000000", c->name,
                              steps);
         o->search_steps = v;
+    }
+    const char *beam = cli_opt(c, p, "--beam");
+    if (beam) {
+        char *end = NULL;
+        long long v = strtoll(beam, &end, 10);
+        if (!*beam || *end || v < 0 || v > SEARCH_BEAM_MAX)
+            return diag_fail(d, "tessel %s: error: option '--beam': '%s' is not a width from 0 to %d", c->name, beam,
+                             SEARCH_BEAM_MAX);
+        o->beam = (int)v;
     }
     return 0;
 }
@@ -62,9 +71,9 @@ static int write_text(outset *os, FILE *f, const char *path, const char *text, d
 /* A few lines on stderr: what the search chose and how sure it is. */
 static void print_search_summary(const compile_info *ci) {
     const search_result *sr = &ci->search;
-    fprintf(stderr, "search: %lld proposals, %d kept, predicted %.0f cycles (compute %.0f, exchange %.0f); finalist %d of %d",
-            (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute, sr->est.exchange, ci->finalist + 1,
-            sr->nfinalists);
+    fprintf(stderr, "search: %lld beam plans, %lld proposals, %d kept, predicted %.0f cycles (compute %.0f, exchange %.0f); finalist %d of %d",
+            (long long)sr->beam_evaluations, (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute,
+            sr->est.exchange, ci->finalist + 1, sr->nfinalists);
     if (ci->nfailed) fprintf(stderr, " (%d failed placement)", ci->nfailed);
     fprintf(stderr, "\n");
 }

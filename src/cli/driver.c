@@ -224,7 +224,7 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
     for (int attempt = 0; rc == 0 && !*placed && attempt < COMPILE_ATTEMPTS; attempt++) {
         /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
         if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
-        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = room_scales[attempt],
+        search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = room_scales[attempt],
                              .reserved = reservations[attempt]};
         if (!(attempt == 0 && searched)) {
             if (attempt > 0) search_result_free(&info->search);
@@ -299,7 +299,7 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     mid_plan as;
     mid_plan_init(&as, g);
     if (rc == 0 && info->joined && !o->recipe && o->search_steps != 0) {
-        search_options so = {.steps = o->search_steps, .quiet = o->quiet, .room_scale = 1.0};
+        search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0};
         double ts = util_now_seconds();
         rc = search_plan(tessel_compiled_graph(g, info), m, &start, &so, &info->search, d);
         if (rc == 0) rc = setup(g, false, m, o, &alt, &as, d);
@@ -458,9 +458,10 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     }
     json_t *steps = json_array();
     for (int32_t i = 0; i < sr->steps.n; i++)
-        json_array_append_new(steps, json_pack("{s:s, s:f, s:f, s:f}", "op",
-                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op), "before",
-                                               sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
+        json_array_append_new(steps, json_pack("{s:s, s:s, s:f, s:f, s:f}", "op",
+                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op),
+                                               "by", sr->steps.v[i].beam ? "beam" : sr->steps.v[i].op < 0 ? "start" : "local search",
+                                               "before", sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
                                                sr->steps.v[i].after - sr->steps.v[i].before));
     json_t *failed = json_array();
     for (int i = 0; i < info->nfailed; i++)
@@ -471,7 +472,7 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     const est_result *e = &sr->est;
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
-        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
+        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
         "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
         "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
         "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
@@ -480,7 +481,7 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
         e->reserved_peak_bytes, "ops", ops, "search_steps", steps,
         "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
         "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,
-        "evaluations", (json_int_t)sr->evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",
+        "evaluations", (json_int_t)sr->evaluations, "beam_evaluations", (json_int_t)sr->beam_evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",
         (json_int_t)sr->copies_reused, "finalists", sr->nfinalists, "placed", "tile_bytes", (int)info->place.tile_bytes,
         "peak_tile", (int)info->place.peak_tile, "table_bytes_max", (int)info->place.table_bytes_max, "table_bytes_median",
         (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,

@@ -14,7 +14,8 @@ typedef struct compile_options {
     const char *print_after;  /* a pass ("fuse": the graph, "expand": mid) whose result goes to print_to, or NULL */
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
-    int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is */
+    int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
+    int beam;                 /* the beam's width (0: none) */
     bool quiet;               /* no progress line */
     bool no_fuse;             /* analyse the epilogue fusions but make none */
     bool no_siblings;         /* keep matmuls that share an operand apart */

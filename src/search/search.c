@@ -327,6 +327,126 @@ static int verdict(const eval *e, const eval *cur, double room) {
     return e->cycles < cur->cycles * (1 - 1e-9) ? KEEP : SLOWER;
 }
 
+/* ---- beam ------------------------------------------------------------------------------------ */
+
+static bool plans_equal(const mid_plan *a, const mid_plan *b) {
+    for (int32_t i = 0; i < a->nops; i++)
+        if (a->has[i] != b->has[i] || (a->has[i] && !mid_gemm_plan_equal(&a->gemm[i], &b->gemm[i]))) return false;
+    return true;
+}
+
+typedef struct beam_plan {
+    mid_plan pl;
+    eval e;
+} beam_plan;
+
+static void push_finalist(search_result *r, const mid_plan *pl, double cycles, bool fits);
+
+/* A beam over the program's matmuls, in program order: the `width` best
+ * plans so far, each extended by every alternative grid of the next matmul
+ * (its own stream's and the other's best) and every variant of its current
+ * grid (the local search's one-change proposals), each extension expanded and priced
+ * whole; the best `width` distinct plans of them and their bases go on.
+ * Two choices that pay only together (one matmul's grid freeing the memory
+ * another's needs) are found where the local search, one change at a time,
+ * cannot cross the plan between them. Extensions are priced in parallel into
+ * their own slots and ranked in order (ties: the earlier), so the result does
+ * not depend on the thread count. *pl and *cur become the best plan. */
+static void beam(const state *st, int width, const int32_t *ops, int32_t nops, mid_plan *pl, eval *cur, double room,
+                 est_cache *cache, search_result *r, bool quiet) {
+    beam_plan *b = xcalloc((size_t)width, sizeof(beam_plan));
+    int nb = 1;
+    mid_plan_copy(&b[0].pl, pl);
+    b[0].e = *cur;
+    int cap = width * (SEARCH_ALTERNATIVES + SEARCH_OTHER_STREAM + SEARCH_VARIANTS);
+    cand(*var)[SEARCH_VARIANTS] = xcalloc((size_t)width, sizeof *var);
+    proposal *props = xcalloc((size_t)cap + 1, sizeof(proposal));
+    eval *res = xcalloc((size_t)cap + 1, sizeof(eval));
+    int *from = xcalloc((size_t)cap + 1, sizeof(int));
+    bool *taken = xcalloc((size_t)(cap + width) + 1, sizeof(bool));
+    progress pg;
+    progress_begin(&pg, "beam", nops, quiet);
+    for (int32_t k = 0; k < nops; k++) {
+        int32_t op = ops[k];
+        const op_alts *a = &st->alts[op];
+        int n = 0;
+        for (int j = 0; j < nb; j++) {
+            bool sw = b[j].pl.gemm[op].swap;
+            const cand *mine = sw ? a->w : a->v, *other = sw ? a->v : a->w;
+            int nmine = sw ? a->nw : a->n, nother = sw ? a->n : a->nw;
+            if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
+            for (int i = 0; i < nmine + nother; i++) {
+                const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
+                if (mid_gemm_plan_equal(&c->c, &b[j].pl.gemm[op])) continue;
+                props[n] = (proposal){st, &b[j].pl, cache, op, c, &res[n]};
+                from[n++] = j;
+            }
+            int nv = variants(st->m, st->g, op, a->stageable, &b[j].pl.gemm[op], var[j]);
+            for (int i = 0; i < nv; i++) {
+                props[n] = (proposal){st, &b[j].pl, cache, op, &var[j][i], &res[n]};
+                from[n++] = j;
+            }
+        }
+        util_parallel(n, 1, run_proposals, props);
+        r->beam_evaluations += n;
+        r->evaluations += n;
+        /* The next beam: the best of the bases (slots 0..nb) and the extensions, distinct. */
+        beam_plan *next = xcalloc((size_t)width, sizeof(beam_plan));
+        int nn = 0;
+        memset(taken, 0, sizeof(bool) * (size_t)(n + nb));
+        while (nn < width) {
+            int best = -1;
+            const eval *be = NULL;
+            for (int i = 0; i < nb + n; i++) {
+                const eval *e = i < nb ? &b[i].e : &res[i - nb];
+                if (taken[i] || !e->ok) continue;
+                if (best < 0 || verdict(e, be, room) == KEEP) best = i, be = e;
+            }
+            if (best < 0) break;
+            taken[best] = true;
+            mid_plan cand_pl;
+            if (best < nb) {
+                mid_plan_copy(&cand_pl, &b[best].pl);
+            } else {
+                mid_plan_copy(&cand_pl, &b[from[best - nb]].pl);
+                cand_pl.gemm[op] = props[best - nb].alt->c;
+            }
+            bool dup = false;
+            for (int i = 0; i < nn && !dup; i++) dup = plans_equal(&next[i].pl, &cand_pl);
+            if (dup) {
+                mid_plan_free(&cand_pl);
+                continue;
+            }
+            next[nn].pl = cand_pl;
+            next[nn++].e = *be;
+        }
+        if (nn && verdict(&next[0].e, &b[0].e, room) == KEEP) {
+            search_step s = {op, b[0].e.cycles, next[0].e.cycles, true};
+            vec_push(&r->arena, &r->steps, s);
+            push_finalist(r, &next[0].pl, next[0].e.cycles, next[0].e.peak <= room);
+        }
+        for (int j = 0; j < nb; j++) mid_plan_free(&b[j].pl);
+        free(b);
+        b = next, nb = nn;
+        char detail[160];
+        snprintf(detail, sizeof detail, "%.0f cycles predicted", b[0].e.cycles);
+        progress_step(&pg, k + 1, detail);
+    }
+    progress_end(&pg);
+    if (verdict(&b[0].e, cur, room) == KEEP) {
+        mid_plan_free(pl);
+        mid_plan_copy(pl, &b[0].pl);
+        *cur = b[0].e;
+    }
+    for (int j = 0; j < nb; j++) mid_plan_free(&b[j].pl);
+    free(b);
+    free(props);
+    free(res);
+    free(from);
+    free(taken);
+    free(var);
+}
+
 /* Kept plans are the finalists, the latest first: once one fits, only
  * plans that fit are kept, so those that fit come first. */
 static void push_finalist(search_result *r, const mid_plan *pl, double cycles, bool fits) {
@@ -396,7 +516,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             eval e = evaluate(&st, &alt, cache);
             r->evaluations++;
             if (e.ok && verdict(&e, &cur, room) == KEEP) {
-                search_step s = {-1, cur.cycles, e.cycles};
+                search_step s = {-1, cur.cycles, e.cycles, false};
                 vec_push(&r->arena, &r->steps, s);
                 mid_plan_free(&pl);
                 mid_plan_copy(&pl, &alt);
@@ -409,6 +529,13 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     VEC(int32_t) ops = {0};
     for (int32_t i = 0; i < g->ops.n && rc == 0; i++)
         if (graph_kind_has_gemm(graph_opr(g, i)->kind) && st.alts[i].n + st.alts[i].nw > 1) vec_push(&r->arena, &ops, i);
+    /* The beam runs from a start that fits: ranking plans that do not by
+     * their peak, it would take each matmul's smallest footprint in turn,
+     * however slow, where one change at a time finds faster plans that fit. */
+    if (rc == 0 && o->steps > 0 && o->beam > 0 && ops.n > 0 && cur.peak <= room) {
+        beam(&st, o->beam < SEARCH_BEAM_MAX ? o->beam : SEARCH_BEAM_MAX, ops.v, ops.n, &pl, &cur, room, cache, r, o->quiet);
+        pl.choose = NULL;
+    }
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
@@ -447,7 +574,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                 if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
             }
             if (best >= 0) {
-                search_step s = {op, cur.cycles, res[best].cycles};
+                search_step s = {op, cur.cycles, res[best].cycles, false};
                 vec_push(&r->arena, &r->steps, s);
                 pl.gemm[op] = props[best].alt->c;
                 cur = res[best];

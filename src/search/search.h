@@ -8,6 +8,10 @@
  *               SEARCH_ALTERNATIVES stay as the op's alternatives.
  *   greedy      expansion asks for each matmul's grid as it reaches it and
  *               takes the best-scored candidate: the starting plan.
+ *   beam        over the matmuls in program order, the o->beam best plans
+ *               each extended by every alternative and variant of the next
+ *               matmul, priced whole; the best distinct ones go on, and the
+ *               best of all starts the local search.
  *   local       one proposal at a time, one matmul's alternative; the whole
  *               program is expanded and priced (src/estimate), and the change
  *               is kept only when the program gets faster and its estimated
@@ -24,19 +28,21 @@
 #include "../estimate/estimate.h"
 #include "../mid/mid.h"
 
-enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4 };
+enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4, SEARCH_BEAM = 3, SEARCH_BEAM_MAX = 16 };
 
 typedef struct search_options {
-    int64_t steps;           /* local-search proposals at most; 0: expand the plan as given */
+    int64_t steps;           /* local-search proposals at most; 0: expand the plan as given (no beam either) */
+    int beam;                /* plans the beam keeps, at most SEARCH_BEAM_MAX (0: no beam) */
     bool quiet;              /* no progress line */
     double room_scale;       /* the part of est_buffer_room a plan's estimated peak may take (0: all of it) */
     bool reserved;           /* judge that peak by est_result.reserved_peak_bytes, not peak_bytes */
 } search_options;
 
-/* One accepted local-search step. */
+/* One accepted step: the beam's best plan improving at a matmul, or a local-search step. */
 typedef struct search_step {
     int32_t op;              /* the matmul changed; -1: the start streaming B where that scored better */
     double before, after;    /* predicted cycles */
+    bool beam;               /* the beam's step at op, not a local search's */
 } search_step;
 
 /* Per matmul: its choice, predicted cost alone, and the runner-up. */
@@ -56,14 +62,15 @@ typedef struct search_result {
     est_result est;                      /* of the best finalist */
     VEC(search_step) steps;
     VEC(search_op) ops;
-    int64_t proposals, rejected_memory, rejected_slower, evaluations;
+    int64_t proposals, rejected_memory, rejected_slower, evaluations, beam_evaluations;
     int64_t copies_priced, copies_reused;
     double seconds;
     arena arena;
 } search_result;
 
 /* Plans g for m starting from `start` (choices given, e.g. from a recipe;
- * NULL: none), then improves it by local search. */
+ * NULL: none), then improves it by the beam and local search (neither when
+ * o->steps is 0). */
 int search_plan(const graph *g, const machine *m, const mid_plan *start, const search_options *o, search_result *r, diag *d);
 void search_result_free(search_result *r);
 
