@@ -454,7 +454,32 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[0]));
         w.funcs = (uint64_t)block;
         break;
-    case MID_REDUCE_SUM:
+    case MID_REDUCE_SUM: {
+        /* As lower.c's reduce_sum_shard runs it: ext is an input shard's,
+         * its box has the result's strides (0 on the summed axes), and
+         * every row of it but the last axis pays a row setup. */
+        const layout *li = lay(x, pr->in[0]);
+        layout_box b = {.nd = li->rank, .nops = 2};
+        uint64_t in = 1, outs = 1;
+        for (int a = 0, j = 0; a < li->rank; a++) {
+            b.n[a] = ext[a];
+            b.st[1][a] = layout_axis_stride(li, a);
+            in *= (uint64_t)ext[a];
+            if (pr->axes >> a & 1) {
+                if (pr->keepdims && j < lo->rank) j++;
+            } else {
+                b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
+                j++;
+                outs *= (uint64_t)ext[a];
+            }
+        }
+        layout_box_collapse(&b);
+        w.rows = box_inner_rows(&b, b.nd);
+        w.vec_bytes = in * (uint64_t)ebytes_t(x, pr->in[0]) + outs * (uint64_t)ebytes_t(x, pr->out[0]);
+        w.load_bytes[1] = in * (uint64_t)ebytes_t(x, pr->in[0]);
+        w.interleaved[1] = true;
+        break;
+    }
     case MID_SUMSQ:
     case MID_CLIP_COEF: {
         const layout *li = lay(x, pr->in[0]);
@@ -471,9 +496,15 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
     return L + machine_vector_cycles(m, &w);
 }
 
+/* The layout whose shards the lowering cuts runs from: a reduce_sum's
+ * input (lower.c's reduce_sum_shard), else the result. */
+static const layout *runs_layout(const ex *x, const mid_prim *pr) {
+    return lay(x, pr->kind == MID_REDUCE_SUM ? pr->in[0] : pr->out[0]);
+}
+
 /* The busiest shard's runs: every distinct combination of full and tail extents. */
 static uint64_t compute_cost(const ex *x, const mid_prim *pr) {
-    const layout *lo = lay(x, pr->out[0]);
+    const layout *lo = runs_layout(x, pr);
     uint64_t worst = 0;
     int rank = lo->rank;
     for (uint32_t tail = 0; tail < (1u << rank); tail++) {
@@ -634,12 +665,14 @@ typedef struct cstep {
 } cstep;
 
 /* Per tile, prim pr's runs: each shard's on the tile of its first replica
- * (lower.c's each_shard), full blocks and tails priced apart. */
+ * (lower.c's each_shard; a FILL's on every replica's), full blocks and
+ * tails priced apart. */
 static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
-    const layout *lo = lay(x, pr->out[0]);
+    const layout *lo = runs_layout(x, pr);
     uint64_t cost[1u << LAYOUT_MAX_RANK];
     bool priced[1u << LAYOUT_MAX_RANK] = {false};
-    int64_t ns = layout_shards(lo), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK] = {0};
+    int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK],
+            r[LAYOUT_MAX_RANK] = {0};
     memset(out, 0, sizeof(uint64_t) * x->m->tiles);
     for (int64_t i = 0; i < ns; i++) {
         uint32_t tail = 0;
@@ -654,8 +687,11 @@ static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
             cost[tail] = shard_cost(x, pr, ext);
             priced[tail] = true;
         }
-        int32_t t = layout_tile(lo, s, r);
-        if (t >= 0 && (uint32_t)t < x->m->tiles) out[t] += cost[tail];
+        for (int64_t j = 0; j < nr; j++) {
+            for (int64_t q = j, a = lo->nrep - 1; a >= 0; a--) r[a] = q % lo->rep[a], q /= lo->rep[a];
+            int32_t t = layout_tile(lo, s, r);
+            if (t >= 0 && (uint32_t)t < x->m->tiles) out[t] += cost[tail];
+        }
     }
 }
 
