@@ -330,7 +330,9 @@ static uint64_t box_inner_rows(const layout_box *b, int keep) {
     return rows;
 }
 
-static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) {
+/* One shard's runs; kext > 0: a GEMM's K extent there (the last K part's
+ * tail), else its K block. */
+static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, int64_t kext) {
     const machine *m = x->m;
     const layout *lo = lay(x, pr->out[0]);
     uint64_t L = m->launch_cycles;
@@ -346,8 +348,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext) 
         layout_box_collapse(&b);
         machine_gemm g = {mid_t(x->p, gk.a)->dtype, mid_t(x->p, gk.b)->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
                           (uint64_t)ext[gk.row], (uint64_t)ext[gk.col],
-                          (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]), true,
-                          true};
+                          (uint64_t)(kext > 0 ? kext : la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]),
+                          true, true};
         /* As the lowering runs the block: one run, per strip, or a batch of panels. */
         return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
     }
@@ -510,7 +512,7 @@ static uint64_t compute_cost(const ex *x, const mid_prim *pr) {
     for (uint32_t tail = 0; tail < (1u << rank); tail++) {
         int64_t ext[LAYOUT_MAX_RANK];
         if (!shard_shape(lo, tail, ext)) continue;
-        uint64_t c = shard_cost(x, pr, ext);
+        uint64_t c = shard_cost(x, pr, ext, 0);
         if (c > worst) worst = c;
     }
     return worst;
@@ -666,13 +668,20 @@ typedef struct cstep {
 
 /* Per tile, prim pr's runs: each shard's on the tile of its first replica
  * (lower.c's each_shard; a FILL's on every replica's), full blocks and
- * tails priced apart. */
+ * tails priced apart, a K-split GEMM's last K part with its K tail
+ * (lower.c's gemm_shard). */
 static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
     const layout *lo = runs_layout(x, pr);
-    uint64_t cost[1u << LAYOUT_MAX_RANK];
-    bool priced[1u << LAYOUT_MAX_RANK] = {false};
+    uint64_t cost[2u << LAYOUT_MAX_RANK];
+    bool priced[2u << LAYOUT_MAX_RANK] = {false};
     int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK],
-            r[LAYOUT_MAX_RANK] = {0};
+            r[LAYOUT_MAX_RANK] = {0}, ktail = 0;
+    if (pr->kind == MID_GEMM) {
+        const layout *la = lay(x, pr->in[0]), *lb = lay(x, pr->in[1]);
+        int64_t K = la->dim[la->rank - 1], bk = la->block[la->rank - 1];
+        bool split = lo->rank - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
+        if (split && la->parts[la->rank - 1] > 1 && K - (lo->parts[0] - 1) * bk != bk) ktail = K - (lo->parts[0] - 1) * bk;
+    }
     memset(out, 0, sizeof(uint64_t) * x->m->tiles);
     for (int64_t i = 0; i < ns; i++) {
         uint32_t tail = 0;
@@ -681,16 +690,18 @@ static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
             int64_t full = lo->parts[a] == 1 ? lo->dim[a] : lo->block[a];
             if (s[a] == lo->parts[a] - 1 && lo->dim[a] - (lo->parts[a] - 1) * lo->block[a] != full) tail |= 1u << a;
         }
-        if (!priced[tail]) {
+        bool kt = ktail > 0 && s[0] == lo->parts[0] - 1;
+        uint32_t key = tail | (kt ? 1u << LAYOUT_MAX_RANK : 0);
+        if (!priced[key]) {
             int64_t ext[LAYOUT_MAX_RANK];
             shard_shape(lo, tail, ext);
-            cost[tail] = shard_cost(x, pr, ext);
-            priced[tail] = true;
+            cost[key] = shard_cost(x, pr, ext, kt ? ktail : 0);
+            priced[key] = true;
         }
         for (int64_t j = 0; j < nr; j++) {
             for (int64_t q = j, a = lo->nrep - 1; a >= 0; a--) r[a] = q % lo->rep[a], q /= lo->rep[a];
             int32_t t = layout_tile(lo, s, r);
-            if (t >= 0 && (uint32_t)t < x->m->tiles) out[t] += cost[tail];
+            if (t >= 0 && (uint32_t)t < x->m->tiles) out[t] += cost[key];
         }
     }
 }
