@@ -4,11 +4,14 @@
  *   compute   per prim, the runs the busiest tile executes (the shard shapes
  *             the lowering cuts, full blocks and tails alike), priced with
  *             the machine's kernel formulas (machine.h), launch included;
+ *             where the schedule joins compute steps (one of them only
+ *             on-tile copies), the joined step's busiest tile's sum;
  *   exchange  per copy, the ownership runs of layout_runs (the geometry the
  *             lowering cuts its fragments from): bytes and fragments each
  *             tile sends and receives, multicast receivers counted as
  *             receives and not sends, runs split at max_send_bytes, priced
- *             with the machine's exchange formulas, one phase per copy;
+ *             with the machine's exchange formulas, one phase per copy
+ *             unless the schedule joins it to the phase before;
  *   memory    per tile, the peak of the payload of the buffers live at once
  *             (mid-level liveness over program order, repeat bodies whole),
  *             and of what they reserve under placement's memory map (the
