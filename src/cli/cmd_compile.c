@@ -37,27 +37,27 @@ static int load_model(const char *spec, const cmd *c, const parsed *p, graph **g
 /* --recipe, --search-steps and --beam, shared by compile and check. */
 enum { DEFAULT_SEARCH_STEPS = 256 };
 
+/* Option `name`'s value into *v when given: a whole number from 0 to max
+ * (`what` names it in the message). */
+static int count_option(const cmd *c, const parsed *p, const char *name, const char *what, long long max, long long *v,
+                        diag *d) {
+    const char *text = cli_opt(c, p, name);
+    if (!text) return 0;
+    char *end = NULL;
+    long long n = strtoll(text, &end, 10);
+    if (!*text || *end || n < 0 || n > max)
+        return diag_fail(d, "tessel %s: error: option '%s': '%s' is not a %s from 0 to %lld", c->name, name, text, what, max);
+    *v = n;
+    return 0;
+}
+
 static int plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
-    *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = DEFAULT_SEARCH_STEPS,
-                           .beam = SEARCH_BEAM, .quiet = quiet};
-    const char *steps = cli_opt(c, p, "--search-steps");
-    if (steps) {
-        char *end = NULL;
-        long long v = strtoll(steps, &end, 10);
-        if (!*steps || *end || v < 0 || v > 1000000)
-            return diag_fail(d, "tessel %s: error: option '--search-steps': '%s' is not a count from 0 to 1000000", c->name,
-                             steps);
-        o->search_steps = v;
-    }
-    const char *beam = cli_opt(c, p, "--beam");
-    if (beam) {
-        char *end = NULL;
-        long long v = strtoll(beam, &end, 10);
-        if (!*beam || *end || v < 0 || v > SEARCH_BEAM_MAX)
-            return diag_fail(d, "tessel %s: error: option '--beam': '%s' is not a width from 0 to %d", c->name, beam,
-                             SEARCH_BEAM_MAX);
-        o->beam = (int)v;
-    }
+    long long steps = DEFAULT_SEARCH_STEPS, beam = SEARCH_BEAM;
+    if (count_option(c, p, "--search-steps", "count", 1000000, &steps, d) ||
+        count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d))
+        return -1;
+    *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = steps, .beam = (int)beam,
+                           .quiet = quiet};
     return 0;
 }
 

@@ -331,7 +331,7 @@ static uint64_t box_inner_rows(const layout_box *b, int keep) {
 }
 
 /* One shard's runs; kext > 0: a GEMM's K extent there (the last K part's
- * tail), else its K block. */
+ * tail), else its first K part's. */
 static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, int64_t kext) {
     const machine *m = x->m;
     const layout *lo = lay(x, pr->out[0]);
@@ -342,14 +342,14 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
     case MID_GEMM: {
         /* As the lowering runs it (lower.c's gemm_shard): with B streaming the
          * kernel's A is B, its rows N, its columns M. */
-        const layout *la = lay(x, pr->in[0]);
+        int64_t first[LAYOUT_MAX_RANK] = {0}, k0, k1;
+        mid_gemm_k_range(x->p, pr, first, &k0, &k1);
         mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
         layout_box b = gk.batch;
         layout_box_collapse(&b);
         machine_gemm g = {mid_t(x->p, gk.a)->dtype, mid_t(x->p, gk.b)->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
                           (uint64_t)ext[gk.row], (uint64_t)ext[gk.col],
-                          (uint64_t)(kext > 0 ? kext : la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]),
-                          true, true};
+                          (uint64_t)(kext > 0 ? kext : k1 - k0), true, true};
         /* As the lowering runs the block: one run, per strip, or a batch of panels. */
         return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
     }
@@ -460,22 +460,13 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         /* As lower.c's reduce_sum_shard runs it: ext is an input shard's,
          * its box has the result's strides (0 on the summed axes), and
          * every row of it but the last axis pays a row setup. */
-        const layout *li = lay(x, pr->in[0]);
-        layout_box b = {.nd = li->rank, .nops = 2};
-        uint64_t in = 1, outs = 1;
-        for (int a = 0, j = 0; a < li->rank; a++) {
-            b.n[a] = ext[a];
-            b.st[1][a] = layout_axis_stride(li, a);
-            in *= (uint64_t)ext[a];
-            if (pr->axes >> a & 1) {
-                if (pr->keepdims && j < lo->rank) j++;
-            } else {
-                b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
-                j++;
-                outs *= (uint64_t)ext[a];
-            }
-        }
+        layout_box b = mid_reduce_sum_box(x->p, pr, ext);
         layout_box_collapse(&b);
+        uint64_t in = 1, outs = 1;
+        for (int d = 0; d < b.nd; d++) {
+            in *= (uint64_t)b.n[d];
+            if (b.st[0][d]) outs *= (uint64_t)b.n[d];
+        }
         w.rows = box_inner_rows(&b, b.nd);
         w.vec_bytes = in * (uint64_t)ebytes_t(x, pr->in[0]) + outs * (uint64_t)ebytes_t(x, pr->out[0]);
         w.load_bytes[1] = in * (uint64_t)ebytes_t(x, pr->in[0]);
@@ -674,13 +665,11 @@ static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
     const layout *lo = runs_layout(x, pr);
     uint64_t cost[2u << LAYOUT_MAX_RANK];
     bool priced[2u << LAYOUT_MAX_RANK] = {false};
-    int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK],
-            r[LAYOUT_MAX_RANK] = {0}, ktail = 0;
+    int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK] = {0},
+            r[LAYOUT_MAX_RANK] = {0}, k0 = 0, k1 = 0, kfull = 0;
     if (pr->kind == MID_GEMM) {
-        const layout *la = lay(x, pr->in[0]), *lb = lay(x, pr->in[1]);
-        int64_t K = la->dim[la->rank - 1], bk = la->block[la->rank - 1];
-        bool split = lo->rank - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
-        if (split && la->parts[la->rank - 1] > 1 && K - (lo->parts[0] - 1) * bk != bk) ktail = K - (lo->parts[0] - 1) * bk;
+        mid_gemm_k_range(x->p, pr, s, &k0, &k1);
+        kfull = k1 - k0;
     }
     memset(out, 0, sizeof(uint64_t) * x->m->tiles);
     for (int64_t i = 0; i < ns; i++) {
@@ -690,12 +679,13 @@ static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
             int64_t full = lo->parts[a] == 1 ? lo->dim[a] : lo->block[a];
             if (s[a] == lo->parts[a] - 1 && lo->dim[a] - (lo->parts[a] - 1) * lo->block[a] != full) tail |= 1u << a;
         }
-        bool kt = ktail > 0 && s[0] == lo->parts[0] - 1;
+        if (pr->kind == MID_GEMM) mid_gemm_k_range(x->p, pr, s, &k0, &k1);
+        bool kt = k1 - k0 < kfull; /* the last K part's tail */
         uint32_t key = tail | (kt ? 1u << LAYOUT_MAX_RANK : 0);
         if (!priced[key]) {
             int64_t ext[LAYOUT_MAX_RANK];
             shard_shape(lo, tail, ext);
-            cost[key] = shard_cost(x, pr, ext, kt ? ktail : 0);
+            cost[key] = shard_cost(x, pr, ext, kt ? k1 - k0 : 0);
             priced[key] = true;
         }
         for (int64_t j = 0; j < nr; j++) {

@@ -322,11 +322,8 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     for (int a = 0; a < lc->rank; a++) ext[a] = hi[a] - lo[a];
     mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
     layout_box b = gk.batch;
-    int rc = lc->rank;
-    bool split = rc - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
-    int64_t K = la->dim[la->rank - 1], kpart = split ? s[0] : 0;
-    int64_t k0 = kpart * la->block[la->rank - 1], k1 = k0 + la->block[la->rank - 1];
-    if (k1 > K) k1 = K;
+    int64_t k0, k1;
+    mid_gemm_k_range(x->p, pr, s, &k0, &k1);
     const layout *kb = &mid_t(x->p, gk.b)->lay, *ka = &mid_t(x->p, gk.a)->lay;
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
@@ -617,23 +614,11 @@ static void lower_clip_coef(lx *x, const mid_prim *pr) {
  * summed axes. */
 static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((flat_ctx *)vctx)->pr;
-    const layout *li = &mid_t(x->p, pr->in[0])->lay, *lo = &mid_t(x->p, pr->out[0])->lay;
-    int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK];
+    const layout *li = &mid_t(x->p, pr->in[0])->lay;
+    int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK], ext[LAYOUT_MAX_RANK];
     layout_shard_extent(li, s, a0, a1);
-    layout_box b = {.nd = li->rank, .nops = 2};
-    int j = 0;
-    for (int a = 0; a < li->rank; a++) {
-        b.n[a] = a1[a] - a0[a];
-        b.st[1][a] = layout_axis_stride(li, a);
-        bool red = pr->axes >> a & 1;
-        if (red) {
-            b.st[0][a] = 0;
-            if (pr->keepdims && j < lo->rank) j++;
-        } else {
-            b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
-            j++;
-        }
-    }
+    for (int a = 0; a < li->rank; a++) ext[a] = a1[a] - a0[a];
+    layout_box b = mid_reduce_sum_box(x->p, pr, ext);
     layout_box_collapse(&b);
     low_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);

@@ -877,6 +877,30 @@ static bool is_param(const mx *x, int32_t v) {
     return mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
 }
 
+void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s, int64_t *k0, int64_t *k1) {
+    const layout *la = &mid_t(p, pr->in[0])->lay, *lb = &mid_t(p, pr->in[1])->lay, *lc = &mid_t(p, pr->out[0])->lay;
+    bool split = lc->rank - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
+    int64_t K = la->dim[la->rank - 1], bk = la->block[la->rank - 1];
+    *k0 = (split ? s[0] : 0) * bk;
+    *k1 = *k0 + bk < K ? *k0 + bk : K;
+}
+
+layout_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
+    const layout *li = &mid_t(p, pr->in[0])->lay, *lo = &mid_t(p, pr->out[0])->lay;
+    layout_box b = {.nd = li->rank, .nops = 2};
+    for (int a = 0, j = 0; a < li->rank; a++) {
+        b.n[a] = ext[a];
+        b.st[1][a] = layout_axis_stride(li, a);
+        if (pr->axes >> a & 1) {
+            if (pr->keepdims && j < lo->rank) j++;
+        } else {
+            b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
+            j++;
+        }
+    }
+    return b;
+}
+
 mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
     const layout *la = &mid_t(p, pr->in[0])->lay, *lb = &mid_t(p, pr->in[1])->lay, *lc = &mid_t(p, pr->out[0])->lay;
     /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */

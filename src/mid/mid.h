@@ -349,6 +349,15 @@ typedef struct mid_gemm_kernel {
     layout_box batch;  /* batch axes (one axis of 1 without any) */
 } mid_gemm_kernel;
 mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+/* The K range [*k0, *k1) the result shard s of GEMM prim pr computes: its
+ * K part's (s[0] when the result carries the partials axis first, the last
+ * part shorter when the block does not divide K), else all of K's block. */
+void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s, int64_t *k0, int64_t *k1);
+/* How a REDUCE_SUM prim pr runs over an input shard of extents ext
+ * (lower.c runs it so, estimate.c prices it so): the box of ext with the
+ * result's strides as operand 0 (0 along the summed axes) and the input's
+ * as operand 1, not collapsed. */
+layout_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
 
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);

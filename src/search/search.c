@@ -327,6 +327,26 @@ static int verdict(const eval *e, const eval *cur, double room) {
     return e->cycles < cur->cycles * (1 - 1e-9) ? KEEP : SLOWER;
 }
 
+/* The plans one change from base at op, from props[n] on (at most `limit`
+ * in all; returns the new count), each priced into res at its own slot: the
+ * op's alternatives in its current stream and the other stream's best few,
+ * then its current grid's other variants (written to var). */
+static int op_proposals(const state *st, const mid_plan *base, est_cache *cache, int32_t op, cand *var, proposal *props,
+                        eval *res, int n, int64_t limit) {
+    const op_alts *a = &st->alts[op];
+    bool sw = base->gemm[op].swap;
+    const cand *mine = sw ? a->w : a->v, *other = sw ? a->v : a->w;
+    int nmine = sw ? a->nw : a->n, nother = sw ? a->n : a->nw;
+    if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
+    for (int i = 0; i < nmine + nother && n < limit; i++) {
+        const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
+        if (!mid_gemm_plan_equal(&c->c, &base->gemm[op])) props[n] = (proposal){st, base, cache, op, c, &res[n]}, n++;
+    }
+    int nv = variants(st->m, st->g, op, a->stageable, &base->gemm[op], var);
+    for (int i = 0; i < nv && n < limit; i++) props[n] = (proposal){st, base, cache, op, &var[i], &res[n]}, n++;
+    return n;
+}
+
 /* ---- beam ------------------------------------------------------------------------------------ */
 
 static bool plans_equal(const mid_plan *a, const mid_plan *b) {
@@ -368,24 +388,11 @@ static void beam(const state *st, int width, const int32_t *ops, int32_t nops, m
     progress_begin(&pg, "beam", nops, quiet);
     for (int32_t k = 0; k < nops; k++) {
         int32_t op = ops[k];
-        const op_alts *a = &st->alts[op];
         int n = 0;
         for (int j = 0; j < nb; j++) {
-            bool sw = b[j].pl.gemm[op].swap;
-            const cand *mine = sw ? a->w : a->v, *other = sw ? a->v : a->w;
-            int nmine = sw ? a->nw : a->n, nother = sw ? a->n : a->nw;
-            if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
-            for (int i = 0; i < nmine + nother; i++) {
-                const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
-                if (mid_gemm_plan_equal(&c->c, &b[j].pl.gemm[op])) continue;
-                props[n] = (proposal){st, &b[j].pl, cache, op, c, &res[n]};
-                from[n++] = j;
-            }
-            int nv = variants(st->m, st->g, op, a->stageable, &b[j].pl.gemm[op], var[j]);
-            for (int i = 0; i < nv; i++) {
-                props[n] = (proposal){st, &b[j].pl, cache, op, &var[j][i], &res[n]};
-                from[n++] = j;
-            }
+            int n0 = n;
+            n = op_proposals(st, &b[j].pl, cache, op, var[j], props, res, n, cap);
+            for (int i = n0; i < n; i++) from[i] = j;
         }
         util_parallel(n, 1, run_proposals, props);
         r->beam_evaluations += n;
@@ -534,7 +541,6 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
      * however slow, where one change at a time finds faster plans that fit. */
     if (rc == 0 && o->steps > 0 && o->beam > 0 && ops.n > 0 && cur.peak <= room) {
         beam(&st, o->beam < SEARCH_BEAM_MAX ? o->beam : SEARCH_BEAM_MAX, ops.v, ops.n, &pl, &cur, room, cache, r, o->quiet);
-        pl.choose = NULL;
     }
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
@@ -546,22 +552,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         improved = false;
         for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
             int32_t op = ops.v[k];
-            const op_alts *a = &st.alts[op];
-            int n = 0;
-            /* The current stream's alternatives, and the other's best few. */
-            bool sw = pl.gemm[op].swap;
-            const cand *mine = sw ? a->w : a->v, *other = sw ? a->v : a->w;
-            int nmine = sw ? a->nw : a->n, nother = sw ? a->n : a->nw;
-            if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
-            for (int i = 0; i < nmine + nother && r->proposals + n < o->steps; i++) {
-                const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
-                if (!mid_gemm_plan_equal(&c->c, &pl.gemm[op])) props[n++] = (proposal){&st, &pl, cache, op, c, NULL};
-            }
-            /* The current grid's other variants, one change each. */
-            int nv = variants(m, g, op, a->stageable, &pl.gemm[op], var);
-            for (int i = 0; i < nv && r->proposals + n < o->steps; i++)
-                props[n++] = (proposal){&st, &pl, cache, op, &var[i], NULL};
-            for (int i = 0; i < n; i++) props[i].out = &res[i];
+            int n = op_proposals(&st, &pl, cache, op, var, props, res, 0, o->steps - r->proposals);
             util_parallel(n, 1, run_proposals, props);
             r->proposals += n;
             r->evaluations += n;
