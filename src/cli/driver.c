@@ -361,8 +361,9 @@ static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl)
     const mid_plan *fin = &info->search.finalist[info->finalist];
     mid_plan_init(pl, g);
     for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
-        if (!fin->has[i]) continue;
         bool gemm;
+        if (fin->row_parts[i]) pl->row_parts[model_op(g, gc, &info->fusions, i, &gemm)] = fin->row_parts[i];
+        if (!fin->has[i]) continue;
         int32_t at = model_op(g, gc, &info->fusions, i, &gemm);
         pl->gemm[at] = fin->gemm[i];
         pl->has[at] = true;

@@ -369,9 +369,13 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         return box_outer(&b, 4) * (L + machine_ewise_cycles(m, instrs, rows, per_row));
     }
     case MID_SOFTMAX:
-    case MID_LAYER_NORM: {
-        int last = lo->rank - 1;
-        layout_box b = {.nd = lo->rank > 1 ? last : 1, .nops = 2};
+    case MID_LAYER_NORM:
+    case MID_LN_MOMENTS: {
+        /* As lower.c's rows_shard runs them: rows of this shard's part of
+         * the last axis (LN_MOMENTS: of its input's shard). */
+        const layout *lr = pr->kind == MID_LN_MOMENTS ? lay(x, pr->in[0]) : lo;
+        int last = lr->rank - 1;
+        layout_box b = {.nd = lr->rank > 1 ? last : 1, .nops = 2};
         b.n[0] = 1;
         for (int a = 0; a < last; a++) {
             b.n[a] = ext[a];
@@ -380,10 +384,11 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         }
         layout_box_collapse(&b);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        uint64_t rows = (uint64_t)b.n[b.nd - 1], n = (uint64_t)lo->dim[last], lanes = lanes_of(x, ops, 2);
-        uint64_t c = pr->kind == MID_SOFTMAX
-                         ? machine_softmax_cycles(m, rows, n, lanes)
-                         : machine_layer_norm_cycles(m, rows, n, lanes, dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
+        uint64_t rows = (uint64_t)b.n[b.nd - 1], n = (uint64_t)ext[last], lanes = lanes_of(x, ops, 2);
+        uint64_t c = pr->kind == MID_SOFTMAX      ? machine_softmax_cycles(m, rows, n, lanes)
+                     : pr->kind == MID_LN_MOMENTS ? machine_ln_moments_cycles(m, rows, n, lanes_of(x, ops + 1, 1))
+                                                  : machine_layer_norm_cycles(m, rows, n, mid_layer_norm_parts(x->p, pr), lanes,
+                                                                              dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
         return box_outer(&b, 1) * (L + c);
     }
     case MID_REDUCE: {
@@ -489,10 +494,10 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
     return L + machine_vector_cycles(m, &w);
 }
 
-/* The layout whose shards the lowering cuts runs from: a reduce_sum's
- * input (lower.c's reduce_sum_shard), else the result. */
+/* The layout whose shards the lowering cuts runs from: a reduce_sum's or
+ * row statistics' input (lower.c's reduce_sum_shard, moments_shard), else the result. */
 static const layout *runs_layout(const ex *x, const mid_prim *pr) {
-    return lay(x, pr->kind == MID_REDUCE_SUM ? pr->in[0] : pr->out[0]);
+    return lay(x, pr->kind == MID_REDUCE_SUM || pr->kind == MID_LN_MOMENTS ? pr->in[0] : pr->out[0]);
 }
 
 /* The busiest shard's runs: every distinct combination of full and tail extents. */

@@ -177,21 +177,18 @@ static int emu_softmax(const graph *g, const graph_op *op, const graph_op_plan *
 }
 
 static int emu_layer_norm(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
-    (void)pl;
     const graph_type *t = &graph_val(g, op->in[0])->type;
     int64_t c = t->rank ? t->dim[t->rank - 1] : 1, rows = graph_type_numel(t) / c;
-    float eps = (float)graph_attr_float(op, ATTR_EPS), n = (float)c;
+    int64_t part = pl->kind == OP_LAYER_NORM && pl->part > 0 ? pl->part : c;
+    float eps = (float)graph_attr_float(op, ATTR_EPS);
     for (int64_t row = 0; row < rows; row++) {
         const float *x = in[0] + row * c;
-        float *y = out[0] + row * c, sum = 0.0f, sq = 0.0f;
-        for (int64_t k = 0; k < c; k++) sum = sum + x[k];
-        float mean = sum / n;
-        for (int64_t k = 0; k < c; k++) {
-            float d = x[k] - mean;
-            sq = sq + d * d;
-        }
-        float rstd = 1.0f / sqrtf(sq / n + eps);
-        for (int64_t k = 0; k < c; k++) y[k] = (x[k] - mean) * rstd * in[1][k] + in[2][k];
+        float *y = out[0] + row * c;
+        num_moments s = num_moments_of(x, (size_t)(part < c ? part : c));
+        for (int64_t at = part; at < c; at += part)
+            s = num_moments_join(s, num_moments_of(x + at, (size_t)(c - at < part ? c - at : part)));
+        float rstd = 1.0f / sqrtf(s.m2 / s.n + eps);
+        for (int64_t k = 0; k < c; k++) y[k] = (x[k] - s.mean) * rstd * in[1][k] + in[2][k];
     }
     return 0;
 }

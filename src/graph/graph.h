@@ -355,6 +355,10 @@ void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n)
  * softmax with a prescale s (a scale by s > 0 folded into it, the scale's entry
  *   marked folded and passing its operand on unrounded): per row the f32 max
  *   m of the unscaled x, e = expf(s * (x - m)), the f32 sum in order, e / sum.
+ * layer_norm with a part p ({"op": "ln", "kind": "layer_norm", "part": 576}):
+ *   each row's statistics are num_moments_of its parts of p elements (the
+ *   last shorter), joined in order by num_moments_join; without an entry the
+ *   whole row is one part.
  * Everything else computes as low.h's kernels do: f32, one rounding per result. */
 typedef struct graph_gemm_plan {
     dtype acc;             /* chain dtype: f32, or f16 (rounds every step) */
@@ -377,6 +381,9 @@ typedef struct graph_op_plan {
     graph_norm_grad *grads;              /* global_norm_clip: one per gradient (operand) */
     bool folded;                         /* scale: done by the softmax reading it (passes its operand on) */
     float prescale;                      /* softmax: the folded scale's factor s > 0, else 0 */
+    int64_t part;                        /* layer_norm: a row's statistics are taken in parts of this
+                                            many elements (the last shorter) and joined in order
+                                            (num_moments_join); 0: the whole row at once */
 } graph_op_plan;
 
 typedef struct graph_numerics {

@@ -51,6 +51,8 @@ char *graph_numerics_json(const graph *g, const graph_numerics *n) {
             json_object_set_new(e, "folded", json_true());
         } else if (pl->kind == OP_SOFTMAX) {
             json_object_set_new(e, "prescale", json_real(pl->prescale));
+        } else if (pl->kind == OP_LAYER_NORM) {
+            json_object_set_new(e, "part", json_integer(pl->part));
         } else {
             json_t *gs = json_array();
             for (int32_t k = 0; k < op->nin; k++) {
@@ -198,6 +200,15 @@ static int read_entry(rd *r, json_t *e, size_t index) {
         pl->folded = true;
         return 0;
     case OP_SOFTMAX: return read_prescale(r, name, e, op, pl);
+    case OP_LAYER_NORM: {
+        const graph_type *t = &graph_val(r->g, op->in[0])->type;
+        int64_t c = t->rank ? t->dim[t->rank - 1] : 1;
+        json_t *pv = json_object_get(e, "part");
+        if (!json_is_integer(pv) || json_integer_value(pv) < 1 || json_integer_value(pv) > c)
+            return BAD(r, "op '%s': 'part' must be an integer in 1..%lld (its row's length)", name, (long long)c);
+        pl->part = json_integer_value(pv);
+        return 0;
+    }
     default: return BAD(r, "op '%s': a %s takes no numeric plan", name, kind);
     }
 }

@@ -197,7 +197,7 @@ int64_t layout_block_elems(const layout *l);
  * axis d (outermost first), st[i][d] bytes per step of operand i. The
  * lowering builds runs from boxes, the simulator walks them and the
  * estimator prices them. */
-enum { LAYOUT_BOX_AXES = 6, LAYOUT_BOX_OPS = 4 };
+enum { LAYOUT_BOX_AXES = 6, LAYOUT_BOX_OPS = 5 };
 typedef struct layout_box {
     int nd;                               /* axes in use, at least 1 */
     int nops;                             /* operands walking the box */

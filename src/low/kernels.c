@@ -21,7 +21,9 @@ const low_kernel_fields low_kernel_used[LOW_K_COUNT] = {
 #undef X
 };
 
-_Static_assert(LOW_K_COUNT == 15, "a new kernel needs its extent here and its simulator function");
+_Static_assert(sizeof(num_moments) == LOW_MOMENTS_BYTES, "LN_MOMENTS writes num_moments as they are");
+_Static_assert((int)MID_MAX_ROW_PARTS <= (int)LOW_MAX_PARTS, "the kernel joins every part a plan makes");
+_Static_assert(LOW_K_COUNT == 16, "a new kernel needs its extent here and its simulator function");
 
 int low_epilogue_base(const low_run *r) {
     return r->kernel == LOW_K_GEMM_EPI ? 2 : r->kernel == LOW_K_REDUCE_EPI ? 1 : -1;
@@ -34,6 +36,7 @@ bool low_run_uses(const low_run *r, int i) {
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
     if (r->kernel == LOW_K_REDUCE && i == 2) return r->n[2] != 0; /* the bias */
     if (r->kernel == LOW_K_REDUCE && i == 3) return r->op > 0; /* the tile's own partial */
+    if (r->kernel == LOW_K_LAYER_NORM && i == 4) return r->n[2] != 0; /* the parts' statistics */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
     if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
@@ -132,7 +135,9 @@ uint64_t low_run_extent(const low_run *r, int i) {
             return (uint64_t)(n[0] - 1) * (uint64_t)r->stride[0][0] + (uint64_t)((n[1] - 1) / w) * (uint64_t)r->stride[0][1] +
                    ((n[1] - 1) % w + 1) * esize(r, 0);
         }
+        if (i == 4) return (uint64_t)n[0] * n[2] * LOW_MOMENTS_BYTES;
         return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
+    case LOW_K_LN_MOMENTS: return i == 0 ? (uint64_t)n[0] * LOW_MOMENTS_BYTES : boxed(r, 1, 1, n[1] * esize(r, 1));
     case LOW_K_FILL: return n[0] * esize(r, 0);
     case LOW_K_COPY: return boxed(r, i, LOW_MAX_BOX - 1, n[3]);
     case LOW_K_SGD:
@@ -221,6 +226,10 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         return true;
     case LOW_K_LAYER_NORM:
         if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");
+        if (r->n[2] > LOW_MAX_PARTS || (r->n[2] && r->dt[4] != DT_F32)) return why(w, cap, "bad statistics parts");
+        /* fall through */
+    case LOW_K_LN_MOMENTS:
+        if (r->kernel == LOW_K_LN_MOMENTS && r->dt[0] != DT_F32) return why(w, cap, "statistics must be f32");
         /* fall through */
     case LOW_K_SOFTMAX:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty rows");

@@ -60,9 +60,14 @@
  *                             out rows are contiguous, or with stride[0][1] != 0 AMP-left panels:
  *                             element e at ptr0 + r*stride[0][0] + (e/w)*stride[0][1] + (e%w)*bytes,
  *                             w = 32/bytes (LAYER_NORM's out likewise)
- *  LAYER_NORM  layer_norm  4  per row r<n[0] of n[1]: out = (x - mean) / sqrt(var + f[0]) * gamma + beta;
+ *  LAYER_NORM  layer_norm  5  per row r<n[0] of n[1]: out = (x - mean) / sqrt(var + f[0]) * gamma + beta;
  *                             ptr0 = out, ptr1 = x (rows stride[i][0] apart), ptr2 = gamma, ptr3 = beta;
- *                             statistics in f32
+ *                             statistics in f32 (num_moments): with n[2] = 0 the row's own, num_moments_of
+ *                             its n[1] values; with n[2] = P > 0 (the row cut into parts over P tiles, x
+ *                             this tile's part) the join in order of P parts' LN_MOMENTS at ptr4 (f32,
+ *                             rows P*12 bytes apart), mean = m.mean, var = m.m2 / m.n
+ *  LN_MOMENTS  ln_moments  2  per row r<n[0]: num_moments_of the n[1] values of x (ptr1, rows stride[1][0]
+ *                             apart) as three f32 (n, mean, m2) at ptr0 + r*12
  *  REDUCE_SUM  reduce_sum  2  out[o] = sum of in over the box n[0..4) where out's stride is 0 on the
  *                             summed axes: ptr0 = out, ptr1 = in; accumulated in f32
  *  FILL        fill        1  n[0] elements of dt[0] at ptr0 set to f[0]
@@ -106,7 +111,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
     X(REDUCE, reduce, 4, 4, 0x016, 1, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
-    X(LAYER_NORM, layer_norm, 4, 2, 0x013, 1, LOW_P_ACC)                \
+    X(LAYER_NORM, layer_norm, 5, 3, 0x013, 1, LOW_P_ACC)                \
     X(REDUCE_SUM, reduce_sum, 2, 4, 0x0ff, 0, 0)                        \
     X(FILL, fill, 1, 1, 0x000, 1, 0)                                    \
     X(COPY, copy, 2, 4, 0x077, 0, 0)                                    \
@@ -116,7 +121,8 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
     X(CLIP_COEF, clip_coef, 2, 1, 0x000, 1, 0)                          \
     X(GEMM_EPI, gemm_epi, 6, 4, 0x222, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
     X(REDUCE_EPI, reduce_epi, 5, 2, 0x001, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
-    X(ADAMW_APPLY, adamw_apply, 4, 2, 0x000, 5, 0)
+    X(ADAMW_APPLY, adamw_apply, 4, 2, 0x000, 5, 0)                      \
+    X(LN_MOMENTS, ln_moments, 2, 2, 0x010, 0, 0)
 
 typedef enum {
 #define X(id, name, nops, box, strides, floats, params) LOW_K_##id,
@@ -135,6 +141,8 @@ typedef struct low_kernel_fields {
 extern const low_kernel_fields low_kernel_used[LOW_K_COUNT];
 
 enum { LOW_MAX_OPERANDS = 7, LOW_MAX_BOX = 4, LOW_STRIDED_OPERANDS = 4, LOW_AMP_PANEL_BYTES = 32 };
+/* A row part's statistics (LN_MOMENTS: n, mean, m2 as f32); the most parts a row's layer norm joins. */
+enum { LOW_MOMENTS_BYTES = 12, LOW_MAX_PARTS = 64 };
 #define LOW_ABSOLUTE 0xffffffffu
 
 typedef struct low_addr {

@@ -151,8 +151,8 @@ static void set_operand(lx *x, low_run *r, int i, int32_t t, int64_t off) {
 typedef struct box_emit {
     low_kernel kernel;
     int32_t tile;
-    int32_t t[LOW_STRIDED_OPERANDS];   /* tensors per operand */
-    int64_t off[LOW_STRIDED_OPERANDS]; /* base offsets */
+    int32_t t[LAYOUT_BOX_OPS];         /* tensors per operand */
+    int64_t off[LAYOUT_BOX_OPS];       /* base offsets */
     int keep;                          /* innermost axes one run can take */
     const low_run *tmpl;
 } box_emit;
@@ -171,6 +171,7 @@ static void emit_box(lx *x, const layout_box *b, const box_emit *e) {
             int64_t off = e->off[i];
             for (int a = 0; a < outer; a++) off += idx[a] * b->st[i][a];
             set_operand(x, r, i, e->t[i], off);
+            if (i >= LOW_STRIDED_OPERANDS) continue; /* its steps are the kernel's own (low.h) */
             for (int d = 0; d < LOW_MAX_BOX; d++) r->stride[i][d] = 0;
             for (int a = 0; a < inner; a++) r->stride[i][LOW_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
         }
@@ -244,50 +245,62 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     end_compute(x, first, mid_ew_names[pr->ew]);
 }
 
-/* Softmax and layer norm: rows of the whole last axis. */
+/* Softmax and layer norm: rows of this shard's part of the last axis (the
+ * whole axis, unless a layer norm's rows are cut over tiles); LN_MOMENTS
+ * likewise over its input's shard, writing one statistics triple per row. */
 static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     ew_ctx *c = vctx;
     const mid_prim *pr = c->pr;
-    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
+    bool moments = pr->kind == MID_LN_MOMENTS;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay, *li = &mid_t(x->p, pr->in[0])->lay, *lr = moments ? li : lo;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
-    layout_shard_extent(lo, s, lo_, hi);
-    int last = lo->rank - 1;
-    layout_box b = {.nd = lo->rank > 1 ? lo->rank - 1 : 1, .nops = 2};
-    if (lo->rank == 1) {
+    layout_shard_extent(lr, s, lo_, hi);
+    int last = lr->rank - 1;
+    int64_t parts = mid_layer_norm_parts(x->p, pr);
+    layout_box b = {.nd = lr->rank > 1 ? lr->rank - 1 : 1, .nops = 2};
+    if (lr->rank == 1) {
         b.n[0] = 1;
     } else {
         for (int a = 0; a < last; a++) b.n[a] = hi[a] - lo_[a];
     }
-    for (int a = 0; a < b.nd && lo->rank > 1; a++) {
+    for (int a = 0; a < b.nd && lr->rank > 1; a++) {
         b.st[0][a] = layout_axis_stride(lo, a);
-        b.st[1][a] = layout_axis_stride(&mid_t(x->p, pr->in[0])->lay, a);
+        b.st[1][a] = layout_axis_stride(li, a);
     }
-    layout_box_collapse(&b);
     low_run tmpl = *c->tmpl;
-    box_emit e = {.kernel = pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM, .tile = tile, .keep = 1, .tmpl = &tmpl};
+    low_kernel k = moments ? LOW_K_LN_MOMENTS : pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM;
+    box_emit e = {.kernel = k, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
     e.t[1] = pr->in[0];
     if (pr->kind == MID_LAYER_NORM) {
-        /* gamma and beta ride along as operands 2 and 3, unstrided. */
-        b.nops = 4;
+        /* gamma and beta ride along as operands 2 and 3, unstrided; the
+         * parts' statistics, if any, as operand 4 (its rows contiguous). */
+        b.nops = parts ? 5 : 4;
         for (int a = 0; a < b.nd; a++) b.st[2][a] = b.st[3][a] = 0;
         e.t[2] = pr->in[1];
         e.t[3] = pr->in[2];
+        if (parts) {
+            e.t[4] = pr->in[3];
+            for (int a = 0; a < b.nd && lr->rank > 1; a++) b.st[4][a] = layout_axis_stride(&mid_t(x->p, pr->in[3])->lay, a);
+        }
     }
+    layout_box_collapse(&b);
     /* The kernel's row count is n[0] with stride[i][0]; emit_box fills the
      * innermost box axis, so move it to the front. */
+    TS_ASSERT(!parts || b.n[b.nd - 1] == 1 || b.st[4][b.nd - 1] == parts * LOW_MOMENTS_BYTES);
+    TS_ASSERT(!moments || b.n[b.nd - 1] == 1 || b.st[0][b.nd - 1] == LOW_MOMENTS_BYTES);
     size_t before = (size_t)x->out->runs.n;
     emit_box(x, &b, &e);
     for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
         low_run *r = &x->out->runs.v[i];
         r->n[0] = r->n[LOW_MAX_BOX - 1];
-        r->n[1] = (uint32_t)lo->dim[last];
-        r->n[2] = r->n[3] = 1;
-        for (int k = 0; k < LOW_STRIDED_OPERANDS; k++) {
-            r->stride[k][0] = r->stride[k][LOW_MAX_BOX - 1];
-            r->stride[k][1] = r->stride[k][2] = r->stride[k][3] = 0;
+        r->n[1] = (uint32_t)(hi[last] - lo_[last]);
+        r->n[2] = (uint32_t)parts;
+        r->n[3] = 1;
+        for (int k2 = 0; k2 < LOW_STRIDED_OPERANDS; k2++) {
+            r->stride[k2][0] = r->stride[k2][LOW_MAX_BOX - 1];
+            r->stride[k2][1] = r->stride[k2][2] = r->stride[k2][3] = 0;
         }
-        if (lo->rank == 1) r->n[1] = (uint32_t)lo->dim[0];
         /* An AMP-left result (the next GEMM's operand, expand.c's fold) is written in panels. */
         if (lo->enc == ENC_AMP_LEFT) r->stride[0][1] = (int32_t)layout_panel_stride(lo);
     }
@@ -300,7 +313,7 @@ static void lower_rows(lx *x, const mid_prim *pr) {
     if (pr->kind == MID_LAYER_NORM) tmpl.acc = (uint8_t)pr->acc;
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
-    each_shard(x, &mid_t(x->p, pr->out[0])->lay, rows_shard, &c);
+    each_shard(x, &mid_t(x->p, pr->kind == MID_LN_MOMENTS ? pr->in[0] : pr->out[0])->lay, rows_shard, &c);
     end_compute(x, first, mid_kind_names[pr->kind]);
 }
 
@@ -830,7 +843,8 @@ static int lower_prim_kind(lx *x, int32_t id) {
     case MID_GEMM: lower_gemm(x, pr); return 0;
     case MID_EWISE: lower_ewise(x, pr); return 0;
     case MID_SOFTMAX:
-    case MID_LAYER_NORM: lower_rows(x, pr); return 0;
+    case MID_LAYER_NORM:
+    case MID_LN_MOMENTS: lower_rows(x, pr); return 0;
     case MID_REDUCE_SUM: lower_reduce_sum(x, pr); return 0;
     case MID_REDUCE:
     case MID_SGD:

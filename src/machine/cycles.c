@@ -97,11 +97,22 @@ uint64_t machine_softmax_cycles(const machine *m, uint64_t rows, uint64_t keys, 
     return m->softmax_run_cycles + best;
 }
 
-uint64_t machine_layer_norm_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t lanes, bool f8_result) {
-    uint64_t instrs = m->layer_norm_grain_instrs * lanes;
-    if (f8_result) instrs += ceil_div(m->ewise_f8_out_instrs * m->reduce_grain_elems, m->ewise_grain_elems);
-    uint64_t row = m->layer_norm_row_cycles + machine_worker_rounds(m, ceil_div(n, m->reduce_grain_elems), instrs);
-    return m->layer_norm_run_cycles + rows * row;
+uint64_t machine_layer_norm_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t parts, uint64_t lanes,
+                                   bool f8_result) {
+    uint64_t grains = ceil_div(n, m->reduce_grain_elems);
+    uint64_t f8 = f8_result ? ceil_div(m->ewise_f8_out_instrs * m->reduce_grain_elems, m->ewise_grain_elems) : 0;
+    if (parts == 0)
+        return m->layer_norm_run_cycles +
+               rows * (m->layer_norm_row_cycles + machine_worker_rounds(m, grains, m->layer_norm_grain_instrs * lanes + f8));
+    uint64_t row = m->ln_apply_row_cycles + (parts - 1) * m->ln_part_cycles +
+                   machine_worker_rounds(m, grains, m->ln_apply_grain_instrs * lanes + f8);
+    return m->ln_apply_run_cycles + rows * row;
+}
+
+uint64_t machine_ln_moments_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t lanes) {
+    uint64_t row = m->ln_moments_row_cycles +
+                   machine_worker_rounds(m, ceil_div(n, m->reduce_grain_elems), m->ln_moments_grain_instrs * lanes);
+    return m->ln_moments_run_cycles + rows * row;
 }
 
 uint64_t machine_vector_cycles(const machine *m, const machine_vwork *w) {

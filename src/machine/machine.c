@@ -30,7 +30,7 @@ static const field_info FIELDS[MACHINE_FIELD_COUNT] = {
 
 /* Adding a field means a value in every preset below and a row in
  * docs/machine.md; this assert is the reminder. */
-_Static_assert(MACHINE_FIELD_COUNT == 59, "new machine field: update the presets and docs/machine.md");
+_Static_assert(MACHINE_FIELD_COUNT == 66, "new machine field: update the presets and docs/machine.md");
 
 static uint32_t *u32_at(machine *m, int i) { return (uint32_t *)((char *)m + FIELDS[i].offset); }
 static uint32_t u32_of(const machine *m, int i) { return *(const uint32_t *)((const char *)m + FIELDS[i].offset); }
@@ -117,6 +117,13 @@ static const machine C600 = {
     .layer_norm_run_cycles = 121,
     .layer_norm_row_cycles = 1416,
     .layer_norm_grain_instrs = 38,
+    .ln_moments_run_cycles = 115,        /* the stage points: docs/calibration.md */
+    .ln_moments_row_cycles = 1122,
+    .ln_moments_grain_instrs = 12,
+    .ln_apply_run_cycles = 721,
+    .ln_apply_row_cycles = 456,
+    .ln_apply_grain_instrs = 24,
+    .ln_part_cycles = 60,                /* not measured: docs/machine.md */
 };
 
 static void preset_c600(machine *m) { *m = C600; }

@@ -105,7 +105,14 @@
     X(U32,  softmax_segment_cycles,           0, "cycles/segment",           "per segment of a split row")                \
     X(U32,  layer_norm_run_cycles,            0, "cycles/run",               "setup of a layer norm run")                 \
     X(U32,  layer_norm_row_cycles,            0, "cycles/row",               "three worker launches per row")             \
-    X(U32,  layer_norm_grain_instrs,          0, "instructions/grain",       "three passes, per worker grain of a row")
+    X(U32,  layer_norm_grain_instrs,          0, "instructions/grain",       "three passes, per worker grain of a row")  \
+    X(U32,  ln_moments_run_cycles,            0, "cycles/run",               "setup of a row parts' statistics run")      \
+    X(U32,  ln_moments_row_cycles,            0, "cycles/row",               "worker launches per row part")              \
+    X(U32,  ln_moments_grain_instrs,          0, "instructions/grain",       "mean and centred squares, per grain")       \
+    X(U32,  ln_apply_run_cycles,              0, "cycles/run",               "setup of a layer norm from statistics")     \
+    X(U32,  ln_apply_row_cycles,              0, "cycles/row",               "worker launches per row part")              \
+    X(U32,  ln_apply_grain_instrs,            0, "instructions/grain",       "normalise and affine, per grain")           \
+    X(U32,  ln_part_cycles,                   0, "cycles/row",               "joining one more part's statistics")
 
 enum { MACHINE_NAME_CAP = 64 };  /* bytes of `name`, including the NUL */
 
@@ -223,7 +230,12 @@ uint64_t machine_ewise_cycles(const machine *m, uint64_t instrs, uint64_t rows, 
 /* Rows of `keys` each cut into the best number of segments over the workers. */
 uint64_t machine_softmax_cycles(const machine *m, uint64_t rows, uint64_t keys, uint64_t lanes);
 /* Rows of n one after another, three launches each, grains over the workers. */
-uint64_t machine_layer_norm_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t lanes, bool f8_result);
+/* A layer norm of rows x n (n: this tile's part of each row); parts = 0 takes each row's statistics
+ * itself, parts = P > 0 joins P parts' statistics (LN_MOMENTS) and applies them. */
+uint64_t machine_layer_norm_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t parts, uint64_t lanes,
+                                   bool f8_result);
+/* The statistics (count, mean, centred sum of squares) of rows x n. */
+uint64_t machine_ln_moments_cycles(const machine *m, uint64_t rows, uint64_t n, uint64_t lanes);
 
 /* What a vector kernel (fill, reduce_sum, optimizers, sums of squares)
  * moves: run + rows * row + max(vector bytes / rate + functions, loads). */

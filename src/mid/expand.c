@@ -456,6 +456,55 @@ static int expand_softmax_axis(mx *x, const graph_op *o, int axis) {
     return 0;
 }
 
+/* A layer norm's rows cut over tiles (the plan's row_parts): the layout l
+ * of whole rows gets its last axis cut into that many parts, each on its
+ * own tile next to the row's others, where the machine has the tiles; the
+ * parts actually made (1: whole rows, l unchanged), recorded in the plan. */
+static int64_t row_parts(const mx *x, layout *l) {
+    int32_t *want_parts = &x->plan->row_parts[x->origin];
+    int last = l->rank - 1;
+    layout c = *l;
+    if (*want_parts > 1 && l->parts[last] == 1 && l->enc == ENC_ROW_MAJOR && l->nrep == 0) {
+        set_parts(&c, last, min64(*want_parts, MID_MAX_ROW_PARTS));
+        row_major_tiles(&c);
+    }
+    if (c.parts[last] < 2 || c.tile_base + layout_shards(&c) > (int64_t)x->m->tiles) {
+        if (*want_parts > 1) *want_parts = 1; /* recorded as made: whole rows */
+        return 1;
+    }
+    *want_parts = (int32_t)c.parts[last];
+    *l = c;
+    return c.parts[last];
+}
+
+/* Each part's statistics (LN_MOMENTS: [..., P, 3] f32, one triple per tile
+ * of the row), gathered so every tile of a row holds all P in order. */
+static int32_t row_moments(mx *x, const graph_op *o, int32_t xin, const layout *l) {
+    int last = l->rank - 1;
+    layout ls = *l;
+    ls.rank = l->rank + 1;
+    ls.elem_bytes = 4;
+    ls.dim[last] = l->parts[last], ls.block[last] = 1, ls.parts[last] = l->parts[last];
+    ls.dim[last + 1] = ls.block[last + 1] = 3, ls.parts[last + 1] = 1, ls.tile_stride[last + 1] = 0;
+    layout lg = ls;
+    lg.block[last] = lg.dim[last], lg.parts[last] = 1, lg.tile_stride[last] = 0;
+    layout_replicate(&lg, l->parts[last], l->tile_stride[last]);
+    char name[256];
+    snprintf(name, sizeof name, "%s.moments", graph_val(x->g, o->out[0])->name);
+    int32_t st = new_tensor(x, name, DT_F32, 0, &ls, -1);
+    emit(x, MID_LN_MOMENTS, &xin, 1, &st, 1);
+    snprintf(name, sizeof name, "%s.moments_all", graph_val(x->g, o->out[0])->name);
+    int32_t sg = new_tensor(x, name, DT_F32, 0, &lg, -1);
+    emit_copy(x, st, sg, NULL);
+    return sg;
+}
+
+int64_t mid_layer_norm_parts(const mid_program *p, const mid_prim *pr) {
+    if (pr->kind != MID_LAYER_NORM || pr->nin < 4) return 0;
+    const layout *l = &mid_t(p, pr->in[3])->lay;
+    return l->dim[l->rank - 2];
+}
+
 static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
     graph_type it = vtype(x, o->in[0]);
     if (k == MID_SOFTMAX) {
@@ -464,14 +513,17 @@ static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
         if (axis != it.rank - 1 && graph_val(x->g, o->in[0])->type.rank > 0) return expand_softmax_axis(x, o, (int)axis);
     }
     layout l = follow(x, o, true);
-    int32_t in[3];
+    int64_t parts = k == MID_LAYER_NORM ? row_parts(x, &l) : 1;
+    int32_t in[4];
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type t = vtype(x, o->in[i]);
         layout a = aligned(&l, &t);
         in[i] = want(x, o->in[i], &a);
     }
+    int nin = o->nin;
+    if (parts > 1) in[nin++] = row_moments(x, o, in[0], &l);
     int32_t out = result(x, o->out[0], &l);
-    int32_t pr = emit(x, k, in, o->nin, &out, 1);
+    int32_t pr = emit(x, k, in, nin, &out, 1);
     if (k == MID_LAYER_NORM) mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_EPS);
     return 0;
 }
@@ -928,6 +980,7 @@ void mid_plan_init(mid_plan *pl, const graph *g) {
     pl->nops = g->ops.n;
     pl->gemm = xcalloc((size_t)pl->nops + 1, sizeof(mid_gemm_plan));
     pl->has = xcalloc((size_t)pl->nops + 1, sizeof(bool));
+    pl->row_parts = xcalloc((size_t)pl->nops + 1, sizeof(int32_t));
 }
 
 void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
@@ -936,11 +989,14 @@ void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
     dst->has = xmalloc(sizeof(bool) * ((size_t)src->nops + 1));
     memcpy(dst->gemm, src->gemm, sizeof(mid_gemm_plan) * (size_t)src->nops);
     memcpy(dst->has, src->has, sizeof(bool) * (size_t)src->nops);
+    dst->row_parts = xmalloc(sizeof(int32_t) * ((size_t)src->nops + 1));
+    memcpy(dst->row_parts, src->row_parts, sizeof(int32_t) * (size_t)src->nops);
 }
 
 void mid_plan_free(mid_plan *pl) {
     free(pl->gemm);
     free(pl->has);
+    free(pl->row_parts);
     memset(pl, 0, sizeof *pl);
 }
 

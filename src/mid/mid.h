@@ -7,7 +7,8 @@
  *           ── prims[]    COPY (retile, transpose, slice, pad, concat: a view
  *                         from destination to source coordinates), FILL, GEMM
  *                         partials, REDUCE of partials, EWISE, SOFTMAX,
- *                         LAYER_NORM, REDUCE_SUM, SGD, ADAMW, SUMSQ,
+ *                         LAYER_NORM (with LN_MOMENTS before it when a
+ *                         row is cut over tiles), REDUCE_SUM, SGD, ADAMW, SUMSQ,
  *                         CLIP_COEF, REPEAT whose body is expanded once, and
  *                         the optimizer epilogue of a fused op: GEMM_EPI (or
  *                         REDUCE_EPI after K partials) writing the updated
@@ -89,7 +90,7 @@ typedef struct mid_tensor {
     X(REDUCE_SUM, reduce_sum) X(SGD, sgd) X(ADAMW, adamw)                \
     X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)        \
     X(GEMM_EPI, gemm_epi) X(REDUCE_EPI, reduce_epi)                  \
-    X(ADAMW_APPLY, adamw_apply)
+    X(ADAMW_APPLY, adamw_apply) X(LN_MOMENTS, ln_moments)
 
 typedef enum {
 #define X(id, name) MID_##id,
@@ -100,7 +101,7 @@ typedef enum {
 
 extern const char *const mid_kind_names[MID_COUNT];
 
-enum { MID_MAX_IN = 4, MID_MAX_OUT = 3 };
+enum { MID_MAX_IN = 4, MID_MAX_OUT = 3, MID_MAX_ROW_PARTS = 64 /* a layer norm's row over at most this many tiles */ };
 
 typedef VEC(int32_t) mid_block;  /* prim ids in order */
 
@@ -220,6 +221,8 @@ typedef int (*mid_gemm_chooser)(void *ctx, const mid_gemm_site *site, mid_gemm_p
 typedef struct mid_plan {
     int32_t nops;                /* graph ops the arrays cover */
     mid_gemm_plan *gemm;         /* per graph op (matmuls) */
+    int32_t *row_parts;          /* per graph op (layer norms): each row cut over this many tiles, each
+                                    part's statistics gathered and joined (0 or 1: whole rows) */
     bool *has;                   /* per graph op: gemm[op] is decided */
     mid_gemm_chooser choose;     /* asked for undecided matmuls; its answer is recorded here */
     void *ctx;
@@ -366,5 +369,9 @@ int32_t mid_storage(const mid_program *p, int32_t t);
 enum { MID_OWN_SLOTS = 255 };
 /* Whether a REDUCE prim adds a bias (in[1]). */
 bool mid_reduce_has_bias(const mid_prim *pr);
+/* The parts a LAYER_NORM prim's rows are cut into over tiles: 0 when it
+ * takes each row's statistics itself, else P, the parts whose LN_MOMENTS
+ * it joins (in[3], gathered: [..., P, 3] f32 per row). */
+int64_t mid_layer_norm_parts(const mid_program *p, const mid_prim *pr);
 
 #endif

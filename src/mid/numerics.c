@@ -1,7 +1,8 @@
 /* numerics.c: what the plan decided about arithmetic, read off the expanded
  * program for the plan-exact reference (graph.h, "numerics.c"): the K
  * partition of every matmul's GEMM, the blocks a reduce_sum sums its reduced
- * axes in, and how global_norm_clip's partial sums of squares fall into rows. */
+ * axes in, how global_norm_clip's partial sums of squares fall into rows, and
+ * the parts a layer norm's row statistics are taken in. */
 #include "mid.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -53,6 +54,13 @@ static void prescale_plan(const mid_program *p, const mid_prim *pr, graph_numeri
     n->op[scale].folded = true;
 }
 
+/* A layer norm whose rows are cut over tiles: each part's statistics, joined. */
+static void part_plan(const mid_program *p, const mid_prim *pr, graph_numerics *n) {
+    const layout *l = &mid_t(p, pr->in[0])->lay;
+    n->op[pr->origin].kind = OP_LAYER_NORM;
+    n->op[pr->origin].part = min64(l->block[l->rank - 1], l->dim[l->rank - 1]);
+}
+
 static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
     for (int32_t i = 0; i < b->n; i++) {
         const mid_prim *pr = mid_p(p, b->v[i]);
@@ -61,6 +69,7 @@ static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
         else if (pr->kind == MID_REDUCE_SUM && origin == OP_REDUCE_SUM) sum_plan(p, pr, n);
         else if (pr->kind == MID_SUMSQ && origin == OP_GLOBAL_NORM_CLIP) sumsq_plan(p, pr, n);
         else if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) prescale_plan(p, pr, n);
+        else if (pr->kind == MID_LN_MOMENTS) part_plan(p, pr, n);
         else if (pr->kind == MID_REPEAT) walk(p, &pr->body, n);
     }
 }

@@ -83,6 +83,19 @@ float num_gelu_deriv(float x);
 /* 0.5 x (1 + erf(x / sqrt(2))), the exact form (PyTorch's default), with erff. */
 float num_gelu_erf(float x);
 
+/* A layer norm's statistics of one stretch of a row: its count, mean and
+ * centred sum of squares, each in f32. num_moments_of takes two passes
+ * (mean = f32 sum in order / n, then m2 = f32 sum of (x - mean)^2 in order);
+ * num_moments_join merges the stretch after a into a (Chan et al.:
+ * d = b.mean - a.mean, mean = a.mean + d * (b.n / n), m2 = a.m2 + b.m2 +
+ * d * d * (a.n * b.n / n), n = a.n + b.n), so a row cut into parts has one
+ * arithmetic wherever its parts lie. A whole row's variance is m2 / n. */
+typedef struct num_moments {
+    float n, mean, m2;
+} num_moments;
+num_moments num_moments_of(const float *x, size_t n);
+num_moments num_moments_join(num_moments a, num_moments b);
+
 /* ---- compare.c -------------------------------------------------------- */
 
 /* How far a tensor is from a reference: the figures every check reports. */

@@ -19,3 +19,19 @@ float num_gelu_deriv(float x) {
     float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * NUM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
 }
+
+num_moments num_moments_of(const float *x, size_t n) {
+    float sum = 0.0f, m2 = 0.0f, fn = (float)n;
+    for (size_t e = 0; e < n; e++) sum = sum + x[e];
+    float mean = sum / fn;
+    for (size_t e = 0; e < n; e++) {
+        float d = x[e] - mean;
+        m2 = m2 + d * d;
+    }
+    return (num_moments){fn, mean, m2};
+}
+
+num_moments num_moments_join(num_moments a, num_moments b) {
+    float n = a.n + b.n, d = b.mean - a.mean;
+    return (num_moments){n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+}

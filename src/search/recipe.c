@@ -6,8 +6,11 @@
  *                 "shape": {"batch": [1], "m": 729, "n": 4304, "k": 1152},
  *                 "batch_parts": [1], "rows": 105, "cols": 64, "k": 384,
  *                 "col_run": 64, "panel_batch": true, "partials": "f32", "weights": "staged",
- *                 "sums": "consumer", "streams": "a"}, ...]}
+ *                 "sums": "consumer", "streams": "a"}, ...,
+ *                {"op": "l.ln1", "kind": "row_parts", "parts": 2}, ...]}
  *
+ * "row_parts" cuts each row of a layer norm over that many tiles
+ * (mid_plan.row_parts); every layer norm has one, 1 for whole rows.
  * "streams" names the operand the AMP streams as its rows: "a" (A's rows
  * against B's columns), or "b" (B's columns, the product stored transposed:
  * mid_gemm_plan.swap). Optional when read: "a".
@@ -52,6 +55,10 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
                                                  (int)c->panel_batch, "sums", c->sum_at_consumer ? "consumer" : "grid",
                                                  "streams", c->swap ? "b" : "a"));
     }
+    for (int32_t i = 0; i < g->ops.n; i++)
+        if (graph_opr(g, i)->kind == OP_LAYER_NORM)
+            json_array_append_new(choices, json_pack("{s:s, s:s, s:i}", "op", graph_op_name(g, i), "kind", "row_parts",
+                                                     "parts", pl->row_parts[i] > 1 ? (int)pl->row_parts[i] : 1));
     json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-recipe", "version", RECIPE_VERSION, "model",
                           g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
@@ -86,12 +93,25 @@ static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, 
     int32_t id = -1;
     if (!json_is_object(c) || !op || !kind)
         return diag_fail(d, "%s: error: choice %zu: needs \"op\" and \"kind\" strings", path, idx);
-    if (strcmp(kind, "matmul_grid") != 0)
-        return diag_fail(d, "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid)", path, idx, op,
-                         kind);
+    bool parts = strcmp(kind, "row_parts") == 0;
+    if (strcmp(kind, "matmul_grid") != 0 && !parts)
+        return diag_fail(d, "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid and row_parts)",
+                         path, idx, op, kind);
     if (!strmap_get(names, op, &id))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is not in model '%s' (a recipe for another model?)", path, idx, op,
                          g->name);
+    if (parts) {
+        int64_t n = 0;
+        if (graph_opr(g, id)->kind != OP_LAYER_NORM)
+            return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not a layer_norm", path, idx, op,
+                             graph_op_infos[graph_opr(g, id)->kind].name, g->name);
+        if (!get_int(c, "parts", 1, &n) || n > MID_MAX_ROW_PARTS)
+            return diag_fail(d, "%s: error: choice %zu ('%s'): \"parts\" must be an integer in 1..%d", path, idx, op,
+                             (int)MID_MAX_ROW_PARTS);
+        if (pl->row_parts[id]) return diag_fail(d, "%s: error: choice %zu: op '%s' has a choice already", path, idx, op);
+        pl->row_parts[id] = (int32_t)n;
+        return 0;
+    }
     if (!graph_kind_has_gemm(graph_opr(g, id)->kind))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not a matmul", path, idx, op,
                          graph_op_infos[graph_opr(g, id)->kind].name, g->name);

@@ -255,9 +255,15 @@ typedef struct proposal {
     const mid_plan *base;
     est_cache *cache;
     int32_t op;
-    const cand *alt;
+    const cand *alt;     /* a matmul's grid, or NULL: */
+    int32_t parts;       /* a layer norm's row parts */
     eval *out;
 } proposal;
+
+static void apply_proposal(mid_plan *pl, const proposal *p) {
+    if (p->alt) pl->gemm[p->op] = p->alt->c;
+    else pl->row_parts[p->op] = p->parts;
+}
 
 static void run_proposals(void *ctx, int64_t b, int64_t e) {
     proposal *p = ctx;
@@ -265,7 +271,7 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
         mid_plan pl;
         mid_plan_copy(&pl, p[i].base);
         pl.choose = NULL;
-        pl.gemm[p[i].op] = p[i].alt->c;
+        apply_proposal(&pl, &p[i]);
         *p[i].out = evaluate(p[i].st, &pl, p[i].cache);
         mid_plan_free(&pl);
     }
@@ -340,10 +346,23 @@ static int op_proposals(const state *st, const mid_plan *base, est_cache *cache,
     if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
     for (int i = 0; i < nmine + nother && n < limit; i++) {
         const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
-        if (!mid_gemm_plan_equal(&c->c, &base->gemm[op])) props[n] = (proposal){st, base, cache, op, c, &res[n]}, n++;
+        if (!mid_gemm_plan_equal(&c->c, &base->gemm[op])) props[n] = (proposal){st, base, cache, op, c, 0, &res[n]}, n++;
     }
     int nv = variants(st->m, st->g, op, a->stageable, &base->gemm[op], var);
-    for (int i = 0; i < nv && n < limit; i++) props[n] = (proposal){st, base, cache, op, &var[i], &res[n]}, n++;
+    for (int i = 0; i < nv && n < limit; i++) props[n] = (proposal){st, base, cache, op, &var[i], 0, &res[n]}, n++;
+    return n;
+}
+
+/* A layer norm's rows whole or cut over 2 or 4 tiles (expansion keeps
+ * whole rows where the machine lacks the tiles), but for its current cut. */
+static const int32_t ROW_PARTS[] = {1, 2, 4};
+
+static int parts_proposals(const state *st, const mid_plan *base, est_cache *cache, int32_t op, proposal *props, eval *res,
+                           int64_t limit) {
+    int n = 0;
+    int32_t cur = base->row_parts[op] > 1 ? base->row_parts[op] : 1;
+    for (size_t i = 0; i < TS_COUNT(ROW_PARTS) && n < limit; i++)
+        if (ROW_PARTS[i] != cur) props[n] = (proposal){st, base, cache, op, NULL, ROW_PARTS[i], &res[n]}, n++;
     return n;
 }
 
@@ -351,7 +370,9 @@ static int op_proposals(const state *st, const mid_plan *base, est_cache *cache,
 
 static bool plans_equal(const mid_plan *a, const mid_plan *b) {
     for (int32_t i = 0; i < a->nops; i++)
-        if (a->has[i] != b->has[i] || (a->has[i] && !mid_gemm_plan_equal(&a->gemm[i], &b->gemm[i]))) return false;
+        if (a->has[i] != b->has[i] || (a->has[i] && !mid_gemm_plan_equal(&a->gemm[i], &b->gemm[i])) ||
+            a->row_parts[i] != b->row_parts[i])
+            return false;
     return true;
 }
 
@@ -489,6 +510,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     mid_plan_init(&pl, g);
     pl.choose = choose;
     pl.ctx = &st;
+    if (start) memcpy(pl.row_parts, start->row_parts, sizeof(int32_t) * (size_t)g->ops.n); /* the given cuts */
     /* The start: expansion asks for every grid; the chooser scores the op's
      * candidates, keeps its alternatives, and answers with the given choice
      * or else the best-scored one. */
@@ -542,6 +564,10 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     if (rc == 0 && o->steps > 0 && o->beam > 0 && ops.n > 0 && cur.peak <= room) {
         beam(&st, o->beam < SEARCH_BEAM_MAX ? o->beam : SEARCH_BEAM_MAX, ops.v, ops.n, &pl, &cur, room, cache, r, o->quiet);
     }
+    /* The local search also cuts layer norms' rows over tiles (after the
+     * matmuls of each round: their grids set where the norms' rows lie). */
+    for (int32_t i = 0; i < g->ops.n && rc == 0; i++)
+        if (graph_opr(g, i)->kind == OP_LAYER_NORM) vec_push(&r->arena, &ops, i);
     progress pg;
     progress_begin(&pg, "search", o->steps, o->quiet || o->steps == 0);
     bool improved = rc == 0 && o->steps > 0;
@@ -552,7 +578,9 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         improved = false;
         for (int32_t k = 0; k < ops.n && r->proposals < o->steps; k++) {
             int32_t op = ops.v[k];
-            int n = op_proposals(&st, &pl, cache, op, var, props, res, 0, o->steps - r->proposals);
+            int n = graph_opr(g, op)->kind == OP_LAYER_NORM
+                        ? parts_proposals(&st, &pl, cache, op, props, res, o->steps - r->proposals)
+                        : op_proposals(&st, &pl, cache, op, var, props, res, 0, o->steps - r->proposals);
             util_parallel(n, 1, run_proposals, props);
             r->proposals += n;
             r->evaluations += n;
@@ -567,7 +595,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             if (best >= 0) {
                 search_step s = {op, cur.cycles, res[best].cycles, false};
                 vec_push(&r->arena, &r->steps, s);
-                pl.gemm[op] = props[best].alt->c;
+                apply_proposal(&pl, &props[best]);
                 cur = res[best];
                 push_finalist(r, &pl, cur.cycles, cur.peak <= room);
                 improved = true;

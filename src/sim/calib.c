@@ -309,28 +309,45 @@ static bool build_softmax(build *b, const char *id, json_t *sh, json_t *dt, char
     return add_run(b, &r, why);
 }
 
+/* The whole kernel, or a stage of a row cut into parts: its statistics
+ * (LN_MOMENTS) or the layer norm applying `stats_parts` parts' statistics. */
 static bool build_layer_norm(build *b, json_t *sh, json_t *dt, char *why) {
     const machine *m = &b->p.machine;
-    if (str(sh, "fused") || str(sh, "stage")) {
-        snprintf(why, CALIB_WHY_CAP, "a %s layer norm: tessel has only the whole kernel",
-                 str(sh, "stage") ? "one-stage" : "fused");
+    const char *stage = str(sh, "stage");
+    if (str(sh, "fused") || (stage && strcmp(stage, "moments") != 0 && strcmp(stage, "apply") != 0)) {
+        snprintf(why, CALIB_WHY_CAP, "a fused layer norm: tessel's adds run apart");
         return false;
     }
-    int64_t rows = num(sh, "rows", 0), cols = num(sh, "cols", 0);
+    int64_t rows = num(sh, "rows", 0), cols = num(sh, "cols", 0), parts = num(sh, "stats_parts", 1);
     dtype t, to;
-    if (!dtype_of(dt, "data", DT_F16, &t) || !dtype_of(dt, "out", t, &to) || rows <= 0 || cols <= 0) {
+    if (!dtype_of(dt, "data", DT_F16, &t) || !dtype_of(dt, "out", t, &to) || rows <= 0 || cols <= 0 || parts < 1 ||
+        parts > LOW_MAX_PARTS) {
         snprintf(why, CALIB_WHY_CAP, "needs rows, cols and known dtypes");
         return false;
     }
     low_run r;
+    uint64_t row = (uint64_t)cols * dtype_bytes(t);
+    if (stage && strcmp(stage, "moments") == 0) {
+        run_init(&r, LOW_K_LN_MOMENTS);
+        r.dt[0] = DT_F32, r.dt[1] = (uint8_t)t;
+        r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
+        r.ptr[0] = abs_at(m->interleaved_base), r.ptr[1] = abs_at(m->tile_memory_base);
+        r.stride[1][0] = (int32_t)row;
+        return add_run(b, &r, why);
+    }
     run_init(&r, LOW_K_LAYER_NORM);
     r.dt[0] = (uint8_t)to, r.dt[1] = r.dt[2] = r.dt[3] = (uint8_t)t;
     r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
     r.f[0] = 1e-6f;
-    uint64_t row = (uint64_t)cols * dtype_bytes(t);
     r.ptr[0] = abs_at(m->interleaved_base), r.ptr[1] = abs_at(m->tile_memory_base);
     r.ptr[2] = abs_at(m->tile_memory_base + 0x18000), r.ptr[3] = abs_at(m->tile_memory_base + 0x18000 + row);
     r.stride[0][0] = (int32_t)((uint64_t)cols * dtype_bytes(to)), r.stride[1][0] = (int32_t)row;
+    r.n[2] = 0; /* its own statistics */
+    if (stage) { /* the statistics after gamma and beta */
+        r.n[2] = (uint32_t)parts;
+        r.dt[4] = DT_F32;
+        r.ptr[4] = abs_at(m->tile_memory_base + 0x18000 + 2 * row);
+    }
     return add_run(b, &r, why);
 }
 

@@ -24,7 +24,9 @@
  *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max) (expf(f[0] * (x - max)) with a folded
  *     scale f[0] > 0), f32 sum in order, out = e / sum.
  *   - LAYER_NORM: mean = (f32 sum in order) / n; var = (f32 sum of (x - mean)^2 in order) / n
- *     (two passes, biased); out = (x - mean) * (1 / sqrtf(var + eps)) * gamma + beta.
+ *     (two passes, biased: num_moments_of); out = (x - mean) * (1 / sqrtf(var + eps)) * gamma + beta.
+ *     A row cut into parts over tiles: each part's LN_MOMENTS (num_moments_of), joined in part
+ *     order by num_moments_join, var = m2 / n.
  *   - SGD, ADAMW: f32 per element in the order of low.h; the bias corrections 1 - beta^step in
  *     double, then f32. Updated states are rounded to their stored dtype before they feed w'
  *     (what the next step reads back; a no-op for f32 states).
@@ -642,7 +644,7 @@ static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
 }
 
 static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
-    size_t n = r->n[1];
+    size_t n = r->n[1], parts = r->n[2];
     float *x = scratch_floats(SCR_T0, n), *gamma = scratch_floats(SCR_T1, n), *beta = scratch_floats(SCR_T2, n);
     opnd g = opnd_dense(r, ptr, 2), bt = opnd_dense(r, ptr, 3);
     opnd_read(&g, 0, n, gamma);
@@ -653,17 +655,34 @@ static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
         in.p += (int64_t)row * r->stride[1][0];
         out.p += (int64_t)row * r->stride[0][0];
         opnd_read(&in, 0, n, x);
-        float sum = 0.0f, sq = 0.0f;
-        for (size_t e = 0; e < n; e++) sum = sum + x[e];
-        float mean = sum / (float)n;
-        for (size_t e = 0; e < n; e++) {
-            float d = x[e] - mean;
-            sq = sq + d * d;
+        num_moments s;
+        if (parts == 0) {
+            s = num_moments_of(x, n);
+        } else { /* the parts' statistics, LN_MOMENTS's f32 triples, joined in order */
+            const uint8_t *st = ptr[4] + (size_t)row * parts * LOW_MOMENTS_BYTES;
+            memcpy(&s, st, sizeof s);
+            for (size_t k = 1; k < parts; k++) {
+                num_moments b;
+                memcpy(&b, st + k * LOW_MOMENTS_BYTES, sizeof b);
+                s = num_moments_join(s, b);
+            }
         }
-        float rstd = 1.0f / sqrtf(sq / (float)n + eps);
-        for (size_t e = 0; e < n; e++) x[e] = (x[e] - mean) * rstd * gamma[e] + beta[e];
+        float rstd = 1.0f / sqrtf(s.m2 / s.n + eps);
+        for (size_t e = 0; e < n; e++) x[e] = (x[e] - s.mean) * rstd * gamma[e] + beta[e];
         if (r->acc != DT_F32) num_round_buf((dtype)r->acc, 0, x, n); /* a cast done here: low.h */
         row_write(r, &out, n, x);
+    }
+}
+
+static void run_ln_moments(const low_run *r, uint8_t *const ptr[]) {
+    size_t n = r->n[1];
+    float *x = scratch_floats(SCR_T0, n);
+    for (uint32_t row = 0; row < r->n[0]; row++) {
+        opnd in = opnd_dense(r, ptr, 1);
+        in.p += (int64_t)row * r->stride[1][0];
+        opnd_read(&in, 0, n, x);
+        num_moments s = num_moments_of(x, n);
+        memcpy(ptr[0] + (size_t)row * LOW_MOMENTS_BYTES, &s, sizeof s);
     }
 }
 
@@ -885,7 +904,12 @@ static uint64_t cycles_softmax(const low_run *r, const machine *m, const bool *i
 
 static uint64_t cycles_layer_norm(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    return machine_layer_norm_cycles(m, r->n[0], r->n[1], lane_factor(r, 2), dtype_is_f8((dtype)r->dt[0]));
+    return machine_layer_norm_cycles(m, r->n[0], r->n[1], r->n[2], lane_factor(r, 2), dtype_is_f8((dtype)r->dt[0]));
+}
+
+static uint64_t cycles_ln_moments(const low_run *r, const machine *m, const bool *interleaved) {
+    (void)interleaved;
+    return machine_ln_moments_cycles(m, r->n[0], r->n[1], dtype_bytes((dtype)r->dt[1]) > 2 ? 2 : 1);
 }
 
 static const int SUM_OPS[2] = {0, 1};
@@ -985,7 +1009,7 @@ typedef struct sim_kernel {
     uint64_t (*cycles)(const low_run *r, const machine *m, const bool *interleaved);
 } sim_kernel;
 
-_Static_assert(LOW_K_COUNT == 15, "a new kernel needs a run and a cycles function here");
+_Static_assert(LOW_K_COUNT == 16, "a new kernel needs a run and a cycles function here");
 static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
 #define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {run_##name, cycles_##name},
     LOW_KERNELS(X)

@@ -712,6 +712,76 @@ static void softmax_layer_norm_random(void **state) {
     }
 }
 
+/* A row cut into parts over tiles: LN_MOMENTS per part, the parts' triples
+ * gathered (as the exchange does), LAYER_NORM per part joining them; against
+ * a scalar definition of low.h's arithmetic written out here (two-pass
+ * moments per part, Chan's join in part order). */
+static void layer_norm_parts_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 80; c++) {
+        uint32_t R = (uint32_t)rnd(1, 4), N = (uint32_t)(rnd(0, 2) ? rnd(2, 90) : rnd(300, 1200)), Pw = (uint32_t)rnd(2, 6);
+        uint32_t block = (N + Pw - 1) / Pw, P = (N + block - 1) / block;
+        dtype tx = (dtype)PICK(FLOAT_TYPES), to = (dtype)PICK(FLOAT_TYPES);
+        int sx = rnd_scale(tx), so = rnd_scale(to);
+        size_t bx = (size_t)bytes_of(tx), bo = (size_t)bytes_of(to);
+        uint8_t *x = malloc(R * N * bx), *g = malloc(N * 2), *b = malloc(N * 2), *out = calloc(R * N, bo), *ref = calloc(R * N, bo);
+        float *stats = malloc(sizeof(float) * 3 * R), *all = malloc(sizeof(float) * 3 * R * P);
+        float shift = (float)rnd(-50, 50);
+        for (uint32_t i = 0; i < R * N; i++) st(tx, sx, x + i * bx, shift + (float)((int)(rng() % 2001) - 1000) / 250.0f);
+        for (uint32_t i = 0; i < N; i++) {
+            st(DT_F16, 0, g + 2 * i, (float)((int)(rng() % 201) - 100) / 50.0f);
+            st(DT_F16, 0, b + 2 * i, (float)((int)(rng() % 201) - 100) / 100.0f);
+        }
+        for (uint32_t p = 0; p < P; p++) { /* each part's statistics, gathered row by row */
+            uint32_t len = p + 1 < P ? block : N - p * block;
+            low_run m = {.kernel = LOW_K_LN_MOMENTS, .dt = {DT_F32, (uint8_t)tx}, .scale = {0, (int8_t)sx}, .n = {R, len, 1, 1}};
+            m.stride[1][0] = (int32_t)(N * bx);
+            char why[128];
+            assert_true(low_run_valid(&m, why, sizeof why));
+            sim_kernel_run(&m, (uint8_t *const[LOW_MAX_OPERANDS]){(uint8_t *)stats, x + p * block * bx});
+            for (uint32_t r = 0; r < R; r++) memcpy(all + 3 * (r * P + p), stats + 3 * r, 12);
+        }
+        for (uint32_t p = 0; p < P; p++) {
+            uint32_t len = p + 1 < P ? block : N - p * block;
+            low_run l = {.kernel = LOW_K_LAYER_NORM, .acc = DT_F32, .dt = {(uint8_t)to, (uint8_t)tx, DT_F16, DT_F16, DT_F32},
+                         .scale = {(int8_t)so, (int8_t)sx}, .n = {R, len, P}, .f = {1e-5f}};
+            l.stride[0][0] = (int32_t)(N * bo), l.stride[1][0] = (int32_t)(N * bx);
+            char why[128];
+            assert_true(low_run_valid(&l, why, sizeof why));
+            sim_kernel_run(&l, (uint8_t *const[LOW_MAX_OPERANDS]){out + p * block * bo, x + p * block * bx, g + p * block * 2,
+                                                                   b + p * block * 2, (uint8_t *)all});
+        }
+        for (uint32_t r = 0; r < R; r++) {
+            const uint8_t *xr = x + r * N * bx;
+            float n = 0, mean = 0, m2 = 0;
+            for (uint32_t p = 0; p < P; p++) {
+                uint32_t len = p + 1 < P ? block : N - p * block;
+                float sum = 0.0f, q = 0.0f;
+                for (uint32_t i = 0; i < len; i++) sum = sum + ld(tx, sx, xr + (p * block + i) * bx);
+                float mp = sum / (float)len;
+                for (uint32_t i = 0; i < len; i++) {
+                    float d = ld(tx, sx, xr + (p * block + i) * bx) - mp;
+                    q = q + d * d;
+                }
+                if (p == 0) {
+                    n = (float)len, mean = mp, m2 = q;
+                } else {
+                    float nn = n + (float)len, d = mp - mean;
+                    mean = mean + d * ((float)len / nn);
+                    m2 = m2 + q + d * d * (n * (float)len / nn);
+                    n = nn;
+                }
+            }
+            float rstd = 1.0f / sqrtf(m2 / n + 1e-5f);
+            for (uint32_t i = 0; i < N; i++)
+                st(to, so, ref + (r * N + i) * bo,
+                   (ld(tx, sx, xr + i * bx) - mean) * rstd * ld(DT_F16, 0, g + 2 * i) + ld(DT_F16, 0, b + 2 * i));
+        }
+        assert_memory_equal(out, ref, R * N * bo);
+        free(x), free(g), free(b), free(out), free(ref), free(stats), free(all);
+    }
+}
+
 /* ---- FILL, COPY --------------------------------------------------------------------------- */
 
 static void ref_fill(const low_run *r, uint8_t *const p[]) {
@@ -1112,6 +1182,7 @@ int main(void) {
         cmocka_unit_test(reduce_random),
         cmocka_unit_test(reduce_sum_random),
         cmocka_unit_test(softmax_layer_norm_random),
+        cmocka_unit_test(layer_norm_parts_random),
         cmocka_unit_test(fill_copy_random),
         cmocka_unit_test(optimizer_norm_random),
         cmocka_unit_test(threads_agree),
