@@ -449,6 +449,11 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
     json_t *ops = json_array();
     for (int32_t i = 0; i < sr->ops.n; i++) {
         const search_op *so = &sr->ops.v[i];
+        if (so->parts) { /* a layer norm: its rows whole (1) or cut over tiles */
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:i}, s:f}", "op", graph_op_name(g, so->op), "kind", "row_parts",
+                                                 "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles));
+            continue;
+        }
         json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
                               gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
         if (so->has_runner) {

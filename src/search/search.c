@@ -631,6 +631,13 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
                 }
                 vec_push(&r->arena, &r->ops, so);
             }
+            for (int32_t i = 0; i < g->ops.n; i++) {
+                if (graph_opr(g, i)->kind != OP_LAYER_NORM) continue;
+                search_op so = {.op = i, .parts = best.row_parts[i] > 1 ? best.row_parts[i] : 1};
+                for (int32_t k = 0; k < bm.prims.n; k++)
+                    if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
+                vec_push(&r->arena, &r->ops, so);
+            }
             mid_free(&bm);
         }
         mid_plan_free(&best);

@@ -45,9 +45,11 @@ typedef struct search_step {
     bool beam;               /* the beam's step at op, not a local search's */
 } search_step;
 
-/* Per matmul: its choice, predicted cost alone, and the runner-up. */
+/* Per matmul: its choice, predicted cost alone, and the runner-up; per
+ * layer norm (parts > 0): the tiles its rows are cut over. */
 typedef struct search_op {
     int32_t op;
+    int32_t parts;                     /* a layer norm's row parts, 0 for a matmul */
     mid_gemm_plan chosen, runner_up;
     double chosen_score, runner_score; /* cycles of the op alone (candidate score) */
     double cycles;                     /* predicted cycles of its prims in the whole program, one execution */
