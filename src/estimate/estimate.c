@@ -394,7 +394,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
     case MID_REDUCE: {
         int64_t block = layout_block_elems(lo);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (mid_reduce_has_bias(pr) ? 1 : 0); /* a bias: one more */
+        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (mid_reduce_has_bias(pr) ? 1 : 0) +
+                           (pr->residual ? 1 : 0); /* a bias, a residual: one more each */
         return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype),
                                          pr->f[0] != 0); /* a GeLU folded in */
     }

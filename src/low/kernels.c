@@ -36,6 +36,7 @@ bool low_run_uses(const low_run *r, int i) {
     if (r->kernel == LOW_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
     if (r->kernel == LOW_K_REDUCE && i == 2) return r->n[2] != 0; /* the bias */
     if (r->kernel == LOW_K_REDUCE && i == 3) return r->op > 0; /* the tile's own partial */
+    if (r->kernel == LOW_K_REDUCE && i == 4) return r->f[1] != 0.0f; /* a residual added */
     if (r->kernel == LOW_K_LAYER_NORM && i == 4) return r->n[2] != 0; /* the parts' statistics */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
@@ -204,6 +205,9 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
             return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
         if (r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f && r->f[0] != 1.0f)
             return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1)");
+        if (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f &&
+            (r->f[1] != 1.0f || r->f[0] != 0.0f || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
+            return why(w, cap, "a residual is added to a plain row-major sum of its own dtype");
         if (r->kernel == LOW_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
             return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
         if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&

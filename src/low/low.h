@@ -38,7 +38,7 @@
  *                                columns contiguous);  C: ptr2 + g*stride[2][0] + m*stride[2][1]
  *                                + n*bytes. dt[0], dt[1] operands (8-bit scales add), dt[2] the
  *                                result, acc f32 or f16 (each step rounds when f16), k ascending.
- *  REDUCE      reduce      3  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
+ *  REDUCE      reduce      5  out[e] = sum_j in[j][e] for j<n[0], e<n[1]: out at ptr0 + e*bytes, in at
  *                             ptr1 + j*stride[1][0] + e*bytes; summed in acc, j ascending, then rounded
  *                             to `grad` (f32: not). With a bias (n[2] > 0, n[2] * max(n[3], 1) dividing
  *                             n[1]): that plus bias[(e / max(n[3], 1)) % n[2]] (ptr2) is out[e] (n[3] > 1:
@@ -49,7 +49,10 @@
  *                             With op = j + 1 > 0, partial j is read from ptr3 instead (the tile's
  *                             own, where its GEMM wrote it). With f[0] = 1 a GeLU follows (a GeLU done
  *                             by the reduction): the value rounds to the sum's dtype (dt[2] with a bias,
- *                             else `grad`), out = num_gelu of it, rounded to f16 first when out is 8-bit
+ *                             else `grad`), out = num_gelu of it, rounded to f16 first when out is 8-bit.
+ *                             With f[1] = 1 a residual follows (a residual add done by the reduction;
+ *                             not with a GeLU, out row-major): the value rounds to out's dtype, then
+ *                             out = that + res[e] (ptr4, out's dtype, e*bytes), rounded again
  *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
@@ -108,7 +111,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
 /*  id          name        operands  box  strides  floats  params */
 #define LOW_KERNELS(X)                                                  \
     X(GEMM, gemm, 3, 4, 0x373, 0, LOW_P_ACC)                            \
-    X(REDUCE, reduce, 4, 4, 0x016, 1, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
+    X(REDUCE, reduce, 5, 4, 0x016, 2, LOW_P_OP | LOW_P_ACC | LOW_P_GRAD) \
     X(EWISE, ewise, 3, 4, 0xfff, 1, LOW_P_OP | LOW_P_ACC)               \
     X(SOFTMAX, softmax, 2, 2, 0x013, 1, 0)                              \
     X(LAYER_NORM, layer_norm, 5, 3, 0x013, 1, LOW_P_ACC)                \

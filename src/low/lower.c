@@ -514,6 +514,10 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
             r->op = (uint8_t)(x->own_slot[tile] + 1);
         }
+        if (pr->residual) { /* a residual add done by the reduction (expand.c's fold_residual) */
+            set_operand(x, r, 4, mid_reduce_residual(pr), 0);
+            r->f[1] = 1.0f;
+        }
         if (mid_reduce_has_bias(pr)) { /* a bias added where the partials are summed (mid's fuse_biases) */
             set_operand(x, r, 2, pr->in[1], 0);
             r->n[2] = (uint32_t)lo->block[lo->rank - 1];

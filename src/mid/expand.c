@@ -515,13 +515,15 @@ static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
     layout l = follow(x, o, true);
     int64_t parts = k == MID_LAYER_NORM ? row_parts(x, &l) : 1;
     int32_t in[4];
+    /* With parts, the statistics first: gamma and beta then cross the
+     * exchange in the phase that gathers them. */
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type t = vtype(x, o->in[i]);
         layout a = aligned(&l, &t);
         in[i] = want(x, o->in[i], &a);
+        if (i == 0 && parts > 1) in[3] = row_moments(x, o, in[0], &l);
     }
-    int nin = o->nin;
-    if (parts > 1) in[nin++] = row_moments(x, o, in[0], &l);
+    int nin = o->nin + (parts > 1 ? 1 : 0);
     int32_t out = result(x, o->out[0], &l);
     int32_t pr = emit(x, k, in, nin, &out, 1);
     if (k == MID_LAYER_NORM) mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_EPS);
@@ -1680,7 +1682,8 @@ static int expand_block(mx *x, const graph_block *b) {
  *     (prim.acc), then to the cast's;
  *   a bias add (a vector along the last axis) to a K-partials REDUCE's
  *     row-major result: the sum rounds to the product's dtype (prim.grad),
- *     then the bias is added.
+ *     then the bias is added;
+ *   a residual add to that result (fold_residual).
  * And a scale by s > 0 whose result only a softmax reads (through a copy or
  * not) is done by the softmax: the copy moves the unscaled values and the
  * softmax takes exp(s * (x - max)) (prim.f[0] = s), a multiply its pass
@@ -1736,6 +1739,26 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     pp->in[pp->nin++] = cp->in[cp->in[0] == t ? 1 : 0];
     pp->out[0] = cp->out[0];
     pp->grad = mt->dtype;
+    return true;
+}
+
+/* A residual add of a K-partials REDUCE's row-major result (after its bias,
+ * if any) and another tensor stored as the result is, all three of one
+ * dtype: the reduction rounds its value to that dtype (what the temporary
+ * held), adds the other operand and writes the add's result (low.h). */
+static bool fold_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
+    if (cp->kind != MID_EWISE || cp->ew != MID_EW_ADD || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->residual ||
+        pp->own || pp->nout != 1 || pp->nin >= MID_MAX_IN - 1)
+        return false;
+    int32_t other = cp->in[cp->in[0] == t ? 1 : 0];
+    const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]), *mo = mid_t(p, other);
+    if (mt->lay.enc != ENC_ROW_MAJOR || !layout_equal(&mt->lay, &mu->lay) || !same_partition(mo->lay, mt->lay) ||
+        mo->lay.enc != ENC_ROW_MAJOR || mo->lay.nrep != mt->lay.nrep || mt->dtype != mu->dtype ||
+        mo->dtype != mt->dtype || dtype_is_f8(mt->dtype) || mo->stack != 1)
+        return false;
+    pp->in[pp->nin++] = other;
+    pp->residual = true;
+    pp->out[0] = cp->out[0];
     return true;
 }
 
@@ -1853,7 +1876,8 @@ static bool touched_between(const mid_program *p, const int32_t *v, int32_t at, 
  * and the add does not read it; watched where it lands. */
 static bool fold_yield(folder *f, const int32_t *v, int32_t at, int32_t end, mid_prim *pp, const mid_prim *cp, int32_t t) {
     mid_program *p = f->p;
-    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 || pp->kind != MID_EWISE || pp->nout != 1) return false;
+    if (cp->kind != MID_COPY || cp->has_view || cp->nin != 1 || (pp->kind != MID_EWISE && !pp->residual) || pp->nout != 1)
+        return false;
     int32_t c = cp->out[0];
     const mid_tensor *mt = mid_t(p, t), *mc = mid_t(p, c);
     if (mc->kind != MT_TEMP || mc->alias_of >= 0 || mc->slice_of >= 0 || mc->stack != 1 || mc->value < 0 ||
@@ -1945,7 +1969,8 @@ static void fold_block(folder *f, mid_block *blk) {
             int32_t move;
             if (at < 0 || !ready_at(f, blk->v, n - 1, at, cp, via >= 0 ? via : t, &move) ||
                 !(fold_cast(p, pp, cp, t, via) ||
-                  (via < 0 && (fold_bias(p, pp, cp, t) || fold_gelu(p, pp, cp, t) || fold_panels(f, pp, cp, t) ||
+                  (via < 0 && (fold_bias(p, pp, cp, t) || fold_gelu(p, pp, cp, t) || fold_residual(p, pp, cp, t) ||
+                               fold_panels(f, pp, cp, t) ||
                                fold_yield(f, blk->v, at, n - 1, pp, cp, t)))))
                 continue;
             if (move >= 0) {
@@ -1990,7 +2015,13 @@ static void read_own_partials(folder *f, const mid_block *blk) {
     }
 }
 
-bool mid_reduce_has_bias(const mid_prim *pr) { return pr->kind == MID_REDUCE && pr->nin - (pr->own ? 1 : 0) == 2; }
+bool mid_reduce_has_bias(const mid_prim *pr) {
+    return pr->kind == MID_REDUCE && pr->nin - (pr->own ? 1 : 0) - (pr->residual ? 1 : 0) == 2;
+}
+
+int32_t mid_reduce_residual(const mid_prim *pr) {
+    return pr->kind == MID_REDUCE && pr->residual ? pr->in[pr->nin - 1 - (pr->own ? 1 : 0)] : -1;
+}
 
 static void fold_consumers(mid_program *p) {
     folder f = {p, xcalloc((size_t)p->tensors.n + 1, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1))};

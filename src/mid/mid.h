@@ -130,6 +130,8 @@ typedef struct mid_prim {
      * copy leaves it and the reduce reads it where it lies, in[nin-1] (the
      * partials; after the bias, if any). expand.c's read_own_partials. */
     bool own;                          /* REDUCE: in[nin-1] is the partials; COPY: leaves such shares */
+    bool residual;                     /* REDUCE: a residual add folded in, its other operand the input
+                                          before the own partials (mid_reduce_residual) */
     int32_t origin;                    /* graph op it came from */
     int32_t cast_ordinal;              /* casts: ordinal inside the origin's expansion, else -1 */
     int64_t count;                     /* REPEAT iterations */
@@ -369,6 +371,9 @@ int32_t mid_storage(const mid_program *p, int32_t t);
 enum { MID_OWN_SLOTS = 255 };
 /* Whether a REDUCE prim adds a bias (in[1]). */
 bool mid_reduce_has_bias(const mid_prim *pr);
+/* The tensor a REDUCE adds after its sum (and bias), rounded to its result's
+ * dtype first (expand.c's fold_residual), or -1. */
+int32_t mid_reduce_residual(const mid_prim *pr);
 /* The parts a LAYER_NORM prim's rows are cut into over tiles: 0 when it
  * takes each row's statistics itself, else P, the parts whose LN_MOMENTS
  * it joins (in[3], gathered: [..., P, 3] f32 per row). */

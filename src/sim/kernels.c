@@ -14,7 +14,7 @@
  *     and the final sum is multiplied by 2^(sa+sb) (exact: a power of two in range), as the AMP
  *     applies the two scales after accumulating; this matters only for acc f16.
  *   - REDUCE: the same chain over j ascending, in acc, rounded to grad (unless f32), plus a bias
- *     if any. REDUCE_SUM: one f32 chain per output element in box order. SUMSQ, CLIP_COEF: one
+ *     if any; a residual: the value rounded to out's dtype, plus the residual, rounded again. REDUCE_SUM: one f32 chain per output element in box order. SUMSQ, CLIP_COEF: one
  *     f32 chain in element order (SUMSQ's continues from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
  *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf); gelu_erf is
@@ -539,6 +539,12 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         for (size_t e = 0; e < n; e++) acc[e] = num_gelu(acc[e]);
         if (dtype_is_f8((dtype)r->dt[0])) num_round_buf(DT_F16, 0, acc, n);
     }
+    if (r->f[1] != 0.0f) { /* a residual add done by the reduction: the value in out's dtype, plus the residual */
+        num_round_buf((dtype)r->dt[0], r->scale[0], acc, n);
+        opnd res = opnd_dense(r, ptr, 4);
+        opnd_read(&res, 0, n, x);
+        for (size_t e = 0; e < n; e++) acc[e] = acc[e] + x[e];
+    }
     opnd out = opnd_dense(r, ptr, 0);
     if (!r->stride[0][1]) {
         opnd_write(&out, 0, n, acc);
@@ -876,7 +882,7 @@ static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *inte
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
     bool f8_out = r->kernel == LOW_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
-    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out, /* a bias: one addend more */
+    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0) + (r->f[1] != 0.0f ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out, /* a bias, a residual: one addend more each */
                                  r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f);
 }
 

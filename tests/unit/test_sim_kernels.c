@@ -529,6 +529,8 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
         if (r->n[2]) /* a bias: the bias of its column added to the rounded product */
             acc = acc + ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
         size_t ob = bytes_of((dtype)r->dt[0]), at = e * ob;
+        if (r->f[1] != 0.0f) /* a residual: the value in out's dtype, plus the residual's element */
+            acc = num_round((dtype)r->dt[0], 0, acc) + ld((dtype)r->dt[4], 0, p[4] + e * ob);
         if (r->stride[0][1]) { /* AMP-left panels of rows of stride[0][2] */
             uint32_t c = (uint32_t)r->stride[0][2], w = 32 / (uint32_t)ob, col = e % c;
             at = (col / w) * (size_t)r->stride[0][1] + (e / c) * 32 + (col % w) * ob;
@@ -565,12 +567,17 @@ static void reduce_random(void **state) {
             r.op = (uint8_t)rnd(1, (int)r.n[0]);
             r.dt[3] = r.dt[1], r.scale[3] = r.scale[1];
         }
+        if (!r.stride[0][1] && !dtype_is_f8((dtype)r.dt[0]) && rnd(0, 1)) { /* a residual add done by the reduction */
+            r.f[1] = 1.0f;
+            r.dt[4] = r.dt[0];
+        }
         image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) +
-                             low_run_extent(&r, 3) + 256);
+                             low_run_extent(&r, 3) + low_run_extent(&r, 4) + 320);
         uint32_t off[LOW_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
         if (r.n[2]) off[2] = place(&im, &r, 2, true, 4.0f);
         if (r.op) off[3] = place(&im, &r, 3, true, 4.0f);
+        if (r.f[1] != 0.0f) off[4] = place(&im, &r, 4, true, 4.0f);
         off[0] = place(&im, &r, 0, false, 0);
         check_run(&im, &r, off, ref_reduce);
         image_free(&im);
