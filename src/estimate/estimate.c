@@ -330,14 +330,16 @@ static uint64_t box_inner_rows(const layout_box *b, int keep) {
     return rows;
 }
 
+static const layout *runs_layout(const ex *x, const mid_prim *pr);
+
 /* One shard's runs; kext > 0: a GEMM's K extent there (the last K part's
  * tail), else its first K part's. */
 static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, int64_t kext) {
     const machine *m = x->m;
     const layout *lo = lay(x, pr->out[0]);
     uint64_t L = m->launch_cycles;
-    int64_t elems = 1;
-    for (int a = 0; a < lo->rank; a++) elems *= ext[a];
+    int64_t elems = 1; /* of the shard the runs are cut from (runs_layout's) */
+    for (int a = 0; a < runs_layout(x, pr)->rank; a++) elems *= ext[a];
     switch (pr->kind) {
     case MID_GEMM: {
         /* As the lowering runs it (lower.c's gemm_shard): with B streaming the

@@ -261,9 +261,40 @@ static bool stage_amp_left(const layout *src, const layout *dst, layout *stage) 
  * layer on many tiles (a layer norm's gain on every row tile): not every
  * layer on every one of them, but the last axis cut into small blocks over a
  * few tiles, every layer stacked there; each iteration copies its layer out.
- * The home tiles are spread by the parameter's op id, so that small stacked
- * parameters do not all pile onto tile 0. */
+ * Where the consumer leaves tiles out (729 rows of two parts leave 14 of the
+ * C600's tiles), the blocks go to the longest run of those, as few as it
+ * holds: a tile holding a block it also receives copies it on-tile, a run
+ * costing as much as 300 bytes of exchange, in the consumer's compute step.
+ * Otherwise the home tiles are spread by the parameter's op id, so that
+ * small stacked parameters do not all pile onto tile 0. */
 enum { HOME_MAX_STACK_BYTES = 8192, HOME_MAX_LAYER_BYTES = 16384, HOME_BLOCK_BYTES = 64 };
+
+/* The longest run of tiles no (shard, replica) of l is on: its first tile
+ * and length (0: l covers every tile). */
+static int64_t free_run(const layout *l, uint32_t tiles, int64_t *first) {
+    bool *used = xcalloc(tiles + 1, sizeof(bool));
+    int64_t ns = layout_shards(l), nr = layout_replicas(l), sh[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK];
+    for (int64_t i = 0; i < ns; i++) {
+        for (int64_t k = i, a = l->rank - 1; a >= 0; a--) sh[a] = k % l->parts[a], k /= l->parts[a];
+        for (int64_t j = 0; j < nr; j++) {
+            for (int64_t q = j, a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
+            int32_t t = layout_tile(l, sh, r);
+            if (t >= 0 && (uint32_t)t < tiles) used[t] = true;
+        }
+    }
+    int64_t best = 0, run = 0;
+    *first = 0;
+    for (uint32_t t = 0; t <= tiles; t++) {
+        if (t < tiles && !used[t]) {
+            run++;
+            continue;
+        }
+        if (run > best) best = run, *first = (int64_t)t - run;
+        run = 0;
+    }
+    free(used);
+    return best;
+}
 
 static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_lay, layout *home) {
     const mid_tensor *st = mid_t(x->p, slice->slice_of);
@@ -276,9 +307,14 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
     *home = layout_single(want_lay->rank, want_lay->dim, want_lay->elem_bytes);
     int last = home->rank - 1;
     int64_t per = HOME_BLOCK_BYTES / home->elem_bytes > 0 ? HOME_BLOCK_BYTES / home->elem_bytes : 1;
-    int64_t parts = min64(cdiv(home->dim[last], per), x->m->tiles);
-    set_parts(home, last, parts);
+    int64_t parts = min64(cdiv(home->dim[last], per), x->m->tiles), first = 0;
+    int64_t spare = free_run(want_lay, x->m->tiles, &first);
+    set_parts(home, last, spare > 0 ? min64(parts, spare) : parts);
     row_major_tiles(home);
+    if (spare > 0) {
+        home->tile_base = (int32_t)(first + (int64_t)st->param_op * 97 % (spare - home->parts[last] + 1));
+        return true;
+    }
     int64_t room = x->m->tiles - home->parts[last];
     home->tile_base = room > 0 ? (int32_t)((int64_t)st->param_op * 97 % (room + 1)) : 0;
     return true;
