@@ -17,7 +17,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---- copies: priced once per (source layout, destination layout, view, patching) ---------- */
 
-enum { EST_OWN = 4 };
+enum { EST_OWN = 4, EST_REMOTE = 8 };
 
 /* One tile's part of an exchange phase. */
 typedef struct est_tile_traffic {
@@ -31,7 +31,8 @@ typedef struct copy_cost {
     layout_view view;
     bool has_view;
     uint8_t patch;          /* 1: source addresses repatched per iteration, 2: destination, 3: both;
-                               | EST_OWN: a reduce's gathering copy that leaves own partials (mid_prim.own) */
+                               | EST_OWN: a reduce's gathering copy that leaves own partials (mid_prim.own)
+                               | EST_REMOTE: only the exchange's share (mid_prim.remote) */
     /* the priced phase */
     uint64_t busiest;       /* the busiest tile's exchange cycles */
     uint64_t patch_words;   /* on the tile patching most */
@@ -207,6 +208,7 @@ static void price_copy(const machine *m, copy_cost *c) {
         free(slot);
         free(off);
     }
+    if (c->patch & EST_REMOTE) w.nlocal = 0; /* lower.c: the producer wrote each tile's own share */
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
     layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);
     c->frags = w.frags;
@@ -545,6 +547,7 @@ static double prim_cost(ex *x, int32_t id, double times) {
         uint8_t patch = 0;
         if (x->depth) patch = (uint8_t)((is_slice(x->p, pr->in[0]) ? 1 : 0) | (is_slice(x->p, pr->out[0]) ? 2 : 0));
         if (pr->own) patch |= EST_OWN;
+        if (pr->remote) patch |= EST_REMOTE;
         const copy_cost *cc = copy_priced(x->cache, lay(x, pr->in[0]), lay(x, pr->out[0]), pr->has_view ? &pr->view : NULL,
                                           patch);
         x->last_copy = cc;

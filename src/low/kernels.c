@@ -38,6 +38,7 @@ bool low_run_uses(const low_run *r, int i) {
     if (r->kernel == LOW_K_REDUCE && i == 3) return r->op > 0; /* the tile's own partial */
     if (r->kernel == LOW_K_REDUCE && i == 4) return r->f[1] != 0.0f; /* a residual added */
     if (r->kernel == LOW_K_LAYER_NORM && i == 4) return r->n[2] != 0; /* the parts' statistics */
+    if (r->kernel == LOW_K_LN_MOMENTS && i == 2) return r->n[2] != 0; /* the own slot of the gathered ones */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
     if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
@@ -72,6 +73,7 @@ bool low_run_writes(const low_run *r, int i) {
     case LOW_K_ADAMW: return i <= 2;
     case LOW_K_GEMM_EPI:
     case LOW_K_REDUCE_EPI: return i >= low_epilogue_base(r) + 2;
+    case LOW_K_LN_MOMENTS: return i == 0 || i == 2;
     default: return i == 0;
     }
 }
@@ -138,7 +140,9 @@ uint64_t low_run_extent(const low_run *r, int i) {
         }
         if (i == 4) return (uint64_t)n[0] * n[2] * LOW_MOMENTS_BYTES;
         return i < 2 ? boxed(r, i, 1, n[1] * esize(r, i)) : n[1] * esize(r, i);
-    case LOW_K_LN_MOMENTS: return i == 0 ? (uint64_t)n[0] * LOW_MOMENTS_BYTES : boxed(r, 1, 1, n[1] * esize(r, 1));
+    case LOW_K_LN_MOMENTS:
+        if (i == 2) return ((uint64_t)n[0] - 1) * n[2] * LOW_MOMENTS_BYTES + LOW_MOMENTS_BYTES;
+        return i == 0 ? (uint64_t)n[0] * LOW_MOMENTS_BYTES : boxed(r, 1, 1, n[1] * esize(r, 1));
     case LOW_K_FILL: return n[0] * esize(r, 0);
     case LOW_K_COPY: return boxed(r, i, LOW_MAX_BOX - 1, n[3]);
     case LOW_K_SGD:
@@ -233,7 +237,9 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         if (r->n[2] > LOW_MAX_PARTS || (r->n[2] && r->dt[4] != DT_F32)) return why(w, cap, "bad statistics parts");
         /* fall through */
     case LOW_K_LN_MOMENTS:
-        if (r->kernel == LOW_K_LN_MOMENTS && r->dt[0] != DT_F32) return why(w, cap, "statistics must be f32");
+        if (r->kernel == LOW_K_LN_MOMENTS &&
+            (r->dt[0] != DT_F32 || r->n[2] > LOW_MAX_PARTS || (r->n[2] && r->dt[2] != DT_F32)))
+            return why(w, cap, "statistics must be f32, in at most 64 parts");
         /* fall through */
     case LOW_K_SOFTMAX:
         if (!r->n[0] || !r->n[1]) return why(w, cap, "empty rows");

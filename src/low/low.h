@@ -69,8 +69,9 @@
  *                             its n[1] values; with n[2] = P > 0 (the row cut into parts over P tiles, x
  *                             this tile's part) the join in order of P parts' LN_MOMENTS at ptr4 (f32,
  *                             rows P*12 bytes apart), mean = m.mean, var = m.m2 / m.n
- *  LN_MOMENTS  ln_moments  2  per row r<n[0]: num_moments_of the n[1] values of x (ptr1, rows stride[1][0]
- *                             apart) as three f32 (n, mean, m2) at ptr0 + r*12
+ *  LN_MOMENTS  ln_moments  3  per row r<n[0]: num_moments_of the n[1] values of x (ptr1, rows stride[1][0]
+ *                             apart) as three f32 (n, mean, m2) at ptr0 + r*12; with n[2] = P > 0 also
+ *                             at ptr2 + r*P*12 (its own slot of the row's gathered statistics)
  *  REDUCE_SUM  reduce_sum  2  out[o] = sum of in over the box n[0..4) where out's stride is 0 on the
  *                             summed axes: ptr0 = out, ptr1 = in; accumulated in f32
  *  FILL        fill        1  n[0] elements of dt[0] at ptr0 set to f[0]
@@ -125,7 +126,7 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
     X(GEMM_EPI, gemm_epi, 6, 4, 0x222, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
     X(REDUCE_EPI, reduce_epi, 5, 2, 0x001, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
     X(ADAMW_APPLY, adamw_apply, 4, 2, 0x000, 5, 0)                      \
-    X(LN_MOMENTS, ln_moments, 2, 2, 0x010, 0, 0)
+    X(LN_MOMENTS, ln_moments, 3, 3, 0x010, 0, 0)
 
 typedef enum {
 #define X(id, name, nops, box, strides, floats, params) LOW_K_##id,

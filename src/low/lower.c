@@ -304,6 +304,16 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         /* An AMP-left result (the next GEMM's operand, expand.c's fold) is written in panels. */
         if (lo->enc == ENC_AMP_LEFT) r->stride[0][1] = (int32_t)layout_panel_stride(lo);
     }
+    if (moments && pr->nout > 1) { /* the own slot of the gathered statistics: part s[last] of each row */
+        const layout *lg = &mid_t(x->p, pr->out[1])->lay;
+        int64_t P = lg->dim[lg->rank - 2];
+        for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
+            low_run *r = &x->out->runs.v[i];
+            int64_t row = (int64_t)(r->ptr[0].off - addr(x, pr->out[0], 0).off) / LOW_MOMENTS_BYTES;
+            set_operand(x, r, 2, pr->out[1], (row * P + s[last]) * LOW_MOMENTS_BYTES);
+            r->n[2] = (uint32_t)P;
+        }
+    }
 }
 
 static void lower_rows(lx *x, const mid_prim *pr) {
@@ -806,6 +816,7 @@ static void lower_copy(lx *x, const mid_prim *pr) {
     uint32_t first = (uint32_t)x->out->runs.n;
     layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
     if (pr->own) leave_own_partials(x, pr, &c);
+    if (pr->remote) c.loc.n = 0; /* the producer wrote each tile's own share (mid_prim.remote) */
     /* The exchange phase, then the on-tile copies: they write disjoint bytes. */
     emit_fragments(x, pr, c.rem.v, c.rem.n);
     emit_local_copies(x, pr, c.loc.v, c.loc.n);

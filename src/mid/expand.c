@@ -514,7 +514,8 @@ static int64_t row_parts(const mx *x, layout *l) {
 }
 
 /* Each part's statistics (LN_MOMENTS: [..., P, 3] f32, one triple per tile
- * of the row), gathered so every tile of a row holds all P in order. */
+ * of the row), gathered so every tile of a row holds all P in order: the
+ * kernel writes its own slot there, the exchange the others. */
 static int32_t row_moments(mx *x, const graph_op *o, int32_t xin, const layout *l) {
     int last = l->rank - 1;
     layout ls = *l;
@@ -528,10 +529,13 @@ static int32_t row_moments(mx *x, const graph_op *o, int32_t xin, const layout *
     char name[256];
     snprintf(name, sizeof name, "%s.moments", graph_val(x->g, o->out[0])->name);
     int32_t st = new_tensor(x, name, DT_F32, 0, &ls, -1);
-    emit(x, MID_LN_MOMENTS, &xin, 1, &st, 1);
     snprintf(name, sizeof name, "%s.moments_all", graph_val(x->g, o->out[0])->name);
     int32_t sg = new_tensor(x, name, DT_F32, 0, &lg, -1);
+    /* Each tile writes its triple into its own slot of the gathered
+     * statistics too, so the copy moves only the other parts' triples. */
+    emit(x, MID_LN_MOMENTS, &xin, 1, (int32_t[2]){st, sg}, 2);
     emit_copy(x, st, sg, NULL);
+    mid_p(x->p, x->p->prims.n - 1)->remote = true;
     return sg;
 }
 
@@ -1778,6 +1782,19 @@ static bool fold_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t 
     return true;
 }
 
+/* l without its leading axes of one element (broadcasting's missing axes):
+ * the same shards on the same tiles, stored alike. */
+static layout squeezed(layout l) {
+    int k = 0;
+    while (k < l.rank - 1 && l.dim[k] == 1) k++;
+    for (int a = k; a < l.rank; a++) {
+        l.dim[a - k] = l.dim[a], l.parts[a - k] = l.parts[a], l.block[a - k] = l.block[a];
+        l.tile_stride[a - k] = l.tile_stride[a];
+    }
+    l.rank -= k;
+    return l;
+}
+
 /* A residual add of a K-partials REDUCE's row-major result (after its bias,
  * if any) and another tensor stored as the result is, all three of one
  * dtype: the reduction rounds its value to that dtype (what the temporary
@@ -1788,7 +1805,8 @@ static bool fold_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, int3
         return false;
     int32_t other = cp->in[cp->in[0] == t ? 1 : 0];
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]), *mo = mid_t(p, other);
-    if (mt->lay.enc != ENC_ROW_MAJOR || !layout_equal(&mt->lay, &mu->lay) || !same_partition(mo->lay, mt->lay) ||
+    if (mt->lay.enc != ENC_ROW_MAJOR || !layout_equal(&mt->lay, &mu->lay) ||
+        !same_partition(squeezed(mo->lay), squeezed(mt->lay)) ||
         mo->lay.enc != ENC_ROW_MAJOR || mo->lay.nrep != mt->lay.nrep || mt->dtype != mu->dtype ||
         mo->dtype != mt->dtype || dtype_is_f8(mt->dtype) || mo->stack != 1)
         return false;

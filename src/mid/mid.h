@@ -130,6 +130,8 @@ typedef struct mid_prim {
      * copy leaves it and the reduce reads it where it lies, in[nin-1] (the
      * partials; after the bias, if any). expand.c's read_own_partials. */
     bool own;                          /* REDUCE: in[nin-1] is the partials; COPY: leaves such shares */
+    bool remote;                       /* COPY: only what crosses the exchange; a tile's own share is
+                                          written by the producer itself (LN_MOMENTS's own slot) */
     bool residual;                     /* REDUCE: a residual add folded in, its other operand the input
                                           before the own partials (mid_reduce_residual) */
     int32_t origin;                    /* graph op it came from */

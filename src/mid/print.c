@@ -51,6 +51,7 @@ static void put_block(FILE *f, const mid_program *p, const mid_block *b, int ind
         if (pr->kind == MID_GEMM_EPI || pr->kind == MID_REDUCE_EPI) fprintf(f, ".%s", mid_epi_names[pr->epi]);
         if (pr->has_view) fputs(".view", f);
         if (pr->residual) fputs(".residual", f); /* a residual add done by the reduce */
+        if (pr->remote) fputs(".remote_only", f); /* a tile's own share written by the producer */
         if (pr->own) fputs(pr->kind == MID_COPY ? ".remote" : ".own", f); /* own partials read in place */
         fputc('(', f);
         for (int k = 0; k < pr->nin; k++) {

@@ -329,6 +329,7 @@ static bool build_layer_norm(build *b, json_t *sh, json_t *dt, char *why) {
     uint64_t row = (uint64_t)cols * dtype_bytes(t);
     if (stage && strcmp(stage, "moments") == 0) {
         run_init(&r, LOW_K_LN_MOMENTS);
+        r.n[2] = 0; /* no gathered statistics' slot */
         r.dt[0] = DT_F32, r.dt[1] = (uint8_t)t;
         r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
         r.ptr[0] = abs_at(m->interleaved_base), r.ptr[1] = abs_at(m->tile_memory_base);

@@ -689,6 +689,7 @@ static void run_ln_moments(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&in, 0, n, x);
         num_moments s = num_moments_of(x, n);
         memcpy(ptr[0] + (size_t)row * LOW_MOMENTS_BYTES, &s, sizeof s);
+        if (r->n[2]) memcpy(ptr[2] + (size_t)row * r->n[2] * LOW_MOMENTS_BYTES, &s, sizeof s); /* its own slot */
     }
 }
 

@@ -401,7 +401,7 @@ static void test_documented_sizes(void **state) {
     size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\14\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\15\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -489,7 +489,7 @@ static void test_header(void **state) {
     img[0] = 'T';
 
     put_u32(img + 8, 5);
-    expect_refused(img, len, "package format version 5, but this tessel reads only version 12");
+    expect_refused(img, len, "package format version 5, but this tessel reads only version 13");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;

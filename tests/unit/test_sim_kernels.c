@@ -732,22 +732,26 @@ static void layer_norm_parts_random(void **state) {
         int sx = rnd_scale(tx), so = rnd_scale(to);
         size_t bx = (size_t)bytes_of(tx), bo = (size_t)bytes_of(to);
         uint8_t *x = malloc(R * N * bx), *g = malloc(N * 2), *b = malloc(N * 2), *out = calloc(R * N, bo), *ref = calloc(R * N, bo);
-        float *stats = malloc(sizeof(float) * 3 * R), *all = malloc(sizeof(float) * 3 * R * P);
+        float *stats = malloc(sizeof(float) * 3 * R), *all = malloc(sizeof(float) * 3 * R * P),
+              *own = malloc(sizeof(float) * 3 * R * P);
         float shift = (float)rnd(-50, 50);
         for (uint32_t i = 0; i < R * N; i++) st(tx, sx, x + i * bx, shift + (float)((int)(rng() % 2001) - 1000) / 250.0f);
         for (uint32_t i = 0; i < N; i++) {
             st(DT_F16, 0, g + 2 * i, (float)((int)(rng() % 201) - 100) / 50.0f);
             st(DT_F16, 0, b + 2 * i, (float)((int)(rng() % 201) - 100) / 100.0f);
         }
-        for (uint32_t p = 0; p < P; p++) { /* each part's statistics, gathered row by row */
+        for (uint32_t p = 0; p < P; p++) { /* each part's statistics, gathered row by row; each run also
+                                             writes its own slot of every row (n[2] = P) */
             uint32_t len = p + 1 < P ? block : N - p * block;
-            low_run m = {.kernel = LOW_K_LN_MOMENTS, .dt = {DT_F32, (uint8_t)tx}, .scale = {0, (int8_t)sx}, .n = {R, len, 1, 1}};
+            low_run m = {.kernel = LOW_K_LN_MOMENTS, .dt = {DT_F32, (uint8_t)tx, DT_F32}, .scale = {0, (int8_t)sx},
+                         .n = {R, len, P}};
             m.stride[1][0] = (int32_t)(N * bx);
             char why[128];
             assert_true(low_run_valid(&m, why, sizeof why));
-            sim_kernel_run(&m, (uint8_t *const[LOW_MAX_OPERANDS]){(uint8_t *)stats, x + p * block * bx});
+            sim_kernel_run(&m, (uint8_t *const[LOW_MAX_OPERANDS]){(uint8_t *)stats, x + p * block * bx, (uint8_t *)(own + 3 * p)});
             for (uint32_t r = 0; r < R; r++) memcpy(all + 3 * (r * P + p), stats + 3 * r, 12);
         }
+        assert_memory_equal(all, own, sizeof(float) * 3 * R * P);
         for (uint32_t p = 0; p < P; p++) {
             uint32_t len = p + 1 < P ? block : N - p * block;
             low_run l = {.kernel = LOW_K_LAYER_NORM, .acc = DT_F32, .dt = {(uint8_t)to, (uint8_t)tx, DT_F16, DT_F16, DT_F32},
@@ -785,7 +789,7 @@ static void layer_norm_parts_random(void **state) {
                    (ld(tx, sx, xr + i * bx) - mean) * rstd * ld(DT_F16, 0, g + 2 * i) + ld(DT_F16, 0, b + 2 * i));
         }
         assert_memory_equal(out, ref, R * N * bo);
-        free(x), free(g), free(b), free(out), free(ref), free(stats), free(all);
+        free(x), free(g), free(b), free(out), free(ref), free(stats), free(all), free(own);
     }
 }
 
