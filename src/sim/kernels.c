@@ -883,8 +883,9 @@ static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *inte
 static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
     bool f8_out = r->kernel == LOW_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
-    return machine_reduce_cycles(m, r->n[0] + (r->n[2] ? 1 : 0) + (r->f[1] != 0.0f ? 1 : 0), r->n[1], lane_factor(r, 2), f8_out, /* a bias, a residual: one addend more each */
-                                 r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f);
+    /* A bias, a residual (REDUCE's f[1]; REDUCE_EPI's f are its epilogue's): one addend more each. */
+    uint64_t addends = r->n[0] + (r->n[2] ? 1 : 0) + (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f ? 1 : 0);
+    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f);
 }
 
 static uint64_t box_elems(const low_run *r) {

@@ -1126,6 +1126,17 @@ static void cycles_vector_shape(void **state) {
     cp.stride[0][2] = cp.stride[1][2] = 800;
     assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 277 + 80 + 1000);
     assert_true(sim_kernel_cycles(&cp, &c600, il) <= sim_kernel_cycles(&cp, &c600, NULL));
+    /* A residual added by a reduce costs one addend more; an epilogue reduction's floats are
+     * its optimizer's (momentum in f[1]) and never read as a residual. */
+    low_run rd = {.kernel = LOW_K_REDUCE, .dt = {DT_F16, DT_F16, 0, 0, DT_F16}, .n = {4, 512}};
+    uint64_t r0 = sim_kernel_cycles(&rd, &c600, NULL);
+    rd.f[1] = 1.0f;
+    assert_true(sim_kernel_cycles(&rd, &c600, NULL) > r0);
+    low_run re = {.kernel = LOW_K_REDUCE_EPI, .op = MID_EPI_ADAM, .grad = DT_F16,
+                  .dt = {DT_F16, DT_F32, DT_F32, DT_F32, DT_F32}, .n = {4, 512}, .f = {0.9f, 0.0f}};
+    uint64_t e0 = sim_kernel_cycles(&re, &c600, NULL);
+    re.f[1] = 0.999f; /* Adam's beta2: the same work */
+    assert_int_equal(sim_kernel_cycles(&re, &c600, NULL), e0);
     /* Every kernel has a cost. */
     low_run adam = {.kernel = LOW_K_ADAMW, .dt = {0}, .n = {100, 1}};
     assert_true(sim_kernel_cycles(&adam, &c600, NULL) > 850 + 100 * 4);
