@@ -412,6 +412,12 @@ static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view 
     char name[256];
     snprintf(name, sizeof name, "%s@%s", mt->name, what);
     int32_t u = new_tensor(x, name, mt->dtype, mt->scale, lay, v);
+    /* The view of t's very bytes (keys written row-major where the scores
+     * GEMM reads them transposed): an alias, no copy. */
+    if (lay->enc == ENC_ROW_MAJOR_T && permute_back(lay, view, mt->lay.rank, &back) && layout_equal(&back, &mt->lay)) {
+        mid_t(x->p, u)->alias_of = t;
+        return u;
+    }
     emit_view_copy(x, t, u, view);
     return u;
 }
@@ -811,10 +817,15 @@ static void note_hint(mx *x, int32_t v, const layout *lay) {
  * transpose is not pulled back: it is cheapest done where the data is most
  * spread (emit_view_copy), not on every tile of a replicated consumer. */
 static bool permute_back(const layout *d, const layout_view *view, int src_rank, layout *out) {
-    if (d->rank != src_rank || layout_transposed(d)) return false;
+    /* A transposed row-major d seen through the swap of its last two axes
+     * holds its source's row-major bytes: the same storage, replicas kept. */
+    bool t = d->enc == ENC_ROW_MAJOR_T && d->rank >= 2 && view->axis[d->rank - 1] == d->rank - 2 &&
+             view->axis[d->rank - 2] == d->rank - 1;
+    if (d->rank != src_rank || (layout_transposed(d) && !t)) return false;
     for (int i = 0; i < d->rank; i++)
         for (int j = i + 1; j < d->rank; j++)
-            if (d->block[i] > 1 && d->block[j] > 1 && view->axis[i] > view->axis[j]) return false;
+            if (d->block[i] > 1 && d->block[j] > 1 && view->axis[i] > view->axis[j] && !(t && i == d->rank - 2))
+                return false;
     layout s = *d;
     if (view->axis[d->rank - 1] != d->rank - 1) s.enc = ENC_ROW_MAJOR; /* panels cut the last axis */
     for (int i = 0; i < d->rank; i++) {
