@@ -148,8 +148,11 @@ static bool place_in(const place_req *q, const region *r, const busy *b, int32_t
  *      element), so they take the packed region;
  *   1  the resident ones largest first;
  *   2  largest first, whatever the lifetime (greedy by size).
- * Ties go to the longer lifetime, then to request order. */
-enum { ORDERS = 3 };
+ * Ties go to the longer lifetime, then to request order. Where an order
+ * keeping partners apart places everything but leaves some request in a
+ * partner's memory element, it runs again with those requests first
+ * (place_assign), up to PROMOTE_ROUNDS times. */
+enum { ORDERS = 3, PROMOTE_ROUNDS = 4 };
 
 /* Bytes a request would waste rounded up to whole logical elements. */
 static int64_t element_waste(const place_req *q, uint64_t unit) {
@@ -158,6 +161,7 @@ static int64_t element_waste(const place_req *q, uint64_t unit) {
 }
 
 typedef struct order_key {
+    int first;          /* 1: promoted ahead of every other (place_assign) */
     int resident;       /* 1: live over more than half of the program */
     int64_t size;       /* bytes; order 0 puts the resident ones' element waste here */
     int64_t life;
@@ -166,6 +170,7 @@ typedef struct order_key {
 
 static int cmp_order(const void *a, const void *b) {
     const order_key *x = a, *y = b;
+    if (x->first != y->first) return x->first > y->first ? -1 : 1;
     if (x->resident != y->resident) return x->resident > y->resident ? -1 : 1;
     if (x->size != y->size) return x->size > y->size ? -1 : 1;
     if (x->life != y->life) return x->life > y->life ? -1 : 1;
@@ -213,7 +218,8 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
 }
 
 static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
-                           place_slot *slot, int32_t *failed, int32_t *placed, char *why, size_t cap);
+                           place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
+                           int32_t *nunclear, char *why, size_t cap);
 
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
                  char *why, size_t cap) {
@@ -221,21 +227,43 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
     regions(m, data_base, &ord, &il);
     elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
+    int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1)), *again = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    place_slot *trial = xmalloc(sizeof(place_slot) * (size_t)(n + 1));
+    bool *first = xcalloc((size_t)n + 1, sizeof(bool));
     for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
-        int32_t f = -1, placed = 0;
+        int32_t f = -1, placed = 0, nunclear = 0;
         char w[2048];
-        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, w, sizeof w);
+        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, NULL, unclear, &nunclear, w, sizeof w);
         if (rc && placed > furthest) { /* explain the order that got furthest */
             furthest = placed;
             *failed = f;
             snprintf(why, cap, "%s (the furthest of %d placement orders)", w, 2 * ORDERS);
         }
+        if (rc || mode >= ORDERS) continue;
+        /* Requests left in a partner's memory element (no clear gap was
+         * left when their turn came) go first in the same order, a few
+         * rounds, while that leaves fewer such. */
+        for (int round = 0; round < PROMOTE_ROUNDS && nunclear; round++) {
+            for (int32_t k = 0; k < nunclear; k++) first[unclear[k]] = true;
+            int32_t nagain = 0, f2, p2;
+            if (assign_in_order(&ord, &il, &el, req, n, mode, trial, &f2, &p2, first, again, &nagain, w, sizeof w) ||
+                nagain >= nunclear)
+                break;
+            memcpy(slot, trial, sizeof(place_slot) * (size_t)n);
+            memcpy(unclear, again, sizeof(int32_t) * (size_t)nagain);
+            nunclear = nagain;
+        }
     }
+    free(unclear);
+    free(again);
+    free(trial);
+    free(first);
     return rc;
 }
 
 static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
-                           place_slot *slot, int32_t *failed, int32_t *placed, char *why, size_t cap) {
+                           place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
+                           int32_t *nunclear, char *why, size_t cap) {
     region ord = *ordp, il = *ilp;
     bool apart = mode < ORDERS;
     mode %= ORDERS;
@@ -248,7 +276,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
     for (int32_t i = 0; i < n; i++) {
         int64_t life = (int64_t)req[i].last - req[i].first, size = (int64_t)(req[i].payload + req[i].tail);
         int resident = mode < 2 && 2 * life > span;
-        order[i] = (order_key){resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
+        order[i] = (order_key){first && first[i], resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
     }
     qsort(order, (size_t)n, sizeof(order_key), cmp_order);
     int rc = 0;
@@ -280,6 +308,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
                 done[i] = ok = true;
             }
         }
+        if (ok && avoid && !best_clear) unclear[(*nunclear)++] = i;
         if (!ok) {
             *failed = i;
             *placed = k;

@@ -114,6 +114,37 @@ static void apart_elements(void **state) {
     assert_int_equal(elements_of(&m, &s[0]) & elements_of(&m, &s[1]), 0);
 }
 
+/* Largest first, a small buffer gets the last gap, in its partner's
+ * element: q and r (22 KiB) and p (16 KiB) fill the ordinary region's four
+ * 16 KiB elements to 60 KiB, s (2 KiB) lands beside p and t (2 KiB) takes
+ * the rest. Asked apart, s goes first in a second round, and then every
+ * pair is clear (moving one buffer after the fact could not help: the
+ * region is full). The same without t. */
+static void apart_small_first(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[5];
+    char why[2048];
+    int32_t with_s[] = {3}, with_p[] = {2};
+    place_req r[5] = {rq("q", 22 * 1024, 0, 9, PLACE_ORDINARY), rq("r", 22 * 1024, 0, 9, PLACE_ORDINARY),
+                      rq("p", 16 * 1024, 0, 9, PLACE_ORDINARY), rq("s", 2 * 1024, 0, 9, PLACE_ORDINARY),
+                      rq("t", 2 * 1024, 0, 9, PLACE_ORDINARY)};
+    for (int n = 5; n >= 4; n--) {
+        r[2].apart = NULL, r[2].napart = 0;
+        r[3].apart = NULL, r[3].napart = 0;
+        assert_int_equal(assign(&m, 0x4c000, r, n, s, why), 0);
+        assert_true((elements_of(&m, &s[2]) & elements_of(&m, &s[3])) != 0);
+        r[2].apart = with_s, r[2].napart = 1;
+        r[3].apart = with_p, r[3].napart = 1;
+        assert_int_equal(assign(&m, 0x4c000, r, n, s, why), 0);
+        assert_int_equal(elements_of(&m, &s[2]) & elements_of(&m, &s[3]), 0);
+        for (int i = 0; i < n; i++) {
+            assert_true(s[i].addr >= 0x4c000 && s[i].addr + s[i].reserved <= IB);
+            for (int j = i + 1; j < n; j++) assert_false(overlap(&s[i], &s[j]));
+        }
+    }
+}
+
 /* Two buffers live at once never share a byte; once one is dead its bytes
  * are reused. */
 static void exclusive_then_reused(void **state) {
@@ -399,6 +430,7 @@ int main(void) {
         cmocka_unit_test(loading_boundary),
         cmocka_unit_test(exclusive_then_reused),
         cmocka_unit_test(apart_elements),
+        cmocka_unit_test(apart_small_first),
         cmocka_unit_test(no_clipping_at_an_ordinary_gap),
         cmocka_unit_test(fits_only_with_the_last_partial_element),
         cmocka_unit_test(random_request_sets),
