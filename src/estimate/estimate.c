@@ -103,6 +103,7 @@ typedef struct walk_tile {
 
 typedef struct copy_walk {
     const machine *m;
+    arena *a;                /* the scratch every array below lives in */
     walk_tile *t;
     layout_run *sends;       /* runs between tiles */
     int64_t nsends, cap;
@@ -135,8 +136,9 @@ static int copy_run(void *ctx, const layout_run *r) {
     copy_walk *w = ctx;
     if (r->src_tile == r->dst_tile) {
         if (w->nlocal == w->lcap) {
-            w->lcap = w->lcap ? 2 * w->lcap : 1024;
-            w->local = xrealloc(w->local, sizeof(layout_run) * (size_t)w->lcap);
+            int64_t cap = w->lcap ? 2 * w->lcap : 1024;
+            w->local = arena_grow(w->a, w->local, sizeof(layout_run) * (size_t)w->lcap, sizeof(layout_run) * (size_t)cap);
+            w->lcap = cap;
         }
         w->local[w->nlocal++] = *r;
         return 0;
@@ -161,8 +163,9 @@ static int copy_run(void *ctx, const layout_run *r) {
         return 0;
     }
     if (w->nsends == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 1024;
-        w->sends = xrealloc(w->sends, sizeof(layout_run) * (size_t)w->cap);
+        int64_t cap = w->cap ? 2 * w->cap : 1024;
+        w->sends = arena_grow(w->a, w->sends, sizeof(layout_run) * (size_t)w->cap, sizeof(layout_run) * (size_t)cap);
+        w->cap = cap;
     }
     w->sends[w->nsends++] = *r;
     return 0;
@@ -177,13 +180,14 @@ static void send(void *ctx, const layout_fragment *f) {
     w->frags++;
 }
 
-static void price_copy(const machine *m, copy_cost *c) {
+/* Prices c; its per-tile tables are c's own, the walk's arrays scratch in sa. */
+static void price_copy(const machine *m, copy_cost *c, arena *sa) {
     uint32_t tiles = m->tiles;
-    copy_walk w = {.m = m, .t = xcalloc(tiles, sizeof(walk_tile)), .counted = c->dst.nrep == 0 || c->src.nrep == 0};
+    copy_walk w = {.m = m, .a = sa, .t = arena_alloc(sa, sizeof(walk_tile) * tiles), .counted = c->dst.nrep == 0 || c->src.nrep == 0};
     if (c->dst.nrep > 0 && c->src.nrep == 0) {
         /* Replicas of one shard on distinct tiles (layout_check). */
-        w.rep_of = xcalloc(tiles, sizeof(int64_t));
-        w.first = xcalloc(tiles, sizeof(int32_t));
+        w.rep_of = arena_alloc(sa, sizeof(int64_t) * tiles);
+        w.first = arena_alloc(sa, sizeof(int32_t) * tiles);
         const layout *d = &c->dst;
         int64_t ns = layout_shards(d), nr = layout_replicas(d), sh[LAYOUT_MAX_RANK], rp[LAYOUT_MAX_RANK];
         for (int64_t i = 0; i < ns; i++) {
@@ -201,12 +205,10 @@ static void price_copy(const machine *m, copy_cost *c) {
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
     layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
     if (c->patch & EST_OWN) { /* lower.c's leave_own_partials: whole own partials stay for the reduce */
-        int32_t *slot = xmalloc(sizeof(int32_t) * tiles);
-        int64_t *off = xmalloc(sizeof(int64_t) * tiles);
+        int32_t *slot = arena_alloc(sa, sizeof(int32_t) * tiles);
+        int64_t *off = arena_alloc(sa, sizeof(int64_t) * tiles);
         layout_own_slots(&c->src, &c->dst, w.local, w.nlocal, (int32_t)tiles, MID_OWN_SLOTS, slot, off);
         w.nlocal = layout_drop_owned(w.local, w.nlocal, slot);
-        free(slot);
-        free(off);
     }
     if (c->patch & EST_REMOTE) w.nlocal = 0; /* lower.c: the producer wrote each tile's own share */
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
@@ -229,11 +231,6 @@ static void price_copy(const machine *m, copy_cost *c) {
             if (l > c->local) c->local = l;
         }
     }
-    free(w.sends);
-    free(w.local);
-    free(w.t);
-    free(w.rep_of);
-    free(w.first);
 }
 
 static const copy_cost *copy_priced(est_cache *cache, const layout *src, const layout *dst, const layout_view *view,
@@ -258,7 +255,10 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     c->has_view = view != NULL;
     if (view) c->view = *view;
     c->patch = patch;
-    price_copy(cache->m, c);
+    arena scratch; /* the walk's, released whole once the copy is priced */
+    arena_init(&scratch);
+    price_copy(cache->m, c, &scratch);
+    arena_free(&scratch);
     pthread_mutex_lock(&cache->lock);
     c->next = cache->bucket[h % CACHE_BUCKETS];
     cache->bucket[h % CACHE_BUCKETS] = c;
@@ -280,6 +280,7 @@ typedef struct ex {
     est_cache *cache;
     est_result *r;
     double *table;          /* per tile */
+    arena *scratch;         /* everything est_program needs only while it runs */
     int depth;              /* repeats entered */
     const struct copy_cost *last_copy; /* the copy prim_cost priced last, else NULL */
 } ex;
@@ -627,7 +628,7 @@ static int32_t join_phase(ex *x, const mid_block *b, int32_t i, int32_t *phase_o
     double own = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
     if (k < 0) { /* a phase of its own */
         phase_of[i] = i;
-        ph[i] = (phase){i, xmalloc(sizeof(est_tile_traffic) * m->tiles), own};
+        ph[i] = (phase){i, arena_alloc(x->scratch, sizeof(est_tile_traffic) * m->tiles), own};
         memcpy(ph[i].t, cc->tile, sizeof(est_tile_traffic) * m->tiles);
         return -1;
     }
@@ -730,10 +731,11 @@ static double step_join(cstep *s, uint32_t tiles, const uint64_t *add, double ow
 static double block_cost(ex *x, const mid_block *b, double times) {
     const machine *m = x->m;
     double c = 0;
-    int32_t *phase_of = xmalloc(sizeof(int32_t) * ((size_t)b->n + 1)); /* position: the head of its phase, -1 none */
-    phase *ph = xcalloc((size_t)b->n + 1, sizeof(phase));
-    cstep step = {xmalloc(sizeof(uint64_t) * m->tiles), 0, false, false};
-    uint64_t *add = xmalloc(sizeof(uint64_t) * m->tiles);
+    arena *a = x->scratch;
+    int32_t *phase_of = arena_alloc(a, sizeof(int32_t) * ((size_t)b->n + 1)); /* position: the head of its phase, -1 none */
+    phase *ph = arena_alloc(a, sizeof(phase) * ((size_t)b->n + 1));
+    cstep step = {arena_alloc(a, sizeof(uint64_t) * m->tiles), 0, false, false};
+    uint64_t *add = arena_alloc(a, sizeof(uint64_t) * m->tiles);
     for (int32_t i = 0; i < b->n; i++) {
         phase_of[i] = -1;
         int32_t id = b->v[i];
@@ -760,11 +762,6 @@ static double block_cost(ex *x, const mid_block *b, double times) {
         c += delta;
         if (x->r->prim_cycles) x->r->prim_cycles[id] += delta;
     }
-    for (int32_t i = 0; i < b->n; i++) free(ph[i].t);
-    free(ph);
-    free(phase_of);
-    free(step.t);
-    free(add);
     return c;
 }
 
@@ -906,10 +903,11 @@ static mem_map memory_map(const machine *m, double table_max) {
     return mm;
 }
 
-static void live_add(tile_live *tl, int64_t size) {
+static void live_add(arena *a, tile_live *tl, int64_t size) {
     if (tl->n == tl->cap) {
-        tl->cap = tl->cap ? 2 * tl->cap : 16;
-        tl->size = xrealloc(tl->size, sizeof(int64_t) * (size_t)tl->cap);
+        int32_t cap = tl->cap ? 2 * tl->cap : 16;
+        tl->size = arena_grow(a, tl->size, sizeof(int64_t) * (size_t)tl->cap, sizeof(int64_t) * (size_t)cap);
+        tl->cap = cap;
     }
     int32_t i = tl->n++;
     while (i > 0 && tl->size[i - 1] < size) tl->size[i] = tl->size[i - 1], i--;
@@ -928,10 +926,12 @@ static void live_remove(tile_live *tl, int64_t size) {
 
 int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
     tile_live tl = {0};
-    for (int32_t i = 0; i < n; i++) live_add(&tl, sizes[i]);
+    arena a;
+    arena_init(&a);
+    for (int32_t i = 0; i < n; i++) live_add(&a, &tl, sizes[i]);
     mem_map mm = memory_map(m, table_max);
     int64_t r = reserved(&tl, &mm);
-    free(tl.size);
+    arena_free(&a);
     return r;
 }
 
@@ -946,16 +946,16 @@ double est_buffer_room(const machine *m, double table_max) {
     return (double)(m->loader_limit - m->tile_memory_base) - table_max - EST_CODE_BYTES;
 }
 
-static void memory_peak(const mid_program *p, const machine *m, double table_max, est_result *r) {
+static void memory_peak(const mid_program *p, const machine *m, double table_max, est_result *r, arena *a) {
     int32_t n = p->tensors.n;
-    order o = {.p = p, .lv = xmalloc(sizeof(live) * (size_t)(n + 1)),
-               .range = xcalloc((size_t)p->prims.n + 1, sizeof(live))};
+    order o = {.p = p, .lv = arena_alloc(a, sizeof(live) * (size_t)(n + 1)),
+               .range = arena_alloc(a, sizeof(live) * ((size_t)p->prims.n + 1))};
     for (int32_t t = 0; t < n; t++) o.lv[t] = (live){-1, -1};
     number(&o, &p->top);
     o.pos = 0;
     walk_order(&o, &p->top);
     int32_t end = o.pos;
-    mem_ev *ev = xmalloc(sizeof(mem_ev) * (size_t)(2 * n + 1));
+    mem_ev *ev = arena_alloc(a, sizeof(mem_ev) * (size_t)(2 * n + 1));
     int32_t ne = 0;
     for (int32_t t = 0; t < n; t++) {
         const mid_tensor *mt = mid_t(p, t);
@@ -973,14 +973,14 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
     }
     qsort(ev, (size_t)ne, sizeof(mem_ev), cmp_ev);
     mem_map mm = memory_map(m, table_max);
-    tile_live *tl = xcalloc(m->tiles, sizeof(tile_live));
-    double *peak = xcalloc(m->tiles, sizeof(double)), *rpeak = xcalloc(m->tiles, sizeof(double));
+    tile_live *tl = arena_alloc(a, sizeof(tile_live) * m->tiles);
+    double *peak = arena_alloc(a, sizeof(double) * m->tiles), *rpeak = arena_alloc(a, sizeof(double) * m->tiles);
     int32_t *tiles = NULL;
     int64_t tiles_cap = 0;
     for (int32_t k = 0; k < ne; k++) {
         const mid_tensor *mt = mid_t(p, ev[k].t);
         int64_t need = layout_shards(&mt->lay) * layout_replicas(&mt->lay);
-        if (need > tiles_cap) tiles_cap = need, tiles = xrealloc(tiles, sizeof(int32_t) * (size_t)need);
+        if (need > tiles_cap) tiles = arena_alloc(a, sizeof(int32_t) * (size_t)need), tiles_cap = need;
         int64_t nt = layout_tile_list(&mt->lay, m->tiles, tiles), bytes = request_bytes(mt);
         double shard = (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
         for (int64_t i = 0; i < nt; i++) {
@@ -990,7 +990,7 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
                 x->bytes -= shard;
                 continue;
             }
-            live_add(x, bytes);
+            live_add(a, x, bytes);
             x->bytes += shard;
             double v = (double)reserved(x, &mm);
             if (v > rpeak[tiles[i]]) rpeak[tiles[i]] = v;
@@ -1004,28 +1004,25 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
     for (uint32_t t = 0; t < m->tiles; t++) {
         if (peak[t] > r->peak_bytes) r->peak_bytes = peak[t], r->peak_tile = (int32_t)t;
         if (rpeak[t] > r->reserved_peak_bytes) r->reserved_peak_bytes = rpeak[t], r->reserved_peak_tile = (int32_t)t;
-        free(tl[t].size);
     }
-    free(rpeak);
-    free(tl);
-    free(tiles);
-    free(peak);
-    free(ev);
-    free(o.lv);
-    free(o.range);
 }
 
 void est_program(const mid_program *p, est_cache *c, est_result *r) {
     double *prim_cycles = r->prim_cycles;
     memset(r, 0, sizeof *r);
     r->prim_cycles = prim_cycles;
-    ex x = {.p = p, .m = p->m, .cache = c, .r = r, .table = xcalloc(p->m->tiles, sizeof(double))};
+    /* One scratch arena per call, released whole: a candidate's pricing
+     * frees nothing piece by piece (its mid program has its own arena). */
+    arena scratch;
+    arena_init(&scratch);
+    ex x = {.p = p, .m = p->m, .cache = c, .r = r, .scratch = &scratch,
+            .table = arena_alloc(&scratch, sizeof(double) * p->m->tiles)};
     block_cost(&x, &p->top, 1);
     r->cycles = r->compute + r->exchange;
     for (uint32_t t = 0; t < p->m->tiles; t++) {
         r->table_bytes_total += x.table[t];
         if (x.table[t] > r->table_bytes_max) r->table_bytes_max = x.table[t];
     }
-    free(x.table);
-    memory_peak(p, p->m, r->table_bytes_max, r);
+    memory_peak(p, p->m, r->table_bytes_max, r, &scratch);
+    arena_free(&scratch);
 }
