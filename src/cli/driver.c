@@ -454,6 +454,12 @@ char *tessel_compile_report(const graph *model, const machine *m, const compile_
                                                  "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles));
             continue;
         }
+        if (so->ew) { /* an elementwise op not in the rule's layout */
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:s}, s:f}", "op", graph_op_name(g, so->op), "kind",
+                                                 "elementwise_layout", "chosen", "follows", mid_ew_layout_names[so->ew - 1],
+                                                 "predicted_cycles", so->cycles));
+            continue;
+        }
         json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
                               gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
         if (so->has_runner) {

@@ -438,25 +438,58 @@ static bool same_dims(const graph_type *a, const graph_type *b) {
     return true;
 }
 
-/* The result layout of a pointwise op: its first full-shape operand's (when
- * row-major, or for an elementwise op row-major transposed), else spread
- * over the machine. */
-static layout follow(mx *x, const graph_op *o, bool rows_whole) {
+/* The layout of o's k-th full-shape operand (from 0), unreplicated, when a
+ * pointwise result can take it: row-major, or for an elementwise op (not
+ * rows_whole) row-major transposed. */
+static bool operand_layout(mx *x, const graph_op *o, int k, bool rows_whole, layout *out) {
     graph_type ot = vtype(x, o->out[0]);
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type it = vtype(x, o->in[i]);
-        if (!same_dims(&it, &ot)) continue;
+        if (!same_dims(&it, &ot) || k-- > 0) continue;
         int32_t t = read(x, o->in[i]);
         layout l = unreplicated(mid_t(x->p, t)->lay);
         bool whole = l.parts[l.rank - 1] == 1;
-        if ((l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) || (l.enc == ENC_ROW_MAJOR_T && !rows_whole)) return l;
-        break;
+        *out = l;
+        return (l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) || (l.enc == ENC_ROW_MAJOR_T && !rows_whole);
     }
+    return false;
+}
+
+/* The result layout of a pointwise op: its first full-shape operand's (when
+ * operand_layout allows), else spread over the machine. */
+static layout follow(mx *x, const graph_op *o, bool rows_whole) {
+    layout l;
+    if (operand_layout(x, o, 0, rows_whole, &l)) return l;
+    graph_type ot = vtype(x, o->out[0]);
     return plan(x, &ot, rows_whole);
 }
 
+const char *const mid_ew_layout_names[MID_EWL_COUNT] = {"first", "second", "spread"};
+
+bool mid_op_is_ewise(int kind) {
+    switch (kind) {
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_GELU: case OP_GELU_GRAD: case OP_GELU_ERF: case OP_SCALE: case OP_CAST:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The layout an elementwise op works in: the plan's choice (ew_layout),
+ * recorded as the rule's where it gives the rule's layout or cannot be
+ * had (no second full-shape operand, or one no result can take). */
+static layout ewise_layout(mx *x, const graph_op *o) {
+    int8_t *want = &x->plan->ew_layout[x->origin];
+    layout l = follow(x, o, false), c = l;
+    graph_type ot = vtype(x, o->out[0]);
+    if (*want == MID_EWL_SECOND && !operand_layout(x, o, 1, false, &c)) c = l;
+    if (*want == MID_EWL_SPREAD) c = plan(x, &ot, false);
+    if (layout_equal(&c, &l)) *want = MID_EWL_FIRST;
+    return c;
+}
+
 static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
-    layout l = follow(x, o, false);
+    layout l = ewise_layout(x, o);
     int32_t in[2];
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type it = vtype(x, o->in[i]);
@@ -1034,6 +1067,7 @@ void mid_plan_init(mid_plan *pl, const graph *g) {
     pl->gemm = xcalloc((size_t)pl->nops + 1, sizeof(mid_gemm_plan));
     pl->has = xcalloc((size_t)pl->nops + 1, sizeof(bool));
     pl->row_parts = xcalloc((size_t)pl->nops + 1, sizeof(int32_t));
+    pl->ew_layout = xcalloc((size_t)pl->nops + 1, sizeof(int8_t));
 }
 
 void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
@@ -1044,12 +1078,15 @@ void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
     memcpy(dst->has, src->has, sizeof(bool) * (size_t)src->nops);
     dst->row_parts = xmalloc(sizeof(int32_t) * ((size_t)src->nops + 1));
     memcpy(dst->row_parts, src->row_parts, sizeof(int32_t) * (size_t)src->nops);
+    dst->ew_layout = xmalloc(sizeof(int8_t) * ((size_t)src->nops + 1));
+    memcpy(dst->ew_layout, src->ew_layout, sizeof(int8_t) * (size_t)src->nops);
 }
 
 void mid_plan_free(mid_plan *pl) {
     free(pl->gemm);
     free(pl->has);
     free(pl->row_parts);
+    free(pl->ew_layout);
     memset(pl, 0, sizeof *pl);
 }
 

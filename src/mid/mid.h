@@ -222,11 +222,24 @@ void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site);
  * fails with d. */
 typedef int (*mid_gemm_chooser)(void *ctx, const mid_gemm_site *site, mid_gemm_plan *out, diag *d);
 
+/* The layout an elementwise op works in (docs/lowering.md): the rule's, its
+ * first full-shape operand's (else spread over the machine); its second
+ * full-shape operand's; or spread over the machine. The others' operands
+ * are copied into it. */
+typedef enum mid_ew_layout { MID_EWL_FIRST, MID_EWL_SECOND, MID_EWL_SPREAD, MID_EWL_COUNT } mid_ew_layout;
+extern const char *const mid_ew_layout_names[MID_EWL_COUNT]; /* "first", "second", "spread" */
+
+/* Whether ops of kind k expand as one elementwise prim (a mid_plan.ew_layout choice). */
+bool mid_op_is_ewise(int kind);
+
 typedef struct mid_plan {
     int32_t nops;                /* graph ops the arrays cover */
     mid_gemm_plan *gemm;         /* per graph op (matmuls) */
     int32_t *row_parts;          /* per graph op (layer norms): each row cut over this many tiles, each
                                     part's statistics gathered and joined (0 or 1: whole rows) */
+    int8_t *ew_layout;           /* per graph op (elementwise, mid_op_is_ewise): the layout it works in,
+                                    a mid_ew_layout, recorded as made (MID_EWL_FIRST where the choice
+                                    gives the rule's layout) */
     bool *has;                   /* per graph op: gemm[op] is decided */
     mid_gemm_chooser choose;     /* asked for undecided matmuls; its answer is recorded here */
     void *ctx;

@@ -11,6 +11,10 @@
  *
  * "row_parts" cuts each row of a layer norm over that many tiles
  * (mid_plan.row_parts); every layer norm has one, 1 for whole rows.
+ * {"op": "l.fc2_res", "kind": "elementwise_layout", "follows": "second"}
+ * puts an elementwise op in its second full-shape operand's layout, or
+ * "spread" over the machine (mid_plan.ew_layout); only ops not in the
+ * rule's layout ("first", the default) have one.
  * "streams" names the operand the AMP streams as its rows: "a" (A's rows
  * against B's columns), or "b" (B's columns, the product stored transposed:
  * mid_gemm_plan.swap). Optional when read: "a".
@@ -59,6 +63,10 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
         if (graph_opr(g, i)->kind == OP_LAYER_NORM)
             json_array_append_new(choices, json_pack("{s:s, s:s, s:i}", "op", graph_op_name(g, i), "kind", "row_parts",
                                                      "parts", pl->row_parts[i] > 1 ? (int)pl->row_parts[i] : 1));
+    for (int32_t i = 0; i < g->ops.n; i++)
+        if (mid_op_is_ewise(graph_opr(g, i)->kind) && pl->ew_layout[i] != MID_EWL_FIRST)
+            json_array_append_new(choices, json_pack("{s:s, s:s, s:s}", "op", graph_op_name(g, i), "kind", "elementwise_layout",
+                                                     "follows", mid_ew_layout_names[pl->ew_layout[i]]));
     json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-recipe", "version", RECIPE_VERSION, "model",
                           g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
@@ -93,13 +101,30 @@ static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, 
     int32_t id = -1;
     if (!json_is_object(c) || !op || !kind)
         return diag_fail(d, "%s: error: choice %zu: needs \"op\" and \"kind\" strings", path, idx);
-    bool parts = strcmp(kind, "row_parts") == 0;
-    if (strcmp(kind, "matmul_grid") != 0 && !parts)
-        return diag_fail(d, "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid and row_parts)",
+    bool parts = strcmp(kind, "row_parts") == 0, ew = strcmp(kind, "elementwise_layout") == 0;
+    if (strcmp(kind, "matmul_grid") != 0 && !parts && !ew)
+        return diag_fail(d,
+                         "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid, row_parts and "
+                         "elementwise_layout)",
                          path, idx, op, kind);
     if (!strmap_get(names, op, &id))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is not in model '%s' (a recipe for another model?)", path, idx, op,
                          g->name);
+    if (ew) {
+        const graph_op *o = graph_opr(g, id);
+        const char *f = json_string_value(json_object_get(c, "follows"));
+        int v = 0;
+        while (f && v < MID_EWL_COUNT && strcmp(f, mid_ew_layout_names[v]) != 0) v++;
+        if (!mid_op_is_ewise(o->kind))
+            return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not an elementwise op", path, idx, op,
+                             graph_op_infos[o->kind].name, g->name);
+        if (!f || v == MID_EWL_COUNT || (v == MID_EWL_SECOND && o->nin != 2))
+            return diag_fail(d, "%s: error: choice %zu ('%s'): \"follows\" must be \"first\", \"spread\"%s", path, idx, op,
+                             o->nin == 2 ? " or \"second\"" : " (it has one operand)");
+        if (pl->ew_layout[id]) return diag_fail(d, "%s: error: choice %zu: op '%s' has a choice already", path, idx, op);
+        pl->ew_layout[id] = (int8_t)v;
+        return 0;
+    }
     if (parts) {
         int64_t n = 0;
         if (graph_opr(g, id)->kind != OP_LAYER_NORM)

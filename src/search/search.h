@@ -46,10 +46,12 @@ typedef struct search_step {
 } search_step;
 
 /* Per matmul: its choice, predicted cost alone, and the runner-up; per
- * layer norm (parts > 0): the tiles its rows are cut over. */
+ * layer norm (parts > 0): the tiles its rows are cut over; per elementwise
+ * op not in the rule's layout (ew > 0): the layout it works in. */
 typedef struct search_op {
     int32_t op;
     int32_t parts;                     /* a layer norm's row parts, 0 for a matmul */
+    int ew;                            /* an elementwise op's layout (mid_ew_layout) + 1, else 0 */
     mid_gemm_plan chosen, runner_up;
     double chosen_score, runner_score; /* cycles of the op alone (candidate score) */
     double cycles;                     /* predicted cycles of its prims in the whole program, one execution */
