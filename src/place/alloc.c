@@ -221,15 +221,38 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
                            place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
                            int32_t *nunclear, char *why, size_t cap);
 
+/* Requests an apart order left in a partner's memory element (no clear gap
+ * was left when their turn came: unclear[0..nunclear)) go first in the same
+ * order, a few rounds, while that leaves fewer such; slot takes each better
+ * placement. */
+static void promote(const region *ord, const region *il, const elements *el, const place_req *req, int32_t n, int mode,
+                    place_slot *slot, int32_t *unclear, int32_t nunclear) {
+    int32_t *again = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    place_slot *trial = xmalloc(sizeof(place_slot) * (size_t)(n + 1));
+    bool *first = xcalloc((size_t)n + 1, sizeof(bool));
+    for (int round = 0; round < PROMOTE_ROUNDS && nunclear; round++) {
+        for (int32_t k = 0; k < nunclear; k++) first[unclear[k]] = true;
+        int32_t nagain = 0, f, placed;
+        char w[2048];
+        if (assign_in_order(ord, il, el, req, n, mode, trial, &f, &placed, first, again, &nagain, w, sizeof w) ||
+            nagain >= nunclear)
+            break;
+        memcpy(slot, trial, sizeof(place_slot) * (size_t)n);
+        memcpy(unclear, again, sizeof(int32_t) * (size_t)nagain);
+        nunclear = nagain;
+    }
+    free(again);
+    free(trial);
+    free(first);
+}
+
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
                  char *why, size_t cap) {
     region ord, il;
     regions(m, data_base, &ord, &il);
     elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
-    int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1)), *again = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
-    place_slot *trial = xmalloc(sizeof(place_slot) * (size_t)(n + 1));
-    bool *first = xcalloc((size_t)n + 1, sizeof(bool));
+    int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
         int32_t f = -1, placed = 0, nunclear = 0;
         char w[2048];
@@ -239,25 +262,9 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
             *failed = f;
             snprintf(why, cap, "%s (the furthest of %d placement orders)", w, 2 * ORDERS);
         }
-        if (rc || mode >= ORDERS) continue;
-        /* Requests left in a partner's memory element (no clear gap was
-         * left when their turn came) go first in the same order, a few
-         * rounds, while that leaves fewer such. */
-        for (int round = 0; round < PROMOTE_ROUNDS && nunclear; round++) {
-            for (int32_t k = 0; k < nunclear; k++) first[unclear[k]] = true;
-            int32_t nagain = 0, f2, p2;
-            if (assign_in_order(&ord, &il, &el, req, n, mode, trial, &f2, &p2, first, again, &nagain, w, sizeof w) ||
-                nagain >= nunclear)
-                break;
-            memcpy(slot, trial, sizeof(place_slot) * (size_t)n);
-            memcpy(unclear, again, sizeof(int32_t) * (size_t)nagain);
-            nunclear = nagain;
-        }
+        if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, req, n, mode, slot, unclear, nunclear);
     }
     free(unclear);
-    free(again);
-    free(trial);
-    free(first);
     return rc;
 }
 

@@ -262,6 +262,8 @@ typedef struct proposal {
     int ew;              /* an elementwise op's layout (mid_ew_layout) */
 } proposal;
 
+static bool ew_proposal(const proposal *p) { return !p->alt && !p->parts; }
+
 static void apply_proposal(mid_plan *pl, const proposal *p) {
     if (p->alt) pl->gemm[p->op] = p->alt->c;
     else if (p->parts) pl->row_parts[p->op] = p->parts;
@@ -276,7 +278,7 @@ static void run_proposals(void *ctx, int64_t b, int64_t e) {
         pl.choose = NULL;
         apply_proposal(&pl, &p[i]);
         *p[i].out = evaluate(p[i].st, &pl, p[i].cache);
-        if (!p[i].alt && !p[i].parts && pl.ew_layout[p[i].op] != p[i].ew) *p[i].out = (eval){.unmade = true};
+        if (ew_proposal(&p[i]) && pl.ew_layout[p[i].op] != p[i].ew) *p[i].out = (eval){.unmade = true};
         mid_plan_free(&pl);
     }
 }
