@@ -166,7 +166,7 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
                u.st.exchange_bytes / 1048576.0, (double)f.st.exchange_bytes / (double)u.st.exchange_bytes);
         printf("  peak live: tile %u at step %d fused, tile %u at step %d unfused (payload: step %d, step %d)\n", f.peak.tile,
                f.peak.step, u.peak.tile, u.peak.step, f.peak.payload_step, u.peak.payload_step);
-        printf("  fused %d of %d optimizer steps; gradient buffers removed: %.1f KiB per tile", (int)mid_fuse_count(fp),
+        printf("  fused %d of %d optimizer steps; gradient buffers removed: %.1f KiB per tile", (int)graph_fuse_count(fp),
                (int)fp->n, total / 1024.0);
         int listed = 0;
         for (int32_t k = 0; k < fp->n; k++)

@@ -379,9 +379,9 @@ static void print_epilogue(const graph *g, const fuse_plan *fp, const epilogue_p
             b += (size_t)snprintf(refused + b, sizeof refused - b, "%s%s [%s]", b ? ", " : "", name, fuse_rule_names[c->rule]);
         bad += c->fused && proofs[k].materialized;
     }
-    printf("  epilogue    %d of %d optimizer steps fused%s%s%s%s\n", (int)mid_fuse_fused(fp), (int)fp->n, a ? ": " : "", fused,
+    printf("  epilogue    %d of %d optimizer steps fused%s%s%s%s\n", (int)graph_fuse_fused(fp), (int)fp->n, a ? ": " : "", fused,
            b ? "; unfused: " : "", refused);
-    if (mid_fuse_fused(fp))
+    if (graph_fuse_fused(fp))
         printf("              %s\n", bad ? "FAIL: the package stores a fused gradient" :
                                            "the package stores none of the fused gradients (proof from its buffers and runs)");
     for (int32_t k = 0; k < fp->n; k++)
@@ -453,7 +453,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     package_peak peak = {0};
     bool proof_fail = false;
     if (rc == 0 && !compiled) { /* a given package: what it shows, not what we would do */
-        mid_fuse_analyze(g, false, &given_fp);
+        graph_fuse_analyze(g, false, &given_fp);
         fp = &given_fp;
     }
     if (rc == 0) {
@@ -503,7 +503,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     }
     bool pass = r.pass;
     free(proofs);
-    mid_fuse_free(&given_fp);
+    graph_fuse_free(&given_fp);
     json_decref(nonfinite);
     for (int32_t j = 0; j < nout; j++) free(expect[j]);
     free(expect);

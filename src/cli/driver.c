@@ -80,7 +80,7 @@ static void numerics_for_model(const graph *g, const graph *gm, const graph *gc,
     for (int32_t i = 0; i < gm->ops.n; i++) {
         const graph_op_plan *pl = &mnu.op[i];
         if (pl->kind == OP_INPUT) continue;
-        int32_t k = gm == g ? -1 : mid_siblings_group(sp, graph_op_name(gm, i));
+        int32_t k = gm == g ? -1 : graph_siblings_group(sp, graph_op_name(gm, i));
         if (k < 0) {
             int32_t v = graph_lookup(g, graph_op_name(gm, i));
             TS_ASSERT(v >= 0);
@@ -160,11 +160,11 @@ static int fusion_report(const graph *g, const machine *m, const package *out, c
  * choices when one is given) in *start, which holds a plan before and after. */
 static int setup(const graph *g, bool join, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
                  diag *d) {
-    if (join) mid_siblings_analyze(g, &info->siblings);
-    if (info->siblings.n && !(info->joined = mid_siblings_apply(g, &info->siblings, d))) return -1;
+    if (join) graph_siblings_analyze(g, &info->siblings);
+    if (info->siblings.n && !(info->joined = graph_siblings_apply(g, &info->siblings, d))) return -1;
     const graph *gm = tessel_model_graph(g, info);
-    mid_fuse_analyze(gm, !o->no_fuse, &info->fusions);
-    if (mid_fuse_count(&info->fusions) && !(info->fused = mid_fuse_apply(gm, &info->fusions, d))) return -1;
+    graph_fuse_analyze(gm, !o->no_fuse, &info->fusions);
+    if (graph_fuse_count(&info->fusions) && !(info->fused = graph_fuse_apply(gm, &info->fusions, d))) return -1;
     const graph *gc = tessel_compiled_graph(g, info);
     mid_plan_free(start);
     mid_plan_init(start, gc);
@@ -174,9 +174,9 @@ static int setup(const graph *g, bool join, const machine *m, const compile_opti
 static void setup_free(compile_info *info, mid_plan *start) {
     mid_plan_free(start);
     search_result_free(&info->search);
-    mid_fuse_free(&info->fusions);
+    graph_fuse_free(&info->fusions);
     graph_free(info->fused);
-    mid_siblings_free(&info->siblings);
+    graph_siblings_free(&info->siblings);
     graph_free(info->joined);
     info->fused = info->joined = NULL;
 }
@@ -343,10 +343,10 @@ void compile_info_free(compile_info *info) {
     free(info->fusion_saved);
     free(info->fusion_proofs);
     info->fusion_saved_names = NULL, info->fusion_saved = NULL, info->fusion_proofs = NULL;
-    mid_fuse_free(&info->fusions);
+    graph_fuse_free(&info->fusions);
     graph_free(info->fused);
     info->fused = NULL;
-    mid_siblings_free(&info->siblings);
+    graph_siblings_free(&info->siblings);
     graph_free(info->joined);
     info->joined = NULL;
     for (int32_t k = 0; k < info->nsibling_groups; k++) free(info->sibling_groups[k]);
@@ -385,7 +385,7 @@ char *tessel_unfused_recipe(const graph *model, const machine *m, const compile_
  * GEMM's result and the copies made of it). */
 static void fusion_savings(const graph *g, const machine *m, compile_info *info) {
     const fuse_plan *fp = &info->fusions;
-    if (!mid_fuse_count(fp)) return;
+    if (!graph_fuse_count(fp)) return;
     mid_plan pl;
     unfused_plan(g, info, &pl);
     mid_program mid;

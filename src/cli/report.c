@@ -52,7 +52,7 @@ json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *s
 }
 
 void tessel_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names) {
-    fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)mid_fuse_fused(fp), (int)fp->n);
+    fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)graph_fuse_fused(fp), (int)fp->n);
     for (int32_t k = 0; k < fp->n; k++) {
         const fuse_candidate *c = &fp->c[k];
         bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;

@@ -57,7 +57,7 @@ typedef struct compile_info {
      * name that graph's ops. */
     fuse_plan fusions;
     graph *fused;
-    /* Sibling matmuls joined (mid_siblings_apply), before the epilogue
+    /* Sibling matmuls joined (graph_siblings_apply), before the epilogue
      * fusion: the groups, and the graph they make (NULL when none: g). */
     sib_plan siblings;
     graph *joined;

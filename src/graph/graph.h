@@ -427,4 +427,94 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
 int32_t graph_inputs(const graph *g, int32_t *ids, int32_t cap);
 int32_t graph_outputs(const graph *g, int32_t *ids, int32_t cap);
 
+/* ---- siblings.c: matmuls that read one operand become one ----------------
+ *
+ *   y_i = x · W_i (+ b_i)   ──►   y = x · [W_1 … W_n] (+ [b_1 … b_n]),  y_i = y[..., o_i : o_i + n_i]
+ *
+ * when every W_i is a parameter (or a repeat's slice of a stacked one) that
+ * nothing else reads, all of one dtype, scale and K, untransposed, and the
+ * matmuls agree in attributes (the biases: when every member has one of
+ * one kind). A graph pass before the epilogue fusion; docs/lowering.md. */
+typedef struct sib_group {
+    int32_t n;             /* members, >= 2 */
+    int32_t *mm;           /* their matmul ops, program order */
+    int32_t *add;          /* their bias adds (joined too), or NULL */
+    char *name;            /* the fused matmul's name, once applied */
+} sib_group;
+
+typedef struct sib_plan {
+    sib_group *v;          /* malloc'd */
+    int32_t n;
+} sib_plan;
+
+void graph_siblings_analyze(const graph *g, sib_plan *out);
+void graph_siblings_free(sib_plan *p);
+/* A new graph: g with every group of p one matmul (and add) and a slice per
+ * member named as its result was; records each group's fused name. */
+graph *graph_siblings_apply(const graph *g, sib_plan *p, diag *d);
+/* The group whose fused matmul is called name, or -1. */
+int32_t graph_siblings_group(const sib_plan *p, const char *name);
+
+/* ---- fuse.c: the optimizer epilogue fusion (docs/epilogue.md) ------------
+ *
+ * A graph pass, run before expansion: a weight-gradient matmul and the
+ * optimizer that is its only use become one fused op (matmul_sgd,
+ * matmul_adamw) where that is legal; everything else keeps its ops and the
+ * analysis says which rule refused it. */
+
+/* How much of a 2-D product one element of its consumer reads, or one tile
+ * of its producer completes: a lattice (row and column are incomparable;
+ * global is beyond the tensor). */
+typedef enum { FUSE_ELEMENT, FUSE_ROW, FUSE_COLUMN, FUSE_BLOCK, FUSE_TENSOR, FUSE_GLOBAL, FUSE_LOCALITY_COUNT } fuse_locality;
+extern const char *const fuse_locality_names[FUSE_LOCALITY_COUNT];
+/* need <= have in the lattice: the consumer fits in the producer's tile. */
+bool fuse_locality_fits(fuse_locality need, fuse_locality have);
+/* What a tile of a GEMM on an R x C grid (rows, columns of the product) completes. */
+fuse_locality fuse_gemm_partition(int64_t R, int64_t C);
+
+/* The verdicts: OK (legal), DISABLED (legal, fusion off), and the refusals. */
+#define FUSE_RULES(X)                                                                              \
+    X(OK, ok) X(DISABLED, disabled) X(PRODUCER, producer) X(TIED, tied) X(MULTI_USE, multi_use)   \
+    X(ESCAPES, escapes) X(CLIP, clip) X(CLIP_SCALE, clip_scale) X(ROUTED, routed)                  \
+    X(LOCALITY, locality) X(SHAPE, shape) X(SCOPE, scope) X(OPERAND, operand)
+
+typedef enum {
+#define X(id, name) FUSE_##id,
+    FUSE_RULES(X)
+#undef X
+    FUSE_RULE_COUNT
+} fuse_rule;
+extern const char *const fuse_rule_names[FUSE_RULE_COUNT];
+
+typedef struct fuse_candidate {
+    int32_t consumer;      /* graph op: the optimizer (sgd, adamw), or a fused op the model already has */
+    int32_t gradient;      /* graph value: the gradient operand it reads; -1 for a given fused op */
+    int32_t producer;      /* graph op that makes it (under a clip: what makes the clipped value), -1: not computed */
+    int32_t gemm;          /* graph op: the matmul whose product that is (through a clip or a sum), -1 if none */
+    fuse_rule rule;        /* OK: legal */
+    fuse_locality need;    /* what one element of the consumer reads of the product */
+    fuse_locality have;    /* what a tile of the producer completes (before the grid is chosen: a block) */
+    bool fused;            /* chosen: graph_fuse_apply rewrites it (or the model has it fused already) */
+    bool given;            /* the model's own fused op: nothing to rewrite */
+    char why[512];         /* the reason, naming values and ops */
+} fuse_candidate;
+
+typedef struct fuse_plan {
+    fuse_candidate *c;     /* malloc'd, in program order of the consumers */
+    int32_t n;
+} fuse_plan;
+
+/* The single entry point of the decision: every optimizer op of g with the
+ * producer of its gradient, legal or refused by the first rule that fails
+ * (fail closed). enable marks every legal candidate fused (false: DISABLED);
+ * a caller (the plan search) may clear `fused` before graph_fuse_apply. */
+void graph_fuse_analyze(const graph *g, bool enable, fuse_plan *out);
+void graph_fuse_free(fuse_plan *p);
+int32_t graph_fuse_count(const fuse_plan *p);  /* candidates this compile fuses (rewrites) */
+int32_t graph_fuse_fused(const fuse_plan *p);  /* candidates fused, the model's own fused ops included */
+/* A new graph: g with every fused candidate of p as one fused op where its
+ * matmul stood. g must outlive it. NULL with d set on failure. */
+graph *graph_fuse_apply(const graph *g, const fuse_plan *p, diag *d);
+
+
 #endif

@@ -107,7 +107,7 @@ static void every_rule_with_its_model(void **state) {
         const rule_case *rc = &RULES[i];
         graph *g = parse(rc->text);
         fuse_plan fp;
-        mid_fuse_analyze(g, true, &fp);
+        graph_fuse_analyze(g, true, &fp);
         const fuse_candidate *c = candidate(&fp, g, rc->consumer);
         if (c->rule != rc->rule || !strstr(c->why, rc->why))
             fail_msg("%s: rule %s (%s), want %s with \"%s\"", rc->name, fuse_rule_names[c->rule], c->why, fuse_rule_names[rc->rule],
@@ -116,16 +116,16 @@ static void every_rule_with_its_model(void **state) {
         /* Refused or not, the rewrite keeps the graph valid and the analysis
          * of what it made finds nothing left to fuse. */
         diag d = {0};
-        graph *f = mid_fuse_count(&fp) ? mid_fuse_apply(g, &fp, &d) : NULL;
-        if (mid_fuse_count(&fp) && !f) fail_msg("%s: %s", rc->name, d.text);
+        graph *f = graph_fuse_count(&fp) ? graph_fuse_apply(g, &fp, &d) : NULL;
+        if (graph_fuse_count(&fp) && !f) fail_msg("%s: %s", rc->name, d.text);
         if (f) {
             fuse_plan again;
-            mid_fuse_analyze(f, true, &again);
-            assert_int_equal(mid_fuse_count(&again), 0);
-            mid_fuse_free(&again);
+            graph_fuse_analyze(f, true, &again);
+            assert_int_equal(graph_fuse_count(&again), 0);
+            graph_fuse_free(&again);
             graph_free(f);
         }
-        mid_fuse_free(&fp);
+        graph_fuse_free(&fp);
         graph_free(g);
     }
 }
@@ -254,8 +254,8 @@ static void p1_bitwise_on_every_partition(void **state) {
         if (!g) fail_msg("%s", d.text);
         for (size_t k = 0; k < TS_COUNT(machines); k++) {
             run f = compile_run(g, &machines[k], false, models[i]), u = compile_run(g, &machines[k], true, models[i]);
-            assert_int_equal(mid_fuse_count(&f.ci.fusions), 2);
-            assert_int_equal(mid_fuse_count(&u.ci.fusions), 0);
+            assert_int_equal(graph_fuse_count(&f.ci.fusions), 2);
+            assert_int_equal(graph_fuse_count(&u.ci.fusions), 0);
             int epi = count_kernel(&f.p, LOW_K_GEMM_EPI), red = count_kernel(&f.p, LOW_K_REDUCE_EPI);
             assert_true(epi + red > 0);
             assert_int_equal(count_kernel(&u.p, LOW_K_GEMM_EPI) + count_kernel(&u.p, LOW_K_REDUCE_EPI), 0);
@@ -326,7 +326,7 @@ static void pytorch_formulas_over_steps(void **state) {
     graph *g = parse(pytorch_graph());
     machine m = with_tiles("c600", 0);
     run f = compile_run(g, &m, false, "steps");
-    assert_int_equal(mid_fuse_count(&f.ci.fusions), 2 * PT_STEPS);
+    assert_int_equal(graph_fuse_count(&f.ci.fusions), 2 * PT_STEPS);
     /* The same steps in double, as torch.optim writes them. */
     int32_t nin;
     float **in = default_inputs(g, &nin);
@@ -436,7 +436,7 @@ static run p6_compile(const graph *g, const machine *m) {
 static double p6_error(const char *grad, const char *wdt, const char *sdt, const machine *m, const double *ref) {
     graph *g = parse(p6_graph(grad, wdt, sdt));
     run r = p6_compile(g, m);
-    assert_int_equal(mid_fuse_count(&r.ci.fusions), P6_STEPS);
+    assert_int_equal(graph_fuse_count(&r.ci.fusions), P6_STEPS);
     /* Every partial the step stores is f32. */
     diag d = {0};
     graph_numerics nr;
@@ -525,7 +525,7 @@ static void proof_holds_fused_and_fails_unfused(void **state) {
         for (int unfused = 0; unfused < 2; unfused++) {
             run r = compile_run(g, &m, unfused, models[i]);
             fuse_plan all;
-            mid_fuse_analyze(g, true, &all);
+            graph_fuse_analyze(g, true, &all);
             epilogue_proof *pr = calloc((size_t)all.n + 1, sizeof(epilogue_proof));
             assert_int_equal(tessel_fusion_proofs(g, &all, &r.p, pr, &d), 0);
             for (int32_t k = 0; k < all.n; k++) {
@@ -549,7 +549,7 @@ static void proof_holds_fused_and_fails_unfused(void **state) {
                 }
             }
             free(pr);
-            mid_fuse_free(&all);
+            graph_fuse_free(&all);
             run_free(&r);
         }
         graph_free(g);
@@ -566,8 +566,8 @@ static void rewrite_round_trips_and_computes_the_same(void **state) {
         diag d = {0};
         graph *g = models_load(models[i], &d);
         fuse_plan fp;
-        mid_fuse_analyze(g, true, &fp);
-        graph *f = mid_fuse_apply(g, &fp, &d);
+        graph_fuse_analyze(g, true, &fp);
+        graph *f = graph_fuse_apply(g, &fp, &d);
         if (!f) fail_msg("%s", d.text);
         char *text = graph_print(f);
         graph *back = parse(text);
@@ -596,7 +596,7 @@ static void rewrite_round_trips_and_computes_the_same(void **state) {
         free(in), free(a), free(b), free(ids), free(text), free(again);
         graph_free(back);
         graph_free(f);
-        mid_fuse_free(&fp);
+        graph_fuse_free(&fp);
         graph_free(g);
     }
 }

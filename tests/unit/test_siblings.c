@@ -77,11 +77,11 @@ static void joined_graph_computes_the_model(void **state) {
     graph *g = graph_parse("sib.tsl", MODEL, strlen(MODEL), &d);
     assert_non_null(g);
     sib_plan p;
-    mid_siblings_analyze(g, &p);
+    graph_siblings_analyze(g, &p);
     assert_int_equal(p.n, 1);
     assert_int_equal(p.v[0].n, 3);
     assert_null(p.v[0].add);
-    graph *j = mid_siblings_apply(g, &p, &d);
+    graph *j = graph_siblings_apply(g, &p, &d);
     assert_non_null(j);
     assert_string_equal(p.v[0].name, "a.b.c");
     assert_true(graph_lookup(j, "wa") < 0 && graph_lookup(j, "wa.wb.wc") >= 0);
@@ -91,7 +91,7 @@ static void joined_graph_computes_the_model(void **state) {
     assert_close(got, want, 45);
     free(want), free(got);
     graph_free(j);
-    mid_siblings_free(&p);
+    graph_siblings_free(&p);
     graph_free(g);
 }
 
@@ -117,11 +117,11 @@ static void biases_join_and_shared_weights_stay(void **state) {
     graph *g = graph_parse("sib.tsl", text, strlen(text), &d);
     assert_non_null(g);
     sib_plan p;
-    mid_siblings_analyze(g, &p);
+    graph_siblings_analyze(g, &p);
     assert_int_equal(p.n, 1);
     assert_int_equal(p.v[0].n, 2);
     assert_non_null(p.v[0].add);
-    graph *j = mid_siblings_apply(g, &p, &d);
+    graph *j = graph_siblings_apply(g, &p, &d);
     assert_non_null(j);
     assert_true(graph_lookup(j, "ba.bb") >= 0 && graph_lookup(j, "wc") >= 0);
     float x[40];
@@ -130,7 +130,7 @@ static void biases_join_and_shared_weights_stay(void **state) {
     assert_close(got, want, 75);
     free(want), free(got);
     graph_free(j);
-    mid_siblings_free(&p);
+    graph_siblings_free(&p);
     graph_free(g);
 }
 

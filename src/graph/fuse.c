@@ -13,15 +13,15 @@
  * reduction, bias + GeLU in the forward pass) is a row there and an epilogue
  * op of the kernels, not a new pass.
  *
- * mid_fuse_analyze is the single entry point that decides: every candidate
+ * graph_fuse_analyze is the single entry point that decides: every candidate
  * (each optimizer op, with what makes its gradient) comes back legal or with
- * the rule that refuses it and why, failing closed. mid_fuse_apply rewrites
+ * the rule that refuses it and why, failing closed. graph_fuse_apply rewrites
  * the chosen ones. Precondition: g verifies. Postcondition: the new graph
  * verifies, has g's inputs in g's order, g's outputs and every value name of
  * g except the fused gradients; each fused op stands where its matmul stood
  * (parameters it reads are moved up to it, which changes nothing: they are
  * live from the start). */
-#include "mid.h"
+#include "graph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -298,7 +298,7 @@ static void collect(ax *a, const graph_block *b, candidate_vec *out, arena *ar) 
     }
 }
 
-void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out) {
+void graph_fuse_analyze(const graph *g, bool enable, fuse_plan *out) {
     memset(out, 0, sizeof *out);
     size_t nv = (size_t)g->values.n + 1;
     ax a = {g, xcalloc(nv, sizeof(int32_t)), xcalloc(nv, sizeof(int32_t)), xcalloc(nv, sizeof(bool))};
@@ -322,18 +322,18 @@ void mid_fuse_analyze(const graph *g, bool enable, fuse_plan *out) {
     free(a.escapes);
 }
 
-void mid_fuse_free(fuse_plan *p) {
+void graph_fuse_free(fuse_plan *p) {
     free(p->c);
     memset(p, 0, sizeof *p);
 }
 
-int32_t mid_fuse_count(const fuse_plan *p) {
+int32_t graph_fuse_count(const fuse_plan *p) {
     int32_t n = 0;
     for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused && !p->c[i].given;
     return n;
 }
 
-int32_t mid_fuse_fused(const fuse_plan *p) {
+int32_t graph_fuse_fused(const fuse_plan *p) {
     int32_t n = 0;
     for (int32_t i = 0; i < p->n; i++) n += p->c[i].fused;
     return n;
@@ -502,7 +502,7 @@ static void rebuild_block(rw *x, const graph_block *b) {
     free(due);
 }
 
-graph *mid_fuse_apply(const graph *g, const fuse_plan *p, diag *d) {
+graph *graph_fuse_apply(const graph *g, const fuse_plan *p, diag *d) {
     graph *out = graph_new(g->name, g->path);
     out->src = g->src; /* g outlives out: messages quote g's text */
     out->lead = g->lead ? arena_strdup(&out->arena, g->lead) : NULL;

@@ -20,7 +20,7 @@
  * The slices keep the members' result names, so every later op, recipe key
  * and output reads as before; the fused matmul is named after its members
  * (`l.q_proj.k_proj.v_proj`). */
-#include "mid.h"
+#include "graph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +131,7 @@ static void collect(sctx *c, const graph_block *b, sib_plan *out) {
     free(taken);
 }
 
-void mid_siblings_analyze(const graph *g, sib_plan *out) {
+void graph_siblings_analyze(const graph *g, sib_plan *out) {
     memset(out, 0, sizeof *out);
     sctx c = {g, xcalloc((size_t)g->values.n + 1, sizeof(int32_t)), xcalloc((size_t)g->values.n + 1, sizeof(int32_t))};
     count_uses(&c, &g->body);
@@ -140,7 +140,7 @@ void mid_siblings_analyze(const graph *g, sib_plan *out) {
     free(c.user);
 }
 
-void mid_siblings_free(sib_plan *p) {
+void graph_siblings_free(sib_plan *p) {
     for (int32_t k = 0; k < p->n; k++) {
         free(p->v[k].mm);
         free(p->v[k].add);
@@ -382,7 +382,7 @@ static void rebuild(srw *x, const graph_block *b) {
     }
 }
 
-graph *mid_siblings_apply(const graph *g, sib_plan *p, diag *d) {
+graph *graph_siblings_apply(const graph *g, sib_plan *p, diag *d) {
     graph *out = graph_new(g->name, g->path);
     out->src = g->src; /* g outlives out: messages quote g's text */
     size_t nops = (size_t)g->ops.n + 1, ng = (size_t)p->n + 1;
@@ -424,7 +424,7 @@ graph *mid_siblings_apply(const graph *g, sib_plan *p, diag *d) {
     return out;
 }
 
-int32_t mid_siblings_group(const sib_plan *p, const char *name) {
+int32_t graph_siblings_group(const sib_plan *p, const char *name) {
     for (int32_t k = 0; k < p->n; k++)
         if (p->v[k].name && strcmp(p->v[k].name, name) == 0) return k;
     return -1;
