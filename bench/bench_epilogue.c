@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/tessel.h"
+#include "driver/driver.h"
 #include "models/models.h"
 
 typedef struct side {

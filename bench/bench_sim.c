@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/tessel.h"
+#include "driver/driver.h"
 #include "models/models.h"
 
 static double sgemm_rate(int64_t m, int64_t n, int64_t k, int reps) {

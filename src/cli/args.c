@@ -142,3 +142,34 @@ int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d)
     *limit = (uint64_t)(x * unit);
     return 0;
 }
+
+int cli_load_machine_model(const char *spec, const cmd *c, const parsed *p, graph **g, machine *m, diag *d) {
+    if (cli_machine(c, p, m, d)) return -1;
+    *g = cli_load_model(c, p, spec, d);
+    return *g ? 0 : -1;
+}
+
+
+/* Option `name`'s value into *v when given: a whole number from 0 to max
+ * (`what` names it in the message). */
+static int count_option(const cmd *c, const parsed *p, const char *name, const char *what, long long max, long long *v,
+                        diag *d) {
+    const char *text = cli_opt(c, p, name);
+    if (!text) return 0;
+    char *end = NULL;
+    long long n = strtoll(text, &end, 10);
+    if (!*text || *end || n < 0 || n > max)
+        return diag_fail(d, "tessel %s: error: option '%s': '%s' is not a %s from 0 to %lld", c->name, name, text, what, max);
+    *v = n;
+    return 0;
+}
+
+int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
+    long long steps = DEFAULT_SEARCH_STEPS, beam = SEARCH_BEAM;
+    if (count_option(c, p, "--search-steps", "count", 1000000, &steps, d) ||
+        count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d))
+        return -1;
+    *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = steps, .beam = (int)beam,
+                           .quiet = quiet};
+    return 0;
+}

@@ -3,7 +3,7 @@
 #ifndef TESSEL_CLI_H
 #define TESSEL_CLI_H
 
-#include "tessel.h"
+#include "../driver/driver.h"
 
 enum { EXIT_USER = 2, EXIT_CHECK_FAILED = 1 };
 
@@ -37,12 +37,6 @@ void cli_help(const cmd *c, FILE *f);
 int cli_opt_index(const cmd *c, const char *name);
 const char *cli_opt(const cmd *c, const parsed *p, const char *name);
 bool cli_flag(const cmd *c, const parsed *p, const char *name);
-/* report.c: the compile report's fusion entries (saved, saved_names and
- * proofs may be NULL), and their summary on a stream. */
-struct json_t;
-struct json_t *tessel_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,
-                                  const epilogue_proof *proofs);
-void tessel_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names);
 /* Prints d and returns EXIT_USER. */
 int cli_report(const diag *d);
 /* MODEL with the command's --precision (imported models; default f16). */
@@ -52,6 +46,11 @@ graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d);
 int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d);
 /* A machine from --machine (default c600). */
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
+/* --recipe, --search-steps and --beam into *o (shared by compile and check). */
+enum { DEFAULT_SEARCH_STEPS = 256 };
+int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d);
+/* --machine into *m, then MODEL (spec) into *g. */
+int cli_load_machine_model(const char *spec, const cmd *c, const parsed *p, graph **g, machine *m, diag *d);
 /* A machine from spec; `what` (or NULL) names where spec came from in messages. */
 int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *m, diag *d);
 

@@ -67,7 +67,7 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(MATMUL_ADAMW,     matmul_adamw,     5,  5,  3, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR))
 
 /* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion
- * (src/mid/fuse.c) makes of a weight-gradient matmul and the optimizer that
+ * (src/graph/fuse.c) makes of a weight-gradient matmul and the optimizer that
  * is its only use: operands (a, b, w[, buf]) and (a, b, w, m, v), the
  * matmul's attributes, the optimizer's, and `grad`, the dtype the gradient
  * rounds to (the matmul's declared result), which no tensor ever holds. */

@@ -255,11 +255,56 @@ void mid_plan_free(mid_plan *pl);
 bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap);
 bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b); /* field by field */
 
-/* Expands g for machine m with plan pl (docs/lowering.md); choices the plan
- * lacks are asked of pl->choose and recorded in pl. User-level failures (an
- * op the machine cannot run, a model that needs what the compiler does not
- * do yet, a plan that does not fit the op) return -1 with d naming the op. */
+/* Expands g for machine m with plan pl (docs/lowering.md): every graph op
+ * by its implementation, a copy at every layout boundary, no absorption yet
+ * (the mid passes follow). Choices the plan lacks are asked of pl->choose
+ * and recorded in pl. User-level failures (an op the machine cannot run, a
+ * model that needs what the compiler does not do yet, a plan that does not
+ * fit the op) return -1 with d naming the op. */
 int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d);
+
+/* ---- passes.c: the mid passes, in pipeline order -------------------------
+ *
+ *   mid_expand ─► absorb ─► own-partials      (mid_build runs them all)
+ *
+ * A pass rewrites a program in place; `rewrites` selects the named rewrites
+ * of a pass that has them (bit r: rewrites[r]; ~0u: all). */
+typedef int (*mid_pass_fn)(mid_program *p, uint32_t rewrites, diag *d);
+typedef struct mid_pass {
+    const char *name;                /* "absorb" */
+    const char *summary;             /* one line */
+    mid_pass_fn run;
+    const char *const *rewrites;     /* its named rewrites, runnable alone as NAME.REWRITE, or NULL */
+    int nrewrites;
+} mid_pass;
+extern const mid_pass mid_passes[];  /* in order; the last has name NULL */
+/* The pass `spec` names ("absorb", or one rewrite "absorb.cast"): 0 with
+ * *pass and *rewrites, -1 no such pass, -2 the pass has no such rewrite. */
+int mid_pass_find(const char *spec, const mid_pass **pass, uint32_t *rewrites);
+/* Expansion, then every mid pass: the program the search prices and the
+ * driver lowers. */
+int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d);
+/* Per tensor, how many live prims (those in a block) read it, counting
+ * aliases and slices of it and program outputs, and the prim that makes it
+ * (-1 none, -2 several); both malloc'd, the caller frees. */
+void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker);
+
+/* absorb.c: a consumer done by its producer (the temporary between them is
+ * never stored). The rewrites, in the order they are tried: */
+#define MID_ABSORB_REWRITES(X) \
+    X(CAST, cast) X(BIAS, bias) X(GELU, gelu) X(RESIDUAL, residual) X(PRESCALE, prescale) X(PANELS, panels) X(YIELD, yield)
+typedef enum {
+#define X(id, name) MID_ABSORB_##id,
+    MID_ABSORB_REWRITES(X)
+#undef X
+    MID_ABSORB_COUNT
+} mid_absorb_rewrite;
+#define MID_ABSORB_BIT(id) (1u << MID_ABSORB_##id)
+extern const char *const mid_absorb_names[MID_ABSORB_COUNT];
+int mid_absorb(mid_program *p, uint32_t rewrites, diag *d);
+/* own_partials.c: a K-partials REDUCE reads the partial its own tile's GEMM
+ * wrote in place; the gathering copy leaves that share out. */
+int mid_own_partials(mid_program *p, uint32_t rewrites, diag *d);
 void mid_free(mid_program *p);
 /* One line per prim with its tensors and layouts; for --print-after. */
 void mid_print(FILE *f, const mid_program *p);
@@ -298,7 +343,7 @@ enum { MID_OWN_SLOTS = 255 };
 /* Whether a REDUCE prim adds a bias (in[1]). */
 bool mid_reduce_has_bias(const mid_prim *pr);
 /* The tensor a REDUCE adds after its sum (and bias), rounded to its result's
- * dtype first (expand.c's fold_residual), or -1. */
+ * dtype first (absorb.c's residual rewrite), or -1. */
 int32_t mid_reduce_residual(const mid_prim *pr);
 /* The parts a LAYER_NORM prim's rows are cut into over tiles: 0 when it
  * takes each row's statistics itself, else P, the parts whose LN_MOMENTS

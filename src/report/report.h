@@ -1,13 +1,48 @@
-/* report: what a run looked like, for people and tools.
+/* report: what the compiler and the simulator tell people and tools.
  *
- *   trace   Chrome Trace Event JSON: compute sets and exchange phases as
- *           slices on a cycle timeline (one viewer microsecond is one cycle),
- *           opened by Perfetto UI or chrome://tracing
+ *   compile.c  the compile report (--report JSON): plan per op, predictions,
+ *              search steps, failed finalists, statistics, the fusions
+ *   run.c      the summaries compile, run and check print, and their --json
+ *   trace.c    Chrome Trace Event JSON: compute sets and exchange phases as
+ *              slices on a cycle timeline (one viewer microsecond is one
+ *              cycle), opened by Perfetto UI or chrome://tracing
  */
 #ifndef TESSEL_REPORT_H
 #define TESSEL_REPORT_H
 
-#include "../sim/sim.h"
+#include "../driver/driver.h"
+
+struct json_t;
+
+/* ---- compile.c ------------------------------------------------------------ */
+
+/* The compile report of info (compiled from g): JSON text, caller frees. */
+char *report_compile_json(const graph *g, const machine *m, const compile_info *info);
+/* The epilogue fusion's candidates (saved, saved_names and proofs may be
+ * NULL) as a JSON array, and their summary on a stream. */
+struct json_t *report_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,
+                                  const epilogue_proof *proofs);
+void report_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names);
+
+/* ---- run.c ------------------------------------------------------------------ */
+
+/* What a compile made (stdout); path NULL: no package file. */
+void report_compile_summary(const char *model, const machine *m, const compile_info *ci, uint64_t pkg_bytes, const char *path);
+/* What the search chose and how sure it is (stderr). */
+void report_search_summary(const compile_info *ci);
+/* A run's cycles, by kind, tiles and memory: as JSON, and as lines on stdout. */
+struct json_t *report_sim_json(const sim_stats *st, const machine *m);
+void report_sim_summary(const sim_stats *st, const machine *m);
+/* A check's comparisons (ci NULL: a given package) as JSON, and as lines. */
+struct json_t *report_check_json(const graph *g, const char *model, const machine *m, const compile_info *ci,
+                                 const check_result *r);
+void report_check_summary(const graph *g, const check_result *r, const char *const *expect_src);
+/* One line on the fused optimizer steps and what the package stores. */
+void report_epilogue_summary(const graph *g, const fuse_plan *fp, const epilogue_proof *proofs);
+/* Where the first difference is (locate.c's result), for people. */
+void report_locate_print(FILE *f, const graph *g, const locate_result *r);
+
+/* ---- trace.c ---------------------------------------------------------------- */
 
 /* Writes the events of st as a Chrome trace to f; clock_hz gives each slice
  * its wall time too. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/tessel.h"
+#include "driver/driver.h"
 #include "models/models.h"
 
 static const char *MODEL = "zoo:mlp:tokens=24,width=64,hidden=96";

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/tessel.h"
+#include "driver/driver.h"
 #include "models/models.h"
 
 static graph *parse(const char *text) {

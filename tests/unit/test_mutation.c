@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/tessel.h"
+#include "driver/driver.h"
 #include "models/models.h"
 
 typedef enum { MUT_RECV_DST, MUT_SEND_LEN, MUT_SEND_TILE, MUT_RUN_OPERAND } mut_kind;

@@ -1,4 +1,4 @@
-/* Sibling matmuls joined (src/mid/siblings.c): the joined parameter's data
+/* Sibling matmuls joined (src/graph/siblings.c): the joined parameter's data
  * is its pieces side by side, and the joined graph computes what the model
  * does in the FP32 reference (to its last bits: BLAS may sum a wider
  * product in another order; the plan-exact checks in tests/lit/fuse/siblings*

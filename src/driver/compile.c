@@ -1,5 +1,5 @@
 /* driver.c: compile() and check(): the pipeline on one screen. */
-#include "cli.h"
+#include "driver.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -100,7 +100,7 @@ static int build_package(const graph *g, const graph *gc, const machine *m, cons
     mid_plan pl;
     mid_plan_copy(&pl, plan);
     mid_program mid;
-    int rc = mid_expand(gc, m, &pl, &mid, d);
+    int rc = mid_build(gc, m, &pl, &mid, d);
     mid_plan_free(&pl);
     if (rc) return -1;
     if (o->print_mid) mid_print(o->print_mid, &mid);
@@ -390,7 +390,7 @@ static void fusion_savings(const graph *g, const machine *m, compile_info *info)
     unfused_plan(g, info, &pl);
     mid_program mid;
     diag d = {0};
-    int rc = mid_expand(g, m, &pl, &mid, &d);
+    int rc = mid_build(g, m, &pl, &mid, &d);
     mid_plan_free(&pl);
     if (rc) return; /* the unfused plan does not even expand: nothing to compare with */
     for (int32_t k = 0; k < fp->n; k++) {
@@ -428,222 +428,4 @@ int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, 
         if (package_epilogue_proof(p, outs, n, &proofs[k], d)) return -1;
     }
     return 0;
-}
-
-static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
-    mid_gemm_site s;
-    mid_gemm_site_of(g, op, &s);
-    json_t *bp = json_array();
-    for (int j = 0; j < s.nb; j++) json_array_append_new(bp, json_integer(c->batch_parts[j]));
-    int64_t R = (s.M + c->bm - 1) / c->bm, C = (s.N + c->bn - 1) / c->bn, K = (s.K + c->bk - 1) / c->bk;
-    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:[I,I,I], s:s, s:s, s:b, s:s, s:s}", "batch_parts", bp, "rows", (json_int_t)c->bm, "cols",
-                     (json_int_t)c->bn, "k", (json_int_t)c->bk, "col_run", (json_int_t)c->col_run, "grid", (json_int_t)R,
-                     (json_int_t)C, (json_int_t)K, "partials", dtype_name(c->partials), "weights",
-                     c->stage_b ? "staged" : "resident", "panel_batch", (int)c->panel_batch, "sums",
-                     c->sum_at_consumer ? "consumer" : "grid", "streams", c->swap ? "b" : "a");
-}
-
-char *tessel_compile_report(const graph *model, const machine *m, const compile_info *info) {
-    const search_result *sr = &info->search;
-    const graph *g = tessel_compiled_graph(model, info); /* the search's ops are the compiled graph's */
-    json_t *ops = json_array();
-    for (int32_t i = 0; i < sr->ops.n; i++) {
-        const search_op *so = &sr->ops.v[i];
-        if (so->parts) { /* a layer norm: its rows whole (1) or cut over tiles */
-            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:i}, s:f}", "op", graph_op_name(g, so->op), "kind", "row_parts",
-                                                 "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles));
-            continue;
-        }
-        if (so->ew) { /* an elementwise op not in the rule's layout */
-            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:s}, s:f}", "op", graph_op_name(g, so->op), "kind",
-                                                 "elementwise_layout", "chosen", "follows", mid_ew_layout_names[so->ew - 1],
-                                                 "predicted_cycles", so->cycles));
-            continue;
-        }
-        json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
-                              gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
-        if (so->has_runner) {
-            json_object_set_new(o, "runner_up", gemm_json(g, so->op, &so->runner_up));
-            json_object_set_new(o, "runner_up_score", json_real(so->runner_score));
-        }
-        json_array_append_new(ops, o);
-    }
-    json_t *steps = json_array();
-    for (int32_t i = 0; i < sr->steps.n; i++)
-        json_array_append_new(steps, json_pack("{s:s, s:s, s:f, s:f, s:f}", "op",
-                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op),
-                                               "by", sr->steps.v[i].beam ? "beam" : sr->steps.v[i].op < 0 ? "start" : "local search",
-                                               "before", sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
-                                               sr->steps.v[i].after - sr->steps.v[i].before));
-    json_t *failed = json_array();
-    for (int i = 0; i < info->nfailed; i++)
-        json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s, s:s}", "finalist", i, "predicted_cycles",
-                                                info->failed[i].predicted, "memory", info->failed[i].reserved ? "reserved" : "payload",
-                                                "room_scale", info->failed[i].room_scale, "siblings",
-                                                info->failed[i].joined ? "joined" : "apart", "why", info->failed[i].why));
-    const est_result *e = &sr->est;
-    json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
-        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
-        "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
-        "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
-        "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
-        e->table_bytes_max, "predicted_table_bytes_total", e->table_bytes_total, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
-        "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "predicted_reserved_bytes",
-        e->reserved_peak_bytes, "ops", ops, "search_steps", steps,
-        "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
-        "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,
-        "evaluations", (json_int_t)sr->evaluations, "beam_evaluations", (json_int_t)sr->beam_evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",
-        (json_int_t)sr->copies_reused, "finalists", sr->nfinalists, "placed", "tile_bytes", (int)info->place.tile_bytes,
-        "peak_tile", (int)info->place.peak_tile, "table_bytes_max", (int)info->place.table_bytes_max, "table_bytes_median",
-        (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
-        "place", info->place_seconds, "total", info->seconds);
-    json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
-    /* The epilogue fusion: every candidate, and what the package holds at once. */
-    json_object_set_new(j, "fusions", tessel_fusion_json(tessel_model_graph(model, info), &info->fusions, info->fusion_saved,
-                                                         info->fusion_saved_names, info->fusion_proofs));
-    /* Sibling matmuls: the groups found, whether the plan joins them, and
-     * the two searches' predictions that decided it (0: not searched both). */
-    json_t *groups = json_array(), *joined = json_array();
-    for (int32_t k = 0; k < info->nsibling_groups; k++) json_array_append_new(groups, json_string(info->sibling_groups[k]));
-    for (int32_t k = 0; k < info->siblings.n; k++) json_array_append_new(joined, json_string(info->siblings.v[k].name));
-    json_object_set_new(j, "siblings", json_pack("{s:o, s:o, s:f, s:f}", "groups", groups, "joined", joined, "predicted_joined",
-                                                 info->siblings_joined_cycles, "predicted_apart", info->siblings_apart_cycles));
-    /* What the buffers hold at once (the highest address reached depends on where placement put them). */
-    json_t *pl = json_object_get(j, "placed");
-    json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));
-    json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
-    json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
-    json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
-
-    char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(j);
-    return util_newline_terminated(s);
-}
-
-int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {
-    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), n = nin + nout, k = 0;
-    int32_t *ids = xcalloc((size_t)n + 1, sizeof(int32_t));
-    graph_inputs(g, ids, nin);
-    graph_outputs(g, ids + nin, nout);
-    int rc = 0;
-    for (int32_t i = 0; i < p->bindings.n && rc == 0; i++) {
-        const pkg_binding *b = &p->bindings.v[i];
-        if (b->role == PKG_PROBE) continue;
-        const char *role = b->role == PKG_INPUT ? "input" : "output";
-        if (k >= n || (b->role == PKG_INPUT) != (k < nin)) {
-            rc = diag_fail(d, "%s: error: the package's %s '%s' is not the model's (was it compiled from %s?)", path, role,
-                           b->name, g->path);
-            break;
-        }
-        const graph_type *t = &graph_val(g, ids[k])->type;
-        bool same = strcmp(b->name, graph_val(g, ids[k])->name) == 0 && b->dtype == t->dtype &&
-                    sim_binding_numel(b) == graph_type_numel(t);
-        if (!same) {
-            char want[160];
-            graph_type_str(t, want, sizeof want);
-            rc = diag_fail(d, "%s: error: the package's %s %d is '%s', but the model's is '%%%s' %s (was it compiled from %s?)",
-                           path, role, (int)(b->role == PKG_INPUT ? k : k - nin), b->name, graph_val(g, ids[k])->name, want,
-                           g->path);
-        }
-        k++;
-    }
-    if (rc == 0 && k != n)
-        rc = diag_fail(d, "%s: error: the package has %d host inputs and outputs, the model %d (was it compiled from %s?)", path,
-                       (int)k, (int)n, g->path);
-    free(ids);
-    return rc;
-}
-
-static bool has_fp8(const graph *g) {
-    for (int32_t v = 0; v < g->values.n; v++)
-        if (dtype_is_f8(graph_val(g, v)->type.dtype)) return true;
-    return false;
-}
-
-int tessel_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
-    float *const *given = co->inputs;
-    memset(r, 0, sizeof *r);
-    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
-    int32_t *in_ids = xcalloc((size_t)nin + 1, sizeof(int32_t)), *out_ids = xcalloc((size_t)nout + 1, sizeof(int32_t));
-    graph_inputs(g, in_ids, nin);
-    graph_outputs(g, out_ids, nout);
-    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
-    float **got = xcalloc((size_t)nout + 1, sizeof(float *)), **pure = xcalloc((size_t)nout + 1, sizeof(float *));
-    float **emu = xcalloc((size_t)nout + 1, sizeof(float *));
-    int rc = 0;
-    for (int32_t k = 0; k < nin && rc == 0; k++) {
-        const graph_value *x = graph_val(g, in_ids[k]);
-        size_t n = (size_t)graph_type_numel(&x->type);
-        char ty[160];
-        graph_type_str(&x->type, ty, sizeof ty);
-        inputs[k] = util_try_malloc(n ? n : 1, sizeof(float), d, "tessel check: error: input '%s' (%s)", x->name, ty);
-        if (!inputs[k]) rc = -1;
-        else if (given && given[k]) memcpy(inputs[k], given[k], sizeof(float) * n);
-        else graph_input_default(g, in_ids[k], k, inputs[k]);
-    }
-    graph_numerics plan = {0};
-    if (rc == 0) rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
-    if (rc == 0) {
-        rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
-        double t0 = util_now_seconds();
-        ref_options po = {.strip_precision = true, .quiet = true}, eo = {.plan = &plan, .quiet = true};
-        if (rc == 0) rc = ref_run(g, &po, inputs, pure, d);
-        if (rc == 0) rc = ref_run(g, &eo, inputs, emu, d);
-        r->ref_seconds = util_now_seconds() - t0;
-    }
-    if (rc == 0) {
-        r->fp8 = has_fp8(g);
-        r->n = nout;
-        r->out = xcalloc((size_t)nout + 1, sizeof(check_output));
-        r->pass = true;
-        r->cosine = 1;
-        for (int32_t j = 0; j < nout; j++) {
-            check_output *o = &r->out[j];
-            size_t n = (size_t)graph_type_numel(&graph_val(g, out_ids[j])->type);
-            o->name = graph_val(g, out_ids[j])->name;
-            o->pure = num_compare(got[j], pure[j], n);
-            o->exact = num_mismatches(got[j], emu[j], n);
-            o->min_cosine = r->fp8 ? 0.99 : 0.999;
-            o->pass = o->pure.nonfinite == 0 && o->pure.cosine >= o->min_cosine && o->exact.count == 0;
-            if (co->expect && co->expect[j]) {
-                /* An independent implementation's answer (PyTorch): the same bar as the pure model. */
-                o->has_expect = true;
-                o->expect = num_compare(got[j], co->expect[j], n);
-                o->pass &= o->expect.nonfinite == 0 && o->expect.cosine >= o->min_cosine;
-                if (!r->has_expect) r->expect_cosine = 1;
-                r->has_expect = true;
-                if (!(o->expect.cosine >= r->expect_cosine)) r->expect_cosine = o->expect.cosine;
-                if (!(o->expect.max_abs_err <= r->expect_max_abs_err)) r->expect_max_abs_err = o->expect.max_abs_err;
-            }
-            r->pass &= o->pass;
-            r->differing += o->exact.count;
-            if (!(o->pure.cosine >= r->cosine)) r->cosine = o->pure.cosine;
-            if (!(o->pure.max_abs_err <= r->max_abs_err)) r->max_abs_err = o->pure.max_abs_err;
-        }
-        if (co->locate || r->differing) {
-            rc = tessel_locate(g, p, &plan, inputs, &r->loc, d);
-            r->located = rc == 0;
-        }
-    }
-    if (plan.op) graph_numerics_free(&plan);
-    for (int32_t k = 0; k < nin; k++) free(inputs[k]);
-    for (int32_t j = 0; j < nout; j++) {
-        free(got[j]);
-        free(pure[j]);
-        free(emu[j]);
-    }
-    free(inputs);
-    free(got);
-    free(pure);
-    free(emu);
-    free(in_ids);
-    free(out_ids);
-    return rc;
-}
-
-void check_result_free(check_result *r) {
-    sim_stats_free(&r->sim);
-    free(r->out);
-    r->out = NULL;
 }

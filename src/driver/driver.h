@@ -95,9 +95,6 @@ char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info
  * compiled from g: whether its gradient is stored (proofs[i]). */
 int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d);
 void compile_info_free(compile_info *info);
-/* The compile report (--report): the plan per op, predictions, search steps,
- * failed finalists, statistics, stage times. JSON text, caller frees. */
-char *tessel_compile_report(const graph *g, const machine *m, const compile_info *info);
 
 /* Whether package p (read from path) was compiled from g: its host inputs
  * and outputs are g's, by name, dtype and shape, in order. */
@@ -122,7 +119,6 @@ typedef struct locate_result {
 
 int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, locate_result *r,
                   diag *d);
-void tessel_locate_print(FILE *f, const graph *g, const locate_result *r);
 
 typedef struct check_output {
     const char *name;

@@ -9,7 +9,7 @@
  * that probe, to name the element, its tile and both values. Nothing here
  * reads an address or layout to compute anything: the probes only say where
  * the simulated values can be read. */
-#include "tessel.h"
+#include "driver.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -164,37 +164,4 @@ int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, 
     strmap_free(&l.keys);
     arena_free(&l.a);
     return rc;
-}
-
-void tessel_locate_print(FILE *f, const graph *g, const locate_result *r) {
-    if (!r->probes) {
-        fprintf(f, "  locate      the package has no probes of op results (compiled by an older tessel?)\n");
-        return;
-    }
-    if (!r->found) {
-        fprintf(f, "  locate      all %lld op results (repeat iterations counted) match the plan-exact reference\n",
-                (long long)r->compared);
-        return;
-    }
-    const graph_value *v = graph_val(g, r->value);
-    char ty[160];
-    graph_type_str(&v->type, ty, sizeof ty);
-    fprintf(f, "  locate      first difference: op '%s' (%s), result %%%s %s", graph_op_name(g, r->op),
-            graph_op_infos[graph_opr(g, r->op)->kind].name, v->name, ty);
-    /* The repeats around the op (a repeat's results live outside its own body). */
-    int32_t rep[GRAPH_MAX_REPEAT_DEPTH], n = 0;
-    for (int32_t q = graph_opr(g, r->op)->parent; q >= 0 && n < GRAPH_MAX_REPEAT_DEPTH; q = graph_opr(g, q)->parent) rep[n++] = q;
-    for (int k = 0; k < r->depth && k < n; k++)
-        fprintf(f, ", iteration %lld of %lld of repeat '%s'", (long long)r->iters[k], (long long)graph_opr(g, rep[n - 1 - k])->count,
-                graph_op_name(g, rep[n - 1 - k]));
-    fprintf(f, "\n");
-    if (r->missing) {
-        fprintf(f, "              the simulator never completed it\n");
-        return;
-    }
-    char at[200] = "";
-    fmt_dims(at, sizeof at, r->rank, r->coord);
-    fprintf(f, "              %lld of %lld elements differ; the first, %s (element %lld) on tile %d: got %.9g, want %.9g\n",
-            (long long)r->diff.count, (long long)r->numel, at, (long long)r->diff.first, (int)r->tile, r->diff.got,
-            r->diff.want);
 }

@@ -1,0 +1,174 @@
+/* cmd_check.c: `tessel check`: compile (or load) a package, simulate it, compare
+ * with the references. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../report/report.h"
+#include "cli.h"
+
+/* NaN or infinity in what the user gave: inputs, and parameters read from
+ * .npy files (seeded ones cannot hold any); a note on stderr each, and the
+ * same as JSON entries. */
+static void scan_nonfinite(const char *kind, const char *name, const float *x, int64_t n, json_t *out) {
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && count++ == 0) first = i;
+    if (!count) return;
+    fprintf(stderr, "tessel check: note: %s '%s' holds %lld non-finite values (the first at element %lld)\n", kind, name,
+            (long long)count, (long long)first);
+    json_array_append_new(out, json_pack("{s:s, s:s, s:I, s:I}", "name", name, "kind", kind, "count", (json_int_t)count,
+                                         "first", (json_int_t)first));
+}
+
+static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t nin, float *const *inputs) {
+    json_t *out = json_array();
+    for (int32_t j = 0; j < nin; j++) scan_nonfinite("input", specs[j].name, inputs[j], host_numel(&specs[j]), out);
+    for (int32_t op = 0; op < g->ops.n; op++) {
+        const graph_op *o = graph_opr(g, op);
+        if (o->kind != OP_PARAM || o->init.kind != INIT_NPY) continue;
+        const graph_value *v = graph_val(g, o->out[0]);
+        int64_t n = graph_type_numel(&v->type);
+        float *vals = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+        diag d = {0};
+        if (graph_param_values(g, op, true, vals, &d) == 0) scan_nonfinite("parameter", v->name, vals, n, out);
+        free(vals);
+    }
+    return out;
+}
+
+/* The package to check: PKG as given, or MODEL compiled and sent through
+ * the file format and its reader (what runs is what a file holds). A
+ * machine too large to simulate here is refused before any work. */
+static int check_package(const cmd *c, const parsed *p, const graph *g, machine *m, uint64_t host_limit, package *pkg,
+                         compile_info *ci, bool *compiled, diag *d) {
+    const char *given = cli_opt(c, p, "--package");
+    *compiled = !given;
+    if (given) {
+        if (cli_opt(c, p, "--machine"))
+            return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
+        if (package_load(given, pkg, d)) return -1;
+        *m = pkg->machine;
+        if (sim_host_check(m, host_limit, "--max-host-memory", d) == 0 && tessel_package_matches(g, pkg, given, d) == 0) return 0;
+        package_free(pkg);
+        return -1;
+    }
+    if (cli_machine(c, p, m, d) || sim_host_check(m, host_limit, "--max-host-memory", d)) return -1;
+    package built;
+    compile_options co;
+    if (cli_plan_options(c, p, p->pos[0], true, &co, d)) return -1;
+    co.no_fuse = cli_flag(c, p, "--no-fuse");
+    co.no_siblings = cli_flag(c, p, "--no-siblings");
+    if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
+    size_t n;
+    uint8_t *img = package_image(&built, &n);
+    package_free(&built);
+    int rc = package_parse(img, n, p->pos[0], pkg, d);
+    free(img);
+    return rc;
+}
+
+int cmd_check(const cmd *c, int argc, char **argv) {
+    parsed p;
+    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    diag d = {0};
+    graph *g = cli_load_model(c, &p, p.pos[0], &d);
+    if (!g) return cli_report(&d);
+    bool json = cli_flag(c, &p, "--json"), compiled = false;
+    const char *trace = cli_opt(c, &p, "--trace");
+    int32_t nin;
+    host_spec *specs = cli_graph_specs(g, false, &nin);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    machine m;
+    package pkg;
+    compile_info ci = {0};
+    check_result r = {0};
+    int32_t nout;
+    host_spec *out_specs = cli_graph_specs(g, true, &nout);
+    float **expect = xcalloc((size_t)nout + 1, sizeof(float *));
+    const char **expect_src = xcalloc((size_t)nout + 1, sizeof(char *));
+    rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
+    if (rc == 0) rc = cli_load_expected(c, &p, out_specs, nout, expect, expect_src, &d);
+    json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
+    cli_outputs files = {0};
+    uint64_t host_limit = 0;
+    if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
+    if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
+    if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
+    bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
+    fuse_plan given_fp = {0};
+    const fuse_plan *fp = &ci.fusions;
+    const graph *gf = tessel_model_graph(g, &ci); /* the graph fp names */
+    epilogue_proof *proofs = NULL;
+    package_peak peak = {0};
+    bool proof_fail = false;
+    if (rc == 0 && !compiled) { /* a given package: what it shows, not what we would do */
+        graph_fuse_analyze(g, false, &given_fp);
+        fp = &given_fp;
+    }
+    if (rc == 0) {
+        /* Fused or not, what the package really stores (docs/epilogue.md, "The proof"). */
+        proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
+        rc = tessel_fusion_proofs(gf, fp, &pkg, proofs, &d);
+        /* A given package: a legal step is fused when the package stores no gradient for it. */
+        for (int32_t k = 0; rc == 0 && k < given_fp.n; k++)
+            if (given_fp.c[k].rule == FUSE_DISABLED && !proofs[k].materialized)
+                given_fp.c[k].rule = FUSE_OK, given_fp.c[k].fused = true;
+        for (int32_t k = 0; rc == 0 && k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
+        if (rc == 0) rc = package_live_peak(&pkg, &peak, &d);
+    }
+    if (rc == 0) {
+        const char *given = cli_opt(c, &p, "--package");
+        check_options co = {.package = given ? given : p.pos[0],
+                            .inputs = inputs,
+                            .expect = expect,
+                            .sim = {.trace = trace != NULL, .quiet = json, .max_host_bytes = host_limit},
+                            .locate = cli_flag(c, &p, "--locate")};
+        rc = tessel_check(g, &pkg, &co, &r, &d);
+    }
+    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
+    else cli_outputs_abort(&files);
+    if (have_pkg) package_free(&pkg);
+    if (rc == 0 && proof_fail) r.pass = false;
+    if (rc == 0 && json) {
+        json_t *j = report_check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
+        json_object_set_new(j, "fusions", report_fusion_json(gf, fp, NULL, NULL, proofs));
+        json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)peak.bytes));
+        json_object_set(j, "nonfinite_inputs", nonfinite);
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(s);
+        free(s);
+        json_decref(j);
+    } else if (rc == 0) {
+        if (compiled) report_compile_summary(p.pos[0], &m, &ci, 0, NULL);
+        else printf("checking %s against %s on %s\n", cli_opt(c, &p, "--package"), p.pos[0], m.name);
+        report_sim_summary(&r.sim, &m);
+        for (int32_t j = 0; j < nin; j++) {
+            char note[300];
+            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            cli_print_stats("input", &specs[j], inputs[j], note);
+        }
+        report_epilogue_summary(gf, fp, proofs);
+        report_check_summary(g, &r, expect_src);
+    }
+    bool pass = r.pass;
+    free(proofs);
+    graph_fuse_free(&given_fp);
+    json_decref(nonfinite);
+    for (int32_t j = 0; j < nout; j++) free(expect[j]);
+    free(expect);
+    free(expect_src);
+    free(out_specs);
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    free(inputs);
+    free(source);
+    free(specs);
+    check_result_free(&r);
+    compile_info_free(&ci);
+    graph_free(g);
+    if (rc) return cli_report(&d);
+    return pass ? 0 : EXIT_CHECK_FAILED;
+}

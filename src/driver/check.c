@@ -1,0 +1,134 @@
+/* check.c: a package against its model: the simulator's outputs bit for bit
+ * against the plan-exact reference, and by cosine against the FP32 model. */
+#include "driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {
+    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), n = nin + nout, k = 0;
+    int32_t *ids = xcalloc((size_t)n + 1, sizeof(int32_t));
+    graph_inputs(g, ids, nin);
+    graph_outputs(g, ids + nin, nout);
+    int rc = 0;
+    for (int32_t i = 0; i < p->bindings.n && rc == 0; i++) {
+        const pkg_binding *b = &p->bindings.v[i];
+        if (b->role == PKG_PROBE) continue;
+        const char *role = b->role == PKG_INPUT ? "input" : "output";
+        if (k >= n || (b->role == PKG_INPUT) != (k < nin)) {
+            rc = diag_fail(d, "%s: error: the package's %s '%s' is not the model's (was it compiled from %s?)", path, role,
+                           b->name, g->path);
+            break;
+        }
+        const graph_type *t = &graph_val(g, ids[k])->type;
+        bool same = strcmp(b->name, graph_val(g, ids[k])->name) == 0 && b->dtype == t->dtype &&
+                    sim_binding_numel(b) == graph_type_numel(t);
+        if (!same) {
+            char want[160];
+            graph_type_str(t, want, sizeof want);
+            rc = diag_fail(d, "%s: error: the package's %s %d is '%s', but the model's is '%%%s' %s (was it compiled from %s?)",
+                           path, role, (int)(b->role == PKG_INPUT ? k : k - nin), b->name, graph_val(g, ids[k])->name, want,
+                           g->path);
+        }
+        k++;
+    }
+    if (rc == 0 && k != n)
+        rc = diag_fail(d, "%s: error: the package has %d host inputs and outputs, the model %d (was it compiled from %s?)", path,
+                       (int)k, (int)n, g->path);
+    free(ids);
+    return rc;
+}
+
+static bool has_fp8(const graph *g) {
+    for (int32_t v = 0; v < g->values.n; v++)
+        if (dtype_is_f8(graph_val(g, v)->type.dtype)) return true;
+    return false;
+}
+
+int tessel_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
+    float *const *given = co->inputs;
+    memset(r, 0, sizeof *r);
+    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
+    int32_t *in_ids = xcalloc((size_t)nin + 1, sizeof(int32_t)), *out_ids = xcalloc((size_t)nout + 1, sizeof(int32_t));
+    graph_inputs(g, in_ids, nin);
+    graph_outputs(g, out_ids, nout);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
+    float **got = xcalloc((size_t)nout + 1, sizeof(float *)), **pure = xcalloc((size_t)nout + 1, sizeof(float *));
+    float **emu = xcalloc((size_t)nout + 1, sizeof(float *));
+    int rc = 0;
+    for (int32_t k = 0; k < nin && rc == 0; k++) {
+        const graph_value *x = graph_val(g, in_ids[k]);
+        size_t n = (size_t)graph_type_numel(&x->type);
+        char ty[160];
+        graph_type_str(&x->type, ty, sizeof ty);
+        inputs[k] = util_try_malloc(n ? n : 1, sizeof(float), d, "tessel check: error: input '%s' (%s)", x->name, ty);
+        if (!inputs[k]) rc = -1;
+        else if (given && given[k]) memcpy(inputs[k], given[k], sizeof(float) * n);
+        else graph_input_default(g, in_ids[k], k, inputs[k]);
+    }
+    graph_numerics plan = {0};
+    if (rc == 0) rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
+    if (rc == 0) {
+        rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
+        double t0 = util_now_seconds();
+        ref_options po = {.strip_precision = true, .quiet = true}, eo = {.plan = &plan, .quiet = true};
+        if (rc == 0) rc = ref_run(g, &po, inputs, pure, d);
+        if (rc == 0) rc = ref_run(g, &eo, inputs, emu, d);
+        r->ref_seconds = util_now_seconds() - t0;
+    }
+    if (rc == 0) {
+        r->fp8 = has_fp8(g);
+        r->n = nout;
+        r->out = xcalloc((size_t)nout + 1, sizeof(check_output));
+        r->pass = true;
+        r->cosine = 1;
+        for (int32_t j = 0; j < nout; j++) {
+            check_output *o = &r->out[j];
+            size_t n = (size_t)graph_type_numel(&graph_val(g, out_ids[j])->type);
+            o->name = graph_val(g, out_ids[j])->name;
+            o->pure = num_compare(got[j], pure[j], n);
+            o->exact = num_mismatches(got[j], emu[j], n);
+            o->min_cosine = r->fp8 ? 0.99 : 0.999;
+            o->pass = o->pure.nonfinite == 0 && o->pure.cosine >= o->min_cosine && o->exact.count == 0;
+            if (co->expect && co->expect[j]) {
+                /* An independent implementation's answer (PyTorch): the same bar as the pure model. */
+                o->has_expect = true;
+                o->expect = num_compare(got[j], co->expect[j], n);
+                o->pass &= o->expect.nonfinite == 0 && o->expect.cosine >= o->min_cosine;
+                if (!r->has_expect) r->expect_cosine = 1;
+                r->has_expect = true;
+                if (!(o->expect.cosine >= r->expect_cosine)) r->expect_cosine = o->expect.cosine;
+                if (!(o->expect.max_abs_err <= r->expect_max_abs_err)) r->expect_max_abs_err = o->expect.max_abs_err;
+            }
+            r->pass &= o->pass;
+            r->differing += o->exact.count;
+            if (!(o->pure.cosine >= r->cosine)) r->cosine = o->pure.cosine;
+            if (!(o->pure.max_abs_err <= r->max_abs_err)) r->max_abs_err = o->pure.max_abs_err;
+        }
+        if (co->locate || r->differing) {
+            rc = tessel_locate(g, p, &plan, inputs, &r->loc, d);
+            r->located = rc == 0;
+        }
+    }
+    if (plan.op) graph_numerics_free(&plan);
+    for (int32_t k = 0; k < nin; k++) free(inputs[k]);
+    for (int32_t j = 0; j < nout; j++) {
+        free(got[j]);
+        free(pure[j]);
+        free(emu[j]);
+    }
+    free(inputs);
+    free(got);
+    free(pure);
+    free(emu);
+    free(in_ids);
+    free(out_ids);
+    return rc;
+}
+
+void check_result_free(check_result *r) {
+    sim_stats_free(&r->sim);
+    free(r->out);
+    r->out = NULL;
+}
+

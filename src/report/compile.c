@@ -1,0 +1,166 @@
+/* compile.c: the compile report (`tessel compile --report FILE.json`): the
+ * plan per op, predictions, search steps, failed finalists, statistics,
+ * stage times, and the epilogue fusions (docs/epilogue.md) with their
+ * summary on a stream. */
+#include "report.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *epilogue_of(const graph *g, const fuse_candidate *c) {
+    graph_op_kind k = graph_opr(g, c->consumer)->kind;
+    return k == OP_ADAMW || k == OP_MATMUL_ADAMW ? "adam moments, then adamw_apply" : "sgd";
+}
+
+json_t *report_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,
+                           const epilogue_proof *proofs) {
+    json_t *a = json_array();
+    for (int32_t k = 0; k < fp->n; k++) {
+        const fuse_candidate *c = &fp->c[k];
+        json_t *e = json_pack("{s:s, s:s, s:o, s:b, s:s, s:s, s:s, s:s}", "consumer", graph_op_name(g, c->consumer),
+                              "consumer_kind", graph_op_infos[graph_opr(g, c->consumer)->kind].name, "gradient",
+                              c->gradient >= 0 ? json_string(graph_val(g, c->gradient)->name) : json_null(), "fused", c->fused,
+                              "rule", fuse_rule_names[c->rule], "reason", c->why, "need", fuse_locality_names[c->need], "have",
+                              fuse_locality_names[c->have]);
+        if (c->given) json_object_set_new(e, "given", json_true());
+        /* The optimizer state's dtype (the first state operand's), none for plain SGD. */
+        const graph_op *o = graph_opr(g, c->consumer);
+        int first = o->kind == OP_SGD || o->kind == OP_ADAMW ? 2 : 3;
+        json_object_set_new(e, "state_dtype",
+                            o->nin > first ? json_string(dtype_name(graph_val(g, o->in[first])->type.dtype)) : json_string("none"));
+        bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;
+        json_object_set_new(e, "producer", made ? json_string(graph_op_name(g, c->producer)) : json_null());
+        json_object_set_new(e, "producer_kind", made ? json_string(graph_op_infos[graph_opr(g, c->producer)->kind].name) : json_null());
+        if (c->fused) {
+            json_object_set_new(e, "epilogue", json_string(epilogue_of(g, c)));
+            json_object_set_new(e, "sram_saved_bytes_per_tile", json_integer(saved ? saved[k] : 0));
+            json_object_set_new(e, "saved_buffers", json_string(saved_names && saved_names[k] ? saved_names[k] : ""));
+        } else {
+            json_object_set_new(e, "sram_saved_bytes_per_tile", json_integer(0));
+        }
+        if (proofs) {
+            const epilogue_proof *p = &proofs[k];
+            json_t *j = json_pack("{s:b, s:s}", "materialized", p->materialized, "evidence", p->evidence);
+            json_object_set_new(j, "update_runs", json_integer(p->update_runs));
+            json_object_set_new(j, "largest_gradient_buffer_bytes", json_integer(p->buffer_bytes));
+            json_object_set_new(e, "proof", j);
+        }
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+void report_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names) {
+    fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)graph_fuse_fused(fp), (int)fp->n);
+    for (int32_t k = 0; k < fp->n; k++) {
+        const fuse_candidate *c = &fp->c[k];
+        bool made = c->producer >= 0 && !graph_op_infos[graph_opr(g, c->producer)->kind].structural;
+        fprintf(f, "  %-8s %s (%s) <- %s %s", c->fused ? "fused" : c->rule == FUSE_DISABLED ? "legal" : "refused",
+                graph_op_name(g, c->consumer), graph_op_infos[graph_opr(g, c->consumer)->kind].name,
+                made ? graph_op_infos[graph_opr(g, c->producer)->kind].name : "value",
+                made ? graph_op_name(g, c->producer) : c->gradient >= 0 ? graph_val(g, c->gradient)->name : "its own matmul");
+        if (c->given) {
+            fprintf(f, ": fused in the model itself\n");
+        } else if (c->fused) {
+            char b[32];
+            fmt_bytes(b, sizeof b, saved ? (double)saved[k] : 0);
+            fprintf(f, ": the gradient is never stored; saves %s per tile (%s bytes)\n", b,
+                    saved_names && saved_names[k] ? saved_names[k] : "");
+        } else {
+            fprintf(f, " [%s]: %s\n", fuse_rule_names[c->rule], c->why);
+        }
+    }
+}
+
+static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
+    mid_gemm_site s;
+    mid_gemm_site_of(g, op, &s);
+    json_t *bp = json_array();
+    for (int j = 0; j < s.nb; j++) json_array_append_new(bp, json_integer(c->batch_parts[j]));
+    int64_t R = (s.M + c->bm - 1) / c->bm, C = (s.N + c->bn - 1) / c->bn, K = (s.K + c->bk - 1) / c->bk;
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:[I,I,I], s:s, s:s, s:b, s:s, s:s}", "batch_parts", bp, "rows", (json_int_t)c->bm, "cols",
+                     (json_int_t)c->bn, "k", (json_int_t)c->bk, "col_run", (json_int_t)c->col_run, "grid", (json_int_t)R,
+                     (json_int_t)C, (json_int_t)K, "partials", dtype_name(c->partials), "weights",
+                     c->stage_b ? "staged" : "resident", "panel_batch", (int)c->panel_batch, "sums",
+                     c->sum_at_consumer ? "consumer" : "grid", "streams", c->swap ? "b" : "a");
+}
+
+char *report_compile_json(const graph *model, const machine *m, const compile_info *info) {
+    const search_result *sr = &info->search;
+    const graph *g = tessel_compiled_graph(model, info); /* the search's ops are the compiled graph's */
+    json_t *ops = json_array();
+    for (int32_t i = 0; i < sr->ops.n; i++) {
+        const search_op *so = &sr->ops.v[i];
+        if (so->parts) { /* a layer norm: its rows whole (1) or cut over tiles */
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:i}, s:f}", "op", graph_op_name(g, so->op), "kind", "row_parts",
+                                                 "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles));
+            continue;
+        }
+        if (so->ew) { /* an elementwise op not in the rule's layout */
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:s}, s:f}", "op", graph_op_name(g, so->op), "kind",
+                                                 "elementwise_layout", "chosen", "follows", mid_ew_layout_names[so->ew - 1],
+                                                 "predicted_cycles", so->cycles));
+            continue;
+        }
+        json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
+                              gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
+        if (so->has_runner) {
+            json_object_set_new(o, "runner_up", gemm_json(g, so->op, &so->runner_up));
+            json_object_set_new(o, "runner_up_score", json_real(so->runner_score));
+        }
+        json_array_append_new(ops, o);
+    }
+    json_t *steps = json_array();
+    for (int32_t i = 0; i < sr->steps.n; i++)
+        json_array_append_new(steps, json_pack("{s:s, s:s, s:f, s:f, s:f}", "op",
+                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op),
+                                               "by", sr->steps.v[i].beam ? "beam" : sr->steps.v[i].op < 0 ? "start" : "local search",
+                                               "before", sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
+                                               sr->steps.v[i].after - sr->steps.v[i].before));
+    json_t *failed = json_array();
+    for (int i = 0; i < info->nfailed; i++)
+        json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s, s:s}", "finalist", i, "predicted_cycles",
+                                                info->failed[i].predicted, "memory", info->failed[i].reserved ? "reserved" : "payload",
+                                                "room_scale", info->failed[i].room_scale, "siblings",
+                                                info->failed[i].joined ? "joined" : "apart", "why", info->failed[i].why));
+    const est_result *e = &sr->est;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
+        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
+        "s:{s:i, s:i, s:i, s:i}, s:{s:f, s:f, s:f, s:f}}",
+        "format", "tessel-compile-report", "model", g->name, "machine", m->name, "predicted_cycles", e->cycles,
+        "predicted_compute_cycles", e->compute, "predicted_exchange_cycles", e->exchange, "predicted_table_bytes_max",
+        e->table_bytes_max, "predicted_table_bytes_total", e->table_bytes_total, "predicted_phases", (json_int_t)e->phases, "predicted_fragments", (json_int_t)e->fragments,
+        "predicted_peak_bytes", e->peak_bytes, "predicted_peak_tile", (int)e->peak_tile, "predicted_reserved_bytes",
+        e->reserved_peak_bytes, "ops", ops, "search_steps", steps,
+        "failed_finalists", failed, "finalist", info->finalist, "search", "proposals", (json_int_t)sr->proposals,
+        "rejected_memory", (json_int_t)sr->rejected_memory, "rejected_slower", (json_int_t)sr->rejected_slower,
+        "evaluations", (json_int_t)sr->evaluations, "beam_evaluations", (json_int_t)sr->beam_evaluations, "copies_priced", (json_int_t)sr->copies_priced, "copies_reused",
+        (json_int_t)sr->copies_reused, "finalists", sr->nfinalists, "placed", "tile_bytes", (int)info->place.tile_bytes,
+        "peak_tile", (int)info->place.peak_tile, "table_bytes_max", (int)info->place.table_bytes_max, "table_bytes_median",
+        (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
+        "place", info->place_seconds, "total", info->seconds);
+    json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
+    /* The epilogue fusion: every candidate, and what the package holds at once. */
+    json_object_set_new(j, "fusions", report_fusion_json(tessel_model_graph(model, info), &info->fusions, info->fusion_saved,
+                                                         info->fusion_saved_names, info->fusion_proofs));
+    /* Sibling matmuls: the groups found, whether the plan joins them, and
+     * the two searches' predictions that decided it (0: not searched both). */
+    json_t *groups = json_array(), *joined = json_array();
+    for (int32_t k = 0; k < info->nsibling_groups; k++) json_array_append_new(groups, json_string(info->sibling_groups[k]));
+    for (int32_t k = 0; k < info->siblings.n; k++) json_array_append_new(joined, json_string(info->siblings.v[k].name));
+    json_object_set_new(j, "siblings", json_pack("{s:o, s:o, s:f, s:f}", "groups", groups, "joined", joined, "predicted_joined",
+                                                 info->siblings_joined_cycles, "predicted_apart", info->siblings_apart_cycles));
+    /* What the buffers hold at once (the highest address reached depends on where placement put them). */
+    json_t *pl = json_object_get(j, "placed");
+    json_object_set_new(pl, "peak_live_bytes", json_integer((json_int_t)info->peak.bytes));
+    json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
+    json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
+    json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
+
+    char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(j);
+    return util_newline_terminated(s);
+}
+
