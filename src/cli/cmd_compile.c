@@ -18,24 +18,30 @@ static int write_text(outset *os, FILE *f, const char *path, const char *text, d
 
 int cmd_compile(const cmd *c, int argc, char **argv) {
     parsed p;
-    int rc = cli_parse(c, argc, argv, 1, 1, &p);
+    int rc = cli_parse(c, argc, argv, 0, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
+    if (cli_flag(c, &p, "--list-passes")) {
+        for (int i = 0; i < tessel_pass_count(); i++) printf("%s\n", tessel_pass_at(i).name);
+        return 0;
+    }
     const char *out = cli_opt(c, &p, "-o"), *save = cli_opt(c, &p, "--save-recipe"), *report = cli_opt(c, &p, "--report");
     diag d = {0};
+    if (p.npos == 0) return diag_fail(&d, "tessel compile: error: a MODEL is required (tessel compile --help)"), cli_report(&d);
     if (!out) return diag_fail(&d, "tessel compile: error: option '-o PKG' is required"), cli_report(&d);
     graph *g = NULL;
     machine m;
     compile_options co;
     const char *after = cli_opt(c, &p, "--print-after");
-    if (after && !tessel_pass_known(after))
-        return diag_fail(&d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (fuse, expand)", after,
-                         after),
+    if (after && !tessel_pass_find(after, NULL)) {
+        char names[1024];
+        tessel_pass_names(names, sizeof names);
+        return diag_fail(&d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", after, after, names),
                cli_report(&d);
+    }
     if (cli_plan_options(c, &p, p.pos[0], cli_flag(c, &p, "--quiet"), &co, &d)) return cli_report(&d);
     if (cli_load_machine_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
-    co.print_mid = cli_flag(c, &p, "--print-mid") ? stderr : NULL;
     co.print_after = after;
-    co.print_to = stderr;
+    co.print_to = stdout;
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
     co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;

@@ -50,9 +50,8 @@ static const opt_spec ref_opts[] = {
 static const opt_spec compile_opts[] = {
     {"--machine", "NAME|FILE.json", "the target machine (default c600)", false},
     {"-o", "PKG", "write the package here (required)", false},
-    {"--print-mid", NULL, "print the expanded mid program to stderr", false},
-    {"--print-after", "PASS", "print the IR after PASS to stderr: fuse (the graph after the epilogue fusion), expand (mid)",
-     false},
+    {"--list-passes", NULL, "print the pipeline's passes in order, one per line (no MODEL needed)", false},
+    {"--print-after", "PASS", "print the IR after PASS on stdout (a graph, a mid program or a per-tile program; --list-passes names them)", false},
     {"--no-fuse", NULL, "keep every optimizer step out of its gradient GEMM (the fusion analysis still runs)", false},
     {"--no-siblings", NULL, "keep matmuls that read one operand apart (no joined GEMM)", false},
     PLAN_OPTS,
@@ -96,7 +95,7 @@ static const opt_spec calibrate_opts[] = {
     {0}};
 
 static const cmd commands[] = {
-    {"compile", "MODEL -o PKG [options]", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile},
+    {"compile", "MODEL -o PKG [options] | --list-passes", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile},
     {"run", "PKG [options]", "Run a package on the simulator (it needs only the package and the input files).", run_opts,
      cmd_run},
     {"check", "MODEL [options]",

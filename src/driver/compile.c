@@ -20,16 +20,21 @@ static char *meta_json(const graph *g, const machine *m, const char *model, cons
     return s;
 }
 
-const char *const tessel_passes[] = {"fuse", "expand", NULL};
-
-bool tessel_pass_known(const char *name) {
-    for (int i = 0; tessel_passes[i]; i++)
-        if (strcmp(tessel_passes[i], name) == 0) return true;
-    return false;
-}
-
+static FILE *print_to(const compile_options *o) { return o->print_to ? o->print_to : stderr; }
 static bool printing_after(const compile_options *o, const char *pass) {
     return o->print_after && strcmp(o->print_after, pass) == 0;
+}
+static void print_mid_after(void *ctx, const char *pass, const mid_program *p) {
+    if (printing_after(ctx, pass)) mid_print(print_to(ctx), p);
+}
+static void print_low_after(const compile_options *o, const char *pass, const low_program *p) {
+    if (printing_after(o, pass)) low_print(print_to(o), p);
+}
+static void print_graph_after(const compile_options *o, const char *pass, const graph *g) {
+    if (!printing_after(o, pass)) return;
+    char *text = graph_print(g);
+    fputs(text, print_to(o));
+    free(text);
 }
 
 /* The op of g an op of gc (g after fusion) stands for: by stable name, or
@@ -93,58 +98,75 @@ static void numerics_for_model(const graph *g, const graph *gm, const graph *gc,
     graph_numerics_free(&mnu);
 }
 
-/* One finalist through expansion, lowering, the schedule and placement: gc
- * (the model g after fusion) expanded, the metadata keyed to g. */
+/* Lowering and the schedule: low holds the scheduled program (in arena
+ * la), buf_of and prim_steps map mid tensors and prims onto it. */
+static int lower(const mid_program *mid, const machine *m, const compile_options *o, arena *la, low_program *low,
+                 int32_t *buf_of, low_prim_steps *prim_steps, compile_info *info, diag *d) {
+    if (low_lower(mid, m, la, low, buf_of, prim_steps, d)) return -1;
+    print_low_after(o, "lower", low);
+    /* Supersteps: independent copies share exchange phases. */
+    low_program sched;
+    int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low->steps.n + 1));
+    info->steps_merged = place_schedule(low, la, &sched, step_map);
+    for (int32_t i = 0; i < mid->prims.n; i++) {
+        if (prim_steps[i].first >= 0) prim_steps[i].first = step_map[prim_steps[i].first];
+        if (prim_steps[i].last >= 0) prim_steps[i].last = step_map[prim_steps[i].last];
+    }
+    free(step_map);
+    *low = sched;
+    print_low_after(o, "schedule", low);
+    info->prims = mid->prims.n;
+    info->steps = low->steps.n;
+    info->runs = low->runs.n;
+    info->frags = low->frags.n;
+    return 0;
+}
+
+/* The package's metadata: the plan's numeric decisions read off mid (the
+ * program of gc, the model g after the graph passes) keyed to g, so it
+ * checks against the model as given, and the recipe. */
+static void package_meta(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_program *mid,
+                         const compile_info *info, package *out) {
+    graph_numerics nu, ng;
+    mid_numerics(mid, &nu);
+    if (gc != g) {
+        numerics_for_model(g, tessel_model_graph(g, info), gc, &nu, &info->fusions, &info->siblings, &ng);
+        graph_numerics_free(&nu);
+        nu = ng;
+    }
+    char *nj = graph_numerics_json(g, &nu), *meta = meta_json(g, m, o->model, info, nj, info->recipe);
+    out->meta = arena_strdup(&out->arena, meta);
+    free(meta);
+    free(nj);
+    graph_numerics_free(&nu);
+}
+
+/* One finalist through the passes after the search: expansion and the mid
+ * passes, lowering, the schedule, placement. */
 static int build_package(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_plan *plan,
                          package *out, compile_info *info, diag *d) {
     mid_plan pl;
     mid_plan_copy(&pl, plan);
     mid_program mid;
-    int rc = mid_build(gc, m, &pl, &mid, d);
+    mid_watch watch = {print_mid_after, (void *)o};
+    int rc = mid_build(gc, m, &pl, &mid, &watch, d);
     mid_plan_free(&pl);
     if (rc) return -1;
-    if (o->print_mid) mid_print(o->print_mid, &mid);
-    if (printing_after(o, "expand")) mid_print(o->print_to ? o->print_to : stderr, &mid);
     double t0 = util_now_seconds();
     arena la;
     arena_init(&la);
-    low_program low, sched;
+    low_program low;
     int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
     low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
-    rc = low_lower(&mid, m, &la, &low, buf_of, prim_steps, d);
+    rc = lower(&mid, m, o, &la, &low, buf_of, prim_steps, info, d);
+    info->lower_seconds += util_now_seconds() - t0;
+    t0 = util_now_seconds();
+    /* Placement first fills the statistics the metadata reports. */
+    if (rc == 0) rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
+    info->place_seconds += util_now_seconds() - t0;
     if (rc == 0) {
-        /* Supersteps: independent copies share exchange phases. */
-        int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low.steps.n + 1));
-        info->steps_merged = place_schedule(&low, &la, &sched, step_map);
-        for (int32_t i = 0; i < mid.prims.n; i++) {
-            if (prim_steps[i].first >= 0) prim_steps[i].first = step_map[prim_steps[i].first];
-            if (prim_steps[i].last >= 0) prim_steps[i].last = step_map[prim_steps[i].last];
-        }
-        free(step_map);
-        low = sched;
-        info->prims = mid.prims.n;
-        info->steps = low.steps.n;
-        info->runs = low.runs.n;
-        info->frags = low.frags.n;
-        info->lower_seconds += util_now_seconds() - t0;
-        t0 = util_now_seconds();
-        /* Placement first fills the statistics the metadata reports. */
-        rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
-        info->place_seconds += util_now_seconds() - t0;
-        if (rc == 0) {
-            graph_numerics nu, ng;
-            mid_numerics(&mid, &nu);
-            if (gc != g) {
-                numerics_for_model(g, tessel_model_graph(g, info), gc, &nu, &info->fusions, &info->siblings, &ng);
-                graph_numerics_free(&nu);
-                nu = ng;
-            }
-            char *nj = graph_numerics_json(g, &nu), *meta = meta_json(g, m, o->model, info, nj, info->recipe);
-            out->meta = arena_strdup(&out->arena, meta);
-            free(meta);
-            free(nj);
-            graph_numerics_free(&nu);
-        }
+        print_low_after(o, "place", &out->prog);
+        package_meta(g, gc, m, o, &mid, info, out);
     }
     free(buf_of);
     free(prim_steps);
@@ -262,9 +284,12 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
 int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
     memset(info, 0, sizeof *info);
-    if (o->print_after && !tessel_pass_known(o->print_after))
-        return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (fuse, expand)",
-                         o->print_after, o->print_after);
+    if (o->print_after && !tessel_pass_find(o->print_after, NULL)) {
+        char names[1024];
+        tessel_pass_names(names, sizeof names);
+        return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", o->print_after,
+                         o->print_after, names);
+    }
     /* Sibling matmuls joined, then the optimizer epilogue fusion: graph
      * passes, the search plans what they make. Joining is a choice: a
      * recipe that names the members apart keeps them apart, and a search
@@ -312,10 +337,9 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
         }
         searched = rc == 0;
     }
-    if (rc == 0 && printing_after(o, "fuse")) {
-        char *text = graph_print(tessel_compiled_graph(g, info));
-        fputs(text, o->print_to ? o->print_to : stderr);
-        free(text);
+    if (rc == 0) {
+        print_graph_after(o, "join-siblings", tessel_model_graph(g, info));
+        print_graph_after(o, "fuse-epilogue", tessel_compiled_graph(g, info));
     }
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
     int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
@@ -390,7 +414,7 @@ static void fusion_savings(const graph *g, const machine *m, compile_info *info)
     unfused_plan(g, info, &pl);
     mid_program mid;
     diag d = {0};
-    int rc = mid_build(g, m, &pl, &mid, &d);
+    int rc = mid_build(g, m, &pl, &mid, NULL, &d);
     mid_plan_free(&pl);
     if (rc) return; /* the unfused plan does not even expand: nothing to compare with */
     for (int32_t k = 0; k < fp->n; k++) {

@@ -10,8 +10,7 @@
 
 typedef struct compile_options {
     const char *model;        /* names the source in the package's metadata */
-    FILE *print_mid;          /* when set, receives the expanded program */
-    const char *print_after;  /* a pass ("fuse": the graph, "expand": mid) whose result goes to print_to, or NULL */
+    const char *print_after;  /* a pass (tessel_pass_find) whose result goes to print_to, or NULL */
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
@@ -22,9 +21,28 @@ typedef struct compile_options {
     bool fusion_report;       /* fill compile_info's fusion savings, proofs and live peak (for --report) */
 } compile_options;
 
-/* The passes --print-after names, in pipeline order (NULL-terminated). */
-extern const char *const tessel_passes[];
-bool tessel_pass_known(const char *name);
+/* ---- passes.c: the pipeline, one named pass after another -----------------
+ *
+ *   graph ─join-siblings─► ─fuse-epilogue─► graph'    (planned by the search)
+ *   graph' ─expand─► mid ─absorb─► ─own-partials─► mid'   (src/mid: mid_passes)
+ *   mid' ─lower─► low ─schedule─► low ─place─► package
+ *
+ * Every pass prints its result (--print-after=NAME): a graph as .tsl text, a
+ * mid program as mid text, a low program or a package's placed program as
+ * low_print lines. */
+typedef enum { PASS_GRAPH, PASS_MID, PASS_LOW } tessel_pass_ir;
+typedef struct tessel_pass {
+    const char *name;
+    const char *summary;      /* one line */
+    tessel_pass_ir ir;        /* what it makes */
+} tessel_pass;
+/* The pipeline's passes, in order: tessel_pass_at(0 .. count - 1). */
+int tessel_pass_count(void);
+tessel_pass tessel_pass_at(int i);
+/* Whether a pass is called name (*out receives it when out is not NULL). */
+bool tessel_pass_find(const char *name, tessel_pass *out);
+/* The pass names, comma separated, for messages. */
+void tessel_pass_names(char *buf, size_t cap);
 
 /* Searches a compile runs at most: when no finalist places, the search runs
  * again with less room for its estimated peak (driver.c). */

@@ -223,6 +223,11 @@ typedef struct low_prim_steps {
 int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
               low_prim_steps *prim_steps, diag *d);
 
+/* ---- print.c ---------------------------------------------------------------- */
+
+/* The buffers and every step in order, a line each, for --print-after. */
+void low_print(FILE *f, const low_program *p);
+
 /* ---- kernels.c ---------------------------------------------------------- */
 
 /* The first epilogue operand of a GEMM_EPI or REDUCE_EPI run (E0), else -1. */

@@ -282,8 +282,12 @@ extern const mid_pass mid_passes[];  /* in order; the last has name NULL */
  * *pass and *rewrites, -1 no such pass, -2 the pass has no such rewrite. */
 int mid_pass_find(const char *spec, const mid_pass **pass, uint32_t *rewrites);
 /* Expansion, then every mid pass: the program the search prices and the
- * driver lowers. */
-int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d);
+ * driver lowers. A watch (or NULL) sees the program after each, by name. */
+typedef struct mid_watch {
+    void (*after)(void *ctx, const char *pass, const mid_program *p);
+    void *ctx;
+} mid_watch;
+int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, const mid_watch *w, diag *d);
 /* Per tensor, how many live prims (those in a block) read it, counting
  * aliases and slices of it and program outputs, and the prim that makes it
  * (-1 none, -2 several); both malloc'd, the caller frees. */

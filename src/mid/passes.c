@@ -53,12 +53,15 @@ void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker) {
     count_block(p, &p->top, *reads, *maker);
 }
 
-int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, diag *d) {
+int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, const mid_watch *w, diag *d) {
     if (mid_expand(g, m, pl, out, d)) return -1;
-    for (const mid_pass *p = mid_passes; p->name; p++)
+    if (w) w->after(w->ctx, "expand", out);
+    for (const mid_pass *p = mid_passes; p->name; p++) {
         if (p->run(out, ~0u, d)) {
             mid_free(out);
             return -1;
         }
+        if (w) w->after(w->ctx, p->name, out);
+    }
     return 0;
 }

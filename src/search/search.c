@@ -242,7 +242,7 @@ static eval evaluate(const state *st, mid_plan *pl, est_cache *cache) {
     mid_program mid;
     diag d = {0};
     eval e = {0};
-    if (mid_build(st->g, st->m, pl, &mid, &d) == 0) {
+    if (mid_build(st->g, st->m, pl, &mid, NULL, &d) == 0) {
         e = price(st, &mid, cache);
         mid_free(&mid);
     }
@@ -536,7 +536,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
      * candidates, keeps its alternatives, and answers with the given choice
      * or else the best-scored one. */
     mid_program mid;
-    int rc = mid_build(g, m, &pl, &mid, d);
+    int rc = mid_build(g, m, &pl, &mid, NULL, d);
     est_cache *cache = est_cache_new(m);
     eval cur = {0};
     double room = 0;
@@ -650,7 +650,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         mid_plan_copy(&best, &r->finalist[0]);
         mid_program bm;
         diag dd = {0};
-        if (mid_build(g, m, &best, &bm, &dd) == 0) {
+        if (mid_build(g, m, &best, &bm, NULL, &dd) == 0) {
             r->est.prim_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
             est_program(&bm, cache, &r->est);
             for (int32_t i = 0; i < g->ops.n; i++) {
