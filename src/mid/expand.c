@@ -6,8 +6,10 @@
  * otherwise emits a COPY. Elementwise ops follow their first full-shape
  * operand, row ops (softmax, layer norm) keep rows whole, a matmul runs on the
  * plan's (batch, rows, columns, K) tile grid with K partials reduced across
- * tiles. Choosing the grid is the search's business (src/search). */
-#include "mid.h"
+ * tiles (expand_gemm.c). Choosing the grid is the search's business
+ * (src/search); what consumers their producers absorb is the mid passes'
+ * (absorb.c, own_partials.c). */
+#include "expand.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,39 +44,6 @@ const char *const mid_epi_names[MID_EPI_COUNT] = {
 #undef X
 };
 
-typedef struct copy_memo {
-    int32_t src, dst;    /* tensors */
-    int32_t block;       /* repeat prim where the copy runs */
-} copy_memo;
-
-typedef struct mx {
-    mid_program *p;
-    const graph *g;
-    const machine *m;
-    diag *d;
-    int32_t *vt;         /* graph value -> tensor holding it */
-    int32_t *epi_of;     /* graph value -> the fused op whose weight or state parameter it is, -1 */
-    int32_t block;       /* repeat prim being filled, -1 at top level */
-    int32_t open[16];    /* repeat prims being filled, outermost first */
-    int depth;
-    int err;             /* a failure recorded where no status can be returned */
-    mid_plan *plan;      /* the choices being expanded */
-    int32_t origin;      /* graph op being expanded */
-    int32_t casts;       /* casts emitted for origin so far */
-    VEC(copy_memo) memo; /* copies already made, to reuse */
-    /* Layout hints (see "consumer layouts" below): per graph value, the
-     * layout its first consumer wanted, pulled back through transposes and
-     * reshapes. Recorded by a first expansion, followed by the second. */
-    layout *hint;
-    bool *hinted;
-    bool recording;
-} mx;
-
-#define FAIL(x, ...) graph_fail_op((x)->g, (x)->origin, (x)->d, __VA_ARGS__)
-
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- tensors and prims ------------------------------------------------------ */
 
@@ -97,7 +66,7 @@ static graph_type vtype(const mx *x, int32_t v) {
     return t;
 }
 
-static int32_t new_tensor(mx *x, const char *name, dtype dt, int scale, const layout *lay, int32_t value) {
+int32_t ex_new_tensor(mx *x, const char *name, dtype dt, int scale, const layout *lay, int32_t value) {
     mid_tensor t = {.name = arena_strdup(&x->p->arena, name), .dtype = dt, .scale = (int8_t)scale, .value = value,
                     .param_op = -1, .stack = 1, .slice_of = -1, .alias_of = -1, .scope = x->block};
     if (lay) {
@@ -111,7 +80,7 @@ static int32_t new_tensor(mx *x, const char *name, dtype dt, int scale, const la
 
 static mid_block *cur_block(mx *x) { return x->block < 0 ? &x->p->top : &mid_p(x->p, x->block)->body; }
 
-static int32_t emit(mx *x, mid_kind k, const int32_t *in, int nin, const int32_t *out, int nout) {
+int32_t ex_emit(mx *x, mid_kind k, const int32_t *in, int nin, const int32_t *out, int nout) {
     mid_prim pr = {.kind = k, .nin = nin, .nout = nout, .origin = x->origin, .cast_ordinal = -1, .acc = DT_F32};
     TS_ASSERT(nin <= MID_MAX_IN && nout <= MID_MAX_OUT);
     for (int i = 0; i < nin; i++) pr.in[i] = in[i];
@@ -125,7 +94,7 @@ static int32_t emit(mx *x, mid_kind k, const int32_t *in, int nin, const int32_t
 /* ---- layout plans ------------------------------------------------------------- */
 
 /* Tile strides row-major over the parts grid, starting at tile 0. */
-static void row_major_tiles(layout *l) {
+void ex_row_major_tiles(layout *l) {
     int32_t s = 1;
     for (int a = l->rank - 1; a >= 0; a--) {
         l->tile_stride[a] = s;
@@ -153,7 +122,7 @@ static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
         set_parts(&l, a, p);
         left /= l.parts[a];
     }
-    row_major_tiles(&l);
+    ex_row_major_tiles(&l);
     return l;
 }
 
@@ -184,14 +153,14 @@ static layout aligned(const layout *out, const graph_type *t) {
     return l;
 }
 
-static layout unreplicated(layout l) {
+layout ex_unreplicated(layout l) {
     l.nrep = 0;
     return l;
 }
 
 /* ---- placing and copying ------------------------------------------------------ */
 
-static void place(mx *x, int32_t t, const layout *lay) {
+void ex_place(mx *x, int32_t t, const layout *lay) {
     mid_tensor *mt = mid_t(x->p, t);
     TS_ASSERT(!mt->placed);
     mt->lay = *lay;
@@ -215,7 +184,7 @@ static int32_t read(mx *x, int32_t v) {
     if (!mid_t(x->p, t)->placed) {
         graph_type ty = vtype(x, v);
         layout l = plan(x, &ty, false);
-        place(x, t, &l);
+        ex_place(x, t, &l);
     }
     return t;
 }
@@ -228,15 +197,14 @@ static bool visible_from(const mx *x, int32_t b) {
     return false;
 }
 
-static void emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
-    int32_t pr = emit(x, MID_COPY, &src, 1, &dst, 1);
+void ex_emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
+    int32_t pr = ex_emit(x, MID_COPY, &src, 1, &dst, 1);
     if (view) {
         mid_p(x->p, pr)->view = *view;
         mid_p(x->p, pr)->has_view = true;
     }
 }
 
-static int32_t want(mx *x, int32_t v, const layout *lay_in);
 
 /* A row-major source packed into AMP-left panels on its own tiles first (a
  * local strided copy), so the exchange moves runs of whole panel rows
@@ -310,7 +278,7 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
     int64_t parts = min64(cdiv(home->dim[last], per), x->m->tiles), first = 0;
     int64_t spare = free_run(want_lay, x->m->tiles, &first);
     set_parts(home, last, spare > 0 ? min64(parts, spare) : parts);
-    row_major_tiles(home);
+    ex_row_major_tiles(home);
     if (spare > 0) {
         home->tile_base = (int32_t)(first + (int64_t)st->param_op * 97 % (spare - home->parts[last] + 1));
         return true;
@@ -322,7 +290,7 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
 
 static void note_hint(mx *x, int32_t v, const layout *lay);
 
-static int32_t want(mx *x, int32_t v, const layout *lay_in) {
+int32_t ex_want(mx *x, int32_t v, const layout *lay_in) {
     layout lay = *lay_in;
     note_hint(x, v, lay_in);
     int32_t t = x->vt[v];
@@ -334,10 +302,10 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
     if (!mt->placed) {
         layout home;
         if (mt->slice_of < 0 || !stack_home(x, mt, &lay, &home)) {
-            place(x, t, &lay);
+            ex_place(x, t, &lay);
             return t;
         }
-        place(x, t, &home); /* then copied out below, each iteration */
+        ex_place(x, t, &home); /* then copied out below, each iteration */
         mt = mid_t(x->p, t);
         if (layout_equal(&mt->lay, &lay)) return t;
     }
@@ -349,11 +317,11 @@ static int32_t want(mx *x, int32_t v, const layout *lay_in) {
     char name[256];
     layout stage;
     int32_t from = t;
-    if (stage_amp_left(&mt->lay, &lay, &stage)) from = want(x, v, &stage);
+    if (stage_amp_left(&mt->lay, &lay, &stage)) from = ex_want(x, v, &stage);
     mt = mid_t(x->p, t); /* want may have grown the tensor array */
     snprintf(name, sizeof name, "%s@%s", mt->name, graph_op_name(x->g, x->origin));
-    int32_t u = new_tensor(x, name, mt->dtype, mt->scale, &lay, v);
-    emit_copy(x, from, u, NULL);
+    int32_t u = ex_new_tensor(x, name, mt->dtype, mt->scale, &lay, v);
+    ex_emit_copy(x, from, u, NULL);
     copy_memo c = {t, u, x->block};
     vec_push(&x->p->arena, &x->memo, c);
     return u;
@@ -377,7 +345,7 @@ static void emit_view_copy(mx *x, int32_t src, int32_t dst, const layout_view *v
     /* Swapping the last two axes into a transposed encoding (or out of one)
      * keeps the storage order: the copy moves whole runs as it is. */
     if (!perm || !moved || (swap2 && layout_transposed(ls) != layout_transposed(ld))) {
-        emit_copy(x, src, dst, view);
+        ex_emit_copy(x, src, dst, view);
         return;
     }
     layout st = {.rank = ld->rank, .elem_bytes = ls->elem_bytes, .enc = ENC_ROW_MAJOR, .tile_base = ls->tile_base};
@@ -391,27 +359,27 @@ static void emit_view_copy(mx *x, int32_t src, int32_t dst, const layout_view *v
     layout bare = *ld;
     bare.nrep = 0;
     if (layout_equal(&st, &bare) || layout_check(&st, (int32_t)x->m->tiles, &(diag){0}) != 0) {
-        emit_copy(x, src, dst, view);
+        ex_emit_copy(x, src, dst, view);
         return;
     }
     const mid_tensor *ms = mid_t(x->p, src);
     char name[256];
     snprintf(name, sizeof name, "%s.permuted", mid_t(x->p, dst)->name);
-    int32_t p = new_tensor(x, name, ms->dtype, ms->scale, &st, ms->value);
-    emit_copy(x, src, p, view);
-    emit_copy(x, p, dst, NULL);
+    int32_t p = ex_new_tensor(x, name, ms->dtype, ms->scale, &st, ms->value);
+    ex_emit_copy(x, src, p, view);
+    ex_emit_copy(x, p, dst, NULL);
 }
 
 static bool permute_back(const layout *d, const layout_view *view, int src_rank, layout *out);
 
-static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
+int32_t ex_want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
     layout back;
     if (x->recording && permute_back(lay, view, graph_val(x->g, v)->type.rank, &back)) note_hint(x, v, &back);
     int32_t t = read(x, v);
     const mid_tensor *mt = mid_t(x->p, t);
     char name[256];
     snprintf(name, sizeof name, "%s@%s", mt->name, what);
-    int32_t u = new_tensor(x, name, mt->dtype, mt->scale, lay, v);
+    int32_t u = ex_new_tensor(x, name, mt->dtype, mt->scale, lay, v);
     /* The view of t's very bytes (keys written row-major where the scores
      * GEMM reads them transposed): an alias, no copy. */
     if (lay->enc == ENC_ROW_MAJOR_T && permute_back(lay, view, mt->lay.rank, &back) && layout_equal(&back, &mt->lay)) {
@@ -422,9 +390,9 @@ static int32_t want_view(mx *x, int32_t v, const layout *lay, const layout_view 
     return u;
 }
 
-static int32_t result(mx *x, int32_t v, const layout *lay) {
+int32_t ex_result(mx *x, int32_t v, const layout *lay) {
     const graph_value *gv = graph_val(x->g, v);
-    int32_t t = new_tensor(x, gv->name, gv->type.dtype, gv->type.scale, lay, v);
+    int32_t t = ex_new_tensor(x, gv->name, gv->type.dtype, gv->type.scale, lay, v);
     x->vt[v] = t;
     return t;
 }
@@ -447,7 +415,7 @@ static bool operand_layout(mx *x, const graph_op *o, int k, bool rows_whole, lay
         graph_type it = vtype(x, o->in[i]);
         if (!same_dims(&it, &ot) || k-- > 0) continue;
         int32_t t = read(x, o->in[i]);
-        layout l = unreplicated(mid_t(x->p, t)->lay);
+        layout l = ex_unreplicated(mid_t(x->p, t)->lay);
         bool whole = l.parts[l.rank - 1] == 1;
         *out = l;
         return (l.enc == ENC_ROW_MAJOR && (!rows_whole || whole)) || (l.enc == ENC_ROW_MAJOR_T && !rows_whole);
@@ -494,10 +462,10 @@ static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type it = vtype(x, o->in[i]);
         layout a = aligned(&l, &it);
-        in[i] = want(x, o->in[i], &a);
+        in[i] = ex_want(x, o->in[i], &a);
     }
-    int32_t out = result(x, o->out[0], &l);
-    int32_t pr = emit(x, MID_EWISE, in, o->nin, &out, 1);
+    int32_t out = ex_result(x, o->out[0], &l);
+    int32_t pr = ex_emit(x, MID_EWISE, in, o->nin, &out, 1);
     mid_prim *p = mid_p(x->p, pr);
     p->ew = ew;
     if (ew == MID_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
@@ -519,15 +487,15 @@ static int expand_softmax_axis(mx *x, const graph_op *o, int axis) {
     swap.axis[axis] = last;
     swap.axis[last] = axis;
     layout lp = plan(x, &pt, true);
-    int32_t moved = want_view(x, o->in[0], &lp, &swap, "axis_last");
+    int32_t moved = ex_want_view(x, o->in[0], &lp, &swap, "axis_last");
     const graph_value *gv = graph_val(x->g, o->out[0]);
     char name[256];
     snprintf(name, sizeof name, "%s.axis_last", gv->name);
-    int32_t sm = new_tensor(x, name, gv->type.dtype, 0, &lp, -1);
-    emit(x, MID_SOFTMAX, &moved, 1, &sm, 1);
+    int32_t sm = ex_new_tensor(x, name, gv->type.dtype, 0, &lp, -1);
+    ex_emit(x, MID_SOFTMAX, &moved, 1, &sm, 1);
     layout lo = plan(x, &it, false);
-    int32_t out = result(x, o->out[0], &lo);
-    emit_copy(x, sm, out, &swap);
+    int32_t out = ex_result(x, o->out[0], &lo);
+    ex_emit_copy(x, sm, out, &swap);
     return 0;
 }
 
@@ -541,7 +509,7 @@ static int64_t row_parts(const mx *x, layout *l) {
     layout c = *l;
     if (*want_parts > 1 && l->parts[last] == 1 && l->enc == ENC_ROW_MAJOR && l->nrep == 0) {
         set_parts(&c, last, min64(*want_parts, MID_MAX_ROW_PARTS));
-        row_major_tiles(&c);
+        ex_row_major_tiles(&c);
     }
     if (c.parts[last] < 2 || c.tile_base + layout_shards(&c) > (int64_t)x->m->tiles) {
         if (*want_parts > 1) *want_parts = 1; /* recorded as made: whole rows */
@@ -567,13 +535,13 @@ static int32_t row_moments(mx *x, const graph_op *o, int32_t xin, const layout *
     layout_replicate(&lg, l->parts[last], l->tile_stride[last]);
     char name[256];
     snprintf(name, sizeof name, "%s.moments", graph_val(x->g, o->out[0])->name);
-    int32_t st = new_tensor(x, name, DT_F32, 0, &ls, -1);
+    int32_t st = ex_new_tensor(x, name, DT_F32, 0, &ls, -1);
     snprintf(name, sizeof name, "%s.moments_all", graph_val(x->g, o->out[0])->name);
-    int32_t sg = new_tensor(x, name, DT_F32, 0, &lg, -1);
+    int32_t sg = ex_new_tensor(x, name, DT_F32, 0, &lg, -1);
     /* Each tile writes its triple into its own slot of the gathered
      * statistics too, so the copy moves only the other parts' triples. */
-    emit(x, MID_LN_MOMENTS, &xin, 1, (int32_t[2]){st, sg}, 2);
-    emit_copy(x, st, sg, NULL);
+    ex_emit(x, MID_LN_MOMENTS, &xin, 1, (int32_t[2]){st, sg}, 2);
+    ex_emit_copy(x, st, sg, NULL);
     mid_p(x->p, x->p->prims.n - 1)->remote = true;
     return sg;
 }
@@ -599,12 +567,12 @@ static int expand_rows(mx *x, const graph_op *o, mid_kind k) {
     for (int32_t i = 0; i < o->nin; i++) {
         graph_type t = vtype(x, o->in[i]);
         layout a = aligned(&l, &t);
-        in[i] = want(x, o->in[i], &a);
+        in[i] = ex_want(x, o->in[i], &a);
         if (i == 0 && parts > 1) in[3] = row_moments(x, o, in[0], &l);
     }
     int nin = o->nin + (parts > 1 ? 1 : 0);
-    int32_t out = result(x, o->out[0], &l);
-    int32_t pr = emit(x, k, in, nin, &out, 1);
+    int32_t out = ex_result(x, o->out[0], &l);
+    int32_t pr = ex_emit(x, k, in, nin, &out, 1);
     if (k == MID_LAYER_NORM) mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_EPS);
     return 0;
 }
@@ -700,7 +668,7 @@ static layout reshape_source(const mx *x, const graph_type *it, const graph_type
         l.parts[A] = cdiv(it->dim[A], l.block[A]);
         left /= l.parts[A];
     }
-    row_major_tiles(&l);
+    ex_row_major_tiles(&l);
     return l;
 }
 
@@ -746,9 +714,9 @@ static int expand_reshape(mx *x, const graph_op *o) {
     }
     bool rec = x->recording;
     x->recording = false; /* the reshape's own wish is not a consumer's */
-    t = want(x, o->in[0], &src);
+    t = ex_want(x, o->in[0], &src);
     x->recording = rec;
-    int32_t out = result(x, o->out[0], &l);
+    int32_t out = ex_result(x, o->out[0], &l);
     mid_t(x->p, out)->alias_of = t; /* not its storage: a repeat slice must stay on the chain */
     return 0;
 }
@@ -766,7 +734,7 @@ static int expand_move(mx *x, const graph_op *o) {
         l = x->hint[o->out[0]];
         l.elem_bytes = dtype_bytes(ot.dtype);
     }
-    int32_t out = result(x, o->out[0], &l);
+    int32_t out = ex_result(x, o->out[0], &l);
     int rank = ot.rank;
     int64_t off[LAYOUT_MAX_RANK] = {0};
     switch (o->kind) {
@@ -776,7 +744,7 @@ static int expand_move(mx *x, const graph_op *o) {
         int32_t in = x->vt[o->in[0]];
         if (in >= 0 && !mid_t(x->p, in)->placed && x->hinted[o->in[0]]) {
             layout h = x->hint[o->in[0]];
-            place(x, in, &h);
+            ex_place(x, in, &h);
         }
         in = read(x, o->in[0]);
         /* A transpose that keeps every tile's bytes in order is an alias. */
@@ -797,7 +765,7 @@ static int expand_move(mx *x, const graph_op *o) {
         for (int i = 0; i < rank; i++) off[i] = o->attr[ATTR_START].ints.v[i];
         break;
     case OP_PAD: {
-        int32_t pr = emit(x, MID_FILL, NULL, 0, &out, 1);
+        int32_t pr = ex_emit(x, MID_FILL, NULL, 0, &out, 1);
         mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_VALUE);
         for (int i = 0; i < rank; i++) off[i] = -o->attr[ATTR_LOW].ints.v[i];
         break;
@@ -809,7 +777,7 @@ static int expand_move(mx *x, const graph_op *o) {
         for (int32_t k = 0; k < o->nin; k++) {
             off[axis] = -at;
             layout_view v = view_shift(rank, off);
-            emit_copy(x, read(x, o->in[k]), out, &v);
+            ex_emit_copy(x, read(x, o->in[k]), out, &v);
             at += graph_val(x->g, o->in[k])->type.dim[axis];
         }
         return 0;
@@ -817,7 +785,7 @@ static int expand_move(mx *x, const graph_op *o) {
     default: TS_UNREACHABLE();
     }
     layout_view v = view_shift(rank, off);
-    emit_copy(x, read(x, o->in[0]), out, &v);
+    ex_emit_copy(x, read(x, o->in[0]), out, &v);
     return 0;
 }
 
@@ -925,532 +893,6 @@ static void pull_hints(mx *x) {
     }
 }
 
-/* ---- matmul ---------------------------------------------------------------------- */
-
-typedef struct gemm_plan {
-    int nb;                          /* batch axes of the result */
-    int64_t gp[LAYOUT_MAX_RANK];     /* parts per batch axis */
-    int32_t gstride[LAYOUT_MAX_RANK];/* tiles per batch step */
-    int64_t R, C, Kp;                /* row, column, K parts */
-    int64_t bm, bn, bk, sub;         /* blocks; sub = rows per tile after the K reduction (with B
-                                        streaming: columns, the transposed result's rows) */
-    bool swap;                       /* B streams (mid_gemm_plan.swap): columns are the inner grid
-                                        axis and the reduction cuts them */
-} gemm_plan;
-
-/* The layout of one GEMM operand or result over the grid. axes[i] names the
- * role of logical axis i: 'b' + batch index, 'm', 'n', 'k' or 'p' (the
- * partials axis); roles missing from the tensor become replica axes. */
-typedef struct role {
-    char kind;   /* 'b', 'm', 'n', 'k', 'p' */
-    int batch;   /* batch axis of the result, for 'b' */
-} role;
-
-static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, const int64_t *dim, int es, bool m_fine) {
-    layout l = {.rank = rank, .elem_bytes = es, .enc = ENC_ROW_MAJOR};
-    bool has_b[LAYOUT_MAX_RANK] = {0}, has_m = false, has_n = false, has_k = false;
-    /* Tiles: K parts innermost, then row blocks, then column blocks (with B
-     * streaming columns, then rows, so the reduction's finer blocks of the
-     * transposed result's rows take consecutive tiles). */
-    int32_t sm = (int32_t)(gp->swap ? gp->C * gp->Kp : gp->Kp), sn = (int32_t)(gp->swap ? gp->Kp : gp->R * gp->Kp), sk = 1;
-    bool fm = m_fine && !gp->swap, fn = m_fine && gp->swap;
-    for (int i = 0; i < rank; i++) {
-        l.dim[i] = dim[i];
-        l.parts[i] = 1;
-        l.block[i] = dim[i];
-        l.tile_stride[i] = 0;
-        switch (roles[i].kind) {
-        case 'b':
-            if (dim[i] > 1 || gp->gp[roles[i].batch] == 1) {
-                has_b[roles[i].batch] = true;
-                l.block[i] = cdiv(dim[i], gp->gp[roles[i].batch]);
-                l.parts[i] = cdiv(dim[i], l.block[i]);
-                l.tile_stride[i] = gp->gstride[roles[i].batch];
-            }
-            break;
-        case 'm':
-            has_m = true;
-            /* After a K split each tile sums ceil(bm / Kp) rows, cut over all
-             * M rows; a single row block need not store more than M rows. */
-            l.block[i] = min64(fm ? gp->sub : gp->bm, dim[i]);
-            l.parts[i] = cdiv(dim[i], l.block[i]);
-            l.tile_stride[i] = fm ? 1 : sm;
-            break;
-        case 'n':
-            has_n = true;
-            l.block[i] = min64(fn ? gp->sub : gp->bn, dim[i]);
-            l.parts[i] = cdiv(dim[i], l.block[i]);
-            l.tile_stride[i] = fn ? 1 : sn;
-            break;
-        case 'k':
-            has_k = true;
-            l.block[i] = gp->bk;
-            l.parts[i] = cdiv(dim[i], l.block[i]);
-            l.tile_stride[i] = sk;
-            break;
-        case 'p':
-            has_k = !m_fine;
-            if (!m_fine) {
-                l.block[i] = 1;
-                l.parts[i] = dim[i];
-                l.tile_stride[i] = 1;
-            }
-            break;
-        }
-    }
-    for (int j = 0; j < gp->nb; j++)
-        if (!has_b[j] && gp->gp[j] > 1) layout_replicate(&l, gp->gp[j], gp->gstride[j]);
-    if (!has_m && gp->R > 1) layout_replicate(&l, gp->R, sm);
-    if (!has_n && gp->C > 1) layout_replicate(&l, gp->C, sn);
-    if (!has_k && !m_fine && gp->Kp > 1) layout_replicate(&l, gp->Kp, sk);
-    return l;
-}
-
-/* Whether value v is (a slice or view of) a parameter: data that stays
- * resident for the whole run. */
-static bool is_param(const mx *x, int32_t v) {
-    int32_t t = x->vt[v];
-    if (t < 0) /* not expanded yet (a fused op's grid, asked for early): the graph says */
-        return !graph_val(x->g, v)->is_arg && graph_opr(x->g, graph_val(x->g, v)->def)->kind == OP_PARAM;
-    return mid_t(x->p, mid_storage(x->p, t))->kind == MT_PARAM;
-}
-
-void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s, int64_t *k0, int64_t *k1) {
-    const layout *la = &mid_t(p, pr->in[0])->lay, *lb = &mid_t(p, pr->in[1])->lay, *lc = &mid_t(p, pr->out[0])->lay;
-    bool split = lc->rank - 2 > (la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2); /* a partials axis first */
-    int64_t K = la->dim[la->rank - 1], bk = la->block[la->rank - 1];
-    *k0 = (split ? s[0] : 0) * bk;
-    *k1 = *k0 + bk < K ? *k0 + bk : K;
-}
-
-layout_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
-    const layout *li = &mid_t(p, pr->in[0])->lay, *lo = &mid_t(p, pr->out[0])->lay;
-    layout_box b = {.nd = li->rank, .nops = 2};
-    for (int a = 0, j = 0; a < li->rank; a++) {
-        b.n[a] = ext[a];
-        b.st[1][a] = layout_axis_stride(li, a);
-        if (pr->axes >> a & 1) {
-            if (pr->keepdims && j < lo->rank) j++;
-        } else {
-            b.st[0][a] = j < lo->rank ? layout_axis_stride(lo, j) : 0;
-            j++;
-        }
-    }
-    return b;
-}
-
-mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
-    const layout *la = &mid_t(p, pr->in[0])->lay, *lb = &mid_t(p, pr->in[1])->lay, *lc = &mid_t(p, pr->out[0])->lay;
-    /* Result axes: [p,] batch..., M, N; A: [batch...], M, K; B: [batch...], K, N. */
-    int rc = lc->rank, nb = la->rank - 2 > lb->rank - 2 ? la->rank - 2 : lb->rank - 2;
-    int cb = rc - 2 - nb; /* 1 when the result carries the partials axis */
-    mid_gemm_kernel k = {.a = pr->swap ? pr->in[1] : pr->in[0], .b = pr->swap ? pr->in[0] : pr->in[1],
-                         .row = pr->swap ? rc - 1 : rc - 2, .col = pr->swap ? rc - 2 : rc - 1,
-                         .batch = {.nd = nb > 0 ? nb : 1, .nops = 3}};
-    const layout *ka = &mid_t(p, k.a)->lay, *kb = &mid_t(p, k.b)->lay;
-    for (int j = 0; j < nb; j++) {
-        k.batch.n[j] = ext[cb + j];
-        int ia = j - (nb - (ka->rank - 2)), ib = j - (nb - (kb->rank - 2));
-        k.batch.st[0][j] = ia >= 0 && ka->dim[ia] > 1 ? layout_axis_stride(ka, ia) : 0;
-        k.batch.st[1][j] = ib >= 0 && kb->dim[ib] > 1 ? layout_axis_stride(kb, ib) : 0;
-        k.batch.st[2][j] = layout_axis_stride(lc, cb + j);
-    }
-    if (nb == 0) k.batch.n[0] = 1;
-    return k;
-}
-
-/* ---- plans ---------------------------------------------------------------------- */
-
-void mid_plan_init(mid_plan *pl, const graph *g) {
-    memset(pl, 0, sizeof *pl);
-    pl->nops = g->ops.n;
-    pl->gemm = xcalloc((size_t)pl->nops + 1, sizeof(mid_gemm_plan));
-    pl->has = xcalloc((size_t)pl->nops + 1, sizeof(bool));
-    pl->row_parts = xcalloc((size_t)pl->nops + 1, sizeof(int32_t));
-    pl->ew_layout = xcalloc((size_t)pl->nops + 1, sizeof(int8_t));
-}
-
-void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
-    *dst = *src;
-    dst->gemm = xmalloc(sizeof(mid_gemm_plan) * ((size_t)src->nops + 1));
-    dst->has = xmalloc(sizeof(bool) * ((size_t)src->nops + 1));
-    memcpy(dst->gemm, src->gemm, sizeof(mid_gemm_plan) * (size_t)src->nops);
-    memcpy(dst->has, src->has, sizeof(bool) * (size_t)src->nops);
-    dst->row_parts = xmalloc(sizeof(int32_t) * ((size_t)src->nops + 1));
-    memcpy(dst->row_parts, src->row_parts, sizeof(int32_t) * (size_t)src->nops);
-    dst->ew_layout = xmalloc(sizeof(int8_t) * ((size_t)src->nops + 1));
-    memcpy(dst->ew_layout, src->ew_layout, sizeof(int8_t) * (size_t)src->nops);
-}
-
-void mid_plan_free(mid_plan *pl) {
-    free(pl->gemm);
-    free(pl->has);
-    free(pl->row_parts);
-    free(pl->ew_layout);
-    memset(pl, 0, sizeof *pl);
-}
-
-bool mid_gemm_plan_equal(const mid_gemm_plan *a, const mid_gemm_plan *b) {
-    return memcmp(a->batch_parts, b->batch_parts, sizeof a->batch_parts) == 0 && a->bm == b->bm && a->bn == b->bn &&
-           a->bk == b->bk && a->col_run == b->col_run && a->partials == b->partials && a->stage_b == b->stage_b &&
-           a->panel_batch == b->panel_batch && a->sum_at_consumer == b->sum_at_consumer && a->swap == b->swap;
-}
-
-#define WHY(...) (snprintf(why, cap, __VA_ARGS__), false)
-
-bool mid_gemm_plan_valid(const machine *m, const mid_gemm_site *s, const mid_gemm_plan *c, char *why, size_t cap) {
-    int64_t tiles = 1;
-    for (int j = 0; j < s->nb; j++) {
-        if (c->batch_parts[j] < 1 || c->batch_parts[j] > s->batch[j])
-            return WHY("batch axis %d in %lld parts, it has %lld", j, (long long)c->batch_parts[j], (long long)s->batch[j]);
-        if (s->b_broadcast && c->batch_parts[j] != 1)
-            return WHY("batch axis %d must stay whole: an operand is shared by every batch", j);
-        tiles *= c->batch_parts[j];
-    }
-    int64_t kp = cdiv(s->K, c->bk < 1 ? 1 : c->bk);
-    /* A row block (with B streaming, a column block) rounded up to a multiple
-     * of the K parts may pass M (N). */
-    if (c->bm < 1 || c->bm > (c->swap ? s->M : round_up(s->M, kp)) || c->bn < 1 ||
-        c->bn > (c->swap ? round_up(s->N, kp) : s->N) || c->bk < 1 || c->bk > s->K)
-        return WHY("blocks %lldx%lldx%lld outside the %lldx%lldx%lld product", (long long)c->bm, (long long)c->bn,
-                   (long long)c->bk, (long long)s->M, (long long)s->N, (long long)s->K);
-    if (c->bk != s->K && c->bk % m->amp_k_block)
-        return WHY("K block %lld is not whole AMP K blocks of %u", (long long)c->bk, m->amp_k_block);
-    tiles *= cdiv(s->M, c->bm) * cdiv(s->N, c->bn) * kp;
-    if (tiles > m->tiles) return WHY("the grid needs %lld tiles, the machine has %u", (long long)tiles, m->tiles);
-    if (c->swap && !s->swappable)
-        return WHY("B streams only in a plain matmul: not fused, neither operand transposed");
-    int64_t kc = c->swap ? c->bm : c->bn; /* the kernel's columns: B's, or A's rows when B streams */
-    if (c->col_run < 1 || c->col_run > kc || (c->col_run != kc && c->col_run % m->amp_col_panel))
-        return WHY("%lld columns per run: the whole block of %lld, or whole AMP column panels of %u", (long long)c->col_run,
-                   (long long)kc, m->amp_col_panel);
-    if (c->panel_batch && c->col_run != kc)
-        return WHY("a batch of panels needs one run per block (col_run %lld = cols)", (long long)kc);
-    if (c->panel_batch && s->fused) return WHY("a batch of panels is not for a GEMM with an optimizer epilogue");
-    if (c->sum_at_consumer && (kp == 1 || s->fused))
-        return WHY("partials summed where the result is wanted need a K split and no optimizer epilogue");
-    if (c->sum_at_consumer && c->swap)
-        return WHY("B streaming sums its partials in the grid: a consumer's row-major layout would transpose them element by element");
-    if (kp > 1 && c->partials != DT_F32 && c->partials != DT_F16)
-        return WHY("partials stored as %s (f32 or f16)", dtype_name(c->partials));
-    if (kp > 1 && s->acc == DT_F16 && c->partials != DT_F16) return WHY("f16 chains store f16 partials");
-    return true;
-}
-
-#undef WHY
-
-/* The plan's choice for matmul o (asking the chooser when there is none),
- * checked against the op. */
-static int gemm_choice(mx *x, const mid_gemm_site *s, mid_gemm_plan *c) {
-    mid_plan *pl = x->plan;
-    if (s->op >= pl->nops) return FAIL(x, "the plan does not cover this op");
-    if (!pl->has[s->op]) {
-        if (!pl->choose) return FAIL(x, "the plan has no grid for this matmul");
-        if (pl->choose(pl->ctx, s, &pl->gemm[s->op], x->d)) return -1;
-        pl->has[s->op] = true;
-    }
-    *c = pl->gemm[s->op];
-    char why[200];
-    if (!mid_gemm_plan_valid(x->m, s, c, why, sizeof why)) return FAIL(x, "the plan's grid does not fit: %s", why);
-    return 0;
-}
-
-void mid_gemm_site_of(const graph *g, int32_t op, mid_gemm_site *site) {
-    const graph_op *o = graph_opr(g, op);
-    const graph_type *ta = &graph_val(g, o->in[0])->type, *tb = &graph_val(g, o->in[1])->type;
-    const graph_type *tc = &graph_val(g, o->out[0])->type;
-    bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A);
-    int nb = tc->rank - 2;
-    /* A fused op's product is its gradient, of dtype `grad` (no tensor holds it). */
-    dtype out = o->kind == OP_MATMUL ? tc->dtype : graph_attr_dtype(o, ATTR_GRAD);
-    *site = (mid_gemm_site){.op = op, .a = ta->dtype, .b = tb->dtype, .acc = graph_attr_dtype(o, ATTR_ACC), .out = out,
-                            .nb = nb, .M = tc->dim[nb], .N = tc->dim[nb + 1], .K = ta->dim[ta->rank - (tra ? 2 : 1)]};
-    for (int j = 0; j < nb; j++) site->batch[j] = tc->dim[j];
-    /* An operand lacking batch axes (a weight shared by every image) would be
-     * copied per batch part, so such batches stay on one grid. */
-    site->b_broadcast = tb->rank - 2 < nb || ta->rank - 2 < nb;
-    site->fused = o->kind != OP_MATMUL;
-    site->swappable = !site->fused && !tra && !graph_attr_bool(o, ATTR_TRANSPOSE_B);
-}
-
-/* The product matmul (or a fused op) o computes: its result type, whose
- * dtype a fused op takes from `grad` (no tensor holds its gradient). */
-static graph_type gemm_result_type(const mx *x, const graph_op *o) {
-    graph_type t = graph_val(x->g, o->out[0])->type;
-    if (o->kind != OP_MATMUL) t.dtype = graph_attr_dtype(o, ATTR_GRAD), t.scale = 0;
-    return t;
-}
-
-/* The plan's grid for the GEMM of op (a matmul or a fused op). */
-static int gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
-    const graph_op *o = graph_opr(x->g, op);
-    mid_gemm_site site;
-    mid_gemm_site_of(x->g, op, &site);
-    /* A parameter operand is copied once per grid part it does not span. */
-    site.a_param = is_param(x, o->in[0]);
-    site.b_param = is_param(x, o->in[1]);
-    site.b_stageable = site.b_param && graph_val(x->g, o->in[1])->type.rank == 2 && !graph_attr_bool(o, ATTR_TRANSPOSE_B);
-    if (gemm_choice(x, &site, ch)) return -1;
-    if (ch->stage_b && !site.b_stageable)
-        return FAIL(x, "the plan stages B, which is not a parameter [K, N] used untransposed");
-    int nb = site.nb;
-    int64_t M = site.M, N = site.N, K = site.K;
-    *gp = (gemm_plan){.nb = nb};
-    for (int j = 0; j < nb; j++) gp->gp[j] = ch->batch_parts[j];
-    gp->bm = ch->bm, gp->bn = ch->bn, gp->bk = ch->bk;
-    gp->R = cdiv(M, gp->bm), gp->C = cdiv(N, gp->bn), gp->Kp = cdiv(K, gp->bk);
-    gp->swap = ch->swap;
-    gp->sub = cdiv(gp->swap ? gp->bn : gp->bm, gp->Kp);
-    int64_t per_batch = gp->R * gp->C * gp->Kp;
-    for (int j = nb - 1, s = 1; j >= 0; j--) {
-        gp->gstride[j] = (int32_t)(per_batch * s);
-        s *= (int32_t)gp->gp[j];
-    }
-    return 0;
-}
-
-/* The layout of o's finished product over grid gp: rows of the output
- * blocks, or with K partials the finer row blocks their reduction writes. */
-static layout gemm_result_layout(const mx *x, const graph_op *o, const gemm_plan *gp) {
-    graph_type tc = gemm_result_type(x, o);
-    int nb = tc.rank - 2;
-    role rc[LAYOUT_MAX_RANK];
-    int64_t dc[LAYOUT_MAX_RANK];
-    for (int j = 0; j < nb; j++) rc[j] = (role){'b', j}, dc[j] = tc.dim[j];
-    rc[nb] = (role){'m', 0}, rc[nb + 1] = (role){'n', 0};
-    dc[nb] = tc.dim[nb], dc[nb + 1] = tc.dim[nb + 1];
-    return grid_layout(gp, rc, tc.rank, dc, dtype_bytes(tc.dtype), gp->Kp > 1);
-}
-
-static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
-                           int64_t col_run);
-
-/* Where a staged B [K, N] lives (mid_gemm_plan.stage_b): the grid's column
- * blocks, and K cut R times finer than the grid's K blocks, in dense tile
- * order over the grid's tiles, so each tile stores about 1/R of a block and
- * one copy a run gathers every block onto its R replica tiles, a contiguous
- * run of rows from each piece. */
-static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, int32_t param_op) {
-    layout l = unreplicated(*lb);
-    /* Stored as the grid takes it (AMP_LEFT_T when B streams: K in whole panels). */
-    int64_t step = layout_transposed(&l) ? layout_panel_width(&l) : 1;
-    for (int64_t blk = round_up(cdiv(gp->bk, gp->R), step);; blk += step) {
-        l.block[0] = min64(blk, l.dim[0]);
-        l.parts[0] = cdiv(l.dim[0], l.block[0]);
-        row_major_tiles(&l);
-        if (l.parts[0] * l.parts[1] <= x->m->tiles) break;
-    }
-    /* Whole panels may leave K in fewer pieces than R: then the columns are
-     * cut finer too, as far as the tiles go (a piece stays a run of panel rows). */
-    if (step > 1)
-        for (int64_t f = 2; f <= lb->block[1]; f++) {
-            int64_t bn = cdiv(lb->block[1], f), parts = cdiv(l.dim[1], bn);
-            if (l.parts[0] * parts > x->m->tiles || l.parts[0] * parts > gp->R * cdiv(l.dim[0], gp->bk) * gp->C) break;
-            l.block[1] = bn;
-            l.parts[1] = parts;
-        }
-    row_major_tiles(&l);
-    /* Weights that leave tiles over start apart, by op, as stacked homes do:
-     * not every one of them on tile 0. */
-    int64_t room = x->m->tiles - l.parts[0] * l.parts[1];
-    l.tile_base = room > 0 ? (int32_t)((int64_t)param_op * 97 % (room + 1)) : 0;
-    return l;
-}
-
-/* A K-split GEMM sums its partials where its result's consumer wants it
- * (consumer layouts, above: a reshape whose alias that is, through a bias
- * add) when that spreads the sum at least as thin as the grid's own rows:
- * row-major, no replicas, no more elements on a tile. The partials then
- * cross the exchange once, straight into it. */
-static bool reduce_where_wanted(const mx *x, int32_t v, layout *lc) {
-    if (!x->hinted[v]) return false;
-    layout h = x->hint[v];
-    if (h.enc != ENC_ROW_MAJOR || h.nrep != 0 || h.rank != lc->rank) return false;
-    int64_t mine = 1, grid = 1;
-    for (int a = 0; a < h.rank; a++) {
-        if (h.dim[a] != lc->dim[a]) return false;
-        mine *= h.block[a];
-        grid *= lc->block[a];
-    }
-    h.elem_bytes = lc->elem_bytes;
-    if (mine > grid || layout_check(&h, (int32_t)x->m->tiles, &(diag){0}) != 0) return false;
-    *lc = h;
-    return true;
-}
-
-/* Kp partials of every element of lc, whole on its tile: [Kp, lc...]. */
-static layout gathered_over(const layout *lc, int64_t kp, int es) {
-    layout q = *lc;
-    q.rank = lc->rank + 1;
-    q.elem_bytes = es;
-    q.dim[0] = q.block[0] = kp;
-    q.parts[0] = 1;
-    q.tile_stride[0] = 0;
-    for (int a = 0; a < lc->rank; a++) {
-        q.dim[a + 1] = lc->dim[a];
-        q.parts[a + 1] = lc->parts[a];
-        q.block[a + 1] = lc->block[a];
-        q.tile_stride[a + 1] = lc->tile_stride[a];
-    }
-    return q;
-}
-
-/* matmul, or the GEMM of a fused op, whose result then goes to its
- * optimizer epilogue instead of a tensor. */
-static int expand_matmul(mx *x, const graph_op *o) {
-    const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
-    graph_type tcv = gemm_result_type(x, o);
-    const graph_type *tc = &tcv;
-    bool fused = o->kind != OP_MATMUL;
-    bool tra = graph_attr_bool(o, ATTR_TRANSPOSE_A), trb = graph_attr_bool(o, ATTR_TRANSPOSE_B);
-    dtype acc = graph_attr_dtype(o, ATTR_ACC), in_dt = ta->dtype;
-    if (!machine_amp_macs(x->m, in_dt))
-        return FAIL(x, "machine '%s' has no AMP path for %s operands", x->m->name, dtype_name(in_dt));
-    int nb = tc->rank - 2;
-    gemm_plan gp;
-    mid_gemm_plan ch;
-    if (gemm_grid(x, x->origin, &gp, &ch)) return -1;
-    int64_t M = tc->dim[nb], N = tc->dim[nb + 1], K = ta->dim[ta->rank - (tra ? 2 : 1)];
-    /* A as [batch..., M, K] AMP-left, B as [batch..., K, N] row-major. */
-    role ra[LAYOUT_MAX_RANK], rb[LAYOUT_MAX_RANK], rc[LAYOUT_MAX_RANK + 1];
-    int64_t da[LAYOUT_MAX_RANK], db[LAYOUT_MAX_RANK], dc[LAYOUT_MAX_RANK + 1];
-    int na = ta->rank - 2, nbb = tb->rank - 2;
-    for (int i = 0; i < na; i++) ra[i] = (role){'b', i + nb - na}, da[i] = ta->dim[i];
-    for (int i = 0; i < nbb; i++) rb[i] = (role){'b', i + nb - nbb}, db[i] = tb->dim[i];
-    ra[na] = (role){'m', 0}, ra[na + 1] = (role){'k', 0};
-    da[na] = M, da[na + 1] = K;
-    rb[nbb] = (role){'k', 0}, rb[nbb + 1] = (role){'n', 0};
-    db[nbb] = K, db[nbb + 1] = N;
-    /* B streaming (ch.swap): A row-major as the coefficients (or transposed,
-     * as its producer left it), B as AMP-left panels of B^T, the product
-     * transposed. */
-    layout_encoding out_enc = ch.swap ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
-    layout la = grid_layout(&gp, ra, ta->rank, da, dtype_bytes(in_dt), false);
-    la.enc = ENC_AMP_LEFT;
-    if (ch.swap) {
-        const mid_tensor *at = mid_t(x->p, x->vt[o->in[0]]);
-        la.enc = at->placed && at->lay.enc == ENC_ROW_MAJOR_T && ta->rank >= 2 ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
-    }
-    layout lb = grid_layout(&gp, rb, tb->rank, db, dtype_bytes(tb->dtype), false);
-    /* A transposed B (B^T stored [N, K], as attention's keys) keeps its
-     * storage order: each column's K stretch contiguous, read through B's
-     * column stride, so neither the exchange nor a tile permutes it. */
-    if (ch.swap) lb.enc = ENC_AMP_LEFT_T;
-    else if (trb) lb.enc = ENC_ROW_MAJOR_T;
-    if (ch.stage_b && !mid_t(x->p, x->vt[o->in[1]])->placed) {
-        const mid_tensor *wt = mid_t(x->p, x->vt[o->in[1]]);
-        layout ls = staged_layout(x, &gp, &lb, wt->slice_of >= 0 ? mid_t(x->p, wt->slice_of)->param_op : wt->param_op);
-        place(x, x->vt[o->in[1]], &ls); /* want() below copies it into the grid */
-    }
-    int32_t a, b;
-    if (tra) {
-        layout_view v = layout_view_identity(ta->rank);
-        v.axis[na] = na + 1, v.axis[na + 1] = na;
-        a = want_view(x, o->in[0], &la, &v, "a_t");
-    } else {
-        a = want(x, o->in[0], &la);
-    }
-    if (trb) {
-        layout_view v = layout_view_identity(tb->rank);
-        v.axis[nbb] = nbb + 1, v.axis[nbb + 1] = nbb;
-        b = want_view(x, o->in[1], &lb, &v, "b_t");
-    } else {
-        b = want(x, o->in[1], &lb);
-    }
-    for (int j = 0; j < nb; j++) rc[j + 1] = (role){'b', j}, dc[j + 1] = tc->dim[j];
-    rc[nb + 1] = (role){'m', 0}, rc[nb + 2] = (role){'n', 0};
-    dc[nb + 1] = M, dc[nb + 2] = N;
-    int32_t in2[2] = {a, b};
-    if (gp.Kp == 1) {
-        layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
-        lc.enc = out_enc;
-        if (fused) return expand_epilogue(x, o, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
-        int32_t out = result(x, o->out[0], &lc);
-        mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &out, 1));
-        g->acc = acc;
-        g->col_run = ch.col_run;
-        g->panel_batch = ch.panel_batch;
-        g->swap = ch.swap;
-        return 0;
-    }
-    /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
-     * partials of a finer row block, then summed in the accumulation dtype.
-     * They are stored in it too, unless that would not leave the tile room:
-     * then in f16, as the IPU's AMP writes them (each tile's chain stays in
-     * acc; the plan's numeric record says where the rounding happens). */
-    rc[0] = (role){'p', 0}, dc[0] = gp.Kp;
-    const char *name = graph_val(x->g, o->out[0])->name;
-    char pn[256];
-    dtype pdt = ch.partials;
-    layout lp = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), false);
-    lp.enc = out_enc;
-    snprintf(pn, sizeof pn, "%s.partials", name);
-    int32_t part = new_tensor(x, pn, pdt, 0, &lp, -1);
-    mid_prim *g = mid_p(x->p, emit(x, MID_GEMM, in2, 2, &part, 1));
-    g->acc = acc;
-    g->col_run = ch.col_run;
-    g->panel_batch = ch.panel_batch;
-    g->swap = ch.swap;
-    layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
-    layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
-    lq.enc = lc.enc = out_enc;
-    if (ch.sum_at_consumer && reduce_where_wanted(x, o->out[0], &lc)) lq = gathered_over(&lc, gp.Kp, dtype_bytes(pdt));
-    snprintf(pn, sizeof pn, "%s.gathered", name);
-    int32_t gath = new_tensor(x, pn, pdt, 0, &lq, -1);
-    emit_copy(x, part, gath, NULL);
-    if (fused) return expand_epilogue(x, o, MID_REDUCE_EPI, &gath, 1, &lc, acc, 0);
-    int32_t out = result(x, o->out[0], &lc);
-    mid_p(x->p, emit(x, MID_REDUCE, &gath, 1, &out, 1))->acc = acc;
-    return 0;
-}
-
-/* ---- the optimizer epilogue of a fused op (docs/epilogue.md) ------------------------------------ */
-
-/* AdamW's kernel parameters (ADAMW, ADAMW_APPLY): lr, beta1, beta2, eps, weight decay, step. */
-static void adamw_params(const graph_op *o, mid_prim *p) {
-    p->f[0] = (float)graph_attr_float(o, ATTR_LR);
-    p->f[1] = (float)graph_attr_float(o, ATTR_BETA1);
-    p->f[2] = (float)graph_attr_float(o, ATTR_BETA2);
-    p->f[3] = (float)graph_attr_float(o, ATTR_EPS);
-    p->f[4] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
-    p->step = graph_attr_int(o, ATTR_STEP);
-}
-
-/* The weight and states of fused op o lie in its GEMM's result layout lc
- * (a parameter was placed there when expanded, see expand_op): prim k
- * (GEMM_EPI on the operands, or REDUCE_EPI on the gathered K partials)
- * hands every gradient value to the optimizer and writes the updated
- * states (SGD: the weight too); AdamW's weight line, which needs only w
- * and the new moments, follows as ADAMW_APPLY. No tensor holds the
- * gradient. */
-static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
-                           int64_t col_run) {
-    bool adam = o->kind == OP_MATMUL_ADAMW;
-    int32_t in[MID_MAX_IN], out[MID_MAX_OUT];
-    int nin = 0, nout = 0;
-    for (int i = 0; i < nsrc; i++) in[nin++] = src[i];
-    /* E0, E1 in; E2, E3 out: (m, v; m', v') or (w, buf; w', buf'). */
-    for (int32_t i = adam ? 3 : 2; i < o->nin; i++) in[nin++] = want(x, o->in[i], lc);
-    for (int32_t i = adam ? 1 : 0; i < o->nout; i++) out[nout++] = result(x, o->out[i], lc);
-    mid_prim *p = mid_p(x->p, emit(x, k, in, nin, out, nout));
-    p->acc = acc;
-    p->col_run = col_run;
-    p->grad = graph_attr_dtype(o, ATTR_GRAD);
-    p->epi = adam ? MID_EPI_ADAM : MID_EPI_SGD;
-    if (!adam) {
-        p->f[0] = (float)graph_attr_float(o, ATTR_LR);
-        p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);
-        p->f[2] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
-        return 0;
-    }
-    p->f[0] = (float)graph_attr_float(o, ATTR_BETA1);
-    p->f[1] = (float)graph_attr_float(o, ATTR_BETA2);
-    int32_t ain[3] = {want(x, o->in[2], lc), out[0], out[1]}, w2 = result(x, o->out[0], lc);
-    mid_prim *ap = mid_p(x->p, emit(x, MID_ADAMW_APPLY, ain, 3, &w2, 1));
-    adamw_params(o, ap);
-    return 0;
-}
-
 /* ---- reductions and training ops --------------------------------------------------- */
 
 /* reduce_sum in up to two stages: each tile sums its shard (into one value per
@@ -1465,9 +907,9 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
     }
     if (graph_val(x->g, o->in[0])->type.rank == 0) mask = 1;
     int32_t src = read(x, o->in[0]);
-    layout ls = unreplicated(mid_t(x->p, src)->lay);
+    layout ls = ex_unreplicated(mid_t(x->p, src)->lay);
     if (ls.enc != ENC_ROW_MAJOR) ls = plan(x, &it, false);
-    src = want(x, o->in[0], &ls);
+    src = ex_want(x, o->in[0], &ls);
     bool split = false;
     for (int a = 0; a < it.rank; a++) split |= (mask >> a & 1) && ls.parts[a] > 1;
     graph_type ot = vtype(x, o->out[0]);
@@ -1484,8 +926,8 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
             }
         char name[256];
         snprintf(name, sizeof name, "%s.partials", graph_val(x->g, o->out[0])->name);
-        int32_t part = new_tensor(x, name, DT_F32, 0, &lp, -1);
-        int32_t pr = emit(x, MID_REDUCE_SUM, &src, 1, &part, 1);
+        int32_t part = ex_new_tensor(x, name, DT_F32, 0, &lp, -1);
+        int32_t pr = ex_emit(x, MID_REDUCE_SUM, &src, 1, &part, 1);
         mid_p(x->p, pr)->axes = mask;
         mid_p(x->p, pr)->keepdims = true;
         /* Stage 2 input: reduced axes whole on each tile, the kept axes
@@ -1498,8 +940,8 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
         for (int a = 0; a < it.rank; a++)
             if (mask >> a & 1) lq.dim[a] = lq.block[a] = pt.dim[a];
         snprintf(name, sizeof name, "%s.gathered", graph_val(x->g, o->out[0])->name);
-        src = new_tensor(x, name, DT_F32, 0, &lq, -1);
-        emit_copy(x, part, src, NULL);
+        src = ex_new_tensor(x, name, DT_F32, 0, &lq, -1);
+        ex_emit_copy(x, part, src, NULL);
         ls = lq;
     }
     /* The output keeps the partition of the kept axes. */
@@ -1520,8 +962,8 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
         lo.dim[0] = lo.block[0] = lo.parts[0] = 1;
         lo.tile_stride[0] = 0;
     }
-    int32_t out = result(x, o->out[0], &lo);
-    int32_t pr = emit(x, MID_REDUCE_SUM, &src, 1, &out, 1);
+    int32_t out = ex_result(x, o->out[0], &lo);
+    int32_t pr = ex_emit(x, MID_REDUCE_SUM, &src, 1, &out, 1);
     mid_p(x->p, pr)->axes = mask;
     mid_p(x->p, pr)->keepdims = keep || j == 0;
     return 0;
@@ -1529,22 +971,22 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
 
 static int expand_optimizer(mx *x, const graph_op *o) {
     int32_t w = read(x, o->in[0]);
-    layout l = unreplicated(mid_t(x->p, w)->lay);
+    layout l = ex_unreplicated(mid_t(x->p, w)->lay);
     if (l.enc != ENC_ROW_MAJOR) {
         graph_type t = vtype(x, o->in[0]);
         l = plan(x, &t, false);
     }
     int32_t in[MID_MAX_IN], out[MID_MAX_OUT];
-    for (int32_t i = 0; i < o->nin; i++) in[i] = want(x, o->in[i], &l);
-    for (int32_t i = 0; i < o->nout; i++) out[i] = result(x, o->out[i], &l);
-    int32_t pr = emit(x, o->kind == OP_SGD ? MID_SGD : MID_ADAMW, in, o->nin, out, o->nout);
+    for (int32_t i = 0; i < o->nin; i++) in[i] = ex_want(x, o->in[i], &l);
+    for (int32_t i = 0; i < o->nout; i++) out[i] = ex_result(x, o->out[i], &l);
+    int32_t pr = ex_emit(x, o->kind == OP_SGD ? MID_SGD : MID_ADAMW, in, o->nin, out, o->nout);
     mid_prim *p = mid_p(x->p, pr);
     p->f[0] = (float)graph_attr_float(o, ATTR_LR);
     if (o->kind == OP_SGD) {
         p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);
         p->f[2] = (float)graph_attr_float(o, ATTR_WEIGHT_DECAY);
     } else {
-        adamw_params(o, p);
+        ex_adamw_params(o, p);
     }
     return 0;
 }
@@ -1559,44 +1001,44 @@ static int expand_clip(mx *x, const graph_op *o) {
     int64_t td[2] = {T, n}, rd[2] = {T, 1};
     layout lt = layout_single(2, td, 4);
     layout_split(&lt, 0, T, 1);
-    int32_t table = new_tensor(x, "clip.sumsq", DT_F32, 0, &lt, -1);
-    mid_p(x->p, emit(x, MID_FILL, NULL, 0, &table, 1))->f[0] = 0;
+    int32_t table = ex_new_tensor(x, "clip.sumsq", DT_F32, 0, &lt, -1);
+    mid_p(x->p, ex_emit(x, MID_FILL, NULL, 0, &table, 1))->f[0] = 0;
     int32_t *grads = arena_alloc(&x->p->arena, sizeof(int32_t) * (size_t)n);
     for (int32_t i = 0; i < n; i++) {
         grads[i] = read(x, o->in[i]);
-        layout l = unreplicated(mid_t(x->p, grads[i])->lay);
+        layout l = ex_unreplicated(mid_t(x->p, grads[i])->lay);
         if (l.enc != ENC_ROW_MAJOR) {
             graph_type t = vtype(x, o->in[i]);
             l = plan(x, &t, false);
         }
-        grads[i] = want(x, o->in[i], &l);
-        int32_t pr = emit(x, MID_SUMSQ, &grads[i], 1, &table, 1);
+        grads[i] = ex_want(x, o->in[i], &l);
+        int32_t pr = ex_emit(x, MID_SUMSQ, &grads[i], 1, &table, 1);
         mid_p(x->p, pr)->column = i;
     }
     layout lr = layout_single(2, rd, 4);
     layout_split(&lr, 0, T, 1);
-    int32_t rows = new_tensor(x, "clip.rows", DT_F32, 0, &lr, -1);
-    int32_t pr = emit(x, MID_REDUCE_SUM, &table, 1, &rows, 1);
+    int32_t rows = ex_new_tensor(x, "clip.rows", DT_F32, 0, &lr, -1);
+    int32_t pr = ex_emit(x, MID_REDUCE_SUM, &table, 1, &rows, 1);
     mid_p(x->p, pr)->axes = 2;
     mid_p(x->p, pr)->keepdims = true;
     layout l0 = layout_single(2, rd, 4);
-    int32_t gathered = new_tensor(x, "clip.gathered", DT_F32, 0, &l0, -1);
-    emit_copy(x, rows, gathered, NULL);
+    int32_t gathered = ex_new_tensor(x, "clip.gathered", DT_F32, 0, &l0, -1);
+    ex_emit_copy(x, rows, gathered, NULL);
     int64_t one = 1;
     layout lc = layout_single(1, &one, 4);
-    int32_t coef = new_tensor(x, "clip.coef", DT_F32, 0, &lc, -1);
-    mid_p(x->p, emit(x, MID_CLIP_COEF, &gathered, 1, &coef, 1))->f[0] = (float)graph_attr_float(o, ATTR_MAX_NORM);
+    int32_t coef = ex_new_tensor(x, "clip.coef", DT_F32, 0, &lc, -1);
+    mid_p(x->p, ex_emit(x, MID_CLIP_COEF, &gathered, 1, &coef, 1))->f[0] = (float)graph_attr_float(o, ATTR_MAX_NORM);
     for (int32_t i = 0; i < n; i++) {
         layout lg = mid_t(x->p, grads[i])->lay;
         graph_type ct = {.dtype = DT_F32, .rank = 1, .dim = {1}};
         layout la = aligned(&lg, &ct);
         char name[256];
         snprintf(name, sizeof name, "clip.coef@%s", graph_val(x->g, o->out[i])->name);
-        int32_t c = new_tensor(x, name, DT_F32, 0, &la, -1);
-        emit_copy(x, coef, c, NULL);
+        int32_t c = ex_new_tensor(x, name, DT_F32, 0, &la, -1);
+        ex_emit_copy(x, coef, c, NULL);
         int32_t in[2] = {grads[i], c};
-        int32_t out = result(x, o->out[i], &lg);
-        mid_p(x->p, emit(x, MID_EWISE, in, 2, &out, 1))->ew = MID_EW_MUL;
+        int32_t out = ex_result(x, o->out[i], &lg);
+        mid_p(x->p, ex_emit(x, MID_EWISE, in, 2, &out, 1))->ew = MID_EW_MUL;
     }
     return 0;
 }
@@ -1613,15 +1055,15 @@ static int expand_repeat(mx *x, int32_t op_id) {
         int32_t t0 = read(x, o->in[k]);
         /* Carried in the layout its first consumer in the body wants (the
          * copy into it runs once, before the loop), else in its own. */
-        layout l = unreplicated(x->hinted[o->args[k]] ? x->hint[o->args[k]] : mid_t(x->p, t0)->lay);
+        layout l = ex_unreplicated(x->hinted[o->args[k]] ? x->hint[o->args[k]] : mid_t(x->p, t0)->lay);
         l.elem_bytes = mid_t(x->p, t0)->lay.elem_bytes;
         if (l.enc != ENC_ROW_MAJOR) {
             graph_type t = vtype(x, o->in[k]);
             l = plan(x, &t, false);
         }
         const graph_value *arg = graph_val(x->g, o->args[k]);
-        carried[k] = new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, &l, o->args[k]);
-        emit_copy(x, t0, carried[k], NULL);
+        carried[k] = ex_new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, &l, o->args[k]);
+        ex_emit_copy(x, t0, carried[k], NULL);
     }
     for (int32_t j = o->ncarry; j < o->nargs; j++) {
         int32_t st = x->vt[o->in[j]];
@@ -1631,12 +1073,12 @@ static int expand_repeat(mx *x, int32_t op_id) {
                         graph_val(x->g, o->in[j])->name);
         s->stack = o->count;
         const graph_value *arg = graph_val(x->g, o->args[j]);
-        int32_t sl = new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, NULL, o->args[j]);
+        int32_t sl = ex_new_tensor(x, arg->name, arg->type.dtype, arg->type.scale, NULL, o->args[j]);
         mid_t(x->p, sl)->slice_of = st;
         x->vt[o->args[j]] = sl;
     }
     for (int32_t k = 0; k < o->ncarry; k++) x->vt[o->args[k]] = carried[k];
-    int32_t pr = emit(x, MID_REPEAT, NULL, 0, NULL, 0);
+    int32_t pr = ex_emit(x, MID_REPEAT, NULL, 0, NULL, 0);
     for (int32_t j = o->ncarry; j < o->nargs; j++) mid_t(x->p, x->vt[o->args[j]])->scope = pr;
     mid_p(x->p, pr)->count = o->count;
     int32_t saved = x->block;
@@ -1660,13 +1102,13 @@ static int expand_repeat(mx *x, int32_t op_id) {
             if (!clobbered) continue;
             char name[256];
             snprintf(name, sizeof name, "%s.next", mid_t(x->p, carried[k])->name);
-            int32_t tmp = new_tensor(x, name, mid_t(x->p, carried[k])->dtype, mid_t(x->p, carried[k])->scale,
+            int32_t tmp = ex_new_tensor(x, name, mid_t(x->p, carried[k])->dtype, mid_t(x->p, carried[k])->scale,
                                      &mid_t(x->p, carried[k])->lay, -1);
-            emit_copy(x, src[k], tmp, NULL);
+            ex_emit_copy(x, src[k], tmp, NULL);
             src[k] = tmp;
         }
         for (int32_t k = 0; k < o->ncarry; k++)
-            if (src[k] != carried[k]) emit_copy(x, src[k], carried[k], NULL);
+            if (src[k] != carried[k]) ex_emit_copy(x, src[k], carried[k], NULL);
     }
     x->block = saved;
     x->depth--;
@@ -1684,7 +1126,7 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_INPUT:
     case OP_PARAM: {
         const graph_value *v = graph_val(x->g, o->out[0]);
-        int32_t t = new_tensor(x, v->name, v->type.dtype, v->type.scale, NULL, o->out[0]);
+        int32_t t = ex_new_tensor(x, v->name, v->type.dtype, v->type.scale, NULL, o->out[0]);
         mid_t(x->p, t)->kind = o->kind == OP_INPUT ? MT_INPUT : MT_PARAM;
         mid_t(x->p, t)->param_op = o->kind == OP_PARAM ? op_id : -1;
         x->vt[o->out[0]] = t;
@@ -1697,11 +1139,11 @@ static int expand_op(mx *x, int32_t op_id) {
             gemm_plan gp;
             mid_gemm_plan ch;
             x->origin = f;
-            int rc = gemm_grid(x, f, &gp, &ch);
+            int rc = ex_gemm_grid(x, f, &gp, &ch);
             x->origin = op_id;
             if (rc) return -1;
-            layout lc = gemm_result_layout(x, graph_opr(x->g, f), &gp);
-            place(x, t, &lc);
+            layout lc = ex_gemm_result_layout(x, graph_opr(x->g, f), &gp);
+            ex_place(x, t, &lc);
         }
         return 0;
     }
@@ -1710,7 +1152,7 @@ static int expand_op(mx *x, int32_t op_id) {
         return 0;
     case OP_YIELD: return 0; /* the repeat copies yielded values */
     case OP_REPEAT: return expand_repeat(x, op_id);
-    case OP_MATMUL: return expand_matmul(x, o);
+    case OP_MATMUL: return ex_expand_matmul(x, o);
     case OP_ADD: return expand_ewise(x, o, MID_EW_ADD);
     case OP_SUB: return expand_ewise(x, o, MID_EW_SUB);
     case OP_MUL: return expand_ewise(x, o, MID_EW_MUL);
@@ -1731,7 +1173,7 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_ADAMW: return expand_optimizer(x, o);
     case OP_GLOBAL_NORM_CLIP: return expand_clip(x, o);
     case OP_MATMUL_SGD:
-    case OP_MATMUL_ADAMW: return expand_matmul(x, o);
+    case OP_MATMUL_ADAMW: return ex_expand_matmul(x, o);
     case OP_COUNT: break;
     }
     TS_UNREACHABLE();
