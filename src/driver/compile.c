@@ -281,24 +281,8 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
     return rc;
 }
 
-int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
-    double t0 = util_now_seconds();
-    memset(info, 0, sizeof *info);
-    if (o->print_after && !tessel_pass_find(o->print_after, NULL)) {
-        char names[1024];
-        tessel_pass_names(names, sizeof names);
-        return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", o->print_after,
-                         o->print_after, names);
-    }
-    /* Sibling matmuls joined, then the optimizer epilogue fusion: graph
-     * passes, the search plans what they make. Joining is a choice: a
-     * recipe that names the members apart keeps them apart, and a search
-     * prices both graphs and keeps the faster plan (the joined one on a
-     * tie): a wider GEMM gathers its operand once but its block may fill
-     * the tiles worse, which shows only in the whole program. */
-    mid_plan start;
-    mid_plan_init(&start, g);
-    int rc = setup(g, !o->no_siblings, m, o, info, &start, d);
+/* Each sibling group's members by name, for the report (joined or not). */
+static void name_sibling_groups(const graph *g, compile_info *info) {
     info->nsibling_groups = info->siblings.n;
     info->sibling_groups = xcalloc((size_t)info->siblings.n + 1, sizeof(char *));
     for (int32_t k = 0; k < info->siblings.n; k++) {
@@ -308,51 +292,92 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
         char *t = info->sibling_groups[k] = xcalloc(len, 1);
         for (int32_t i = 0; i < sg->n; i++) strcat(strcat(t, i ? ", " : ""), graph_op_name(g, sg->mm[i]));
     }
+}
+
+/* The graph passes: sibling matmuls joined, then the optimizer epilogue
+ * fusion; the search plans what they make. Joining is a choice: a recipe
+ * that names the members apart keeps them apart (its choices do not fit
+ * the joined graph), and a search prices both graphs (search_graphs). */
+static int graph_passes(const graph *g, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
+                        diag *d) {
+    int rc = setup(g, !o->no_siblings, m, o, info, start, d);
+    name_sibling_groups(g, info);
     if (rc && info->joined && o->recipe) {
         compile_info alt = {0};
         mid_plan as;
         mid_plan_init(&as, g);
         diag ad = {0};
         if (setup(g, false, m, o, &alt, &as, &ad) == 0) {
-            swap_setup(info, &alt, &start, &as);
+            swap_setup(info, &alt, start, &as);
             rc = 0;
         }
         setup_free(&alt, &as);
     }
-    bool searched = false; /* attempt 0's search is in info->search */
-    compile_info alt = {0}; /* the other graph, searched: tried when no plan of the faster places */
-    mid_plan as;
-    mid_plan_init(&as, g);
-    if (rc == 0 && info->joined && !o->recipe && o->search_steps != 0) {
-        search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0};
-        double ts = util_now_seconds();
-        rc = search_plan(tessel_compiled_graph(g, info), m, &start, &so, &info->search, d);
-        if (rc == 0) rc = setup(g, false, m, o, &alt, &as, d);
-        if (rc == 0) rc = search_plan(tessel_compiled_graph(g, &alt), m, &as, &so, &alt.search, d);
-        info->search_seconds += util_now_seconds() - ts;
-        if (rc == 0) {
-            info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
-            info->siblings_apart_cycles = alt.search.nfinalists ? alt.search.finalist_cycles[0] : 0;
-            if (faster(&alt.search, &info->search)) swap_setup(info, &alt, &start, &as);
-        }
-        searched = rc == 0;
-    }
-    if (rc == 0) {
-        print_graph_after(o, "join-siblings", tessel_model_graph(g, info));
-        print_graph_after(o, "fuse-epilogue", tessel_compiled_graph(g, info));
-    }
+    return rc;
+}
+
+/* With siblings joined and a search to run, both graphs are searched and
+ * the faster plan's kept in info (the joined one on a tie: a wider GEMM
+ * gathers its operand once but its block may fill the tiles worse, which
+ * shows only in the whole program); the other graph, searched, goes to alt
+ * for when none of the faster's plans places. *searched: info->search
+ * holds attempt 0's search. */
+static int search_graphs(const graph *g, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
+                         compile_info *alt, mid_plan *as, bool *searched, diag *d) {
+    *searched = false;
+    if (!info->joined || o->recipe || o->search_steps == 0) return 0; /* place_plans searches the one graph */
+    search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0};
+    double ts = util_now_seconds();
+    int rc = search_plan(tessel_compiled_graph(g, info), m, start, &so, &info->search, d);
+    if (rc == 0) rc = setup(g, false, m, o, alt, as, d);
+    if (rc == 0) rc = search_plan(tessel_compiled_graph(g, alt), m, as, &so, &alt->search, d);
+    info->search_seconds += util_now_seconds() - ts;
+    if (rc) return rc;
+    info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
+    info->siblings_apart_cycles = alt->search.nfinalists ? alt->search.finalist_cycles[0] : 0;
+    if (faster(&alt->search, &info->search)) swap_setup(info, alt, start, as);
+    *searched = true;
+    return 0;
+}
+
+/* The first finalist that lowers and places, of the chosen graph, then of
+ * the other one (alt) when none of the chosen's does. */
+static int package_best(const graph *g, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
+                        compile_info *alt, mid_plan *as, bool searched, package *out, diag *d) {
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
     int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
     bool placed = false;
-    if (rc == 0) rc = place_plans(g, m, o, info, &start, searched, nrefuse, &tried, out, &placed, d);
-    /* None of the faster graph's plans placed: the other's, with its search. */
-    if (rc == 0 && !placed && alt.search.nfinalists) {
-        swap_setup(info, &alt, &start, &as);
-        rc = place_plans(g, m, o, info, &start, true, nrefuse, &tried, out, &placed, d);
+    int rc = place_plans(g, m, o, info, start, searched, nrefuse, &tried, out, &placed, d);
+    if (rc == 0 && !placed && alt->search.nfinalists) {
+        swap_setup(info, alt, start, as);
+        rc = place_plans(g, m, o, info, start, true, nrefuse, &tried, out, &placed, d);
+    }
+    return rc == 0 && !placed ? -1 : rc;
+}
+
+int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
+    double t0 = util_now_seconds();
+    memset(info, 0, sizeof *info);
+    if (o->print_after && !tessel_pass_find(o->print_after, NULL)) {
+        char names[1024];
+        tessel_pass_names(names, sizeof names);
+        return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", o->print_after,
+                         o->print_after, names);
+    }
+    mid_plan start, as;   /* the search's start (a recipe's choices), for the chosen graph and the other */
+    compile_info alt = {0};
+    bool searched = false;
+    mid_plan_init(&start, g);
+    mid_plan_init(&as, g);
+    int rc = graph_passes(g, m, o, info, &start, d);                                      /* join-siblings, fuse-epilogue */
+    if (rc == 0) rc = search_graphs(g, m, o, info, &start, &alt, &as, &searched, d);     /* the plan (both graphs) */
+    if (rc == 0) {
+        print_graph_after(o, "join-siblings", tessel_model_graph(g, info));
+        print_graph_after(o, "fuse-epilogue", tessel_compiled_graph(g, info));
+        rc = package_best(g, m, o, info, &start, &alt, &as, searched, out, d);           /* expand ... place */
     }
     setup_free(&alt, &as);
     mid_plan_free(&start);
-    if (rc == 0 && !placed) rc = -1;
     if (rc == 0 && o->fusion_report && (rc = fusion_report(tessel_model_graph(g, info), m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
