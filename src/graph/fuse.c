@@ -341,189 +341,89 @@ int32_t graph_fuse_fused(const fuse_plan *p) {
 
 /* ---- the rewrite ----------------------------------------------------------------------- */
 
-typedef struct rw {
-    const graph *g;
+typedef struct frw {
     const fuse_plan *p;
-    graph *out;
-    diag *d;
-    int32_t *vmap;       /* value of g -> value of out */
     int32_t *role;       /* op of g -> candidate index + 1 if its matmul or optimizer is fused, else 0 */
     bool *hoisted;       /* op of g: a parameter emitted early, before a fused op */
-    int err;
-} rw;
-
-static const char *keep_str(rw *x, const char *s) { return s ? arena_strdup(&x->out->arena, s) : NULL; }
-
-static void copy_trivia(rw *x, int32_t from, int32_t to) {
-    const graph_op *a = graph_opr(x->g, from);
-    graph_op *b = graph_opr(x->out, to);
-    b->lead = keep_str(x, a->lead);
-    b->tail = keep_str(x, a->tail);
-    b->end_lead = keep_str(x, a->end_lead);
-    b->end_tail = keep_str(x, a->end_tail);
-    b->line = a->line;
-    b->col = a->col;
-}
-
-
-/* A compute op of out with the results (names, types) of g's op `like`. */
-static void finish(rw *x, int32_t op, int32_t like) {
-    const graph_op *l = graph_opr(x->g, like);
-    const char *names[1024];
-    graph_type *types = xcalloc((size_t)l->nout + 1, sizeof(graph_type));
-    TS_ASSERT(l->nout <= 1024);
-    for (int32_t i = 0; i < l->nout; i++) {
-        names[i] = graph_val(x->g, l->out[i])->name;
-        types[i] = graph_val(x->g, l->out[i])->type;
-    }
-    if (graph_finish_op(x->out, op, names, types, x->d)) x->err = -1;
-    else
-        for (int32_t i = 0; i < l->nout; i++) x->vmap[l->out[i]] = graph_result(x->out, op, i);
-    free(types);
-}
-
-static void emit_param(rw *x, int32_t id) {
-    const graph_op *o = graph_opr(x->g, id);
-    const graph_value *v = graph_val(x->g, o->out[0]);
-    int32_t op = graph_add_param(x->out, v->name, v->type, o->init);
-    copy_trivia(x, id, op);
-    x->vmap[o->out[0]] = graph_result(x->out, op, 0);
-}
+    const graph_block *due_in; /* the block due[] is for (a repeat body's ends in between) */
+    int32_t *due;        /* per candidate: the position in due_in after which its fused op goes, -1 */
+} frw;
 
 /* The fused op of candidate c: (a, b, w[, states]) with the matmul's and
  * the optimizer's attributes, `grad` the matmul's result dtype. */
-static void emit_fused(rw *x, const fuse_candidate *c) {
-    const graph_op *mm = graph_opr(x->g, c->gemm), *opt = graph_opr(x->g, c->consumer);
+static void emit_fused(graph_rw *rw, const fuse_candidate *c) {
+    frw *x = rw->ctx;
+    const graph_op *mm = graph_opr(rw->g, c->gemm), *opt = graph_opr(rw->g, c->consumer);
     /* Parameters it reads that come later in the block are emitted first. */
     for (int32_t k = 0; k < opt->nin; k++) {
-        int32_t d = def_of(x->g, opt->in[k]);
-        if (d >= 0 && x->vmap[opt->in[k]] < 0 && graph_opr(x->g, d)->kind == OP_PARAM) {
-            emit_param(x, d);
+        int32_t d = def_of(rw->g, opt->in[k]);
+        if (d >= 0 && rw->vmap[opt->in[k]] < 0 && graph_opr(rw->g, d)->kind == OP_PARAM) {
+            graph_rw_copy(rw, d);
             x->hoisted[d] = true;
         }
     }
-    int32_t in[5] = {x->vmap[mm->in[0]], x->vmap[mm->in[1]], x->vmap[opt->in[0]]}, n = 3;
-    for (int32_t k = 2; k < opt->nin; k++) in[n++] = x->vmap[opt->in[k]];
+    int32_t in[5] = {rw->vmap[mm->in[0]], rw->vmap[mm->in[1]], rw->vmap[opt->in[0]]}, n = 3;
+    for (int32_t k = 2; k < opt->nin; k++) in[n++] = rw->vmap[opt->in[k]];
     for (int32_t k = 0; k < n; k++) TS_ASSERT(in[k] >= 0);
     graph_op_kind kind = epilogue_of(opt->kind)->fused;
-    int32_t op = graph_begin_op(x->out, kind, in, n);
-    graph_copy_attrs(x->out, op, x->g, c->gemm, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
-    graph_set_dtype(x->out, op, ATTR_GRAD, graph_val(x->g, mm->out[0])->type.dtype);
-    graph_copy_attrs(x->out, op, x->g, c->consumer, ~0ull);
-    finish(x, op, c->consumer);
-    if (!x->err) copy_trivia(x, c->gemm, op);
+    int32_t op = graph_begin_op(rw->out, kind, in, n);
+    graph_copy_attrs(rw->out, op, rw->g, c->gemm, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
+    graph_set_dtype(rw->out, op, ATTR_GRAD, graph_val(rw->g, mm->out[0])->type.dtype);
+    graph_copy_attrs(rw->out, op, rw->g, c->consumer, ~0ull);
+    graph_rw_finish(rw, op, c->consumer);
+    if (!rw->err) graph_rw_trivia(rw, c->gemm, op);
 }
 
 /* The position in block b after which candidate c's fused op goes: its
- * matmul's, or later if the optimizer reads a value computed after it. */
-static int32_t emit_point(rw *x, const graph_block *b, const fuse_candidate *c) {
+ * matmul's, or later if the optimizer reads a value computed after it; -1
+ * when its matmul is not in b. */
+static int32_t emit_point(const graph *g, const graph_block *b, const fuse_candidate *c) {
     int32_t at = -1;
-    const graph_op *opt = graph_opr(x->g, c->consumer);
+    bool here = false;
+    const graph_op *opt = graph_opr(g, c->consumer);
     for (int32_t i = 0; i < b->n; i++) {
-        if (b->v[i] == c->gemm) at = at > i ? at : i;
+        if (b->v[i] == c->gemm) at = at > i ? at : i, here = true;
         for (int32_t k = 0; k < opt->nin; k++) {
-            int32_t d = def_of(x->g, opt->in[k]);
-            if (d == b->v[i] && graph_opr(x->g, d)->kind != OP_PARAM && k != 1 && i > at) at = i;
+            int32_t d = def_of(g, opt->in[k]);
+            if (d == b->v[i] && graph_opr(g, d)->kind != OP_PARAM && k != 1 && i > at) at = i;
         }
     }
-    return at;
+    return here ? at : -1;
 }
 
-static void rebuild_block(rw *x, const graph_block *b) {
-    /* due[i]: the position in this block after which candidate i's fused op goes, -1 if not here. */
-    int32_t *due = xmalloc(sizeof(int32_t) * ((size_t)x->p->n + 1));
-    for (int32_t k = 0; k < x->p->n; k++) {
-        const fuse_candidate *c = &x->p->c[k];
-        due[k] = -1;
-        if (!c->fused || c->given) continue;
-        bool here = false;
-        for (int32_t i = 0; i < b->n && !here; i++) here = b->v[i] == c->gemm;
-        if (here) due[k] = emit_point(x, b, c);
+/* The matmul and optimizer of a fused candidate go; parameters emitted
+ * early are not emitted again. */
+static bool skip(graph_rw *rw, int32_t id) {
+    const frw *x = rw->ctx;
+    return x->role[id] || x->hoisted[id];
+}
+
+static void emit_due(graph_rw *rw, const graph_block *b, int32_t i) {
+    frw *x = rw->ctx;
+    if (x->due_in != b) {
+        x->due_in = b;
+        for (int32_t k = 0; k < x->p->n; k++) {
+            const fuse_candidate *c = &x->p->c[k];
+            x->due[k] = c->fused && !c->given ? emit_point(rw->g, b, c) : -1;
+        }
     }
-    for (int32_t i = 0; i < b->n && !x->err; i++) {
-        int32_t id = b->v[i];
-        const graph_op *o = graph_opr(x->g, id);
-        bool skip = x->role[id] || x->hoisted[id];
-        if (!skip) switch (o->kind) {
-            case OP_INPUT: {
-                const graph_value *v = graph_val(x->g, o->out[0]);
-                int32_t op = graph_add_input(x->out, v->name, v->type);
-                copy_trivia(x, id, op);
-                x->vmap[o->out[0]] = graph_result(x->out, op, 0);
-                break;
-            }
-            case OP_PARAM: emit_param(x, id); break;
-            case OP_OUTPUT: {
-                int32_t *vals = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
-                for (int32_t k = 0; k < o->nin; k++) vals[k] = x->vmap[o->in[k]];
-                copy_trivia(x, id, graph_add_output(x->out, vals, o->nin));
-                free(vals);
-                break;
-            }
-            case OP_YIELD: break; /* the repeat's end takes its values */
-            case OP_REPEAT: {
-                int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
-                const char **names = xmalloc(sizeof(char *) * ((size_t)o->nargs + (size_t)o->ncarry + 1));
-                for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]];
-                for (int32_t k = 0; k < o->nargs; k++) names[k] = vname(x->g, o->args[k]);
-                int32_t op = graph_begin_repeat(x->out, o->count, in, o->ncarry, in + o->ncarry, o->nin - o->ncarry, names);
-                for (int32_t k = 0; k < o->nargs; k++) x->vmap[o->args[k]] = graph_opr(x->out, op)->args[k];
-                rebuild_block(x, &o->body);
-                const graph_op *y = graph_opr(x->g, o->body.v[o->body.n - 1]);
-                for (int32_t k = 0; k < y->nin; k++) in[k] = x->vmap[y->in[k]];
-                for (int32_t k = 0; k < o->ncarry; k++) names[k] = vname(x->g, o->out[k]);
-                if (!x->err && graph_end_repeat(x->out, in, names, x->d)) x->err = -1;
-                if (!x->err) {
-                    copy_trivia(x, id, op);
-                    graph_op *ny = graph_opr(x->out, graph_opr(x->out, op)->body.v[graph_opr(x->out, op)->body.n - 1]);
-                    ny->lead = keep_str(x, y->lead);
-                    ny->tail = keep_str(x, y->tail);
-                    ny->line = y->line, ny->col = y->col;
-                    for (int32_t k = 0; k < o->ncarry; k++) x->vmap[o->out[k]] = graph_result(x->out, op, k);
-                }
-                free(in);
-                free(names);
-                break;
-            }
-            default: {
-                int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
-                for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]];
-                int32_t op = graph_begin_op(x->out, o->kind, in, o->nin);
-                graph_copy_attrs(x->out, op, x->g, id, ~0ull);
-                free(in);
-                finish(x, op, id);
-                if (!x->err) copy_trivia(x, id, op);
-                break;
-            }
-            }
-        for (int32_t k = 0; k < x->p->n && !x->err; k++)
-            if (due[k] == i) emit_fused(x, &x->p->c[k]);
-    }
-    free(due);
+    for (int32_t k = 0; k < x->p->n && !rw->err; k++)
+        if (x->due[k] == i) emit_fused(rw, &x->p->c[k]);
 }
 
 graph *graph_fuse_apply(const graph *g, const fuse_plan *p, diag *d) {
-    graph *out = graph_new(g->name, g->path);
-    out->src = g->src; /* g outlives out: messages quote g's text */
-    out->lead = g->lead ? arena_strdup(&out->arena, g->lead) : NULL;
-    out->tail = g->tail ? arena_strdup(&out->arena, g->tail) : NULL;
-    out->end_lead = g->end_lead ? arena_strdup(&out->arena, g->end_lead) : NULL;
-    rw x = {g, p, out, d, xmalloc(sizeof(int32_t) * ((size_t)g->values.n + 1)), xcalloc((size_t)g->ops.n + 1, sizeof(int32_t)),
-            xcalloc((size_t)g->ops.n + 1, sizeof(bool)), 0};
-    for (int32_t v = 0; v < g->values.n; v++) x.vmap[v] = -1;
+    frw x = {p, xcalloc((size_t)g->ops.n + 1, sizeof(int32_t)), xcalloc((size_t)g->ops.n + 1, sizeof(bool)), NULL,
+             xmalloc(sizeof(int32_t) * ((size_t)p->n + 1))};
     for (int32_t k = 0; k < p->n; k++)
         if (p->c[k].fused && !p->c[k].given) {
             TS_ASSERT(p->c[k].rule == FUSE_OK && p->c[k].gemm >= 0);
             x.role[p->c[k].gemm] = x.role[p->c[k].consumer] = k + 1;
         }
-    rebuild_block(&x, &g->body);
-    if (!x.err && graph_verify(out, d)) x.err = -1;
-    free(x.vmap);
+    graph_rw rw;
+    graph_rw_init(&rw, g, &(graph_rw_hooks){skip, emit_due}, &x, d);
+    graph_rw_block(&rw, &g->body);
     free(x.role);
     free(x.hoisted);
-    if (x.err) {
-        graph_free(out);
-        return NULL;
-    }
-    return out;
+    free(x.due);
+    return graph_rw_finish_graph(&rw);
 }

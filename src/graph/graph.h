@@ -427,6 +427,43 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
 int32_t graph_inputs(const graph *g, int32_t *ids, int32_t cap);
 int32_t graph_outputs(const graph *g, int32_t *ids, int32_t cap);
 
+/* ---- rewrite.c: the rewriter the graph passes share ----------------------
+ *
+ * A pass copies its graph op by op into a new one (graph_rw_block from the
+ * top block): each op as it is, unless hooks.op emits what stands for it
+ * (or nothing) and returns true; hooks.after may emit more after position
+ * i of a block. vmap maps each value of g to the new graph's. */
+typedef struct graph_rw graph_rw;
+typedef struct graph_rw_hooks {
+    bool (*op)(graph_rw *rw, int32_t id);                           /* optional */
+    void (*after)(graph_rw *rw, const graph_block *b, int32_t i);   /* optional */
+} graph_rw_hooks;
+struct graph_rw {
+    const graph *g;        /* the source, which must outlive out */
+    graph *out;            /* the graph being built */
+    diag *d;
+    int32_t *vmap;         /* value of g -> value of out, -1 until made */
+    int err;               /* a failure, already in d */
+    graph_rw_hooks hooks;
+    void *ctx;             /* the pass's own state */
+};
+void graph_rw_init(graph_rw *rw, const graph *g, const graph_rw_hooks *hooks, void *ctx, diag *d);
+void graph_rw_block(graph_rw *rw, const graph_block *b);
+/* Op id of g copied as it is (a repeat with its body, through the hooks). */
+void graph_rw_copy(graph_rw *rw, int32_t id);
+/* Op `to` of out takes the comments and source place of op `from` of g. */
+void graph_rw_trivia(graph_rw *rw, int32_t from, int32_t to);
+/* Compute op `op` of out finished with the results (names, types) of g's op
+ * `like`, which map to them; its first result, or -1. */
+int32_t graph_rw_finish(graph_rw *rw, int32_t op, int32_t like);
+/* The same with one result named `name` of type t. */
+int32_t graph_rw_finish_as(graph_rw *rw, int32_t op, const char *name, const graph_type *t);
+/* Closes repeat `op` of out, begun for g's repeat id and its body emitted:
+ * the yield's values, the results' names, the comments. */
+void graph_rw_end_repeat(graph_rw *rw, int32_t id, int32_t op);
+/* The new graph, verified, or NULL (d says why); the rewriter is spent. */
+graph *graph_rw_finish_graph(graph_rw *rw);
+
 /* ---- siblings.c: matmuls that read one operand become one ----------------
  *
  *   y_i = x · W_i (+ b_i)   ──►   y = x · [W_1 … W_n] (+ [b_1 … b_n]),  y_i = y[..., o_i : o_i + n_i]

@@ -153,11 +153,7 @@ void graph_siblings_free(sib_plan *p) {
 /* ---- the rewrite ------------------------------------------------------------------- */
 
 typedef struct srw {
-    const graph *g;
     const sib_plan *p;
-    graph *out;
-    diag *d;
-    int32_t *vmap;   /* value of g -> value of out */
     int32_t *group;  /* op of g -> 1 + the group whose member matmul or bias add it is, else 0 */
     int32_t *first;  /* op of g: 1 + the group whose fused ops are emitted at it, else 0 */
     /* parameter ops of g: 1 + the group whose weights (bias: negative) it is
@@ -166,24 +162,24 @@ typedef struct srw {
     int32_t *wparam, *bparam; /* per group: the new parameter's value in out, -1 until made */
     int32_t *warg, *barg;     /* per group: the repeat's argument for it in out, or -1 */
     const char **name;        /* per group: the fused matmul's name */
-    int err;
 } srw;
 
 /* The name of the fused value: the members' names with their common
  * prefix (to its last '.') once, the rest joined by '.', made unique. */
-static const char *joined_name(srw *x, const int32_t *vals, int32_t n) {
-    const char *a = graph_val(x->g, vals[0])->name;
+static const char *joined_name(graph_rw *rw, const int32_t *vals, int32_t n) {
+    const char *a = graph_val(rw->g, vals[0])->name;
     size_t pre = 0;
     for (size_t i = 0; a[i]; i++)
         if (a[i] == '.') {
             bool all = true;
-            for (int32_t k = 1; k < n && all; k++) all = strncmp(graph_val(x->g, vals[k])->name, a, i + 1) == 0;
+            for (int32_t k = 1; k < n && all; k++) all = strncmp(graph_val(rw->g, vals[k])->name, a, i + 1) == 0;
             if (all) pre = i + 1;
         }
-    char *s = arena_strndup(&x->out->arena, a, pre);
-    for (int32_t k = 0; k < n; k++) s = arena_printf(&x->out->arena, "%s%s%s", s, k ? "." : "", graph_val(x->g, vals[k])->name + pre);
+    arena *ar = &rw->out->arena;
+    char *s = arena_strndup(ar, a, pre);
+    for (int32_t k = 0; k < n; k++) s = arena_printf(ar, "%s%s%s", s, k ? "." : "", graph_val(rw->g, vals[k])->name + pre);
     const char *base = s;
-    for (int u = 2; graph_lookup(x->g, s) >= 0 || graph_lookup(x->out, s) >= 0; u++) s = arena_printf(&x->out->arena, "%s_%d", base, u);
+    for (int u = 2; graph_lookup(rw->g, s) >= 0 || graph_lookup(rw->out, s) >= 0; u++) s = arena_printf(ar, "%s_%d", base, u);
     return s;
 }
 
@@ -196,99 +192,92 @@ static int32_t param_of(const graph *g, int32_t v) {
 }
 
 /* The new parameter of group k (bias: its biases): the pieces side by side. */
-static int32_t emit_concat(srw *x, int32_t k, bool bias) {
+static int32_t emit_concat(graph_rw *rw, int32_t k, bool bias) {
+    const srw *x = rw->ctx;
     const sib_group *s = &x->p->v[k];
     int32_t *ops = xmalloc(sizeof(int32_t) * (size_t)s->n), *vals = xmalloc(sizeof(int32_t) * (size_t)s->n);
     graph_init *cat = xmalloc(sizeof(graph_init) * (size_t)s->n);
     int64_t *width = xmalloc(sizeof(int64_t) * (size_t)s->n), w = 0;
     for (int32_t i = 0; i < s->n; i++) {
-        int32_t operand = bias ? graph_opr(x->g, s->add[i])->in[1] : graph_opr(x->g, s->mm[i])->in[1];
-        ops[i] = param_of(x->g, operand);
-        vals[i] = graph_opr(x->g, ops[i])->out[0];
-        cat[i] = graph_opr(x->g, ops[i])->init;
-        const graph_type *t = vtype(x->g, vals[i]);
+        int32_t operand = bias ? graph_opr(rw->g, s->add[i])->in[1] : graph_opr(rw->g, s->mm[i])->in[1];
+        ops[i] = param_of(rw->g, operand);
+        vals[i] = graph_opr(rw->g, ops[i])->out[0];
+        cat[i] = graph_opr(rw->g, ops[i])->init;
+        const graph_type *t = vtype(rw->g, vals[i]);
         width[i] = t->dim[t->rank - 1];
         w += width[i];
     }
-    graph_type t = *vtype(x->g, vals[0]);
+    graph_type t = *vtype(rw->g, vals[0]);
     t.dim[t.rank - 1] = w;
     graph_init in = {.kind = INIT_CONCAT, .cat = cat, .width = width, .ncat = s->n};
-    int32_t op = graph_add_param(x->out, joined_name(x, vals, s->n), t, in);
+    int32_t op = graph_add_param(rw->out, joined_name(rw, vals, s->n), t, in);
     free(ops), free(vals), free(cat), free(width);
-    return graph_result(x->out, op, 0);
+    return graph_result(rw->out, op, 0);
 }
 
-
-static void copy_place(srw *x, int32_t from, int32_t to) {
-    graph_opr(x->out, to)->line = graph_opr(x->g, from)->line;
-    graph_opr(x->out, to)->col = graph_opr(x->g, from)->col;
-}
-
-/* A compute op of out named `name` of type t; its result value, or -1. */
-static int32_t finish(srw *x, int32_t op, const char *name, const graph_type *t) {
-    if (graph_finish_op(x->out, op, &name, t, x->d)) {
-        x->err = -1;
-        return -1;
-    }
-    return graph_result(x->out, op, 0);
+static void copy_place(graph_rw *rw, int32_t from, int32_t to) {
+    graph_opr(rw->out, to)->line = graph_opr(rw->g, from)->line;
+    graph_opr(rw->out, to)->col = graph_opr(rw->g, from)->col;
 }
 
 /* Group k's fused matmul, its bias add and the members' slices. */
-static void emit_group(srw *x, int32_t k) {
+static void emit_group(graph_rw *rw, int32_t k) {
+    srw *x = rw->ctx;
     const sib_group *s = &x->p->v[k];
-    const graph_op *m0 = graph_opr(x->g, s->mm[0]);
+    const graph_op *m0 = graph_opr(rw->g, s->mm[0]);
     int32_t *ys = xmalloc(sizeof(int32_t) * (size_t)s->n);
-    graph_type t = *vtype(x->g, m0->out[0]);
+    graph_type t = *vtype(rw->g, m0->out[0]);
     int64_t w = 0;
     for (int32_t i = 0; i < s->n; i++) {
-        ys[i] = graph_opr(x->g, s->mm[i])->out[0];
-        w += vtype(x->g, ys[i])->dim[t.rank - 1];
+        ys[i] = graph_opr(rw->g, s->mm[i])->out[0];
+        w += vtype(rw->g, ys[i])->dim[t.rank - 1];
     }
     t.dim[t.rank - 1] = w;
     int32_t b = x->warg[k] >= 0 ? x->warg[k] : x->wparam[k];
-    TS_ASSERT(b >= 0 && x->vmap[m0->in[0]] >= 0);
-    int32_t in[2] = {x->vmap[m0->in[0]], b};
-    int32_t op = graph_begin_op(x->out, OP_MATMUL, in, 2);
-    graph_copy_attrs(x->out, op, x->g, s->mm[0], ~0ull);
-    copy_place(x, s->mm[0], op);
-    const char *name = joined_name(x, ys, s->n);
+    TS_ASSERT(b >= 0 && rw->vmap[m0->in[0]] >= 0);
+    int32_t in[2] = {rw->vmap[m0->in[0]], b};
+    int32_t op = graph_begin_op(rw->out, OP_MATMUL, in, 2);
+    graph_copy_attrs(rw->out, op, rw->g, s->mm[0], ~0ull);
+    copy_place(rw, s->mm[0], op);
+    const char *name = joined_name(rw, ys, s->n);
     x->name[k] = name;
-    int32_t y = finish(x, op, name, &t);
+    int32_t y = graph_rw_finish_as(rw, op, name, &t);
     if (y >= 0 && s->add) {
-        for (int32_t i = 0; i < s->n; i++) ys[i] = graph_opr(x->g, s->add[i])->out[0];
+        for (int32_t i = 0; i < s->n; i++) ys[i] = graph_opr(rw->g, s->add[i])->out[0];
         in[0] = y, in[1] = x->barg[k] >= 0 ? x->barg[k] : x->bparam[k];
         TS_ASSERT(in[1] >= 0);
-        op = graph_begin_op(x->out, OP_ADD, in, 2);
-        copy_place(x, s->add[0], op);
-        y = finish(x, op, joined_name(x, ys, s->n), &t);
+        op = graph_begin_op(rw->out, OP_ADD, in, 2);
+        copy_place(rw, s->add[0], op);
+        y = graph_rw_finish_as(rw, op, joined_name(rw, ys, s->n), &t);
     }
     int64_t at = 0;
     for (int32_t i = 0; i < s->n && y >= 0; i++) {
-        const graph_type *ti = vtype(x->g, ys[i]);
+        const graph_type *ti = vtype(rw->g, ys[i]);
         int64_t start[GRAPH_MAX_RANK] = {0}, end[GRAPH_MAX_RANK];
         for (int a = 0; a < ti->rank; a++) end[a] = ti->dim[a];
         start[ti->rank - 1] = at, end[ti->rank - 1] = at + ti->dim[ti->rank - 1];
         at = end[ti->rank - 1];
-        op = graph_begin_op(x->out, OP_SLICE, &y, 1);
-        graph_set_ints(x->out, op, ATTR_START, start, ti->rank);
-        graph_set_ints(x->out, op, ATTR_END, end, ti->rank);
-        copy_place(x, s->add ? s->add[i] : s->mm[i], op);
-        int32_t r = finish(x, op, graph_val(x->g, ys[i])->name, ti);
-        if (r >= 0) x->vmap[ys[i]] = r;
+        op = graph_begin_op(rw->out, OP_SLICE, &y, 1);
+        graph_set_ints(rw->out, op, ATTR_START, start, ti->rank);
+        graph_set_ints(rw->out, op, ATTR_END, end, ti->rank);
+        copy_place(rw, s->add ? s->add[i] : s->mm[i], op);
+        int32_t r = graph_rw_finish_as(rw, op, graph_val(rw->g, ys[i])->name, ti);
+        if (r >= 0) rw->vmap[ys[i]] = r;
     }
     free(ys);
 }
 
-static void rebuild(srw *x, const graph_block *b);
-
-static void emit_repeat(srw *x, int32_t id) {
-    const graph_op *o = graph_opr(x->g, id);
+/* A repeat whose stacked pieces join: the first piece's argument becomes
+ * the new parameter's, the others go. */
+static void emit_repeat(graph_rw *rw, int32_t id) {
+    srw *x = rw->ctx;
+    const graph_op *o = graph_opr(rw->g, id);
     int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1)), n = 0;
-    const char **names = xmalloc(sizeof(char *) * ((size_t)o->nargs + (size_t)o->ncarry + 1));
+    const char **names = xmalloc(sizeof(char *) * ((size_t)o->nargs + 1));
     int32_t *slot = xmalloc(sizeof(int32_t) * ((size_t)o->nargs + 1)); /* arg of g -> arg index in out, or -1 */
     for (int32_t k = 0; k < o->nin; k++) {
         slot[k] = -1;
-        int32_t p = k < o->ncarry ? -1 : graph_val(x->g, o->in[k])->def;
+        int32_t p = k < o->ncarry ? -1 : graph_val(rw->g, o->in[k])->def;
         int32_t wp = p >= 0 ? x->wpiece[p] : 0, bp = p >= 0 ? x->bpiece[p] : 0;
         if (wp < 0 || bp < 0) continue; /* a piece that is not the first: it goes */
         slot[k] = n;
@@ -298,99 +287,51 @@ static void emit_repeat(srw *x, int32_t id) {
             const sib_group *s = &x->p->v[g];
             int32_t *vals = xmalloc(sizeof(int32_t) * (size_t)s->n);
             for (int32_t i = 0; i < s->n; i++)
-                vals[i] = wp > 0 ? graph_opr(x->g, s->mm[i])->in[1] : graph_opr(x->g, s->add[i])->in[1];
-            names[n++] = joined_name(x, vals, s->n);
+                vals[i] = wp > 0 ? graph_opr(rw->g, s->mm[i])->in[1] : graph_opr(rw->g, s->add[i])->in[1];
+            names[n++] = joined_name(rw, vals, s->n);
             free(vals);
         } else {
-            in[n] = x->vmap[o->in[k]];
-            names[n++] = graph_val(x->g, o->args[k])->name;
+            in[n] = rw->vmap[o->in[k]];
+            names[n++] = graph_val(rw->g, o->args[k])->name;
         }
     }
-    int32_t op = graph_begin_repeat(x->out, o->count, in, o->ncarry, in + o->ncarry, n - o->ncarry, names);
-    copy_place(x, id, op);
+    int32_t op = graph_begin_repeat(rw->out, o->count, in, o->ncarry, in + o->ncarry, n - o->ncarry, names);
     for (int32_t k = 0; k < o->nargs; k++) {
         if (slot[k] < 0) continue;
-        int32_t p = k < o->ncarry ? -1 : graph_val(x->g, o->in[k])->def;
-        int32_t a = graph_opr(x->out, op)->args[slot[k]];
+        int32_t p = k < o->ncarry ? -1 : graph_val(rw->g, o->in[k])->def;
+        int32_t a = graph_opr(rw->out, op)->args[slot[k]];
         if (p >= 0 && x->wpiece[p] > 0) x->warg[x->wpiece[p] - 1] = a;
         else if (p >= 0 && x->bpiece[p] > 0) x->barg[x->bpiece[p] - 1] = a;
-        else x->vmap[o->args[k]] = a;
+        else rw->vmap[o->args[k]] = a;
     }
-    rebuild(x, &o->body);
-    const graph_op *y = graph_opr(x->g, o->body.v[o->body.n - 1]);
-    for (int32_t k = 0; k < y->nin; k++) in[k] = x->vmap[y->in[k]];
-    for (int32_t k = 0; k < o->ncarry; k++) names[k] = graph_val(x->g, o->out[k])->name;
-    if (!x->err && graph_end_repeat(x->out, in, names, x->d)) x->err = -1;
-    if (!x->err)
-        for (int32_t k = 0; k < o->ncarry; k++) x->vmap[o->out[k]] = graph_result(x->out, op, k);
+    graph_rw_block(rw, &o->body);
+    graph_rw_end_repeat(rw, id, op);
     free(in), free(names), free(slot);
 }
 
-static void rebuild(srw *x, const graph_block *b) {
-    for (int32_t i = 0; i < b->n && !x->err; i++) {
-        int32_t id = b->v[i];
-        const graph_op *o = graph_opr(x->g, id);
-        if (x->first[id]) emit_group(x, x->first[id] - 1);
-        if (x->group[id]) continue;
-        switch (o->kind) {
-        case OP_INPUT: {
-            const graph_value *v = graph_val(x->g, o->out[0]);
-            int32_t op = graph_add_input(x->out, v->name, v->type);
-            copy_place(x, id, op);
-            x->vmap[o->out[0]] = graph_result(x->out, op, 0);
-            break;
-        }
-        case OP_PARAM: {
-            int32_t wp = x->wpiece[id], bp = x->bpiece[id];
-            if (wp < 0 || bp < 0) break;
-            if (wp > 0) x->wparam[wp - 1] = emit_concat(x, wp - 1, false);
-            else if (bp > 0) x->bparam[bp - 1] = emit_concat(x, bp - 1, true);
-            else {
-                const graph_value *v = graph_val(x->g, o->out[0]);
-                int32_t op = graph_add_param(x->out, v->name, v->type, o->init);
-                copy_place(x, id, op);
-                x->vmap[o->out[0]] = graph_result(x->out, op, 0);
-            }
-            break;
-        }
-        case OP_OUTPUT: {
-            int32_t *vals = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
-            for (int32_t k = 0; k < o->nin; k++) vals[k] = x->vmap[o->in[k]];
-            graph_add_output(x->out, vals, o->nin);
-            free(vals);
-            break;
-        }
-        case OP_YIELD: break; /* the repeat's end takes its values */
-        case OP_REPEAT: emit_repeat(x, id); break;
-        default: {
-            int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
-            for (int32_t k = 0; k < o->nin; k++) in[k] = x->vmap[o->in[k]], TS_ASSERT(in[k] >= 0);
-            int32_t op = graph_begin_op(x->out, o->kind, in, o->nin);
-            graph_copy_attrs(x->out, op, x->g, id, ~0ull);
-            copy_place(x, id, op);
-            free(in);
-            const char *names[64];
-            graph_type types[64];
-            TS_ASSERT(o->nout <= 64);
-            for (int32_t k = 0; k < o->nout; k++) names[k] = graph_val(x->g, o->out[k])->name, types[k] = *vtype(x->g, o->out[k]);
-            if (graph_finish_op(x->out, op, names, types, x->d)) x->err = -1;
-            else
-                for (int32_t k = 0; k < o->nout; k++) x->vmap[o->out[k]] = graph_result(x->out, op, k);
-            break;
-        }
-        }
+/* Before op id: a group's fused ops at its first member; the members, the
+ * pieces and repeats with pieces are this pass's, the rest is copied. */
+static bool rewrite_op(graph_rw *rw, int32_t id) {
+    srw *x = rw->ctx;
+    const graph_op *o = graph_opr(rw->g, id);
+    if (x->first[id]) emit_group(rw, x->first[id] - 1);
+    if (x->group[id]) return true;
+    if (o->kind == OP_REPEAT) {
+        emit_repeat(rw, id);
+        return true;
     }
+    if (o->kind != OP_PARAM) return false;
+    int32_t wp = x->wpiece[id], bp = x->bpiece[id];
+    if (wp > 0) x->wparam[wp - 1] = emit_concat(rw, wp - 1, false);
+    else if (bp > 0) x->bparam[bp - 1] = emit_concat(rw, bp - 1, true);
+    return wp != 0 || bp != 0; /* a piece: made into the new parameter, or gone */
 }
 
 graph *graph_siblings_apply(const graph *g, sib_plan *p, diag *d) {
-    graph *out = graph_new(g->name, g->path);
-    out->src = g->src; /* g outlives out: messages quote g's text */
     size_t nops = (size_t)g->ops.n + 1, ng = (size_t)p->n + 1;
-    srw x = {g, p, out, d, xmalloc(sizeof(int32_t) * ((size_t)g->values.n + 1)), xcalloc(nops, sizeof(int32_t)),
-             xcalloc(nops, sizeof(int32_t)), xcalloc(nops, sizeof(int32_t)), xcalloc(nops, sizeof(int32_t)),
-             xmalloc(sizeof(int32_t) * ng), xmalloc(sizeof(int32_t) * ng), xmalloc(sizeof(int32_t) * ng),
-             xmalloc(sizeof(int32_t) * ng), xcalloc(ng, sizeof(char *)), 0};
-    for (int32_t v = 0; v < g->values.n; v++) x.vmap[v] = -1;
+    srw x = {p, xcalloc(nops, sizeof(int32_t)), xcalloc(nops, sizeof(int32_t)), xcalloc(nops, sizeof(int32_t)),
+             xcalloc(nops, sizeof(int32_t)), xmalloc(sizeof(int32_t) * ng), xmalloc(sizeof(int32_t) * ng),
+             xmalloc(sizeof(int32_t) * ng), xmalloc(sizeof(int32_t) * ng), xcalloc(ng, sizeof(char *))};
     for (int32_t k = 0; k < p->n; k++) {
         const sib_group *s = &p->v[k];
         x.wparam[k] = x.bparam[k] = x.warg[k] = x.barg[k] = -1;
@@ -411,16 +352,15 @@ graph *graph_siblings_apply(const graph *g, sib_plan *p, diag *d) {
         x.wpiece[wfirst] = k + 1;
         if (s->add) x.bpiece[bfirst] = k + 1;
     }
-    rebuild(&x, &g->body);
-    if (!x.err && graph_verify(out, d)) x.err = -1;
-    free(x.vmap), free(x.group), free(x.first), free(x.wpiece), free(x.bpiece);
+    graph_rw rw;
+    graph_rw_init(&rw, g, &(graph_rw_hooks){rewrite_op, NULL}, &x, d);
+    graph_rw_block(&rw, &g->body);
+    bool ok = !rw.err;
+    graph *out = graph_rw_finish_graph(&rw);
+    for (int32_t k = 0; k < p->n && ok && out; k++) p->v[k].name = xstrdup(x.name[k]);
+    free(x.group), free(x.first), free(x.wpiece), free(x.bpiece);
     free(x.wparam), free(x.bparam), free(x.warg), free(x.barg);
-    for (int32_t k = 0; k < p->n && !x.err; k++) p->v[k].name = xstrdup(x.name[k]);
     free(x.name);
-    if (x.err) {
-        graph_free(out);
-        return NULL;
-    }
     return out;
 }
 
