@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "sim/calib.h"
+#include "calib/calib.h"
 
 static void print_table(const calib_result *r, FILE *f) {
     fprintf(f, "%-40s %-10s %10s %10s %8s\n", "point", "kind", "measured", "simulated", "error");

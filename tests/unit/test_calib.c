@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/calib.h"
+#include "calib/calib.h"
 #include "sim/sim_kernels.h"
 
 static int run(const char *text, const char *preset, calib_result *r, diag *d) {

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "../place/place.h"
-#include "sim.h"
-#include "sim_kernels.h"
+#include "../sim/sim.h"
 
 /* ---- the file's fields ------------------------------------------------------------- */
 
@@ -470,7 +469,7 @@ static bool simulate(json_t *pt, const machine *m, calib_point *out) {
         if (place_package_tables(&b.p, &d) || sim_run(&b.p, &so, NULL, NULL, &st, &d)) {
             snprintf(out->why, CALIB_WHY_CAP, "the simulator refused it: %.120s", d.text);
             ok = false;
-        } else if (st.cycles >= SIM_CYCLES_UNSUPPORTED) {
+        } else if (st.cycles >= MACHINE_CYCLES_UNSUPPORTED) {
             snprintf(out->why, CALIB_WHY_CAP, "the machine's AMP cannot take these operands");
             ok = false;
         } else {
