@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""The includes follow the layer table (ARCHITECTURE.md, README.md): a file
+of layer L includes headers of L itself or of layers above L only. Prints
+each violation as FILE:LINE and exits 1 when there is one."""
+import os
+import re
+import sys
+
+# Top to bottom: a layer may include only the layers before it.
+LAYERS = ["util", "num", "graph", "models", "machine", "kern", "layout", "mid", "estimate", "low", "package", "place",
+          "search", "sim", "calib", "driver", "report", "api", "cli"]
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    bad = 0
+    for layer in sorted(os.listdir(root)):
+        if layer not in LAYERS:
+            print(f"src/{layer}: not a layer of the table")
+            bad += 1
+            continue
+        rank = LAYERS.index(layer)
+        for name in sorted(os.listdir(os.path.join(root, layer))):
+            if not name.endswith((".c", ".h")):
+                continue
+            path = os.path.join(root, layer, name)
+            for no, line in enumerate(open(path, encoding="utf-8"), 1):
+                m = re.match(r'\s*#\s*include\s+"(?:\.\./)?([a-z_]+)/', line)
+                if not m:
+                    continue
+                dep = m.group(1)
+                if dep not in LAYERS or LAYERS.index(dep) > rank:
+                    print(f"src/{layer}/{name}:{no}: {layer} includes {dep}, a layer below it")
+                    bad += 1
+    print(f"layers: {bad} violation(s)")
+    return 1 if bad else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
