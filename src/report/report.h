@@ -10,6 +10,7 @@
 #ifndef TESSEL_REPORT_H
 #define TESSEL_REPORT_H
 
+#include "../calib/calib.h"
 #include "../driver/driver.h"
 
 struct json_t;
@@ -41,6 +42,17 @@ void report_check_summary(const graph *g, const check_result *r, const char *con
 void report_epilogue_summary(const graph *g, const fuse_plan *fp, const epilogue_proof *proofs);
 /* Where the first difference is (locate.c's result), for people. */
 void report_locate_print(FILE *f, const graph *g, const locate_result *r);
+
+/* ---- inspect.c, calibrate.c ---------------------------------------------- */
+
+/* What package pkg (read from path) puts where: per tile the memory reached,
+ * code and table bytes and headroom, the tiles with the least headroom, and
+ * one tile's memory map (want_tile, or -1: the one with the least); as text
+ * or JSON on f. */
+int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_tile, bool json, diag *d);
+/* tessel calibrate's results, as a table or JSON, on f. */
+void report_calibration_table(FILE *f, const calib_result *r);
+void report_calibration_json(FILE *f, const calib_result *r);
 
 /* ---- trace.c ---------------------------------------------------------------- */
 

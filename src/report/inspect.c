@@ -1,0 +1,229 @@
+/* inspect.c: what a package puts where (`tessel inspect`). Per tile the memory its buffers
+ * reach, its code and exchange-table bytes and its headroom below the loader
+ * limit, their distribution over the tiles, the tiles with the least
+ * headroom first, and one tile's memory map: every buffer with its address,
+ * payload, reservation and live steps. Which tile holds which buffer comes
+ * from the program itself: every run operand and every send and receive of
+ * the decoded exchange tables, matched to the buffer live at that address
+ * at that step (live buffers never share a byte, so the match is unique).
+ * Table bytes are the encoded tables' own sizes. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+typedef struct live_at {
+    int32_t *buf;   /* buffers live at the step, by address */
+    int32_t n;
+} live_at;
+
+typedef struct view {
+    const package *p;
+    const pkg_xplan *xp;  /* the exchange tables, decoded */
+    live_at *steps;       /* per step, plus one for "before the first" (segments) */
+    uint8_t *holds;       /* [tile][buffer]: the tile uses the buffer */
+    int32_t nbufs;
+} view;
+
+static const low_buf *vb(const view *v, int32_t b) { return &v->p->prog.bufs.v[b]; }
+
+/* Buffers v[0, n) of p by address, stably (buffers at one address keep
+ * their order): an insertion sort, as C11's qsort takes no context. */
+static void sort_by_addr(const package *p, int32_t *v, int32_t n) {
+    for (int32_t i = 1; i < n; i++)
+        for (int32_t k = i; k > 0 && p->prog.bufs.v[v[k - 1]].addr > p->prog.bufs.v[v[k]].addr; k--) {
+            int32_t t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+}
+
+static void index_steps(view *v) {
+    int32_t n = v->p->prog.steps.n, nb = v->nbufs;
+    v->steps = xcalloc((size_t)n + 2, sizeof(live_at));
+    for (int32_t s = 0; s <= n; s++) {
+        live_at *l = &v->steps[s];
+        l->buf = xmalloc(sizeof(int32_t) * (size_t)(nb + 1));
+        for (int32_t b = 0; b < nb; b++)
+            if (vb(v, b)->reserved && vb(v, b)->first <= s && s <= vb(v, b)->last) l->buf[l->n++] = b;
+        sort_by_addr(v->p, l->buf, l->n);
+    }
+}
+
+static void mark(view *v, int32_t step, uint32_t tile, uint32_t addr) {
+    const live_at *l = &v->steps[step];
+    int32_t lo = 0, hi = l->n - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) / 2;
+        const low_buf *b = vb(v, l->buf[mid]);
+        if (addr < b->addr) hi = mid - 1;
+        else if (addr >= b->addr + b->reserved) lo = mid + 1;
+        else {
+            v->holds[(size_t)tile * (size_t)v->nbufs + (size_t)l->buf[mid]] = 1;
+            return;
+        }
+    }
+}
+
+static void index_tiles(view *v) {
+    const low_program *g = &v->p->prog;
+    v->holds = xcalloc((size_t)v->p->machine.tiles * (size_t)(v->nbufs + 1), 1);
+    for (int32_t s = 0; s < g->steps.n; s++) {
+        const low_step *st = &g->steps.v[s];
+        if (st->kind == LOW_STEP_COMPUTE)
+            for (uint32_t k = st->first; k < st->first + st->count; k++) {
+                const low_run *r = &g->runs.v[k];
+                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
+                    if (low_run_uses(r, op)) mark(v, s, r->tile, r->ptr[op].off);
+            }
+        else if (st->kind == LOW_STEP_EXCHANGE) {
+            const pkg_xphase *ph = &v->xp->phase[st->first];
+            for (uint32_t k = 0; k < ph->nsenders; k++) {
+                const pkg_xtile *t = &v->xp->tiles[ph->senders + k];
+                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->send[i].addr);
+            }
+            for (uint32_t k = 0; k < ph->nreceivers; k++) {
+                const pkg_xtile *t = &v->xp->tiles[ph->receivers + k];
+                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->recv[i].addr);
+            }
+        }
+    }
+    for (int32_t i = 0; i < v->p->segments.n; i++) mark(v, 0, v->p->segments.v[i].tile, v->p->segments.v[i].addr);
+}
+
+typedef struct tile_row {
+    uint32_t tile, end, code, tables;  /* end: bytes from tile_memory_base to its last reserved byte */
+    int64_t headroom;                  /* bytes left below the loader limit */
+} tile_row;
+
+static int cmp_headroom(const void *a, const void *b) {
+    const tile_row *x = a, *y = b;
+    if (x->headroom != y->headroom) return x->headroom < y->headroom ? -1 : 1;
+    return x->tile < y->tile ? -1 : x->tile > y->tile;
+}
+
+static int cmp_u32v(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* min, median, max of one column over the tiles */
+static void spread(const tile_row *rows, uint32_t n, size_t field, uint32_t out[3]) {
+    uint32_t *v = xmalloc(sizeof(uint32_t) * n);
+    for (uint32_t i = 0; i < n; i++) memcpy(&v[i], (const char *)&rows[i] + field, sizeof(uint32_t));
+    qsort(v, n, sizeof(uint32_t), cmp_u32v);
+    out[0] = v[0], out[1] = v[n / 2], out[2] = v[n - 1];
+    free(v);
+}
+
+static void print_bytes_row(const char *what, const uint32_t s[3]) {
+    char a[32], b[32], c[32];
+    fmt_bytes(a, sizeof a, s[0]);
+    fmt_bytes(b, sizeof b, s[1]);
+    fmt_bytes(c, sizeof c, s[2]);
+    printf("  %-22s %12s %12s %12s\n", what, a, b, c);
+}
+
+int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_tile, bool json, diag *d) {
+    const machine *m = &pkg->machine;
+    pkg_xplan xp;
+    if (pkg_xplan_build(pkg, path, &xp, d)) {
+        return -1;
+    }
+    uint64_t frags = 0;
+    for (uint32_t k = 0; k < xp.nphases; k++) frags += xp.phase[k].nsend;
+    view v = {.p = pkg, .xp = &xp, .nbufs = pkg->prog.bufs.n};
+    index_steps(&v);
+    index_tiles(&v);
+    uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles), *tables = xmalloc(sizeof(uint32_t) * tiles);
+    place_code_bytes(&pkg->prog, m, code);
+    for (uint32_t t = 0; t < tiles; t++) tables[t] = pkg->tables.at ? (uint32_t)(pkg->tables.at[t + 1] - pkg->tables.at[t]) : 0;
+    tile_row *rows = xmalloc(sizeof(tile_row) * tiles);
+    for (uint32_t t = 0; t < tiles; t++) {
+        uint64_t end = m->tile_memory_base + code[t] + tables[t];
+        for (int32_t b = 0; b < v.nbufs; b++)
+            if (v.holds[(size_t)t * (size_t)v.nbufs + (size_t)b] && vb(&v, b)->addr + (uint64_t)vb(&v, b)->reserved > end)
+                end = vb(&v, b)->addr + (uint64_t)vb(&v, b)->reserved;
+        rows[t] = (tile_row){t, (uint32_t)(end - m->tile_memory_base), code[t], tables[t], (int64_t)m->loader_limit - (int64_t)end};
+    }
+    uint32_t s_end[3], s_code[3], s_tab[3];
+    spread(rows, tiles, offsetof(tile_row, end), s_end);
+    spread(rows, tiles, offsetof(tile_row, code), s_code);
+    spread(rows, tiles, offsetof(tile_row, tables), s_tab);
+    tile_row *sorted = xmalloc(sizeof(tile_row) * tiles);
+    memcpy(sorted, rows, sizeof(tile_row) * tiles);
+    qsort(sorted, tiles, sizeof(tile_row), cmp_headroom);
+    uint32_t shown = want_tile >= 0 ? (uint32_t)want_tile : sorted[0].tile;
+    /* that tile's buffers, by address */
+    int32_t *map = xmalloc(sizeof(int32_t) * (size_t)(v.nbufs + 1)), nmap = 0;
+    for (int32_t b = 0; b < v.nbufs; b++)
+        if (v.holds[(size_t)shown * (size_t)v.nbufs + (size_t)b]) map[nmap++] = b;
+    sort_by_addr(pkg, map, nmap);
+    if (json) {
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i}", "package", path, "machine", m->name, "steps",
+                              (json_int_t)pkg->prog.steps.n, "runs", (json_int_t)pkg->prog.runs.n, "fragments",
+                              (json_int_t)frags, "buffers", (int)v.nbufs);
+        json_t *jt = json_array(), *jm = json_array();
+        for (uint32_t t = 0; t < tiles; t++)
+            json_array_append_new(jt, json_pack("{s:i, s:i, s:i, s:i, s:I}", "tile", (int)rows[t].tile, "end_bytes",
+                                                (int)rows[t].end, "code_bytes", (int)rows[t].code, "table_bytes",
+                                                (int)rows[t].tables, "headroom_bytes", (json_int_t)rows[t].headroom));
+        for (int32_t k = 0; k < nmap; k++) {
+            const low_buf *b = vb(&v, map[k]);
+            json_array_append_new(jm, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "buffer", pkg->prog.strings.v + b->label,
+                                                "addr", (int)b->addr, "payload_bytes", (int)b->bytes, "reserved_bytes",
+                                                (int)b->reserved, "first_step", (int)b->first, "last_step", (int)b->last));
+        }
+        json_object_set_new(j, "tiles", jt);
+        json_object_set_new(j, "memory_map", json_pack("{s:i, s:o}", "tile", (int)shown, "buffers", jm));
+        json_object_set_new(j, "least_headroom_tile", json_integer(sorted[0].tile));
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fprintf(f, "%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        char blob[32];
+        fmt_bytes(blob, sizeof blob, (double)pkg->blob_bytes);
+        fprintf(f, "package %s for %s: %d steps, %d kernel runs, %lld exchange fragments (repeat bodies once), %d buffers, %s of "
+               "initial data\n",
+               path, m->name, (int)pkg->prog.steps.n, (int)pkg->prog.runs.n, (long long)frags, (int)v.nbufs, blob);
+        fprintf(f, "  %-22s %12s %12s %12s\n", "per tile", "min", "median", "max");
+        print_bytes_row("memory reached", s_end);
+        print_bytes_row("code and descriptors", s_code);
+        print_bytes_row("exchange tables", s_tab);
+        fprintf(f, "tiles with the least headroom below the loader limit (0x%x):\n", m->loader_limit);
+        for (uint32_t k = 0; k < 5 && k < tiles; k++) {
+            char e[32], h[32], cd[32], tb[32];
+            fmt_bytes(e, sizeof e, sorted[k].end);
+            fmt_bytes(h, sizeof h, (double)sorted[k].headroom);
+            fmt_bytes(cd, sizeof cd, sorted[k].code);
+            fmt_bytes(tb, sizeof tb, sorted[k].tables);
+            fprintf(f, "  tile %-5u %10s reached, %10s free; code %s, tables %s\n", sorted[k].tile, e, h, cd, tb);
+        }
+        fprintf(f, "memory map of tile %u%s:\n", shown, want_tile >= 0 ? "" : " (--tile N for another)");
+        fprintf(f, "  %-10s %10s %10s %-11s %s\n", "address", "reserved", "payload", "live steps", "buffer");
+        char sup[32];
+        fmt_bytes(sup, sizeof sup, code[shown] + tables[shown]);
+        fprintf(f, "  0x%-8x %10s %10s %-11s %s\n", m->tile_memory_base, sup, "-", "all", "code, descriptors and exchange tables");
+        for (int32_t k = 0; k < nmap; k++) {
+            const low_buf *b = vb(&v, map[k]);
+            char r[32], pl[32], live[32];
+            fmt_bytes(r, sizeof r, b->reserved);
+            fmt_bytes(pl, sizeof pl, b->bytes);
+            snprintf(live, sizeof live, "%d..%d", (int)b->first, (int)b->last);
+            fprintf(f, "  0x%-8x %10s %10s %-11s %s%s\n", b->addr, r, pl, live, pkg->prog.strings.v + b->label,
+                   b->addr >= m->interleaved_base ? "  (interleaved)" : "");
+        }
+    }
+    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf);
+    free(v.steps);
+    free(v.holds);
+    free(code);
+    free(tables);
+    free(rows);
+    free(sorted);
+    free(map);
+    pkg_xplan_free(&xp);
+    return 0;
+}
