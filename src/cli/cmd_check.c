@@ -69,6 +69,46 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     return rc;
 }
 
+/* Fused or not, what the package really stores (docs/epilogue.md, "The
+ * proof"), per candidate of the fusions the compile made; for a given
+ * package, of a fresh analysis of g (in *given), where a legal step counts
+ * as fused when the package stores no gradient for it. */
+typedef struct proofs {
+    const fuse_plan *fp;       /* the candidates */
+    const graph *gf;           /* the graph fp names */
+    epilogue_proof *proofs;    /* per candidate (malloc'd) */
+    bool fail;                 /* a fused step's gradient is stored */
+    package_peak peak;         /* what the buffers hold at once */
+} proofs;
+
+static int prove(const graph *g, const compile_info *ci, bool compiled, const package *pkg, fuse_plan *given, proofs *pv,
+                 diag *d) {
+    pv->fp = &ci->fusions;
+    pv->gf = tessel_model_graph(g, ci);
+    if (!compiled) { /* a given package: what it shows, not what we would do */
+        graph_fuse_analyze(g, false, given);
+        pv->fp = given;
+    }
+    pv->proofs = xcalloc((size_t)pv->fp->n + 1, sizeof(epilogue_proof));
+    if (tessel_fusion_proofs(pv->gf, pv->fp, pkg, pv->proofs, d)) return -1;
+    for (int32_t k = 0; k < given->n; k++)
+        if (given->c[k].rule == FUSE_DISABLED && !pv->proofs[k].materialized) given->c[k].rule = FUSE_OK, given->c[k].fused = true;
+    for (int32_t k = 0; k < pv->fp->n; k++) pv->fail |= pv->fp->c[k].fused && pv->proofs[k].materialized;
+    return package_live_peak(pkg, &pv->peak, d);
+}
+
+static void print_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
+                       const proofs *pv, json_t *nonfinite) {
+    json_t *j = report_check_json(g, model, m, ci, r);
+    json_object_set_new(j, "fusions", report_fusion_json(pv->gf, pv->fp, NULL, NULL, pv->proofs));
+    json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)pv->peak.bytes));
+    json_object_set(j, "nonfinite_inputs", nonfinite);
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    puts(s);
+    free(s);
+    json_decref(j);
+}
+
 int cmd_check(const cmd *c, int argc, char **argv) {
     parsed p;
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
@@ -100,26 +140,8 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
     bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
     fuse_plan given_fp = {0};
-    const fuse_plan *fp = &ci.fusions;
-    const graph *gf = tessel_model_graph(g, &ci); /* the graph fp names */
-    epilogue_proof *proofs = NULL;
-    package_peak peak = {0};
-    bool proof_fail = false;
-    if (rc == 0 && !compiled) { /* a given package: what it shows, not what we would do */
-        graph_fuse_analyze(g, false, &given_fp);
-        fp = &given_fp;
-    }
-    if (rc == 0) {
-        /* Fused or not, what the package really stores (docs/epilogue.md, "The proof"). */
-        proofs = xcalloc((size_t)fp->n + 1, sizeof(epilogue_proof));
-        rc = tessel_fusion_proofs(gf, fp, &pkg, proofs, &d);
-        /* A given package: a legal step is fused when the package stores no gradient for it. */
-        for (int32_t k = 0; rc == 0 && k < given_fp.n; k++)
-            if (given_fp.c[k].rule == FUSE_DISABLED && !proofs[k].materialized)
-                given_fp.c[k].rule = FUSE_OK, given_fp.c[k].fused = true;
-        for (int32_t k = 0; rc == 0 && k < fp->n; k++) proof_fail |= fp->c[k].fused && proofs[k].materialized;
-        if (rc == 0) rc = package_live_peak(&pkg, &peak, &d);
-    }
+    proofs pv = {0};
+    if (rc == 0) rc = prove(g, &ci, compiled, &pkg, &given_fp, &pv, &d);
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
@@ -132,17 +154,9 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
     else cli_outputs_abort(&files);
     if (have_pkg) package_free(&pkg);
-    if (rc == 0 && proof_fail) r.pass = false;
-    if (rc == 0 && json) {
-        json_t *j = report_check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r);
-        json_object_set_new(j, "fusions", report_fusion_json(gf, fp, NULL, NULL, proofs));
-        json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)peak.bytes));
-        json_object_set(j, "nonfinite_inputs", nonfinite);
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        puts(s);
-        free(s);
-        json_decref(j);
-    } else if (rc == 0) {
+    if (rc == 0 && pv.fail) r.pass = false;
+    if (rc == 0 && json) print_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
+    else if (rc == 0) {
         if (compiled) report_compile_summary(p.pos[0], &m, &ci, 0, NULL);
         else printf("checking %s against %s on %s\n", cli_opt(c, &p, "--package"), p.pos[0], m.name);
         report_sim_summary(&r.sim, &m);
@@ -151,11 +165,11 @@ int cmd_check(const cmd *c, int argc, char **argv) {
             snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
             cli_print_stats("input", &specs[j], inputs[j], note);
         }
-        report_epilogue_summary(gf, fp, proofs);
+        report_epilogue_summary(pv.gf, pv.fp, pv.proofs);
         report_check_summary(g, &r, expect_src);
     }
     bool pass = r.pass;
-    free(proofs);
+    free(pv.proofs);
     graph_fuse_free(&given_fp);
     json_decref(nonfinite);
     for (int32_t j = 0; j < nout; j++) free(expect[j]);
