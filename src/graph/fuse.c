@@ -157,6 +157,33 @@ static bool decays(const graph_op *o) { return o->kind == OP_ADAMW || graph_attr
 
 #define WHY(c, ...) snprintf((c)->why, sizeof (c)->why, __VA_ARGS__)
 
+/* Candidate c's gradient %gv comes out of global_norm_clip d: the clip's
+ * coefficient needs every gradient (global locality). */
+static void judge_clip(const graph *g, fuse_candidate *c, const graph_op *opt, int32_t gv, int32_t d) {
+    const char *on = graph_op_name(g, c->consumer), *ok = kname(g, c->consumer);
+    const graph_op *clip = graph_opr(g, d);
+    int32_t under = clip->in[graph_val(g, gv)->def_index], ud = def_of(g, under);
+    if (ud >= 0 && graph_opr(g, ud)->kind == OP_MATMUL) c->gemm = ud;
+    c->producer = ud;
+    c->need = FUSE_GLOBAL;
+    if (!decays(opt)) {
+        c->rule = FUSE_CLIP_SCALE;
+        WHY(c,
+            "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient before plain sgd "
+            "'%s': clipping equals scaling the learning rate, so a fused step is sound in exact arithmetic, but the "
+            "coefficient exists only once every gradient is complete, and applying it afterwards rounds differently "
+            "from the unfused step (P1)",
+            graph_op_name(g, d), vname(g, under), on);
+    } else {
+        c->rule = FUSE_CLIP;
+        WHY(c,
+            "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient (global locality, more "
+            "than a tile completes): %s '%s' would need the whole gradient's norm before its nonlinear state update, "
+            "and no scalar applied afterwards recovers the clipped state (P2)",
+            graph_op_name(g, d), vname(g, under), ok, on);
+    }
+}
+
 static void judge(ax *a, fuse_candidate *c) {
     const graph *g = a->g;
     const graph_op *opt = graph_opr(g, c->consumer);
@@ -169,27 +196,7 @@ static void judge(ax *a, fuse_candidate *c) {
     c->need = e->need;
     c->have = FUSE_BLOCK;
     if (d >= 0 && graph_opr(g, d)->kind == OP_GLOBAL_NORM_CLIP) {
-        const graph_op *clip = graph_opr(g, d);
-        int32_t under = clip->in[graph_val(g, gv)->def_index], ud = def_of(g, under);
-        if (ud >= 0 && graph_opr(g, ud)->kind == OP_MATMUL) c->gemm = ud;
-        c->producer = ud;
-        c->need = FUSE_GLOBAL;
-        if (!decays(opt)) {
-            c->rule = FUSE_CLIP_SCALE;
-            WHY(c,
-                "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient before plain sgd "
-                "'%s': clipping equals scaling the learning rate, so a fused step is sound in exact arithmetic, but the "
-                "coefficient exists only once every gradient is complete, and applying it afterwards rounds differently "
-                "from the unfused step (P1)",
-                graph_op_name(g, d), vname(g, under), on);
-        } else {
-            c->rule = FUSE_CLIP;
-            WHY(c,
-                "global_norm_clip '%s' scales %%%s by a coefficient from the norm of every gradient (global locality, more "
-                "than a tile completes): %s '%s' would need the whole gradient's norm before its nonlinear state update, "
-                "and no scalar applied afterwards recovers the clipped state (P2)",
-                graph_op_name(g, d), vname(g, under), ok, on);
-        }
+        judge_clip(g, c, opt, gv, d);
         return;
     }
     const struct producer_row *p = d >= 0 ? producer_of(graph_opr(g, d)->kind) : NULL;

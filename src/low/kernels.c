@@ -161,6 +161,29 @@ static bool why(char *buf, size_t cap, const char *msg) {
     return false;
 }
 
+/* A REDUCE or REDUCE_EPI run's own rules (low.h): its bias, epilogue,
+ * residual, own partial and panels. */
+static bool reduce_valid(const low_run *r, char *w, size_t cap) {
+    if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
+    if (r->kernel == LOW_K_REDUCE &&
+        ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
+         (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
+        return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
+    if (r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f && r->f[0] != 1.0f)
+        return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1)");
+    if (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f &&
+        (r->f[1] != 1.0f || r->f[0] != 0.0f || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
+        return why(w, cap, "a residual is added to a plain row-major sum of its own dtype");
+    if (r->kernel == LOW_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
+        return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
+    if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&
+        (r->stride[0][2] <= 0 || r->n[1] % (uint32_t)r->stride[0][2] ||
+         (uint64_t)r->stride[0][1] < (uint64_t)(r->n[1] / (uint32_t)r->stride[0][2]) * LOW_AMP_PANEL_BYTES))
+        return why(w, cap, "AMP-left reduction rows do not divide it, or its panels overlap");
+    if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
+    return true;
+}
+
 bool low_run_valid(const low_run *r, char *w, size_t cap) {
     if (r->kernel >= LOW_K_COUNT) return why(w, cap, "unknown kernel");
     int nops = low_kernel_operands[r->kernel];
@@ -201,25 +224,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
         return true;
     }
     case LOW_K_REDUCE_EPI:
-    case LOW_K_REDUCE:
-        if (!r->n[0] || !r->n[1]) return why(w, cap, "empty reduction");
-        if (r->kernel == LOW_K_REDUCE &&
-            ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
-             (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
-            return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
-        if (r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f && r->f[0] != 1.0f)
-            return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1)");
-        if (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f &&
-            (r->f[1] != 1.0f || r->f[0] != 0.0f || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
-            return why(w, cap, "a residual is added to a plain row-major sum of its own dtype");
-        if (r->kernel == LOW_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
-            return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
-        if (r->kernel == LOW_K_REDUCE && r->stride[0][1] &&
-            (r->stride[0][2] <= 0 || r->n[1] % (uint32_t)r->stride[0][2] ||
-             (uint64_t)r->stride[0][1] < (uint64_t)(r->n[1] / (uint32_t)r->stride[0][2]) * LOW_AMP_PANEL_BYTES))
-            return why(w, cap, "AMP-left reduction rows do not divide it, or its panels overlap");
-        if (r->acc != DT_F32 && r->acc != DT_F16) return why(w, cap, "bad accumulation dtype");
-        return true;
+    case LOW_K_REDUCE: return reduce_valid(r, w, cap);
     case LOW_K_EWISE:
         if (r->op >= MID_EW_COUNT) return why(w, cap, "unknown elementwise op");
         if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");

@@ -352,6 +352,51 @@ static dtype dtype_arg(const zoo_model *m, const zoo_args *a, const char *name) 
     return arg_is(m, a, name, "bf16") ? DT_BF16 : arg_is(m, a, name, "f16") ? DT_F16 : DT_F32;
 }
 
+/* The optimizer op of weight *w (called wname) at step t: *w becomes its
+ * new value and st its new states (made as zero parameters at step 1). */
+static int optimizer_step(zb *b, const char *wname, int64_t t, bool adamw, bool momentum, dtype sdt, int32_t *w, int32_t grad,
+                          int32_t st[2]) {
+    graph *g = b->g;
+    graph_type ty_s = graph_val(g, *w)->type;
+    ty_s.dtype = sdt;
+    char n0[48], n1[48], n2[48], s1[48], s2[48], base[48];
+    snprintf(base, sizeof base, "%s_new", wname);
+    step_name(n0, sizeof n0, base, t);
+    int32_t in[4] = {*w, grad, 0, 0}, nin = 2;
+    const char *names[3] = {n0, n1, n2};
+    if (adamw) {
+        snprintf(base, sizeof base, "%s_m_new", wname);
+        step_name(n1, sizeof n1, base, t);
+        snprintf(base, sizeof base, "%s_v_new", wname);
+        step_name(n2, sizeof n2, base, t);
+        if (t == 1) {
+            snprintf(s1, sizeof s1, "%s_m", wname);
+            snprintf(s2, sizeof s2, "%s_v", wname);
+            st[0] = param(b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
+            st[1] = param(b, s2, ty_s, (graph_init){.kind = INIT_ZEROS});
+        }
+        in[2] = st[0], in[3] = st[1];
+        nin = 4;
+    } else if (momentum) {
+        snprintf(base, sizeof base, "%s_buf_new", wname);
+        step_name(n1, sizeof n1, base, t);
+        if (t == 1) {
+            snprintf(s1, sizeof s1, "%s_buf", wname);
+            st[0] = param(b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
+        }
+        in[2] = st[0];
+        nin = 3;
+    }
+    int32_t op = graph_begin_op(g, adamw ? OP_ADAMW : OP_SGD, in, nin);
+    graph_set_float(g, op, ATTR_LR, adamw ? 1e-3 : 1e-2);
+    if (!adamw && momentum) graph_set_float(g, op, ATTR_MOMENTUM, 0.9);
+    if (adamw && t > 1) graph_set_int(g, op, ATTR_STEP, t);
+    if (graph_finish_op(g, op, names, NULL, b->d)) return -1;
+    *w = graph_result(g, op, 0);
+    for (int k = 1; k < graph_opr(g, op)->nout; k++) st[k - 1] = graph_result(g, op, k);
+    return 0;
+}
+
 static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
     int64_t T = arg_int(m, a, "tokens"), W = arg_int(m, a, "width"), H = arg_int(m, a, "hidden"), S = arg_int(m, a, "steps");
     bool adamw = arg_is(m, a, "optimizer", "adamw"), clip = arg_is(m, a, "clip", "global_norm");
@@ -414,45 +459,8 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
             for (int i = 0; i < 4; i++) grad[i] = graph_result(g, op, i);
         }
         /* Optimizer: one op per weight; results are the new weights and states. */
-        for (int i = 0; i < 4 && !b.err; i++) {
-            graph_type ty_s = graph_val(g, w[i])->type;
-            ty_s.dtype = sdt;
-            char n0[48], n1[48], n2[48], s1[48], s2[48], base[48];
-            snprintf(base, sizeof base, "%s_new", wn[i]);
-            step_name(n0, sizeof n0, base, t);
-            int32_t in[4] = {w[i], grad[i], 0, 0}, nin = 2;
-            const char *names[3] = {n0, n1, n2};
-            if (adamw) {
-                snprintf(base, sizeof base, "%s_m_new", wn[i]);
-                step_name(n1, sizeof n1, base, t);
-                snprintf(base, sizeof base, "%s_v_new", wn[i]);
-                step_name(n2, sizeof n2, base, t);
-                if (t == 1) {
-                    snprintf(s1, sizeof s1, "%s_m", wn[i]);
-                    snprintf(s2, sizeof s2, "%s_v", wn[i]);
-                    st[i][0] = param(&b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
-                    st[i][1] = param(&b, s2, ty_s, (graph_init){.kind = INIT_ZEROS});
-                }
-                in[2] = st[i][0], in[3] = st[i][1];
-                nin = 4;
-            } else if (momentum) {
-                snprintf(base, sizeof base, "%s_buf_new", wn[i]);
-                step_name(n1, sizeof n1, base, t);
-                if (t == 1) {
-                    snprintf(s1, sizeof s1, "%s_buf", wn[i]);
-                    st[i][0] = param(&b, s1, ty_s, (graph_init){.kind = INIT_ZEROS});
-                }
-                in[2] = st[i][0];
-                nin = 3;
-            }
-            int32_t op = graph_begin_op(g, adamw ? OP_ADAMW : OP_SGD, in, nin);
-            graph_set_float(g, op, ATTR_LR, adamw ? 1e-3 : 1e-2);
-            if (!adamw && momentum) graph_set_float(g, op, ATTR_MOMENTUM, 0.9);
-            if (adamw && t > 1) graph_set_int(g, op, ATTR_STEP, t);
-            if (graph_finish_op(g, op, names, NULL, d)) return finish(&b, g);
-            w[i] = graph_result(g, op, 0);
-            for (int k = 1; k < graph_opr(g, op)->nout; k++) st[i][k - 1] = graph_result(g, op, k);
-        }
+        for (int i = 0; i < 4 && !b.err; i++)
+            if (optimizer_step(&b, wn[i], t, adamw, momentum, sdt, &w[i], grad[i], st[i])) return finish(&b, g);
     }
     /* The losses of every step, then the last step's weights and states. */
     for (int i = 0; i < 4 && !b.err; i++) {
