@@ -369,6 +369,25 @@ static layout gathered_over(const layout *lc, int64_t kp, int es) {
 
 /* matmul, or the GEMM of a fused op, whose result then goes to its
  * optimizer epilogue instead of a tensor. */
+/* Operand v of a matmul in layout lay, through the swap of its last two
+ * axes when the matmul reads it transposed. */
+static int32_t operand(mx *x, int32_t v, const layout *lay, bool transposed, const char *what) {
+    if (!transposed) return ex_want(x, v, lay);
+    int rank = graph_val(x->g, v)->type.rank;
+    layout_view view = layout_view_identity(rank);
+    view.axis[rank - 2] = rank - 1, view.axis[rank - 1] = rank - 2;
+    return ex_want_view(x, v, lay, &view, what);
+}
+
+/* The GEMM prim of operands in[0..2) into out, run as choice ch says. */
+static void emit_gemm(mx *x, const int32_t *in, int32_t out, dtype acc, const mid_gemm_plan *ch) {
+    mid_prim *g = mid_p(x->p, ex_emit(x, MID_GEMM, in, 2, &out, 1));
+    g->acc = acc;
+    g->col_run = ch->col_run;
+    g->panel_batch = ch->panel_batch;
+    g->swap = ch->swap;
+}
+
 int ex_expand_matmul(mx *x, const graph_op *o) {
     const graph_type *ta = &graph_val(x->g, o->in[0])->type, *tb = &graph_val(x->g, o->in[1])->type;
     graph_type tcv = gemm_result_type(x, o);
@@ -414,21 +433,7 @@ int ex_expand_matmul(mx *x, const graph_op *o) {
         layout ls = staged_layout(x, &gp, &lb, wt->slice_of >= 0 ? mid_t(x->p, wt->slice_of)->param_op : wt->param_op);
         ex_place(x, x->vt[o->in[1]], &ls); /* ex_want() below copies it into the grid */
     }
-    int32_t a, b;
-    if (tra) {
-        layout_view v = layout_view_identity(ta->rank);
-        v.axis[na] = na + 1, v.axis[na + 1] = na;
-        a = ex_want_view(x, o->in[0], &la, &v, "a_t");
-    } else {
-        a = ex_want(x, o->in[0], &la);
-    }
-    if (trb) {
-        layout_view v = layout_view_identity(tb->rank);
-        v.axis[nbb] = nbb + 1, v.axis[nbb + 1] = nbb;
-        b = ex_want_view(x, o->in[1], &lb, &v, "b_t");
-    } else {
-        b = ex_want(x, o->in[1], &lb);
-    }
+    int32_t a = operand(x, o->in[0], &la, tra, "a_t"), b = operand(x, o->in[1], &lb, trb, "b_t");
     for (int j = 0; j < nb; j++) rc[j + 1] = (role){'b', j}, dc[j + 1] = tc->dim[j];
     rc[nb + 1] = (role){'m', 0}, rc[nb + 2] = (role){'n', 0};
     dc[nb + 1] = M, dc[nb + 2] = N;
@@ -437,12 +442,7 @@ int ex_expand_matmul(mx *x, const graph_op *o) {
         layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
         lc.enc = out_enc;
         if (fused) return expand_epilogue(x, o, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
-        int32_t out = ex_result(x, o->out[0], &lc);
-        mid_prim *g = mid_p(x->p, ex_emit(x, MID_GEMM, in2, 2, &out, 1));
-        g->acc = acc;
-        g->col_run = ch.col_run;
-        g->panel_batch = ch.panel_batch;
-        g->swap = ch.swap;
+        emit_gemm(x, in2, ex_result(x, o->out[0], &lc), acc, &ch);
         return 0;
     }
     /* K partials [Kp, batch..., M, N], moved so each tile holds all Kp
@@ -458,11 +458,7 @@ int ex_expand_matmul(mx *x, const graph_op *o) {
     lp.enc = out_enc;
     snprintf(pn, sizeof pn, "%s.partials", name);
     int32_t part = ex_new_tensor(x, pn, pdt, 0, &lp, -1);
-    mid_prim *g = mid_p(x->p, ex_emit(x, MID_GEMM, in2, 2, &part, 1));
-    g->acc = acc;
-    g->col_run = ch.col_run;
-    g->panel_batch = ch.panel_batch;
-    g->swap = ch.swap;
+    emit_gemm(x, in2, part, acc, &ch);
     layout lq = grid_layout(&gp, rc, tc->rank + 1, dc, dtype_bytes(pdt), true);
     layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), true);
     lq.enc = lc.enc = out_enc;
