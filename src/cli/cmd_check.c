@@ -157,7 +157,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0 && json) print_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
     else if (rc == 0) {
-        if (compiled) report_compile_summary(p.pos[0], &m, &ci, 0, NULL);
+        if (compiled) report_compile_summary(stdout, p.pos[0], &m, &ci, 0, NULL);
         else printf("checking %s against %s on %s\n", cli_opt(c, &p, "--package"), p.pos[0], m.name);
         report_sim_summary(&r.sim, &m);
         for (int32_t j = 0; j < nin; j++) {

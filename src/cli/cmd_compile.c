@@ -41,7 +41,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     if (cli_plan_options(c, &p, p.pos[0], cli_flag(c, &p, "--quiet"), &co, &d)) return cli_report(&d);
     if (cli_load_machine_model(p.pos[0], c, &p, &g, &m, &d)) return cli_report(&d);
     co.print_after = after;
-    co.print_to = stdout;
+    co.print_to = stdout; /* then the summary goes to stderr: stdout is the IR alone */
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
     co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;
@@ -77,7 +77,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
         /* The file's size, without serialising the package a second time. */
         struct stat sb;
         report_search_summary(&ci);
-        report_compile_summary(p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
+        report_compile_summary(after ? stderr : stdout, p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
     }
     compile_info_free(&ci);
     graph_free(g);

@@ -1,4 +1,6 @@
-/* driver.c: compile() and check(): the pipeline on one screen. */
+/* compile.c: the compiler, its passes run in order on one finalist after
+ * another until one places (tessel_compile). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "driver.h"
 
 #include <jansson.h>
@@ -141,10 +143,30 @@ static void package_meta(const graph *g, const graph *gc, const machine *m, cons
     graph_numerics_free(&nu);
 }
 
+static int build_finalist(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_plan *plan,
+                          package *out, compile_info *info, diag *d);
+
 /* One finalist through the passes after the search: expansion and the mid
- * passes, lowering, the schedule, placement. */
+ * passes, lowering, the schedule, placement (build_finalist). */
 static int build_package(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_plan *plan,
                          package *out, compile_info *info, diag *d) {
+    /* --print-after shows the packaged finalist's program: each attempt's
+     * text is held until it places. */
+    compile_options held = *o;
+    char *text = NULL;
+    size_t len = 0;
+    if (o->print_after && !(held.print_to = open_memstream(&text, &len))) held.print_to = o->print_to;
+    int rc = build_finalist(g, gc, m, &held, plan, out, info, d);
+    if (held.print_to != o->print_to) {
+        fclose(held.print_to);
+        if (rc == 0) fwrite(text, 1, len, print_to(o));
+        free(text);
+    }
+    return rc;
+}
+
+static int build_finalist(const graph *g, const graph *gc, const machine *m, const compile_options *o, const mid_plan *plan,
+                          package *out, compile_info *info, diag *d) {
     mid_plan pl;
     mid_plan_copy(&pl, plan);
     mid_program mid;

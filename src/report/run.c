@@ -7,23 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-void report_compile_summary(const char *model, const machine *m, const compile_info *ci, uint64_t pkg_bytes,
+void report_compile_summary(FILE *f, const char *model, const machine *m, const compile_info *ci, uint64_t pkg_bytes,
                                   const char *path) {
     char used[32], have[32], size[32];
     fmt_bytes(used, sizeof used, ci->place.tile_bytes);
     fmt_bytes(have, sizeof have, machine_tile_bytes(m));
     fmt_bytes(size, sizeof size, (double)pkg_bytes);
-    printf("compiled %s for %s in %.2f s\n", model, m->name, ci->seconds);
-    printf("  program     %lld steps, %lld kernel runs, %lld exchange fragments (repeat bodies once)\n", (long long)ci->steps,
+    fprintf(f, "compiled %s for %s in %.2f s\n", model, m->name, ci->seconds);
+    fprintf(f, "  program     %lld steps, %lld kernel runs, %lld exchange fragments (repeat bodies once)\n", (long long)ci->steps,
            (long long)ci->runs, (long long)ci->frags);
     char sup[32], tmax[32], tmed[32];
     fmt_bytes(sup, sizeof sup, ci->place.support_bytes);
     fmt_bytes(tmax, sizeof tmax, ci->place.table_bytes_max);
     fmt_bytes(tmed, sizeof tmed, ci->place.table_bytes_median);
-    printf("  tile memory %s of %s on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
+    fprintf(f, "  tile memory %s of %s on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
            used, have, ci->place.peak_tile, ci->place.buffers, sup);
-    printf("  tables      %s on the busiest tile, median %s (budget %u KiB)\n", tmax, tmed, m->table_budget_bytes / 1024);
-    if (path) printf("  package     %s, %s\n", path, size);
+    fprintf(f, "  tables      %s on the busiest tile, median %s (budget %u KiB)\n", tmax, tmed, m->table_budget_bytes / 1024);
+    if (path) fprintf(f, "  package     %s, %s\n", path, size);
 }
 
 /* A few lines on stderr: what the search chose and how sure it is. */
