@@ -471,8 +471,8 @@ int const_fold_transpose(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int np;
     const int64_t *p = attr_ints(n, "perm", &np);
     int64_t perm[CT_MAX_RANK];
+    if (np >= 0 && np != a->rank) return ox_fail(im, "perm has %d entries for rank %d", np, a->rank); /* before p[i] is read */
     for (int i = 0; i < a->rank; i++) perm[i] = np < 0 ? a->rank - 1 - i : p[i];
-    if (np >= 0 && np != a->rank) return ox_fail(im, "perm has %d entries for rank %d", np, a->rank);
     bool seen[CT_MAX_RANK] = {0};
     for (int i = 0; i < a->rank; i++) {
         if (perm[i] < 0 || perm[i] >= a->rank || seen[perm[i]]) return ox_fail(im, "perm is not a permutation");
