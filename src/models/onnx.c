@@ -449,7 +449,6 @@ int ox_tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct *ou
     return 0;
 }
 
-
 /* ---- the model ------------------------------------------------------------------ */
 
 static int import_inputs(imp *im) {
@@ -663,4 +662,3 @@ graph *models_onnx_import(const char *path, FILE *report, diag *d) {
 }
 
 models_keep *models_keep_new(void) { return xcalloc(1, sizeof(models_keep)); }
-
