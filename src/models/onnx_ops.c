@@ -1,0 +1,452 @@
+/* onnx_ops.c: the op table and one importer per ONNX op: each turns a node
+ * (whose inputs are not all constant) into f32 graph ops named after it.
+ * The table (OX_OPS in onnx_impl.h) is the one place an op type is named;
+ * ops that import alike (binary arithmetic, reshapes, reductions) share one
+ * importer, which switches on the row id. */
+#include "onnx_impl.h"
+
+#include <stdlib.h>
+
+/* ---- raised patterns ---------------------------------------------------------------- */
+
+int32_t ox_import_raised(imp *im, const raised *rz) {
+    int32_t x = ox_gval(im, rz->x);
+    if (x < 0) return -1;
+    const graph_type *t = ox_gtype(im, x);
+    char scope[600];
+    snprintf(scope, sizeof scope, "%s/%s", rz->scope, rz->kind == RZ_LAYER_NORM ? "LayerNormalization" : "Gelu");
+    const char *name = ox_gname(im, scope, NULL);
+    int32_t oi;
+    if (strmap_get(&im->outputs, im->cur->output[0], &oi)) name = ox_gname(im, im->cur->output[0], NULL);
+    if (rz->kind != RZ_LAYER_NORM) return ox_emit1(im, rz->kind == RZ_GELU_ERF ? OP_GELU_ERF : OP_GELU, x, name);
+    /* The mean must run over the last axis. */
+    const Onnx__NodeProto *mean = NULL;
+    for (size_t i = 0; i < im->gp->n_node && !mean; i++)
+        if (im->gp->node[i]->name && rz->mean_node && strcmp(im->gp->node[i]->name, rz->mean_node) == 0) mean = im->gp->node[i];
+    int na;
+    const int64_t *axes = mean ? attr_ints(mean, "axes", &na) : NULL;
+    int64_t ax;
+    if (!axes || ox_norm_axis(im, axes[0], t->rank, &ax) || ax != t->rank - 1)
+        return ox_fail(im, "a layer norm over an axis other than the last is not supported"), -1;
+    int64_t w = t->dim[t->rank - 1];
+    int32_t gb[2];
+    for (int k = 0; k < 2; k++) {
+        const char *src = k ? rz->beta : rz->gamma;
+        oval *o = src ? ox_cval(im, src) : NULL;
+        if (o && o->c.n != w) return ox_fail(im, "layer norm %s has %lld values for width %lld", k ? "bias" : "scale", (long long)o->c.n, (long long)w), -1;
+        if (o) {
+            gb[k] = ox_const_value(im, o);
+        } else {
+            char nm[600];
+            snprintf(nm, sizeof nm, "%s.%s", name, k ? "beta" : "gamma");
+            gb[k] = ox_emit_fill(im, ox_gname(im, nm, NULL), w, k ? 0.0f : 1.0f);
+        }
+    }
+    if (im->err) return -1;
+    int32_t in[3] = {x, gb[0], gb[1]};
+    int32_t op = graph_begin_op(im->g, OP_LAYER_NORM, in, 3);
+    graph_set_float(im->g, op, ATTR_EPS, (float)rz->eps);
+    return ox_finish(im, op, name, NULL);
+}
+
+/* ---- arithmetic ----------------------------------------------------------------------- */
+
+/* Add, Sub, Mul; a multiply by a scalar constant is a scale. */
+static int32_t import_binary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    graph_op_kind k = op == OX_Add ? OP_ADD : op == OX_Sub ? OP_SUB : OP_MUL;
+    oval *ca = ox_cval(im, in_name(n, 0)), *cb = ox_cval(im, in_name(n, 1));
+    double s;
+    /* x * c and x / c with a scalar c are scales. */
+    if (k == OP_MUL && ((cb && cb->c.n == 1) || (ca && ca->c.n == 1))) {
+        oval *c = cb && cb->c.n == 1 ? cb : ca;
+        s = ct_at(&c->c, 0);
+        return ox_emit_scale(im, ox_gval(im, in_name(n, c == cb ? 0 : 1)), s, ox_node_name(im, NULL));
+    }
+    return ox_emit2(im, k, ox_gval(im, in_name(n, 0)), ox_gval(im, in_name(n, 1)), ox_node_name(im, NULL));
+}
+
+/* A scale by 1/c for a scalar constant c, a multiply by reciprocals for a constant tensor. */
+static int32_t import_div(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    oval *cb = ox_cval(im, in_name(n, 1));
+    if (!cb) return ox_fail(im, "division by a value computed at run time is not supported"), -1;
+    if (cb->c.n == 1) return ox_emit_scale(im, ox_gval(im, in_name(n, 0)), 1.0 / ct_at(&cb->c, 0), ox_node_name(im, NULL));
+    ct r = ct_new(im, false, cb->c.rank, cb->c.dim);
+    for (int64_t i = 0; i < r.n; i++) r.v[i] = (float)(1.0 / ct_at(&cb->c, i));
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s.reciprocal", cb->name);
+    ox_set_const(im, nm, r);
+    return ox_emit2(im, OP_MUL, ox_gval(im, in_name(n, 0)), ox_gval(im, nm), ox_node_name(im, NULL));
+}
+
+static int32_t import_pow(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    double e;
+    if (ox_scalar_const(im, in_name(n, 1), &e) && e == 2.0) {
+        int32_t x = ox_gval(im, in_name(n, 0));
+        return ox_emit2(im, OP_MUL, x, x, ox_node_name(im, NULL));
+    }
+    if (ox_scalar_const(im, in_name(n, 1), &e) && e == 1.0) return ox_gval(im, in_name(n, 0));
+    return ox_fail(im, "Pow is supported with exponent 2 (and inside GeLU and layer-norm patterns)"), -1;
+}
+
+/* Identity, Dropout (inference: nothing); a float Cast (precision comes later). */
+static int32_t import_identity(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    return ox_gval(im, in_name(n, 0));
+}
+
+static int32_t import_cast(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int64_t to = attr_int(n, "to", 1);
+    if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+        to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
+        return ox_gval(im, in_name(n, 0)); /* precision comes from --precision */
+    return ox_fail(im, "a cast of run-time data to an integer type is not supported"), -1;
+}
+
+/* ---- matmuls -------------------------------------------------------------------------- */
+
+static int32_t import_matmul(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t a = ox_gval(im, in_name(n, 0)), b = ox_gval(im, in_name(n, 1));
+    if (a < 0 || b < 0) return -1;
+    if (ox_gtype(im, a)->rank < 2 || ox_gtype(im, b)->rank < 2) return ox_fail(im, "MatMul of a vector is not supported"), -1;
+    return ox_emit_matmul(im, a, b, false, ox_node_name(im, NULL));
+}
+
+/* A constant transposed on its last two axes (a Gemm weight with transB). */
+static oval *const_transposed(imp *im, oval *o) {
+    if (o->c.rank != 2) return NULL;
+    int64_t perm[2] = {1, 0};
+    ct c;
+    if (ct_transpose(im, &o->c, perm, &c)) return NULL;
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s.T", o->name);
+    ox_set_const(im, nm, c);
+    return ox_val_get(im, nm);
+}
+
+/* Conv as a patch embedding: stride == kernel, no padding, no groups. */
+static int32_t import_conv(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    oval *w = ox_cval(im, in_name(n, 1));
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    int nk, ns, np, nd;
+    const int64_t *k = attr_ints(n, "kernel_shape", &nk), *s = attr_ints(n, "strides", &ns), *p = attr_ints(n, "pads", &np),
+                  *dl = attr_ints(n, "dilations", &nd);
+    const graph_type *t = ox_gtype(im, x);
+    if (!w || w->c.rank != 4 || t->rank != 4) return ox_fail(im, "only 2-D convolutions with constant weights are supported"), -1;
+    int64_t O = w->c.dim[0], C = w->c.dim[1], P = w->c.dim[2], Q = w->c.dim[3];
+    bool ok = attr_int(n, "group", 1) == 1 && C == t->dim[1] && (nk < 0 || (nk == 2 && k[0] == P && k[1] == Q)) && ns == 2 &&
+              s[0] == P && s[1] == Q;
+    for (int i = 0; ok && np > 0 && i < np; i++) ok = p[i] == 0;
+    for (int i = 0; ok && nd > 0 && i < nd; i++) ok = dl[i] == 1;
+    const char *ap = attr(n, "auto_pad") && attr(n, "auto_pad")->has_s ? (const char *)attr(n, "auto_pad")->s.data : NULL;
+    if (ap && attr(n, "auto_pad")->s.len && strncmp(ap, "NOTSET", attr(n, "auto_pad")->s.len) && strncmp(ap, "VALID", attr(n, "auto_pad")->s.len)) ok = false;
+    if (!ok) return ox_fail(im, "only patch embeddings (stride equal to the kernel, no padding, one group) are supported"), -1;
+    int64_t B = t->dim[0], H = t->dim[2] / P, W = t->dim[3] / Q;
+    if (H == 0 || W == 0) return ox_fail(im, "the image is smaller than one patch"), -1;
+    if (H * P != t->dim[2] || W * Q != t->dim[3]) { /* Conv drops the remainder */
+        int64_t st[4] = {0, 0, 0, 0}, en[4] = {B, C, H * P, W * Q};
+        x = ox_emit_slice(im, x, st, en, ox_node_name(im, "crop"));
+    }
+    /* [B, C, H, P, W, Q] -> [B, H, W, C, P, Q] in two rank-4 transposes. */
+    int64_t d1[4] = {B * C * H, P, W, Q}, p1[4] = {0, 2, 1, 3};
+    x = ox_emit_reshape(im, x, 4, d1, ox_node_name(im, "rows"));
+    x = ox_emit_transpose(im, x, p1, 4, ox_node_name(im, "rows_t"));
+    int64_t d2[4] = {B, C, H * W, P * Q};
+    x = ox_emit_reshape(im, x, 4, d2, ox_node_name(im, "patches_c"));
+    x = ox_emit_transpose(im, x, p1, 4, ox_node_name(im, "patches_t"));
+    int64_t d3[3] = {B, H * W, C * P * Q};
+    x = ox_emit_reshape(im, x, 3, d3, ox_node_name(im, "patches"));
+    /* Weight [O, C*P*Q] transposed into [C*P*Q, O]. */
+    int64_t wd[2] = {O, C * P * Q};
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s.flat", w->name);
+    ox_set_const(im, nm, ct_reshaped(w->c, 2, wd));
+    oval *wt = const_transposed(im, ox_val_get(im, nm));
+    if (!wt) return ox_fail(im, "cannot transpose the weight"), -1;
+    int32_t y = ox_emit_matmul(im, x, ox_const_value(im, wt), false, ox_node_name(im, "embed"));
+    if (in_name(n, 2)) y = ox_emit2(im, OP_ADD, y, ox_gval(im, in_name(n, 2)), ox_node_name(im, "bias"));
+    int64_t pt[3] = {0, 2, 1}, od[4] = {B, O, H, W};
+    y = ox_emit_transpose(im, y, pt, 3, ox_node_name(im, "channels"));
+    return ox_emit_reshape(im, y, 4, od, ox_node_name(im, NULL));
+}
+
+/* matmul, with a constant B under transB transposed at import; scale for
+ * alpha and beta, add for C. */
+static int32_t import_gemm(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    if (attr_int(n, "transA", 0)) return ox_fail(im, "Gemm with transA is not supported"), -1;
+    oval *cb = ox_cval(im, in_name(n, 1));
+    bool tb = attr_int(n, "transB", 0) != 0;
+    int32_t a = ox_gval(im, in_name(n, 0)), b;
+    if (cb && tb) {
+        oval *t = const_transposed(im, cb);
+        if (!t) return ox_fail(im, "Gemm weight must be 2-D"), -1;
+        b = ox_const_value(im, t);
+        tb = false;
+    } else {
+        b = ox_gval(im, in_name(n, 1));
+    }
+    double alpha = attr_float(n, "alpha", 1.0), beta = attr_float(n, "beta", 1.0);
+    bool more = alpha != 1.0 || in_name(n, 2);
+    int32_t m = ox_emit_matmul(im, a, b, tb, more ? ox_node_name(im, "matmul") : ox_node_name(im, NULL));
+    if (alpha != 1.0) m = ox_emit_scale(im, m, alpha, in_name(n, 2) ? ox_node_name(im, "alpha") : ox_node_name(im, NULL));
+    if (in_name(n, 2)) {
+        int32_t c = ox_gval(im, in_name(n, 2));
+        if (beta != 1.0) c = ox_emit_scale(im, c, beta, ox_node_name(im, "beta"));
+        m = ox_emit2(im, OP_ADD, m, c, ox_node_name(im, NULL));
+    }
+    return m;
+}
+
+/* ---- normalizations and reductions -------------------------------------------------- */
+
+/* softmax on the node's axis (opset 13 semantics). */
+static int32_t import_softmax(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    int64_t ax;
+    if (ox_norm_axis(im, attr_int(n, "axis", -1), ox_gtype(im, x)->rank, &ax)) return -1;
+    if (im->opset < 13 && ax != ox_gtype(im, x)->rank - 1)
+        return ox_fail(im, "Softmax before opset 13 over an inner axis is not supported"), -1;
+    int32_t o = graph_begin_op(im->g, OP_SOFTMAX, &x, 1);
+    graph_set_int(im->g, o, ATTR_AXIS, ax);
+    return ox_finish(im, o, ox_node_name(im, NULL), NULL);
+}
+
+/* layer_norm over the last axis; ones and zeros for an absent scale and bias. */
+static int32_t import_layer_norm(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    int64_t ax;
+    if (ox_norm_axis(im, attr_int(n, "axis", -1), ox_gtype(im, x)->rank, &ax)) return -1;
+    if (ax != ox_gtype(im, x)->rank - 1) return ox_fail(im, "LayerNormalization over more than the last axis is not supported"), -1;
+    if (n->n_output > 1 && ((n->output[1] && n->output[1][0]) || (n->n_output > 2 && n->output[2] && n->output[2][0])))
+        return ox_fail(im, "LayerNormalization's mean and inverse-deviation outputs are not supported"), -1;
+    for (int k = 1; k < 3; k++)
+        if (in_name(n, (size_t)k) && !ox_cval(im, in_name(n, (size_t)k)))
+            return ox_fail(im, "LayerNormalization with a run-time scale or bias is not supported"), -1;
+    int64_t w = ox_gtype(im, x)->dim[ax];
+    int32_t gb[2];
+    for (int k = 0; k < 2; k++) {
+        oval *o = ox_cval(im, in_name(n, (size_t)(k + 1)));
+        if (o && o->c.n != w) return ox_fail(im, "scale and bias must have the width's %lld values", (long long)w), -1;
+        gb[k] = o ? ox_const_value(im, o) : ox_emit_fill(im, ox_node_name(im, k ? "beta" : "gamma"), w, k ? 0.0f : 1.0f);
+    }
+    int32_t in[3] = {x, gb[0], gb[1]};
+    int32_t o = graph_begin_op(im->g, OP_LAYER_NORM, in, 3);
+    graph_set_float(im->g, o, ATTR_EPS, (float)attr_float(n, "epsilon", 1e-5));
+    return ox_finish(im, o, ox_node_name(im, NULL), NULL);
+}
+
+/* ReduceSum, ReduceMean: reduce_sum (keepdims as given), then a scale by 1/n for the mean. */
+static int32_t import_reduce(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    const graph_type *t = ox_gtype(im, x);
+    int64_t axes[CT_MAX_RANK];
+    int na;
+    const int64_t *aa = attr_ints(n, "axes", &na);
+    if (na >= 0) memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
+    else if (in_name(n, 1) && ox_const_ints(im, in_name(n, 1), axes, CT_MAX_RANK, &na)) return -1;
+    if (na < 0) {
+        na = t->rank;
+        for (int i = 0; i < na; i++) axes[i] = i;
+    }
+    int64_t count = 1;
+    for (int i = 0; i < na; i++) {
+        if (ox_norm_axis(im, axes[i], t->rank, &axes[i])) return -1;
+        count *= t->dim[axes[i]];
+    }
+    bool mean = op == OX_ReduceMean;
+    int32_t o = graph_begin_op(im->g, OP_REDUCE_SUM, &x, 1);
+    graph_set_ints(im->g, o, ATTR_AXES, axes, na);
+    if (attr_int(n, "keepdims", 1)) graph_set_bool(im->g, o, ATTR_KEEPDIMS, true);
+    graph_type decl = {.dtype = DT_F32};
+    int32_t s = ox_finish(im, o, ox_node_name(im, mean ? "sum" : NULL), &decl);
+    return mean ? ox_emit_scale(im, s, 1.0 / (double)count, ox_node_name(im, NULL)) : s;
+}
+
+/* ---- data movement ---------------------------------------------------------------------- */
+
+static int32_t import_transpose(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    int r = ox_gtype(im, x)->rank, np;
+    const int64_t *p = attr_ints(n, "perm", &np);
+    int64_t perm[GRAPH_MAX_RANK];
+    if (np >= 0 && np != r) return ox_fail(im, "perm has %d entries for rank %d", np, r), -1;
+    for (int i = 0; i < r; i++) perm[i] = np < 0 ? r - 1 - i : p[i];
+    return ox_emit_transpose(im, x, perm, r, ox_node_name(im, NULL));
+}
+
+/* Reshape, Flatten, Squeeze, Unsqueeze: one reshape. */
+static int32_t import_reshape(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    int rank, orank;
+    int64_t dim[CT_MAX_RANK], od[CT_MAX_RANK];
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
+    if (ox_reshape_target(im, n, op, rank, dim, &orank, od)) return -1;
+    if (orank > GRAPH_MAX_RANK) return ox_fail(im, "result rank %d is above %d", orank, GRAPH_MAX_RANK), -1;
+    return ox_emit_reshape(im, x, orank, od, ox_node_name(im, NULL));
+}
+
+/* A slice with step 1. */
+static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int rank;
+    int64_t dim[CT_MAX_RANK], b[CT_MAX_RANK], e[CT_MAX_RANK], s[CT_MAX_RANK];
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
+    if (ox_slice_bounds(im, n, rank, dim, b, e, s)) return -1;
+    for (int i = 0; i < rank; i++) {
+        if (s[i] != 1) return ox_fail(im, "Slice with a step other than 1 is not supported"), -1;
+        if (e[i] <= b[i]) return ox_fail(im, "Slice is empty"), -1;
+    }
+    return ox_emit_slice(im, x, b, e, ox_node_name(im, NULL));
+}
+
+/* Gather with constant indices: one slice per index, joined; a scalar
+ * index drops its axis. */
+static int32_t import_gather(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int rank;
+    int64_t dim[CT_MAX_RANK], b[CT_MAX_RANK], e[CT_MAX_RANK];
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
+    oval *ind = ox_cval(im, in_name(n, 1));
+    int64_t ax;
+    if (!ind) return ox_fail(im, "Gather with run-time indices is not supported"), -1;
+    if (ox_norm_axis(im, attr_int(n, "axis", 0), rank, &ax)) return -1;
+    if (ind->c.n > 64 || ind->c.n < 1 || ind->c.rank > 1) return ox_fail(im, "Gather of more than 64 or of 2-D indices is not supported"), -1;
+    int32_t parts[64];
+    for (int64_t j = 0; j < ind->c.n; j++) {
+        int64_t q = to_i64(ct_at(&ind->c, j));
+        if (q < 0) q += dim[ax];
+        if (q < 0 || q >= dim[ax]) return ox_fail(im, "Gather index %lld is out of range", (long long)q), -1;
+        for (int i = 0; i < rank; i++) {
+            b[i] = 0;
+            e[i] = dim[i];
+        }
+        b[ax] = q;
+        e[ax] = q + 1;
+        parts[j] = ox_emit_slice(im, x, b, e, ox_node_name(im, "slice"));
+    }
+    int32_t v = ox_emit_concat(im, parts, (int)ind->c.n, ax, ind->c.n > 1 ? ox_node_name(im, "join") : NULL);
+    if (ind->c.rank == 1) return ox_emit_reshape(im, v, rank, ox_gtype(im, v)->dim, ox_node_name(im, NULL));
+    int64_t od[CT_MAX_RANK];
+    int k = 0;
+    for (int i = 0; i < rank; i++)
+        if (i != ax) od[k++] = dim[i];
+    return ox_emit_reshape(im, v, k, od, ox_node_name(im, NULL));
+}
+
+static int32_t import_concat(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t xs[64];
+    if (n->n_input > 64 || n->n_input < 1) return ox_fail(im, "Concat of %zu values is not supported", n->n_input), -1;
+    for (size_t i = 0; i < n->n_input; i++) xs[i] = ox_gval(im, in_name(n, i));
+    if (im->err) return -1;
+    int64_t ax;
+    if (ox_norm_axis(im, attr_int(n, "axis", 0), ox_gtype(im, xs[0])->rank, &ax)) return -1;
+    return ox_emit_concat(im, xs, (int)n->n_input, ax, ox_node_name(im, NULL));
+}
+
+/* The split sizes: the attribute (opset < 13), input 1, or equal parts. */
+static int split_sizes(imp *im, const Onnx__NodeProto *n, int64_t len, int64_t *sizes, int *ns) {
+    const int64_t *sa = attr_ints(n, "split", ns);
+    if (*ns >= 0) {
+        if (*ns > 64) return ox_fail(im, "too many splits");
+        memcpy(sizes, sa, sizeof(int64_t) * (size_t)*ns);
+    } else if (in_name(n, 1)) {
+        if (ox_const_ints(im, in_name(n, 1), sizes, 64, ns)) return -1;
+    } else {
+        *ns = (int)n->n_output;
+        if (*ns < 1 || *ns > 64 || len % *ns) return ox_fail(im, "Split into %d equal parts of %lld", *ns, (long long)len);
+        for (int i = 0; i < *ns; i++) sizes[i] = len / *ns;
+    }
+    return 0;
+}
+
+/* One slice per output; sets the outputs itself. */
+static int32_t import_split(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int rank;
+    int64_t dim[CT_MAX_RANK];
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
+    int64_t ax, sizes[64];
+    int ns;
+    if (ox_norm_axis(im, attr_int(n, "axis", 0), rank, &ax)) return -1;
+    if (split_sizes(im, n, dim[ax], sizes, &ns)) return -1;
+    if ((size_t)ns != n->n_output) return ox_fail(im, "Split sizes do not match its %zu outputs", n->n_output), -1;
+    int64_t at = 0, b[CT_MAX_RANK], e[CT_MAX_RANK];
+    for (int i = 0; i < ns; i++) {
+        for (int k = 0; k < rank; k++) {
+            b[k] = 0;
+            e[k] = dim[k];
+        }
+        if (sizes[i] <= 0 || sizes[i] > dim[ax] - at) return ox_fail(im, "Split sizes exceed the axis"), -1;
+        b[ax] = at;
+        e[ax] = at + sizes[i];
+        at += sizes[i];
+        const char *nm = ox_gname(im, n->output[i], NULL);
+        ox_set_graph(im, n->output[i], ox_emit_slice(im, x, b, e, nm));
+    }
+    return -2;
+}
+
+/* reshape to the result rank, then concat along every stretched axis. */
+static int32_t import_expand(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int rank;
+    int64_t dim[CT_MAX_RANK];
+    int32_t x = ox_gval(im, in_name(n, 0));
+    int64_t want[CT_MAX_RANK], od[CT_MAX_RANK];
+    int nw, r;
+    if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim) || ox_const_ints(im, in_name(n, 1), want, CT_MAX_RANK, &nw) ||
+        ox_bcast_shape(im, rank, dim, nw, want, &r, od))
+        return -1;
+    if (r > GRAPH_MAX_RANK) return ox_fail(im, "Expand to rank %d (at most %d)", r, GRAPH_MAX_RANK), -1;
+    int64_t lifted[CT_MAX_RANK];
+    for (int i = 0; i < r; i++) lifted[i] = i < r - rank ? 1 : dim[i - (r - rank)];
+    x = ox_emit_reshape(im, x, r, lifted, r != rank ? ox_node_name(im, "lift") : NULL);
+    for (int i = 0; i < r && !im->err; i++) {
+        if (lifted[i] == od[i]) continue;
+        if (od[i] > 64) return ox_fail(im, "Expand of run-time data by more than 64 is not supported"), -1;
+        TS_ASSERT(lifted[i] == 1 && od[i] >= 0); /* bcast_shape: only size-1 axes stretch, nothing negative */
+        if (od[i] == 0) return ox_fail(im, "Expand of run-time data to an empty axis is not supported"), -1;
+        int32_t xs[64];
+        for (int k = 0; k < od[i]; k++) xs[k] = x;
+        x = ox_emit_concat(im, xs, (int)od[i], i, ox_node_name(im, "repeat"));
+    }
+    return x;
+}
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+const ox_op ox_ops[OX_COUNT] = {
+#define X(name, when, fold, import, outs) {OX_##name, #name, when, fold, import, outs},
+    OX_OPS(X)
+#undef X
+};
+_Static_assert(TS_COUNT(ox_ops) == OX_COUNT, "one row per op id");
+
+const ox_op *ox_op_find(const char *op_type) {
+    for (size_t i = 0; i < TS_COUNT(ox_ops); i++)
+        if (strcmp(ox_ops[i].name, op_type) == 0) return &ox_ops[i];
+    return NULL;
+}
+
+int32_t ox_import_node(imp *im, const ox_op *row, const Onnx__NodeProto *n) {
+    if (!n->n_output || !n->output[0]) return ox_fail(im, "node has no output"), -1;
+    if (!row || !row->import) return ox_fail(im, "op is not supported"), -1;
+    return row->import(im, n, row->id);
+}
