@@ -103,7 +103,7 @@ int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *
 }
 
 graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d) {
-    models_options o = {.precision = MODELS_F16, .fold = true, .report = stderr};
+    models_options o = {.precision = MODELS_F16, .reroll = true, .report = stderr};
     for (int k = 0; c->opts[k].name; k++) {
         if (strcmp(c->opts[k].name, "--precision") != 0 || !p->nval[k]) continue;
         const char *v = p->val[k][0];

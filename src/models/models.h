@@ -29,7 +29,7 @@ typedef enum { MODELS_F16, MODELS_FP8, MODELS_F32, MODELS_FP8_ALL } models_preci
 
 typedef struct models_options {
     models_precision precision;  /* imported models: f16 unless told */
-    bool fold;                   /* imported models: fold repeated blocks (default on) */
+    bool reroll;                 /* imported models: reroll repeated blocks into one repeat (default on) */
     FILE *report;                /* the import report (NULL: none) */
 } models_options;
 
@@ -50,10 +50,10 @@ graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t l
                                  diag *d);
 models_keep *models_keep_new(void);
 
-/* ---- fold.c: raising imported graphs ----------------------------------------- */
+/* ---- reroll.c: raising imported graphs ----------------------------------------- */
 
 /* Rebuilds the flat f32 graph g: consecutive identical blocks become one
- * repeat with stacked parameters (if o->fold), and values take o's precision
+ * repeat with stacked parameters (if o->reroll), and values take o's precision
  * (f16 activations and parameters; fp8: GEMM weights in f143 with per-tensor
  * power-of-two scales, activation casts before them). Takes g (and its keep). */
 graph *models_raise(graph *g, const models_options *o, diag *d);

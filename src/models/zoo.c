@@ -611,6 +611,6 @@ graph *models_load_opts(const char *spec, const models_options *o, diag *d) {
 }
 
 graph *models_load(const char *spec, diag *d) {
-    models_options o = {.precision = MODELS_F16, .fold = true, .report = stderr};
+    models_options o = {.precision = MODELS_F16, .reroll = true, .report = stderr};
     return models_load_opts(spec, &o, d);
 }

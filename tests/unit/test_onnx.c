@@ -57,12 +57,12 @@ static void weights_are_not_copied(void **state) {
     free(path);
 }
 
-/* Raised and folded: layer norms, erf GeLU, one repeat of two blocks. */
+/* Raised and rerolled: layer norms, erf GeLU, one repeat of two blocks. */
 static void torchvision_raises_and_folds(void **state) {
     (void)state;
     char *path = path_in_tree("tests/onnx/tv_vit_op13.onnx");
     diag d = {0};
-    models_options o = {.precision = MODELS_F16, .fold = true};
+    models_options o = {.precision = MODELS_F16, .reroll = true};
     graph *g = models_load_opts(path, &o, &d);
     assert_non_null(g);
     assert_int_equal(count_kind(g, OP_REPEAT), 1);
@@ -73,7 +73,7 @@ static void torchvision_raises_and_folds(void **state) {
         if (graph_opr(g, i)->kind == OP_REPEAT) assert_int_equal(graph_opr(g, i)->count, 2);
     graph_free(g);
     /* Without folding: no repeat, every layer's ops. */
-    o.fold = false;
+    o.reroll = false;
     g = models_load_opts(path, &o, &d);
     assert_non_null(g);
     assert_int_equal(count_kind(g, OP_REPEAT), 0);
@@ -91,7 +91,7 @@ static void reference_matches_pytorch(void **state) {
         snprintf(rel, sizeof rel, "tests/onnx/%s.onnx", models[m]);
         char *path = path_in_tree(rel);
         diag d = {0};
-        models_options o = {.precision = MODELS_F32, .fold = true};
+        models_options o = {.precision = MODELS_F32, .reroll = true};
         graph *g = models_load_opts(path, &o, &d);
         assert_non_null(g);
         snprintf(rel, sizeof rel, "tests/onnx/%s.in.npy", models[m]);

@@ -1,6 +1,6 @@
-/* fold.c: an imported flat f32 graph rebuilt as tessel compiles it: the
- * longest run of consecutive blocks with identical structure becomes one
- * repeat with stacked parameters, and every value takes the chosen
+/* reroll.c: an imported flat f32 graph rebuilt as tessel compiles it: the
+ * longest run of consecutive blocks with identical structure is rerolled
+ * into one repeat with stacked parameters, and every value takes the chosen
  * precision.
  *
  *   ops:  a a' b c d | e f g h | e f g h | e f g h | z        period 4, 3 blocks
@@ -122,14 +122,14 @@ static bool escapes_ok(const fctx *f, int32_t s, int32_t p, int32_t cnt, int32_t
     return true;
 }
 
-typedef struct fold_plan {
-    int32_t s, p, cnt, co, cres;  /* cnt 0: nothing folded */
+typedef struct reroll_plan {
+    int32_t s, p, cnt, co, cres;  /* cnt 0: nothing rerolled */
     int32_t bad;                  /* first op that stopped the run, -1 */
     const char *why;
-} fold_plan;
+} reroll_plan;
 
-static fold_plan find_fold(const fctx *f) {
-    fold_plan best = {.bad = -1};
+static reroll_plan find_reroll(const fctx *f) {
+    reroll_plan best = {.bad = -1};
     for (int32_t s = 0; s < f->n; s++) {
         if (f->n - s <= best.cnt * best.p) break;
         for (int32_t p = 2; s + 2 * p <= f->n; p++) {
@@ -139,7 +139,7 @@ static fold_plan find_fold(const fctx *f) {
             while (s + (cnt + 1) * p <= f->n && block_match(f, s + (cnt - 1) * p, p, &co, &cres, &bad, &why)) cnt++;
             if (cnt < 2 || co < 0 || cnt * p <= best.cnt * best.p) continue;
             if (!escapes_ok(f, s, p, cnt, co, cres)) continue;
-            best = (fold_plan){s, p, cnt, co, cres, s + cnt * p + p <= f->n ? bad : -1, why};
+            best = (reroll_plan){s, p, cnt, co, cres, s + cnt * p + p <= f->n ? bad : -1, why};
         }
     }
     return best;
@@ -275,8 +275,8 @@ static int copy_ops(rb *r, int32_t from, int32_t to) {
     return r->err ? -1 : 0;
 }
 
-/* Flat params needed at the top level: used by ops outside the folded run. */
-static void top_params(rb *r, const fold_plan *pl) {
+/* Flat params needed at the top level: used by ops outside the rerolled run. */
+static void top_params(rb *r, const reroll_plan *pl) {
     graph *g = r->f->g;
     for (int32_t i = 0; i < g->body.n; i++) {
         const graph_op *o = graph_opr(g, g->body.v[i]);
@@ -291,16 +291,16 @@ static void top_params(rb *r, const fold_plan *pl) {
     }
 }
 
-/* The folded run's operands from outside: stacked parameters (one piece
+/* The rerolled run's operands from outside: stacked parameters (one piece
  * per block), shared ones, and block 0's carried input. */
-typedef struct fold_args {
+typedef struct reroll_args {
     VEC(int32_t) stk_first;   /* block-0 param value per stacked parameter */
     VEC(int32_t) stk_val;     /* the new stacked parameter */
     int32_t carry_in;         /* flat value block 0 carries in */
-} fold_args;
+} reroll_args;
 
 /* Makes the run's parameters (before any op, so the text lists them first). */
-static void fold_params(rb *r, const fold_plan *pl, fold_args *fa) {
+static void reroll_params(rb *r, const reroll_plan *pl, reroll_args *fa) {
     fctx *f = r->f;
     graph *g = f->g;
     memset(fa, 0, sizeof *fa);
@@ -340,7 +340,7 @@ static void fold_params(rb *r, const fold_plan *pl, fold_args *fa) {
     fa->carry_in = carry_in;
 }
 
-static int fold_region(rb *r, const fold_plan *pl, fold_args *fa) {
+static int reroll_region(rb *r, const reroll_plan *pl, reroll_args *fa) {
     fctx *f = r->f;
     graph *g = f->g;
     int32_t carry_in = fa->carry_in;
@@ -515,7 +515,7 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
     for (int32_t v = 0; v < g->values.n; v++)
         if (score_w[v] && o->precision != MODELS_FP8_ALL) r.is_weight[v] = false;
     free(score_w);
-    fold_plan pl = o->fold ? find_fold(&f) : (fold_plan){.bad = -1};
+    reroll_plan pl = o->reroll ? find_reroll(&f) : (reroll_plan){.bad = -1};
     graph *out = graph_new(g->name, g->path);
     r.out = out;
     for (int32_t i = 0; i < g->body.n; i++) {
@@ -526,11 +526,11 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
         r.map[op->out[0]] = graph_result(out, graph_add_input(out, graph_val(g, op->out[0])->name, t), 0);
     }
     top_params(&r, &pl);
-    fold_args fa;
-    if (pl.cnt) fold_params(&r, &pl, &fa);
+    reroll_args fa;
+    if (pl.cnt) reroll_params(&r, &pl, &fa);
     int rc = 0;
     if (pl.cnt) rc = copy_ops(&r, 0, pl.s);
-    if (rc == 0 && pl.cnt) rc = fold_region(&r, &pl, &fa);
+    if (rc == 0 && pl.cnt) rc = reroll_region(&r, &pl, &fa);
     if (rc == 0) rc = copy_ops(&r, pl.cnt ? pl.s + pl.cnt * pl.p : 0, f.n);
     if (rc == 0) {
         for (int32_t i = 0; i < g->body.n; i++) {
@@ -545,13 +545,13 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
     }
     if (rc == 0 && o->report) {
         if (pl.cnt) {
-            fprintf(o->report, "%s: folded %d blocks of %d ops (from '%s') into one repeat", g->path, pl.cnt, pl.p,
+            fprintf(o->report, "%s: rerolled %d blocks of %d ops (from '%s') into one repeat", g->path, pl.cnt, pl.p,
                     graph_op_name(g, f.ops[pl.s]));
             if (pl.bad >= 0 && pl.why)
-                fprintf(o->report, "; the next block was not folded: op '%s' has %s", graph_op_name(g, f.ops[pl.bad]), pl.why);
+                fprintf(o->report, "; the next block was not rerolled: op '%s' has %s", graph_op_name(g, f.ops[pl.bad]), pl.why);
             fprintf(o->report, "\n");
-        } else if (o->fold) {
-            fprintf(o->report, "%s: no blocks folded: no two consecutive runs of ops have the same structure\n", g->path);
+        } else if (o->reroll) {
+            fprintf(o->report, "%s: no blocks rerolled: no two consecutive runs of ops have the same structure\n", g->path);
         }
     }
     for (int32_t v = 0; v < g->values.n; v++) free(f.users[v]);
