@@ -301,7 +301,7 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             r->stride[k2][0] = r->stride[k2][LOW_MAX_BOX - 1];
             r->stride[k2][1] = r->stride[k2][2] = r->stride[k2][3] = 0;
         }
-        /* An AMP-left result (the next GEMM's operand, expand.c's fold) is written in panels. */
+        /* An AMP-left result (the next GEMM's operand, absorb.c's panels rewrite) is written in panels. */
         if (lo->enc == ENC_AMP_LEFT) r->stride[0][1] = (int32_t)layout_panel_stride(lo);
     }
     if (moments && pr->nout > 1) { /* the own slot of the gathered statistics: part s[last] of each row */
@@ -514,8 +514,8 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
         r->n[2] = 0; /* no bias */
         r->grad = (uint8_t)pr->grad; /* f32 (none) unless a bias or a cast was folded in (expand.c) */
-        r->f[0] = pr->f[0];          /* 1: a GeLU folded in (expand.c's fold_gelu) */
-        if (lo->enc == ENC_AMP_LEFT) { /* the next GEMM's panels (expand.c's fold_panels) */
+        r->f[0] = pr->f[0];          /* 1: a GeLU folded in (absorb.c's gelu rewrite) */
+        if (lo->enc == ENC_AMP_LEFT) { /* the next GEMM's panels (absorb.c's panels rewrite) */
             r->stride[0][1] = (int32_t)layout_panel_stride(lo);
             r->stride[0][2] = (int32_t)lo->block[lo->rank - 1];
         }
@@ -524,7 +524,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
             r->op = (uint8_t)(x->own_slot[tile] + 1);
         }
-        if (pr->residual) { /* a residual add done by the reduction (expand.c's fold_residual) */
+        if (pr->residual) { /* a residual add done by the reduction (absorb.c's residual rewrite) */
             set_operand(x, r, 4, mid_reduce_residual(pr), 0);
             r->f[1] = 1.0f;
         }

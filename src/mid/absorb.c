@@ -276,7 +276,7 @@ static int32_t writer_after(const mid_program *p, const int32_t *v, int32_t n, i
  * at v[at] runs: nothing after it in v[0, n) writes their storage (an alias,
  * a concat's pieces, a repeat), except one copy of a value nothing there
  * writes (a bias computed in a loop body, copied where the add wants it),
- * which the fold then moves to just before the producer: *move is its
+ * which the absorption then moves to just before the producer: *move is its
  * place, else -1. */
 static bool ready_at(const absorber *f, const int32_t *v, int32_t n, int32_t at, const mid_prim *cp, int32_t t,
                      int32_t *move) {
@@ -306,7 +306,7 @@ static void absorb_block(absorber *f, mid_block *blk) {
         if (cp->kind == MID_REPEAT) absorb_block(f, &cp->body);
         blk->v[n++] = c;
         if (cp->kind == MID_SOFTMAX) {
-            n--; /* v[0, n): the prims before it, one of which the fold may take out */
+            n--; /* v[0, n): the prims before it, one of which the absorption may take out */
             if (f->on & MID_ABSORB_BIT(PRESCALE)) absorb_prescale(f, blk->v, &n, cp);
             blk->v[n++] = c;
         }

@@ -128,7 +128,7 @@ typedef struct mid_prim {
     /* A K-partials REDUCE and the copy gathering its partials: where a tile's
      * share of the copy is one whole partial of its own (it computed it), the
      * copy leaves it and the reduce reads it where it lies, in[nin-1] (the
-     * partials; after the bias, if any). expand.c's read_own_partials. */
+     * partials; after the bias, if any). the own-partials pass (own_partials.c). */
     bool own;                          /* REDUCE: in[nin-1] is the partials; COPY: leaves such shares */
     bool remote;                       /* COPY: only what crosses the exchange; a tile's own share is
                                           written by the producer itself (LN_MOMENTS's own slot) */

@@ -45,7 +45,7 @@ static void sumsq_plan(const mid_program *p, const mid_prim *pr, graph_numerics 
     }
 }
 
-/* A softmax that does the scale making its operand (expand.c's fold). */
+/* A softmax that does the scale making its operand (absorb.c's prescale rewrite). */
 static void prescale_plan(const mid_program *p, const mid_prim *pr, graph_numerics *n) {
     n->op[pr->origin].kind = OP_SOFTMAX;
     n->op[pr->origin].prescale = pr->f[0];

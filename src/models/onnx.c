@@ -1,5 +1,5 @@
 /* onnx.c: ONNX models exported by PyTorch (torch.onnx.export, opsets 13 to
- * 17), imported as flat f32 graphs that fold.c then raises and types.
+ * 17), imported as flat f32 graphs that reroll.c then raises and types.
  *
  *   file ─mmap─► wire scan: initializer raw_data left in the map, the rest
  *                copied into a small stripped message
