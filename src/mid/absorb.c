@@ -145,7 +145,7 @@ static bool absorb_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_
     return true;
 }
 
-/* A folded temporary t is watched no more; probes watching after prim
+/* An absorbed temporary t is watched no more; probes watching after prim
  * `gone` (removed) are watched after `now`. */
 static void drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now) {
     int32_t kept = 0;
@@ -171,8 +171,8 @@ static bool only_temp(const absorber *f, int32_t t) {
            mt->slice_of < 0;
 }
 
-/* The scale feeding softmax prim s (directly or through one copy) folded into
- * it; blk->v[0, n) holds the prims before s. Returns whether it folded. */
+/* The scale feeding softmax prim s (directly or through one copy) absorbed into
+ * it; blk->v[0, n) holds the prims before s. Returns whether it was absorbed. */
 static bool absorb_prescale(absorber *f, int32_t *v, int32_t *n, mid_prim *sp) {
     mid_program *p = f->p;
     if (sp->kind != MID_SOFTMAX || sp->f[0] != 0 || !only_temp(f, sp->in[0])) return false;

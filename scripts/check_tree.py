@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The includes follow the layer table (ARCHITECTURE.md, README.md): a file
-of layer L includes headers of L itself or of layers above L only. Prints
-each violation as FILE:LINE and exits 1 when there is one."""
+"""The shape of the tree: the includes follow the layer table
+(ARCHITECTURE.md, README.md), a file of layer L including headers of L
+itself or of layers above L only; and no source file is longer than a
+reader can hold (MAX_LINES). Prints each violation and exits 1 when there
+is one."""
 import os
 import re
 import sys
+
+MAX_LINES = 1500
 
 # Top to bottom: a layer may include only the layers before it.
 LAYERS = ["util", "num", "graph", "models", "machine", "kern", "layout", "mid", "estimate", "low", "package", "place",
@@ -23,6 +27,10 @@ def main():
             if not name.endswith((".c", ".h")):
                 continue
             path = os.path.join(root, layer, name)
+            lines = sum(1 for _ in open(path, encoding="utf-8"))
+            if lines > MAX_LINES:
+                print(f"src/{layer}/{name}: {lines} lines, more than {MAX_LINES}")
+                bad += 1
             for no, line in enumerate(open(path, encoding="utf-8"), 1):
                 m = re.match(r'\s*#\s*include\s+"(?:\.\./)?([a-z_]+)/', line)
                 if not m:
@@ -31,7 +39,7 @@ def main():
                 if dep not in LAYERS or LAYERS.index(dep) > rank:
                     print(f"src/{layer}/{name}:{no}: {layer} includes {dep}, a layer below it")
                     bad += 1
-    print(f"layers: {bad} violation(s)")
+    print(f"tree: {bad} violation(s)")
     return 1 if bad else 0
 
 if __name__ == "__main__":
