@@ -274,7 +274,7 @@ void mid_free(mid_program *p);
  *     p4 repeat 2 {  # y
  *       ...
  *     }
- *   detached                        prims in no block (absorbed by a consumer fold)
+ *   detached 2                      prims in no block (absorbed by a consumer fold)
  *   inputs %x                       tensor handles
  *   outputs %y
  *   probes 3                        %value in %tensor after pN scope pM

@@ -710,10 +710,10 @@ static int parse_program(mparser *ps) {
     }
     ps->p = after_prims;
     if (parse_block(ps, &o->top, 0, -1)) return -1;
-    if (next_line(ps) && peek_word(ps, "detached")) {
-        keyword(ps, "detached");
-        if (end_of_line(ps) || parse_block(ps, NULL, 0, -1)) return -1;
-    }
+    int64_t nd;
+    if (need_line(ps, "'detached N'") || keyword(ps, "detached") || parse_int(ps, 0, lines, &nd) || end_of_line(ps) ||
+        parse_block(ps, NULL, 0, -1))
+        return -1;
     for (int32_t i = 0; i < np; i++)
         if (!ps->seen[i]) return fail_at(ps, pb, "p%d is never defined", (int)i);
     if (parse_handle_list(ps, "inputs", &o->inputs) || parse_handle_list(ps, "outputs", &o->outputs) || parse_probes(ps, lines))

@@ -7,7 +7,7 @@
  *   machine tiny         the machine it was expanded for
  *   tensors N            one line per tensor, in id order, with every field
  *   prims N              one line per prim, blocks in program order
- *   detached             prims no block holds (absorbed by a consumer fold)
+ *   detached N           prims no block holds (absorbed by a consumer fold)
  *   inputs, outputs      tensor handles
  *   probes               one line per probe
  *
@@ -277,11 +277,12 @@ void mid_print(FILE *f, const mid_program *p) {
     put_block(&pr, &p->top, 2);
     bool *in_block = xcalloc((size_t)p->prims.n + 1, 1);
     mark_block(p, &p->top, in_block);
-    bool detached = false;
+    /* Always printed, so a test can tell the program's prims from the dead ones. */
+    int32_t ndetached = 0;
+    for (int32_t i = 0; i < p->prims.n; i++) ndetached += !in_block[i];
+    fprintf(f, "detached %d\n", (int)ndetached);
     for (int32_t i = 0; i < p->prims.n; i++) {
         if (in_block[i]) continue;
-        if (!detached) fputs("detached\n", f);
-        detached = true;
         put_prim(&pr, i, 2);
         if (mid_p(p, i)->kind == MID_REPEAT) mark_block(p, &mid_p(p, i)->body, in_block);
     }
