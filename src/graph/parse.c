@@ -487,7 +487,7 @@ static int parse_init(parser *ps, graph_init *init, bool piece) {
         init->seed = (uint64_t)seed;
         return expect(ps, ')', "')' after the seed");
     }
-    return fail_at(ps, b, "unknown initializer '%.*s' (normal, zeros, ones, npy%s)", (int)n, w, piece ? "" : ", concat");
+    return fail_at(ps, b, "unknown initializer '%.*s' (normal, zeros, ones, npy)", (int)n, w); /* concat: pass-made, not listed */
 }
 
 static int parse_input_or_param(parser *ps, bool param, const char *start, const char *lead) {
