@@ -11,12 +11,13 @@ declare -A seeds=(
   [fuzz_onnx]="$root/fuzz/corpus/onnx"
   [fuzz_machine]="$root/fuzz/corpus/machine"
   [fuzz_recipe]="$root/fuzz/corpus/recipe"
+  [fuzz_mid]="$root/fuzz/corpus/mid"
 )
 declare -A dicts=(
   [fuzz_pkg]="-dict=$root/fuzz/pkg.dict"
   [fuzz_recipe]="-dict=$root/fuzz/recipe.dict"
 )
-for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine fuzz_recipe; do
+for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine fuzz_recipe fuzz_mid; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
   mkdir -p "$work"

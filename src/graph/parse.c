@@ -421,13 +421,44 @@ static int parse_decl_type(parser *ps, graph_type *t, const char *kw) {
     return 0;
 }
 
-static int parse_init(parser *ps, graph_init *init) {
+static int parse_init(parser *ps, graph_init *init, bool piece);
+
+/* "concat(INIT xW, INIT xW, ...)": what the sibling pass makes of joined
+ * parameters (graph_print writes it), read back so a joined graph
+ * round-trips (the mid text embeds it). The pieces are no concats. */
+static int parse_concat(parser *ps, graph_init *init) {
+    init->kind = INIT_CONCAT;
+    if (expect(ps, '(', "'(' after concat")) return -1;
+    VEC(graph_init) cat = {0};
+    VEC(int64_t) width = {0};
+    do {
+        graph_init piece;
+        if (parse_init(ps, &piece, true)) return -1;
+        const char *w;
+        size_t n;
+        skip_ws(ps);
+        const char *b = ps->p;
+        char *e = NULL;
+        long long x = 0;
+        if (word(ps, &w, &n) && n > 1 && w[0] == 'x') x = strtoll(w + 1, &e, 10);
+        if (!e || e != w + n || x < 1 || x > GRAPH_MAX_DIM) return fail_at(ps, b, "expected the piece's width, like x64");
+        vec_push(&ps->g->arena, &cat, piece);
+        vec_push(&ps->g->arena, &width, (int64_t)x);
+    } while (eat(ps, ','));
+    init->cat = cat.v;
+    init->width = width.v;
+    init->ncat = cat.n;
+    return expect(ps, ')', "',' or ')' after the pieces");
+}
+
+static int parse_init(parser *ps, graph_init *init, bool piece) {
     const char *w, *b;
     size_t n;
     skip_ws(ps);
     b = ps->p;
     memset(init, 0, sizeof *init);
     if (!word(ps, &w, &n)) return expected(ps, "an initializer: normal(mean, std, seed = N), zeros, ones or npy(\"file\")");
+    if (word_is(w, n, "concat") && !piece) return parse_concat(ps, init);
     if (word_is(w, n, "data"))
         return fail_at(ps, w, "data() parameters live in imported models only: compile the .onnx file itself");
     if (word_is(w, n, "zeros")) { init->kind = INIT_ZEROS; return 0; }
@@ -456,7 +487,7 @@ static int parse_init(parser *ps, graph_init *init) {
         init->seed = (uint64_t)seed;
         return expect(ps, ')', "')' after the seed");
     }
-    return fail_at(ps, b, "unknown initializer '%.*s' (normal, zeros, ones, npy)", (int)n, w);
+    return fail_at(ps, b, "unknown initializer '%.*s' (normal, zeros, ones, npy)", (int)n, w); /* concat: pass-made, not listed */
 }
 
 static int parse_input_or_param(parser *ps, bool param, const char *start, const char *lead) {
@@ -466,7 +497,7 @@ static int parse_input_or_param(parser *ps, bool param, const char *start, const
     if (new_name(ps, &name, &where) || parse_decl_type(ps, &t, param ? "param" : "input")) return -1;
     if (param) {
         if (expect(ps, '=', "'=' and an initializer")) return -1;
-        if (parse_init(ps, &init)) return -1;
+        if (parse_init(ps, &init, false)) return -1;
     }
     if (end_of_line(ps, &tail)) return -1;
     int32_t op = param ? graph_add_param(ps->g, name, t, init) : graph_add_input(ps->g, name, t);

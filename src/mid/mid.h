@@ -310,8 +310,43 @@ int mid_absorb(mid_program *p, uint32_t rewrites, diag *d);
  * wrote in place; the gathering copy leaves that share out. */
 int mid_own_partials(mid_program *p, uint32_t rewrites, diag *d);
 void mid_free(mid_program *p);
-/* One line per prim with its tensors and layouts; for --print-after. */
+/* ---- print.c, parse.c, verify.c: the mid text form (docs/ir.md, "Mid text")
+ *
+ *   graph mlp                       the graph p->g in .tsl form
+ *   ...
+ *   --- mid                         MID_SEPARATOR
+ *   machine tiny                    p->m's name
+ *   tensors 9                       every tensor in id order, every field
+ *     %h = temp f16 [64/4,128]rm {block=[16,128], stride=[1,0], base=0} value=%h
+ *   prims 12                        one prim per line, blocks in program order
+ *     p3 %h:f16[64/4,128]rm = gemm(%x:f16[64/4,96]ampl, %w:f16[96,128]rm x4) {col_run=128}  # h
+ *     p4 repeat 2 {  # y
+ *       ...
+ *     }
+ *   detached 2                      prims in no block (absorbed by a consumer fold)
+ *   inputs %x                       tensor handles
+ *   outputs %y
+ *   probes 3                        %value in %tensor after pN scope pM
+ *
+ * Printing is a fixed point: print(parse(print(p))) == print(p). */
+#define MID_SEPARATOR "--- mid"
+enum { MID_ENC_COUNT = 5 };
+extern const char *const mid_enc_names[MID_ENC_COUNT]; /* layout encodings: "rm", "ampl", "ampo", "rmt", "amplt" */
+/* The whole text of p (with its graph) on f; for --print-after=expand. */
 void mid_print(FILE *f, const mid_program *p);
+/* The same as a malloc'd string of *len bytes (len may be NULL). */
+char *mid_print_text(const mid_program *p, size_t *len);
+/* Reads the text mid_print writes (len bytes named path) for machine m:
+ * the graph into *g_out (graph_free it after mid_free(out)) and the program
+ * into *out, whose g and m point at them. A malformed text, or one for
+ * another machine, returns -1 with "path:line:col: error: ..." in d and
+ * nothing allocated. The program is not verified: see mid_verify. */
+int mid_parse(const char *text, size_t len, const char *path, const machine *m, graph **g_out, mid_program *out, diag *d);
+/* Checks the program's structure: ids in range, every operand defined
+ * before it is read and visible in its scope, layouts well formed for
+ * their machine and shapes, copies between layouts of one value, blocks
+ * well nested. Returns -1 with d naming the prim or tensor at fault. */
+int mid_verify(const mid_program *p, diag *d);
 
 /* numerics.c: the plan's numeric decisions (graph.h), read off the expanded
  * program: K partitions of every matmul, reduction blocks, clip rows. */
