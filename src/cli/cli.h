@@ -101,6 +101,7 @@ int cmd_ref(const cmd *c, int argc, char **argv);
 int cmd_machine(const cmd *c, int argc, char **argv);
 int cmd_zoo(const cmd *c, int argc, char **argv);
 int cmd_compile(const cmd *c, int argc, char **argv);
+int cmd_opt(const cmd *c, int argc, char **argv);
 int cmd_run(const cmd *c, int argc, char **argv);
 int cmd_check(const cmd *c, int argc, char **argv);
 int cmd_inspect(const cmd *c, int argc, char **argv);

@@ -85,6 +85,11 @@ static const opt_spec check_opts[] = {
     PRECISION_OPT,
     {0}};
 
+static const opt_spec opt_opts[] = {
+    {"--machine", "NAME|FILE.json", "the machine the program is for (default c600; the file names it too)", false},
+    {"--passes", "A,B,...", "the mid passes to run in order (absorb, own-partials; one rewrite alone: absorb.cast)", false},
+    {0}};
+
 static const opt_spec inspect_opts[] = {
     {"--tile", "N", "the memory map of tile N (default: the tile with the least headroom)", false},
     {"--json", NULL, "print one JSON object: every tile's bytes, the memory map", false},
@@ -96,6 +101,11 @@ static const opt_spec calibrate_opts[] = {
 
 static const cmd commands[] = {
     {"compile", "MODEL -o PKG [options] | --list-passes", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile},
+    {"opt", "FILE.mid [--machine M] [--passes=A,B,...]",
+     "Run mid passes on a mid program (the text --print-after=expand prints) and print the result.\n"
+     "The input is verified first, the program again after every pass; with no passes it prints\n"
+     "the input unchanged.",
+     opt_opts, cmd_opt},
     {"run", "PKG [options]", "Run a package on the simulator (it needs only the package and the input files).", run_opts,
      cmd_run},
     {"check", "MODEL [options]",

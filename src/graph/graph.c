@@ -119,7 +119,7 @@ int32_t graph_add_input(graph *g, const char *name, graph_type t) {
 int32_t graph_add_param(graph *g, const char *name, graph_type t, graph_init init) {
     int32_t op = new_op(g, OP_PARAM, NULL, 0);
     if (init.path) init.path = arena_strdup(&g->arena, init.path);
-    if (init.nparts) {
+    if (init.nparts && init.parts) { /* no parts: a mid file's graph, values absent */
         const void **parts = arena_alloc(&g->arena, sizeof(void *) * (size_t)init.nparts);
         memcpy(parts, init.parts, sizeof(void *) * (size_t)init.nparts);
         init.parts = parts;
@@ -131,7 +131,7 @@ int32_t graph_add_param(graph *g, const char *name, graph_type t, graph_init ini
             TS_ASSERT(init.cat[k].kind != INIT_CONCAT);
             cat[k] = init.cat[k];
             if (cat[k].path) cat[k].path = arena_strdup(&g->arena, cat[k].path);
-            if (cat[k].nparts) {
+            if (cat[k].nparts && cat[k].parts) {
                 const void **parts = arena_alloc(&g->arena, sizeof(void *) * (size_t)cat[k].nparts);
                 memcpy(parts, cat[k].parts, sizeof(void *) * (size_t)cat[k].nparts);
                 cat[k].parts = parts;

@@ -295,6 +295,9 @@ int graph_infer(const graph *g, int32_t op, const graph_type *declared, graph_ty
 
 /* Parses text (len bytes) named path. On error returns NULL with d set. */
 graph *graph_parse(const char *path, const char *text, size_t len, diag *d);
+/* The same; opaque_data accepts data(N) parameters without their values (a
+ * mid file's graph, printed from an imported model: no pass reads them). */
+graph *graph_parse_as(const char *path, const char *text, size_t len, bool opaque_data, diag *d);
 graph *graph_parse_file(const char *path, diag *d);
 /* Canonical text; print(parse(x)) == x for canonical x. malloc'd. */
 char *graph_print(const graph *g);

@@ -97,6 +97,9 @@ static int init_values_at(const graph *g, int32_t op, const graph_init *in, cons
         break;
     case INIT_NORMAL: graph_normal_fill_at(in->seed, in->mean, in->std, first, out, n); break;
     case INIT_DATA: {
+        if (!in->parts) /* parsed from a mid file, which carries no values */
+            return diag_fail(d, "%s: error: parameter '%s' holds imported data the text does not carry", g->path,
+                             graph_val(g, graph_opr(g, op)->out[0])->name);
         /* Equal pieces of little-endian f32, possibly unaligned (memcpy). */
         int64_t per = numel / in->nparts;
         for (int64_t at = first; at < first + n;) {

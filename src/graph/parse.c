@@ -15,6 +15,7 @@ typedef struct parser {
     const char *p;        /* cursor */
     diag *d;
     int depth;            /* open repeats */
+    bool opaque_data;     /* data(N) parameters allowed, their values absent (a mid file's graph) */
     const char *pos_at, *pos_bol;  /* position cache: a byte, the start of its line */
     int32_t pos_line;              /* and that line's number, so positions cost O(distance) */
     const char **res_names[GRAPH_MAX_REPEAT_DEPTH], **res_where[GRAPH_MAX_REPEAT_DEPTH]; /* their result names */
@@ -459,8 +460,17 @@ static int parse_init(parser *ps, graph_init *init, bool piece) {
     memset(init, 0, sizeof *init);
     if (!word(ps, &w, &n)) return expected(ps, "an initializer: normal(mean, std, seed = N), zeros, ones or npy(\"file\")");
     if (word_is(w, n, "concat") && !piece) return parse_concat(ps, init);
-    if (word_is(w, n, "data"))
-        return fail_at(ps, w, "data() parameters live in imported models only: compile the .onnx file itself");
+    if (word_is(w, n, "data")) {
+        if (!ps->opaque_data)
+            return fail_at(ps, w, "data() parameters live in imported models only: compile the .onnx file itself");
+        /* A mid file's graph: the passes read no parameter values, so none are kept. */
+        int64_t parts;
+        init->kind = INIT_DATA;
+        if (expect(ps, '(', "'(' after data") || parse_int(ps, &parts)) return -1;
+        if (parts < 1 || parts > INT32_MAX) return fail_at(ps, w, "data() needs a positive number of pieces");
+        init->nparts = (int32_t)parts;
+        return expect(ps, ')', "')' after the number of pieces");
+    }
     if (word_is(w, n, "zeros")) { init->kind = INIT_ZEROS; return 0; }
     if (word_is(w, n, "ones")) { init->kind = INIT_ONES; return 0; }
     if (word_is(w, n, "npy")) {
@@ -712,11 +722,13 @@ static int parse_block(parser *ps, int32_t repeat) {
     }
 }
 
-graph *graph_parse(const char *path, const char *text, size_t len, diag *d) {
+graph *graph_parse(const char *path, const char *text, size_t len, diag *d) { return graph_parse_as(path, text, len, false, d); }
+
+graph *graph_parse_as(const char *path, const char *text, size_t len, bool opaque_data, diag *d) {
     graph *g = graph_new("?", path);
     char *copy = arena_strndup(&g->arena, text, len);
     g->src = (src_text){g->path, copy, len};
-    parser ps = {.g = g, .s = copy, .end = copy + len, .p = copy, .d = d};
+    parser ps = {.g = g, .s = copy, .end = copy + len, .p = copy, .d = d, .opaque_data = opaque_data};
     if (memchr(copy, 0, len)) {
         fail_at(&ps, copy + strlen(copy), "the file contains a NUL byte");
         graph_free(g);

@@ -161,6 +161,10 @@ typedef struct mid_program {
     VEC(int32_t) inputs;   /* tensor per graph input, program order */
     VEC(int32_t) outputs;  /* tensor per graph output */
     VEC(mid_probe) probes; /* every op result, in program order */
+    /* Parsed from text (mid_parse): where each prim and tensor was written,
+     * so the verifier's errors are located; NULL for an expanded program. */
+    const char *src_path;
+    int32_t *prim_line, *tensor_line; /* 1-based lines, per id */
 } mid_program;
 
 /* ---- the plan: the choices mid_expand expands --------------------------------

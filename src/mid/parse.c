@@ -31,6 +31,7 @@ typedef struct mparser {
     strmap handles;           /* tensor handle -> id */
     VEC(pending_ref) pending;
     bool *seen;               /* per prim id: defined by a line */
+    int32_t ntensors;         /* tensors announced */
     int32_t *noresult[OP_COUNT]; /* per op kind: its ops without results, id order (op refs kind:k) */
     int32_t nnoresult[OP_COUNT];
 } mparser;
@@ -385,6 +386,11 @@ static int parse_tensor(mparser *ps) {
     if (handle_text(ps, &key, &name_len, &where)) return -1;
     int32_t id = ps->out->tensors.n, old;
     if (strmap_get(&ps->handles, key, &old)) return fail_at(ps, where, "tensor '%%%s' is declared twice", key);
+    if (id < ps->ntensors) {
+        int line, col;
+        src_line_col(&ps->src, (size_t)(where - ps->s), &line, &col);
+        ps->out->tensor_line[id] = line;
+    }
     mid_tensor t = {.name = arena_strndup(&ps->out->arena, key, name_len), .value = -1, .param_op = -1, .stack = 1,
                     .slice_of = -1, .alias_of = -1, .scope = -1};
     if (expect(ps, '=', "'=' and the tensor's kind")) return -1;
@@ -590,6 +596,9 @@ static int parse_prim(mparser *ps, mid_block *blk, int depth) {
     if (id < 0) return fail_at(ps, b, "expected a prim like p3");
     if (ps->seen[id]) return fail_at(ps, b, "p%d is defined twice", (int)id);
     ps->seen[id] = true;
+    int line, col;
+    src_line_col(&ps->src, (size_t)(b - ps->s), &line, &col);
+    ps->out->prim_line[id] = line;
     mid_prim *x = mid_p(ps->out, id);
     x->acc = DT_F32;
     x->cast_ordinal = -1;
@@ -693,6 +702,12 @@ static int parse_program(mparser *ps) {
     o->prims.v = arena_alloc(&o->arena, sizeof(mid_prim) * (size_t)(np ? np : 1));
     o->prims.n = o->prims.cap = (int32_t)np;
     ps->seen = xcalloc((size_t)np + 1, 1);
+    o->src_path = arena_strdup(&o->arena, ps->src.path);
+    o->prim_line = arena_alloc(&o->arena, sizeof(int32_t) * (size_t)(np + 1));
+    memset(o->prim_line, 0, sizeof(int32_t) * (size_t)(np + 1));
+    o->tensor_line = arena_alloc(&o->arena, sizeof(int32_t) * (size_t)(n + 1));
+    memset(o->tensor_line, 0, sizeof(int32_t) * (size_t)(n + 1));
+    ps->ntensors = (int32_t)n;
     const char *after_prims = ps->p;
     ps->p = save;
     for (int64_t i = 0; i < n; i++) {
@@ -751,7 +766,7 @@ int mid_parse(const char *text, size_t len, const char *path, const machine *m, 
     } else if (!sep) {
         ps.p = ps.end;
         fail_at(&ps, ps.end, "expected a '%s' line after the graph", MID_SEPARATOR);
-    } else if ((ps.g = graph_parse(path, copy, (size_t)(sep - copy), d))) {
+    } else if ((ps.g = graph_parse_as(path, copy, (size_t)(sep - copy), true, d))) {
         out->g = ps.g;
         out->m = m;
         for (int32_t i = 0; i < ps.g->ops.n; i++) {

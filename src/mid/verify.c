@@ -40,6 +40,9 @@ static int fail_prim(verifier *v, int32_t id, const char *fmt, ...) {
     const mid_prim *pr = mid_p(v->p, id);
     const char *from = pr->origin >= 0 && pr->origin < v->p->g->ops.n ? graph_op_name(v->p->g, pr->origin) : "?";
     const char *kind = (unsigned)pr->kind < MID_COUNT ? mid_kind_names[pr->kind] : "?";
+    if (v->p->prim_line && v->p->prim_line[id] > 0)
+        return diag_fail(v->d, "%s:%d:3: error: p%d (%s, from %s): %s", v->p->src_path, (int)v->p->prim_line[id], (int)id, kind,
+                         from, msg);
     return diag_fail(v->d, "mid: error: p%d (%s, from %s): %s", (int)id, kind, from, msg);
 }
 
@@ -50,6 +53,9 @@ static int fail_tensor(verifier *v, int32_t t, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (v->p->tensor_line && v->p->tensor_line[t] > 0)
+        return diag_fail(v->d, "%s:%d:3: error: tensor '%%%s': %s", v->p->src_path, (int)v->p->tensor_line[t],
+                         mid_t(v->p, t)->name, msg);
     return diag_fail(v->d, "mid: error: tensor %d '%%%s': %s", (int)t, mid_t(v->p, t)->name, msg);
 }
 
