@@ -53,14 +53,29 @@ void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker) {
     count_block(p, &p->top, *reads, *maker);
 }
 
+/* In debug builds (the sanitizer suite) every pass's result is verified: a
+ * program that does not verify is a compiler bug, and stops there. */
+static void checked(const mid_program *p, const char *pass) {
+#ifdef NDEBUG
+    (void)p, (void)pass;
+#else
+    diag d = {0};
+    if (mid_verify(p, &d) == 0) return;
+    fprintf(stderr, "tessel: internal error: the program after mid pass '%s' does not verify: %s\n", pass, d.text);
+    TS_ASSERT(!"mid program verifies");
+#endif
+}
+
 int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, const mid_watch *w, diag *d) {
     if (mid_expand(g, m, pl, out, d)) return -1;
+    checked(out, "expand");
     if (w) w->after(w->ctx, "expand", out);
     for (const mid_pass *p = mid_passes; p->name; p++) {
         if (p->run(out, ~0u, d)) {
             mid_free(out);
             return -1;
         }
+        checked(out, p->name);
         if (w) w->after(w->ctx, p->name, out);
     }
     return 0;
