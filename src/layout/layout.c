@@ -299,12 +299,15 @@ static int check_tile_overlap(const layout *l, diag *d) {
     return diag_fail(d, "layout: %s and %s share tile %d", a, pair_text(b, sizeof b, l, s, r), (int)tile);
 }
 
-int layout_check(const layout *l, int32_t tiles, diag *d) {
-    if (check_fields(l, d) || check_shard_bytes(l, d) || check_tile_count(l, tiles, d) ||
-        check_tile_range(l, tiles, d) || check_tile_overlap(l, d))
-        return -1;
-    return 0;
+static int check_tiles(const layout *l, int32_t tiles, diag *d) {
+    return check_tile_count(l, tiles, d) || check_tile_range(l, tiles, d) || check_tile_overlap(l, d) ? -1 : 0;
 }
+
+int layout_check(const layout *l, int32_t tiles, diag *d) {
+    return check_fields(l, d) || check_shard_bytes(l, d) || check_tiles(l, tiles, d) ? -1 : 0;
+}
+
+int layout_check_form(const layout *l, int32_t tiles, diag *d) { return check_fields(l, d) || check_tiles(l, tiles, d) ? -1 : 0; }
 
 /* ---- copies ----------------------------------------------------------- */
 

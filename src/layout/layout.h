@@ -68,6 +68,9 @@ void layout_replicate(layout *l, int64_t n, int32_t tile_stride);
  * cover the tensor without empty shards, every (shard, replica) has its own
  * tile in [0, tiles). The message names the first problem. */
 int layout_check(const layout *l, int32_t tiles, diag *d);
+/* The same but for the shard's size: well formed, whether or not it could
+ * ever fit a tile (what a plan that does not fit still is). */
+int layout_check_form(const layout *l, int32_t tiles, diag *d);
 bool layout_equal(const layout *a, const layout *b);
 
 /* Whether shards are stored transposed (ROW_MAJOR_T, AMP_LEFT_T); the

@@ -101,7 +101,7 @@ static int check_tensor(verifier *v, int32_t t) {
     if (steps > p->tensors.n) return fail_tensor(v, t, "its aliases and slices form a cycle");
     if (!x->placed) return 0;
     diag ld = {0};
-    if (layout_check(&x->lay, (int32_t)p->m->tiles, &ld)) {
+    if (layout_check_form(&x->lay, (int32_t)p->m->tiles, &ld)) { /* a shard too large is the estimate's "does not fit" */
         size_t n = strlen(ld.text);
         if (n && ld.text[n - 1] == '\n') ld.text[n - 1] = 0;
         return fail_tensor(v, t, "%s", ld.text);
