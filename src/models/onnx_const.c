@@ -4,7 +4,7 @@
  * shape chains PyTorch writes (Shape, Gather, Concat, Reshape...) never reach
  * the graph. One folder per op row of the table (onnx_impl.h); ops that share
  * the arithmetic (binary, unary, reshapes) share one folder. Not to be
- * confused with fold.c, which rerolls repeated blocks. */
+ * confused with reroll.c, which rerolls repeated blocks. */
 #include "onnx_impl.h"
 
 #include <math.h>
