@@ -52,6 +52,7 @@ json_t *report_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *s
 }
 
 void report_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names) {
+    if (!fp->n) return; /* no optimizer step: nothing to say (not "0 of 0") */
     fprintf(f, "fusion: %d of %d optimizer steps run in their gradient GEMM's epilogue\n", (int)graph_fuse_fused(fp), (int)fp->n);
     for (int32_t k = 0; k < fp->n; k++) {
         const fuse_candidate *c = &fp->c[k];
