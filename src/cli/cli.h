@@ -18,6 +18,7 @@ typedef struct cmd {
     const char *name, *usage, *summary;
     const opt_spec *opts;
     int (*run)(const struct cmd *c, int argc, char **argv);
+    const char *brief;  /* one line for 'tessel --help' */
 } cmd;
 
 enum { MAX_OPT_VALUES = 64, MAX_OPTS = 16 };

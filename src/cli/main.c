@@ -100,52 +100,48 @@ static const opt_spec calibrate_opts[] = {
     {0}};
 
 static const cmd commands[] = {
-    {"compile", "MODEL -o PKG [options] | --list-passes", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile},
+    {"compile", "MODEL -o PKG [options] | --list-passes", "Compile MODEL into a package for a machine.", compile_opts, cmd_compile, "compile MODEL into a package for a machine (plan search, passes, placement)"},
     {"opt", "FILE.mid [--machine M] [--passes=A,B,...]",
      "Run mid passes on a mid program (the text --print-after=expand prints) and print the result.\n"
      "The input is verified first, the program again after every pass; with no passes it prints\n"
      "the input unchanged.",
-     opt_opts, cmd_opt},
+     opt_opts, cmd_opt, "run mid passes on mid text and print the result"},
     {"run", "PKG [options]", "Run a package on the simulator (it needs only the package and the input files).", run_opts,
-     cmd_run},
+     cmd_run, "run a package on the simulator"},
     {"check", "MODEL [options]",
      "Compile MODEL, simulate it, and compare every output with two references on the same inputs:\n"
      "the plan-exact emulated reference (the plan's numeric decisions, the device's arithmetic),\n"
      "which it must match bit for bit, and the pure FP32 model, which it must reach by cosine\n"
      "0.999 (0.99 with 8-bit values). On a difference it names the first op whose result differs.\n"
      "Exits 1 on failure.",
-     check_opts, cmd_check},
-    {"graph", "MODEL", "Print MODEL (a .tsl or .onnx file, or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph},
+     check_opts, cmd_check, "compile, simulate, and compare with the plan-exact and FP32 references"},
+    {"graph", "MODEL", "Print MODEL (a .tsl or .onnx file, or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph, "print MODEL as text IR"},
     {"ref", "MODEL [options]",
      "Run MODEL on the FP32 reference interpreter and summarise its outputs.\n"
      "Casts round to their dtype and parameters hold values of their dtype;\n"
      "everything else computes in f32.",
-     ref_opts, cmd_ref},
+     ref_opts, cmd_ref, "run MODEL on the FP32 reference interpreter"},
     {"machine", "[NAME|FILE.json]", "Print a machine description: a preset (c600, mk2, tiny) or a JSON file.", machine_opts,
-     cmd_machine},
-    {"zoo", "", "List the built-in models and their parameters.", zoo_opts, cmd_zoo},
+     cmd_machine, "print a machine description (a preset or a JSON file)"},
+    {"zoo", "", "List the built-in models and their parameters.", zoo_opts, cmd_zoo, "list the built-in models and their parameters"},
     {"inspect", "PKG [options]",
      "Show what a package puts where: per tile the memory its buffers reach, code and exchange-table\n"
      "bytes and headroom (their spread over the tiles, the fullest tiles first), and one tile's\n"
      "memory map: every buffer's address, payload, reservation and live steps.",
-     inspect_opts, cmd_inspect},
+     inspect_opts, cmd_inspect, "show what a package puts where: per-tile memory, code, tables"},
     {"calibrate", "POINTS.json [options]",
      "Simulate measured hardware timing points and compare: per point measured, simulated\n"
      "and error, then per kind the median and worst absolute error. Each point is built as a\n"
      "one-kernel or one-phase program and run by the simulator; points it cannot build are\n"
      "listed with the reason.",
-     calibrate_opts, cmd_calibrate},
+     calibrate_opts, cmd_calibrate, "simulate measured hardware timing points and compare"},
 };
 
 static void print_main_help(FILE *f) {
     fprintf(f, "usage: tessel COMMAND [options]\n\n"
                "tessel compiles models for tile-based accelerators and simulates them.\n\ncommands:\n");
-    for (size_t i = 0; i < TS_COUNT(commands); i++) {
-        const char *nl = strchr(commands[i].summary, '\n');
-        int n = nl ? (int)(nl - commands[i].summary) : (int)strlen(commands[i].summary);
-        fprintf(f, "  %-9s %.*s\n", commands[i].name, n, commands[i].summary);
-    }
-    fprintf(f, "\nMODEL is a .tsl file, an .onnx file exported by PyTorch, or zoo:NAME[:key=value,...] (see 'tessel zoo').\n"
+    for (size_t i = 0; i < TS_COUNT(commands); i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].brief);
+    fprintf(f, "\n'tessel --version' prints the version.\nMODEL is a .tsl file, an .onnx file exported by PyTorch, or zoo:NAME[:key=value,...] (see 'tessel zoo').\n"
                "'tessel COMMAND --help' describes each command.\n");
 }
 
@@ -153,6 +149,10 @@ int main(int argc, char **argv) {
     util_cleanup_on_signals();
     util_set_oom_handler(on_out_of_memory);
     json_set_alloc_funcs(xmalloc, free); /* jansson's memory too: counted, and never a NULL it would hand back */
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("tessel %s (package format %d)\n", TESSEL_VERSION, (int)PACKAGE_VERSION);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         if (argc >= 3 && strcmp(argv[1], "help") == 0) {
             for (size_t i = 0; i < TS_COUNT(commands); i++)

@@ -11,7 +11,7 @@
  * decisions (which the plan-exact reference reads back) and its recipe. */
 static char *meta_json(const graph *g, const machine *m, const char *model, const compile_info *ci, const char *numerics,
                        const char *recipe) {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:I, s:I, s:I}}", "tessel", "0.1", "model", model, "graph",
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:I, s:I, s:I}}", "tessel", TESSEL_VERSION, "model", model, "graph",
                           g->name, "machine", m->name, "compile", "tile_bytes", (int)ci->place.tile_bytes, "param_bytes",
                           (int)ci->place.param_bytes, "buffers", (int)ci->place.buffers, "steps", (json_int_t)ci->steps,
                           "runs", (json_int_t)ci->runs, "fragments", (json_int_t)ci->frags);

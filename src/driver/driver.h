@@ -8,6 +8,9 @@
 #include "../search/search.h"
 #include "../sim/sim.h"
 
+/* The version the package metadata and `tessel --version` name. */
+#define TESSEL_VERSION "0.1"
+
 typedef struct compile_options {
     const char *model;        /* names the source in the package's metadata */
     const char *print_after;  /* a pass (tessel_pass_find) whose result goes to print_to, or NULL */
