@@ -15,6 +15,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "onnx_impl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -374,6 +375,21 @@ static void decode_raw(imp *im, ct *c, int dt, const uint8_t *bytes, size_t esiz
     }
 }
 
+
+/* An ONNX element type by its name in onnx.proto, lower case ("int64"),
+ * for messages; its number when onnx.proto has no such type. */
+static const char *ox_type_name(int t, char buf[32]) {
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&onnx__tensor_proto__data_type__descriptor, t);
+    if (!v) {
+        snprintf(buf, 32, "%d", t);
+        return buf;
+    }
+    size_t i = 0;
+    for (; v->name[i] && i < 31; i++) buf[i] = (char)tolower((unsigned char)v->name[i]);
+    buf[i] = 0;
+    return buf;
+}
+
 /* c's values from the typed fields (float_data, int64_data, ...). */
 static int decode_typed(imp *im, const Onnx__TensorProto *t, const char *tn, int dt, ct *c) {
     size_t have;
@@ -431,7 +447,8 @@ int ox_tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct *ou
         have_raw = true;
     }
     size_t esize = elem_bytes(dt);
-    if (esize == 0) return ox_fail(im, "tensor '%s' has data type %d, which is not supported", tn, dt);
+    char tname[32];
+    if (esize == 0) return ox_fail(im, "tensor '%s' has data type %s, which is not supported", tn, ox_type_name(dt, tname));
     c.is_int = !(dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
                  dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16);
     if (!have_raw) {
@@ -460,8 +477,10 @@ static int import_inputs(imp *im) {
         if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type->shape)
             return ox_fail(im, "input '%s' has no tensor type with a shape", vi->name);
         const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+        char tname[32];
         if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16)
-            return ox_fail(im, "input '%s' has element type %d; only float inputs are supported", vi->name, tt->elem_type);
+            return ox_fail(im, "input '%s' has element type %s; only float inputs are supported", vi->name,
+                           ox_type_name(tt->elem_type, tname));
         int64_t dim[GRAPH_MAX_RANK];
         if (tt->shape->n_dim > GRAPH_MAX_RANK) return ox_fail(im, "input '%s' has rank %zu (at most %d)", vi->name, tt->shape->n_dim, GRAPH_MAX_RANK);
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
