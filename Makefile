@@ -11,7 +11,9 @@ all: build
 setup:
 	@scripts/setup.sh
 
-$(BUILD)/CMakeCache.txt:
+# cmake needs the packages setup installs: under make -j, setup runs first
+# (an order-only prerequisite), never beside it.
+$(BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: setup $(BUILD)/CMakeCache.txt

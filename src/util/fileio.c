@@ -26,6 +26,11 @@ void util_remove_temporaries(void) {
 
 static void on_fatal_signal(int sig) {
     util_remove_temporaries();
+    /* A word on why it stopped (write(2) is async-signal-safe; its result cannot matter now). */
+    static const char intr[] = "\ntessel: interrupted (SIGINT): stopped, no partial output left\n";
+    static const char term[] = "\ntessel: terminated (SIGTERM): stopped, no partial output left\n";
+    ssize_t n = sig == SIGINT ? write(2, intr, sizeof intr - 1) : write(2, term, sizeof term - 1);
+    (void)n;
     _exit(128 + sig);
 }
 
