@@ -2,8 +2,19 @@
  * against the plan-exact reference, and by cosine against the FP32 model. */
 #include "driver.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Why a package and a model differ, for the end of a message: the model the
+ * package's metadata says it was compiled from, when it says. */
+static void which_model(const package *p, const graph *g, char *out, size_t cap) {
+    json_t *meta = p->meta ? json_loads(p->meta, 0, NULL) : NULL;
+    const char *model = meta ? json_string_value(json_object_get(meta, "model")) : NULL;
+    if (model) snprintf(out, cap, "the package was compiled from %s, not from %s", model, g->path);
+    else snprintf(out, cap, "the package was not compiled from %s", g->path);
+    json_decref(meta);
+}
 
 int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {
     int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), n = nin + nout, k = 0;
@@ -16,25 +27,28 @@ int tessel_package_matches(const graph *g, const package *p, const char *path, d
         if (b->role == PKG_PROBE) continue;
         const char *role = b->role == PKG_INPUT ? "input" : "output";
         if (k >= n || (b->role == PKG_INPUT) != (k < nin)) {
-            rc = diag_fail(d, "%s: error: the package's %s '%s' is not the model's (was it compiled from %s?)", path, role,
-                           b->name, g->path);
+            char why[512];
+            which_model(p, g, why, sizeof why);
+            rc = diag_fail(d, "%s: error: the package's %s '%s' is not the model's (%s)", path, role, b->name, why);
             break;
         }
         const graph_type *t = &graph_val(g, ids[k])->type;
         bool same = strcmp(b->name, graph_val(g, ids[k])->name) == 0 && b->dtype == t->dtype &&
                     sim_binding_numel(b) == graph_type_numel(t);
         if (!same) {
-            char want[160];
+            char want[160], why[512];
             graph_type_str(t, want, sizeof want);
-            rc = diag_fail(d, "%s: error: the package's %s %d is '%s', but the model's is '%%%s' %s (was it compiled from %s?)",
-                           path, role, (int)(b->role == PKG_INPUT ? k : k - nin), b->name, graph_val(g, ids[k])->name, want,
-                           g->path);
+            which_model(p, g, why, sizeof why);
+            rc = diag_fail(d, "%s: error: the package's %s %d is '%s', but the model's is '%%%s' %s (%s)", path, role,
+                           (int)(b->role == PKG_INPUT ? k : k - nin), b->name, graph_val(g, ids[k])->name, want, why);
         }
         k++;
     }
-    if (rc == 0 && k != n)
-        rc = diag_fail(d, "%s: error: the package has %d host inputs and outputs, the model %d (was it compiled from %s?)", path,
-                       (int)k, (int)n, g->path);
+    if (rc == 0 && k != n) {
+        char why[512];
+        which_model(p, g, why, sizeof why);
+        rc = diag_fail(d, "%s: error: the package has %d host inputs and outputs, the model %d (%s)", path, (int)k, (int)n, why);
+    }
     free(ids);
     return rc;
 }
