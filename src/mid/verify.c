@@ -30,33 +30,40 @@ typedef struct verifier {
     int depth;
 } verifier;
 
+/* One failure: `what` the prim or tensor, located at its line when the
+ * program was parsed from text (line > 0), then the message. */
+static int fail_at(verifier *v, int line, const char *what, const char *fmt, va_list ap) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (line > 0) return diag_fail(v->d, "%s:%d:3: error: %s: %s", v->p->src_path, line, what, msg);
+    return diag_fail(v->d, "mid: error: %s: %s", what, msg);
+}
+
 static int fail_prim(verifier *v, int32_t id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail_prim(verifier *v, int32_t id, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     const mid_prim *pr = mid_p(v->p, id);
     const char *from = pr->origin >= 0 && pr->origin < v->p->g->ops.n ? graph_op_name(v->p->g, pr->origin) : "?";
     const char *kind = (unsigned)pr->kind < MID_COUNT ? mid_kind_names[pr->kind] : "?";
-    if (v->p->prim_line && v->p->prim_line[id] > 0)
-        return diag_fail(v->d, "%s:%d:3: error: p%d (%s, from %s): %s", v->p->src_path, (int)v->p->prim_line[id], (int)id, kind,
-                         from, msg);
-    return diag_fail(v->d, "mid: error: p%d (%s, from %s): %s", (int)id, kind, from, msg);
+    char what[512];
+    snprintf(what, sizeof what, "p%d (%s, from %s)", (int)id, kind, from);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = fail_at(v, v->p->prim_line ? v->p->prim_line[id] : 0, what, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int fail_tensor(verifier *v, int32_t t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail_tensor(verifier *v, int32_t t, const char *fmt, ...) {
-    char msg[1024];
+    int line = v->p->tensor_line ? v->p->tensor_line[t] : 0;
+    char what[512];
+    if (line > 0) snprintf(what, sizeof what, "tensor '%%%s'", mid_t(v->p, t)->name);
+    else snprintf(what, sizeof what, "tensor %d '%%%s'", (int)t, mid_t(v->p, t)->name);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = fail_at(v, line, what, fmt, ap);
     va_end(ap);
-    if (v->p->tensor_line && v->p->tensor_line[t] > 0)
-        return diag_fail(v->d, "%s:%d:3: error: tensor '%%%s': %s", v->p->src_path, (int)v->p->tensor_line[t],
-                         mid_t(v->p, t)->name, msg);
-    return diag_fail(v->d, "mid: error: tensor %d '%%%s': %s", (int)t, mid_t(v->p, t)->name, msg);
+    return rc;
 }
 
 static bool tensor_ok(const mid_program *p, int32_t t) { return t >= 0 && t < p->tensors.n; }
