@@ -212,6 +212,7 @@ static int setup(const graph *g, bool join, const machine *m, const compile_opti
     const graph *gc = tessel_compiled_graph(g, info);
     mid_plan_free(start);
     mid_plan_init(start, gc);
+    start->casts_all_early = !o->recipe; /* the search starts with every cast at its source */
     return o->recipe ? search_recipe_load(o->recipe, gc, m, start, d) : 0;
 }
 
@@ -434,6 +435,7 @@ static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl)
     for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
         bool gemm;
         if (fin->row_parts[i]) pl->row_parts[model_op(g, gc, &info->fusions, i, &gemm)] = fin->row_parts[i];
+        if (fin->cast_early[i]) pl->cast_early[model_op(g, gc, &info->fusions, i, &gemm)] = fin->cast_early[i];
         if (!fin->has[i]) continue;
         int32_t at = model_op(g, gc, &info->fusions, i, &gemm);
         pl->gemm[at] = fin->gemm[i];

@@ -670,14 +670,14 @@ typedef struct cstep {
 } cstep;
 
 /* Per tile, prim pr's runs: each shard's on the tile of its first replica
- * (lower.c's each_shard; a FILL's on every replica's), full blocks and
+ * (lower.c's each_shard; a FILL's and an EWISE's on every replica's), full blocks and
  * tails priced apart, a K-split GEMM's last K part with its K tail
  * (lower.c's gemm_shard). */
 static void kernel_tiles(const ex *x, const mid_prim *pr, uint64_t *out) {
     const layout *lo = runs_layout(x, pr);
     uint64_t cost[2u << LAYOUT_MAX_RANK];
     bool priced[2u << LAYOUT_MAX_RANK] = {false};
-    int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK] = {0},
+    int64_t ns = layout_shards(lo), nr = pr->kind == MID_FILL || pr->kind == MID_EWISE ? layout_replicas(lo) : 1, s[LAYOUT_MAX_RANK] = {0},
             r[LAYOUT_MAX_RANK] = {0}, k0 = 0, k1 = 0, kfull = 0;
     if (pr->kind == MID_GEMM) {
         mid_gemm_k_range(x->p, pr, s, &k0, &k1);

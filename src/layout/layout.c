@@ -569,6 +569,19 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
     return w.stop;
 }
 
+bool layout_amp_left_stage(const layout *src, const layout *dst, layout *stage) {
+    if (dst->enc != ENC_AMP_LEFT || src->enc != ENC_ROW_MAJOR || src->nrep) return false;
+    *stage = *src;
+    stage->enc = ENC_AMP_LEFT;
+    stage->elem_bytes = dst->elem_bytes;
+    int last = src->rank - 1;
+    int64_t pw = layout_panel_width(stage);
+    if (src->parts[last] > 1 && src->block[last] % pw) return false;
+    layout a = *dst, b = *stage;
+    a.nrep = b.nrep = 0;
+    return !layout_equal(&a, &b); /* same partition: the copy is local anyway */
+}
+
 int64_t layout_axis_stride(const layout *l, int a) {
     if (a == layout_panel_axis(l)) return l->elem_bytes;
     int64_t s = l->elem_bytes * layout_panel_width(l);

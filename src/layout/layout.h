@@ -80,6 +80,14 @@ bool layout_transposed(const layout *l);
 layout_encoding layout_base_encoding(layout_encoding e);
 int layout_panel_axis(const layout *l);
 
+/* Where a copy from src into AMP-left panels dst is better staged: src
+ * packed into panels on its own tiles first (a local strided copy), so the
+ * exchange moves runs of whole panel rows instead of one fragment per row
+ * and panel. Only a row-major src without replicas whose last-axis blocks
+ * are whole panels of dst's element size, in another partition than dst's;
+ * false otherwise. */
+bool layout_amp_left_stage(const layout *src, const layout *dst, layout *stage);
+
 int64_t layout_shards(const layout *l);        /* product of parts */
 int64_t layout_replicas(const layout *l);      /* product of rep */
 int64_t layout_panel_width(const layout *l);   /* pw, elements */

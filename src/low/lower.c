@@ -88,6 +88,25 @@ static void each_shard(lx *x, const layout *l, shard_fn fn, void *ctx) {
     }
 }
 
+/* The same on every replica's tile: a replicated result (a late cast in
+ * its consumer's layout, expand.c) is computed by each of its tiles, from
+ * operands replicated as it is. */
+static void each_shard_replica(lx *x, const layout *l, shard_fn fn, void *ctx) {
+    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0}, nr = layout_replicas(l);
+    for (;;) {
+        for (int64_t j = 0; j < nr; j++) {
+            for (int64_t q = j, a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
+            fn(x, s, layout_tile(l, s, r), ctx);
+        }
+        int a = l->rank - 1;
+        for (; a >= 0; a--) {
+            if (++s[a] < l->parts[a]) break;
+            s[a] = 0;
+        }
+        if (a < 0) return;
+    }
+}
+
 /* ---- steps and runs -------------------------------------------------------------------- */
 
 static void label_step(lx *x, low_step *st, const char *what) {
@@ -241,7 +260,7 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     tmpl.f[0] = pr->f[0];
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
-    each_shard(x, &mid_t(x->p, pr->out[0])->lay, ewise_shard, &c);
+    each_shard_replica(x, &mid_t(x->p, pr->out[0])->lay, ewise_shard, &c);
     end_compute(x, first, mid_ew_names[pr->ew]);
 }
 

@@ -175,9 +175,12 @@ void ex_place(mx *x, int32_t t, const layout *lay) {
 
 /* The tensor holding value v, placed (spread over the machine) if nothing has
  * placed it yet. */
+static int32_t make_cast(mx *x, int32_t v);
+
 static int32_t read(mx *x, int32_t v) {
     int32_t t = x->vt[v];
     TS_ASSERT(t >= 0);
+    if (x->late_src[v] >= 0) return make_cast(x, v);
     if (mid_t(x->p, t)->stack > 1 && !x->err)
         x->err = FAIL(x, "'%%%s' is sliced by a repeat; using it elsewhere is not supported by the compiler yet",
                       graph_val(x->g, v)->name);
@@ -205,24 +208,6 @@ void ex_emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view) {
     }
 }
 
-
-/* A row-major source packed into AMP-left panels on its own tiles first (a
- * local strided copy), so the exchange moves runs of whole panel rows
- * (contiguous on both sides, up to max_send_bytes) instead of one fragment
- * per row and panel. Only when the source's panels line up with the
- * destination's: its last-axis blocks are whole panels. */
-static bool stage_amp_left(const layout *src, const layout *dst, layout *stage) {
-    if (dst->enc != ENC_AMP_LEFT || src->enc != ENC_ROW_MAJOR || src->nrep) return false;
-    *stage = *src;
-    stage->enc = ENC_AMP_LEFT;
-    stage->elem_bytes = dst->elem_bytes;
-    int last = src->rank - 1;
-    int64_t pw = layout_panel_width(stage);
-    if (src->parts[last] > 1 && src->block[last] % pw) return false;
-    layout a = *dst, b = *stage;
-    a.nrep = b.nrep = 0;
-    return !layout_equal(&a, &b); /* same partition: the copy is local anyway */
-}
 
 /* Value v in exactly layout lay (element size from v's dtype). */
 /* Where the layers of a stacked parameter live when its consumer wants each
@@ -290,12 +275,16 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
 
 static void note_hint(mx *x, int32_t v, const layout *lay);
 
+static int32_t late_cast(mx *x, int32_t v, const layout *want, const layout_view *view, const char *what);
+static int32_t want_from(mx *x, int32_t t, int32_t v, const layout *lay);
+
 int32_t ex_want(mx *x, int32_t v, const layout *lay_in) {
     layout lay = *lay_in;
     note_hint(x, v, lay_in);
     int32_t t = x->vt[v];
     mid_tensor *mt = mid_t(x->p, t);
     lay.elem_bytes = dtype_bytes(mt->dtype);
+    if (x->late_src[v] >= 0) return late_cast(x, v, &lay, NULL, NULL);
     if (mt->stack > 1 && !x->err)
         x->err = FAIL(x, "'%%%s' is sliced by a repeat; using it elsewhere is not supported by the compiler yet",
                       graph_val(x->g, v)->name);
@@ -309,18 +298,25 @@ int32_t ex_want(mx *x, int32_t v, const layout *lay_in) {
         mt = mid_t(x->p, t);
         if (layout_equal(&mt->lay, &lay)) return t;
     }
-    if (layout_equal(&mt->lay, &lay)) return t;
+    return want_from(x, t, v, &lay);
+}
+
+/* Tensor t (holding value v) in exactly layout lay: t, a copy already made,
+ * or a new copy (staged through AMP-left panels on t's tiles where that
+ * pays: layout_amp_left_stage). */
+static int32_t want_from(mx *x, int32_t t, int32_t v, const layout *lay) {
+    if (layout_equal(&mid_t(x->p, t)->lay, lay)) return t;
     for (int32_t i = 0; i < x->memo.n; i++) {
         const copy_memo *c = &x->memo.v[i];
-        if (c->src == t && visible_from(x, c->block) && layout_equal(&mid_t(x->p, c->dst)->lay, &lay)) return c->dst;
+        if (c->src == t && visible_from(x, c->block) && layout_equal(&mid_t(x->p, c->dst)->lay, lay)) return c->dst;
     }
     char name[256];
     layout stage;
     int32_t from = t;
-    if (stage_amp_left(&mt->lay, &lay, &stage)) from = ex_want(x, v, &stage);
-    mt = mid_t(x->p, t); /* want may have grown the tensor array */
+    if (layout_amp_left_stage(&mid_t(x->p, t)->lay, lay, &stage)) from = want_from(x, t, v, &stage);
+    const mid_tensor *mt = mid_t(x->p, t); /* want may have grown the tensor array */
     snprintf(name, sizeof name, "%s@%s", mt->name, graph_op_name(x->g, x->origin));
-    int32_t u = ex_new_tensor(x, name, mt->dtype, mt->scale, &lay, v);
+    int32_t u = ex_new_tensor(x, name, mt->dtype, mt->scale, lay, v);
     ex_emit_copy(x, from, u, NULL);
     copy_memo c = {t, u, x->block};
     vec_push(&x->p->arena, &x->memo, c);
@@ -375,6 +371,11 @@ static bool permute_back(const layout *d, const layout_view *view, int src_rank,
 int32_t ex_want_view(mx *x, int32_t v, const layout *lay, const layout_view *view, const char *what) {
     layout back;
     if (x->recording && permute_back(lay, view, graph_val(x->g, v)->type.rank, &back)) note_hint(x, v, &back);
+    if (x->late_src[v] >= 0) {
+        const layout *lt = &mid_t(x->p, x->vt[v])->lay;
+        if (!(lay->enc == ENC_ROW_MAJOR_T && permute_back(lay, view, lt->rank, &back) && layout_equal(&back, lt)))
+            return late_cast(x, v, lay, view, what);
+    }
     int32_t t = read(x, v);
     const mid_tensor *mt = mid_t(x->p, t);
     char name[256];
@@ -395,6 +396,92 @@ int32_t ex_result(mx *x, int32_t v, const layout *lay) {
     int32_t t = ex_new_tensor(x, gv->name, gv->type.dtype, gv->type.scale, lay, v);
     x->vt[v] = t;
     return t;
+}
+
+/* ---- late casts ----------------------------------------------------------------- */
+
+/* The cast of graph value v (the result of a graph cast op) from in to out,
+ * in the block being filled, as the cast op's: the op's next ordinal, and
+ * early when the plan moves that site ahead of its copies. The first one
+ * made of a waiting value is where the value is watched. */
+static int32_t emit_cast(mx *x, int32_t v, int32_t in, int32_t out) {
+    const graph_value *gv = graph_val(x->g, v);
+    const graph_op *o = graph_opr(x->g, gv->def);
+    int32_t saved = x->origin;
+    x->origin = gv->def;
+    int32_t pr = ex_emit(x, MID_EWISE, &in, 1, &out, 1);
+    x->origin = saved;
+    mid_prim *p = mid_p(x->p, pr);
+    p->ew = MID_EW_CAST;
+    p->cast_ordinal = x->cast_count[gv->def]++;
+    p->f[0] = dtype_is_f8(gv->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
+    p->early = p->cast_ordinal < 64 && (x->plan->casts_all_early || (x->plan->cast_early[gv->def] >> p->cast_ordinal & 1));
+    if (!x->probed[v]) {
+        mid_probe pb = {v, out, pr, x->block};
+        vec_push(&x->p->arena, &x->p->probes, pb);
+        x->probed[v] = true;
+    }
+    return pr;
+}
+
+/* The waiting cast of v made where its tensor is, here: it waits no more. */
+static int32_t make_cast(mx *x, int32_t v) {
+    int32_t t = x->vt[v], src = x->late_src[v];
+    x->late_src[v] = -1;
+    emit_cast(x, v, src, t);
+    return t;
+}
+
+/* The row-major form an elementwise kernel can write in place of l (AMP
+ * panels are written by a copy after it): l's partition and replicas. */
+static layout castable(const layout *l) {
+    layout r = *l;
+    r.enc = layout_transposed(l) ? ENC_ROW_MAJOR_T : ENC_ROW_MAJOR;
+    return r;
+}
+
+/* Waiting value v in layout want (seen through view, when not NULL): its
+ * source copied there in f16 and cast there, in want's row-major form and
+ * then packed into want on the same tiles when want is AMP panels. The
+ * cast-order pass moves it back ahead of the copies where the plan says. */
+static int32_t late_cast(mx *x, int32_t v, const layout *want, const layout_view *view, const char *what) {
+    int32_t t = x->vt[v], src = x->late_src[v];
+    if (!view && layout_equal(&mid_t(x->p, t)->lay, want)) return make_cast(x, v);
+    if (!view)
+        for (int32_t i = 0; i < x->late_memo.n; i++) {
+            const copy_memo *c = &x->late_memo.v[i];
+            if (c->src == v && visible_from(x, c->block) && layout_equal(&mid_t(x->p, c->dst)->lay, want)) return c->dst;
+        }
+    layout r = castable(want);
+    r.elem_bytes = mid_t(x->p, src)->lay.elem_bytes;
+    if (layout_check_form(&r, (int32_t)x->m->tiles, &(diag){0}) != 0) { /* no row-major form: cast where it is */
+        make_cast(x, v);
+        return view ? ex_want_view(x, v, want, view, what) : ex_want(x, v, want);
+    }
+    char name[256];
+    const mid_tensor *ms = mid_t(x->p, src);
+    snprintf(name, sizeof name, "%s@%s", ms->name, view ? what : graph_op_name(x->g, x->origin));
+    int32_t in;
+    if (view) {
+        in = ex_new_tensor(x, name, ms->dtype, ms->scale, &r, ms->value);
+        emit_view_copy(x, src, in, view);
+    } else {
+        in = want_from(x, src, ms->value, &r);
+    }
+    const mid_tensor *mt = mid_t(x->p, t);
+    snprintf(name, sizeof name, "%s@%s", mt->name, view ? what : graph_op_name(x->g, x->origin));
+    int32_t out = ex_new_tensor(x, name, mt->dtype, mt->scale, &r, v);
+    emit_cast(x, v, in, out);
+    int32_t z = out;
+    if (!layout_equal(&mid_t(x->p, out)->lay, want)) {
+        z = ex_new_tensor(x, name, mid_t(x->p, out)->dtype, mid_t(x->p, out)->scale, want, v);
+        ex_emit_copy(x, out, z, NULL);
+    }
+    if (!view) {
+        copy_memo c = {v, z, x->block};
+        vec_push(&x->p->arena, &x->late_memo, c);
+    }
+    return z;
 }
 
 /* ---- elementwise ops ------------------------------------------------------------ */
@@ -464,13 +551,21 @@ static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
         layout a = aligned(&l, &it);
         in[i] = ex_want(x, o->in[i], &a);
     }
+    /* An f16-to-f8 cast used only in its own block waits for its consumers
+     * (late_cast); others are made here. */
+    const graph_type *ti = &graph_val(x->g, o->in[0])->type, *to = &graph_val(x->g, o->out[0])->type;
+    if (ew == MID_EW_CAST && ti->dtype == DT_F16 && dtype_is_f8(to->dtype) && x->use_parent[o->out[0]] == o->parent) {
+        ex_result(x, o->out[0], &l);
+        x->late_src[o->out[0]] = in[0];
+        return 0;
+    }
     int32_t out = ex_result(x, o->out[0], &l);
     int32_t pr = ex_emit(x, MID_EWISE, in, o->nin, &out, 1);
     mid_prim *p = mid_p(x->p, pr);
     p->ew = ew;
     if (ew == MID_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
     if (ew == MID_EW_CAST) {
-        p->cast_ordinal = x->casts++;
+        p->cast_ordinal = x->cast_count[x->origin]++;
         p->f[0] = dtype_is_f8(graph_val(x->g, o->out[0])->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
     }
     return 0;
@@ -1121,7 +1216,6 @@ static int expand_repeat(mx *x, int32_t op_id) {
 static int expand_op(mx *x, int32_t op_id) {
     const graph_op *o = graph_opr(x->g, op_id);
     x->origin = op_id;
-    x->casts = 0;
     switch (o->kind) {
     case OP_INPUT:
     case OP_PARAM: {
@@ -1188,6 +1282,7 @@ static void add_probes(mx *x, int32_t op_id) {
     for (int32_t i = 0; i < o->nout; i++) {
         int32_t t = x->vt[o->out[i]];
         if (t < 0 || !mid_t(x->p, t)->placed || mid_t(x->p, mid_storage(x->p, t))->kind != MT_TEMP) continue;
+        if (x->late_src[o->out[i]] >= 0) continue; /* watched where its first cast is made */
         mid_probe pb = {o->out[i], t, b->n ? b->v[b->n - 1] : -1, x->block};
         vec_push(&x->p->arena, &x->p->probes, pb);
     }
@@ -1211,7 +1306,18 @@ static int expand_pass(const graph *g, const machine *m, mid_plan *pl, mid_progr
             .recording = recording};
     x.vt = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
     x.epi_of = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
-    for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = x.epi_of[i] = -1;
+    x.late_src = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
+    x.use_parent = xmalloc(sizeof(int32_t) * (size_t)(g->values.n + 1));
+    x.probed = xcalloc((size_t)g->values.n + 1, sizeof(bool));
+    x.cast_count = xcalloc((size_t)g->ops.n + 1, sizeof(int32_t));
+    for (int32_t i = 0; i < g->values.n; i++) x.vt[i] = x.epi_of[i] = x.late_src[i] = -1, x.use_parent[i] = -3;
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        const graph_op *o = graph_opr(g, i);
+        for (int32_t k = 0; k < o->nin; k++) {
+            int32_t *u = &x.use_parent[o->in[k]];
+            *u = *u == -3 || *u == o->parent ? o->parent : -2;
+        }
+    }
     for (int32_t i = 0; i < g->ops.n; i++) {
         const graph_op *o = graph_opr(g, i);
         if (o->kind != OP_MATMUL_SGD && o->kind != OP_MATMUL_ADAMW) continue;
@@ -1229,6 +1335,10 @@ static int expand_pass(const graph *g, const machine *m, mid_plan *pl, mid_progr
     if (rc == 0 && recording) pull_hints(&x); /* the first pass's program is dropped unfolded */
     free(x.vt);
     free(x.epi_of);
+    free(x.late_src);
+    free(x.use_parent);
+    free(x.probed);
+    free(x.cast_count);
     if (rc) mid_free(out);
     return rc;
 }

@@ -24,8 +24,17 @@ typedef struct mx {
     int err;             /* a failure recorded where no status can be returned */
     mid_plan *plan;      /* the choices being expanded */
     int32_t origin;      /* graph op being expanded */
-    int32_t casts;       /* casts emitted for origin so far */
+    int32_t *cast_count; /* graph op -> casts its expansion made so far (the next one's ordinal) */
     VEC(copy_memo) memo; /* copies already made, to reuse */
+    /* Late casts (docs/lowering.md, "Cast ordering"): an f16-to-f8 cast whose
+     * every use is in its own block is not made where the graph has it: its
+     * result's tensor waits, placed but unmade, and each consumer's want
+     * casts late_src in the consumer's layout, after the f16 copies there.
+     * Reading the tensor itself makes the cast where it is. */
+    int32_t *late_src;   /* graph value -> the f16 tensor its cast reads while it waits, else -1 */
+    int32_t *use_parent; /* graph value -> the repeat op every use is in (-1 the top), -2 several, -3 none */
+    bool *probed;        /* graph value -> a late cast of it is watched already */
+    VEC(copy_memo) late_memo; /* src: a graph value; dst: its late cast in a consumer's layout */
     /* Layout hints (see "consumer layouts" below): per graph value, the
      * layout its first consumer wanted, pulled back through transposes and
      * reshapes. Recorded by a first expansion, followed by the second. */

@@ -140,6 +140,7 @@ void mid_plan_init(mid_plan *pl, const graph *g) {
     pl->has = xcalloc((size_t)pl->nops + 1, sizeof(bool));
     pl->row_parts = xcalloc((size_t)pl->nops + 1, sizeof(int32_t));
     pl->ew_layout = xcalloc((size_t)pl->nops + 1, sizeof(int8_t));
+    pl->cast_early = xcalloc((size_t)pl->nops + 1, sizeof(uint64_t));
 }
 
 void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
@@ -152,6 +153,8 @@ void mid_plan_copy(mid_plan *dst, const mid_plan *src) {
     memcpy(dst->row_parts, src->row_parts, sizeof(int32_t) * (size_t)src->nops);
     dst->ew_layout = xmalloc(sizeof(int8_t) * ((size_t)src->nops + 1));
     memcpy(dst->ew_layout, src->ew_layout, sizeof(int8_t) * (size_t)src->nops);
+    dst->cast_early = xmalloc(sizeof(uint64_t) * ((size_t)src->nops + 1));
+    memcpy(dst->cast_early, src->cast_early, sizeof(uint64_t) * (size_t)src->nops);
 }
 
 void mid_plan_free(mid_plan *pl) {
@@ -159,6 +162,7 @@ void mid_plan_free(mid_plan *pl) {
     free(pl->has);
     free(pl->row_parts);
     free(pl->ew_layout);
+    free(pl->cast_early);
     memset(pl, 0, sizeof *pl);
 }
 

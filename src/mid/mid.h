@@ -136,6 +136,7 @@ typedef struct mid_prim {
                                           before the own partials (mid_reduce_residual) */
     int32_t origin;                    /* graph op it came from */
     int32_t cast_ordinal;              /* casts: ordinal inside the origin's expansion, else -1 */
+    bool early;                        /* an f16-to-f8 cast: to run (cast-order: runs) ahead of its copy chain */
     int64_t count;                     /* REPEAT iterations */
     mid_block body;                    /* REPEAT */
 } mid_prim;
@@ -245,6 +246,12 @@ typedef struct mid_plan {
                                     a mid_ew_layout, recorded as made (MID_EWL_FIRST where the choice
                                     gives the rule's layout) */
     bool *has;                   /* per graph op: gemm[op] is decided */
+    uint64_t *cast_early;        /* per graph op: bit n, its cast of ordinal n runs ahead of its copy chain
+                                    (the cast-order pass); recorded as made by mid_build. Ordinals past 63
+                                    stay late */
+    bool casts_all_early;        /* every cast site the program has runs early (a recipe of version 1, whose
+                                    casts all ran at their source; the search's start); mid_build records the
+                                    sites it moved in cast_early and clears this */
     mid_gemm_chooser choose;     /* asked for undecided matmuls; its answer is recorded here */
     void *ctx;
 } mid_plan;
@@ -269,7 +276,7 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
 
 /* ---- passes.c: the mid passes, in pipeline order -------------------------
  *
- *   mid_expand ─► absorb ─► own-partials      (mid_build runs them all)
+ *   mid_expand ─► cast-order ─► absorb ─► own-partials      (mid_build runs them all)
  *
  * A pass rewrites a program in place; `rewrites` selects the named rewrites
  * of a pass that has them (bit r: rewrites[r]; ~0u: all). */
@@ -296,6 +303,21 @@ int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, 
  * aliases and slices of it and program outputs, and the prim that makes it
  * (-1 none, -2 several); both malloc'd, the caller frees. */
 void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker);
+
+/* cast_order.c: each f16-to-f8 cast marked early moves ahead of the copy
+ * chain expansion put before it (docs/lowering.md, "Cast ordering"); one it
+ * cannot move stays late, its mark cleared. */
+int mid_cast_order(mid_program *p, uint32_t rewrites, diag *d);
+/* A cast site: a graph op's f16-to-f8 cast, keyed as recipes key it. */
+typedef struct mid_cast_site {
+    int32_t op, ordinal;   /* the graph op and the cast's ordinal in its expansion */
+    int32_t prim;
+    bool eligible;         /* it can move ahead of a copy */
+    bool early;            /* marked early */
+    const char *why;       /* not eligible: the reason, a static string */
+} mid_cast_site;
+/* Every cast site of p (in prim order) into *out (malloc'd); the count. */
+int32_t mid_cast_sites(const mid_program *p, mid_cast_site **out);
 
 /* absorb.c: a consumer done by its producer (the temporary between them is
  * never stored). The rewrites, in the order they are tried: */

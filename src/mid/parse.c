@@ -578,6 +578,7 @@ static int parse_kind(mparser *ps, mid_prim *x) {
         else if (word_is(f, fn, "own")) x->own = true;
         else if (word_is(f, fn, "remote")) x->remote = true;
         else if (word_is(f, fn, "residual")) x->residual = true;
+        else if (word_is(f, fn, "early")) x->early = true;
         else return fail_at(ps, f, "unknown flag '%.*s'", (int)fn, f);
     }
     if (!named) return fail_at(ps, e, "%s needs its %s: %s.NAME", mid_kind_names[x->kind],

@@ -7,6 +7,8 @@
 #include <string.h>
 
 const mid_pass mid_passes[] = {
+    {"cast-order", "an f16-to-f8 cast marked early moves ahead of its copy chain, onto its source's tiles", mid_cast_order,
+     NULL, 0},
     {"absorb", "a producer writes its consumer's cast, bias, GeLU, residual, prescale, panels or yield", mid_absorb,
      mid_absorb_names, MID_ABSORB_COUNT},
     {"own-partials", "a K-partials reduce reads its own tile's partial where the GEMM left it", mid_own_partials, NULL, 0},
@@ -66,6 +68,17 @@ static void checked(const mid_program *p, const char *pass) {
 #endif
 }
 
+/* The plan's cast choices as made: the sites that run early (a plan with
+ * every site early stays so: its sites are those of each program). */
+static void record_casts(const mid_program *p, mid_plan *pl) {
+    memset(pl->cast_early, 0, sizeof(uint64_t) * (size_t)pl->nops);
+    mid_cast_site *s;
+    int32_t n = mid_cast_sites(p, &s);
+    for (int32_t i = 0; i < n; i++)
+        if (s[i].early && s[i].ordinal < 64 && s[i].op < pl->nops) pl->cast_early[s[i].op] |= 1ull << s[i].ordinal;
+    free(s);
+}
+
 int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, const mid_watch *w, diag *d) {
     if (mid_expand(g, m, pl, out, d)) return -1;
     checked(out, "expand");
@@ -76,6 +89,7 @@ int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, 
             return -1;
         }
         checked(out, p->name);
+        if (p->run == mid_cast_order) record_casts(out, pl); /* before absorb takes casts into producers */
         if (w) w->after(w->ctx, p->name, out);
     }
     return 0;

@@ -222,6 +222,7 @@ static void put_prim(const printer *pr, int32_t id, int indent) {
     if (x->own) fputs(".own", f);              /* own partials read or left in place */
     if (x->remote) fputs(".remote", f);        /* a tile's own share written by the producer */
     if (x->residual) fputs(".residual", f);    /* a residual add done by the reduce */
+    if (x->early) fputs(".early", f);          /* a cast ahead of its copy chain (cast-order) */
     fputc('(', f);
     for (int k = 0; k < x->nin; k++) {
         if (k) fputs(", ", f);

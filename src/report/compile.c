@@ -113,12 +113,26 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
         json_array_append_new(ops, o);
     }
     json_t *steps = json_array();
-    for (int32_t i = 0; i < sr->steps.n; i++)
-        json_array_append_new(steps, json_pack("{s:s, s:s, s:f, s:f, s:f}", "op",
-                                               sr->steps.v[i].op < 0 ? "(start streaming B)" : graph_op_name(g, sr->steps.v[i].op),
-                                               "by", sr->steps.v[i].beam ? "beam" : sr->steps.v[i].op < 0 ? "start" : "local search",
-                                               "before", sr->steps.v[i].before, "after", sr->steps.v[i].after, "delta",
-                                               sr->steps.v[i].after - sr->steps.v[i].before));
+    for (int32_t i = 0; i < sr->steps.n; i++) {
+        const search_step *st = &sr->steps.v[i];
+        json_t *sj = json_pack("{s:s, s:s, s:f, s:f, s:f}", "op", st->op < 0 ? "(start streaming B)" : graph_op_name(g, st->op), "by",
+                               st->beam ? "beam" : st->op < 0 ? "start" : "local search", "before", st->before, "after",
+                               st->after, "delta", st->after - st->before);
+        if (st->cast >= 0) /* the cast site the step moved */
+            json_object_set_new(sj, "cast_site", json_pack("{s:s, s:i, s:s}", "op", graph_op_name(g, st->op), "ordinal",
+                                                           (int)st->cast, "moved", st->early ? "early" : "late"));
+        json_array_append_new(steps, sj);
+    }
+    /* Every f16-to-f8 cast site of the plan: where it runs, and why not
+     * early when it cannot be (docs/lowering.md, "Cast ordering"). */
+    json_t *sites = json_array();
+    for (int32_t i = 0; i < sr->nsites; i++) {
+        const mid_cast_site *cs = &sr->sites[i];
+        json_t *sj = json_pack("{s:s, s:i, s:b, s:b}", "op", graph_op_name(g, cs->op), "ordinal", (int)cs->ordinal, "eligible",
+                               (int)cs->eligible, "early", (int)cs->early);
+        if (!cs->eligible && cs->why) json_object_set_new(sj, "reason", json_string(cs->why));
+        json_array_append_new(sites, sj);
+    }
     json_t *failed = json_array();
     for (int i = 0; i < info->nfailed; i++)
         json_array_append_new(failed, json_pack("{s:i, s:f, s:s, s:f, s:s, s:s}", "finalist", i, "predicted_cycles",
@@ -143,6 +157,7 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
         (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
         "place", info->place_seconds, "total", info->seconds);
     json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
+    json_object_set_new(j, "cast_sites", sites);
     /* The epilogue fusion: every candidate, and what the package holds at once. */
     json_object_set_new(j, "fusions", report_fusion_json(tessel_model_graph(model, info), &info->fusions, info->fusion_saved,
                                                          info->fusion_saved_names, info->fusion_proofs));

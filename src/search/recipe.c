@@ -15,6 +15,9 @@
  * puts an elementwise op in its second full-shape operand's layout, or
  * "spread" over the machine (mid_plan.ew_layout); only ops not in the
  * rule's layout ("first", the default) have one.
+ * {"op": "q8", "kind": "cast_before_copies", "ordinal": 0} moves cast
+ * site 0 of the cast op q8 ahead of its copy chain (mid_plan.cast_early);
+ * a site not listed runs late, at its consumer.
  * "streams" names the operand the AMP streams as its rows: "a" (A's rows
  * against B's columns), or "b" (B's columns, the product stored transposed:
  * mid_gemm_plan.swap). Optional when read: "a".
@@ -31,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RECIPE_VERSION = 1 };
+/* Version 2 added cast sites; a version 1 recipe ran every cast at its
+ * source, and is read as every site early. */
+enum { RECIPE_VERSION = 2 };
 
 static json_t *ints(const int64_t *v, int n) {
     json_t *a = json_array();
@@ -67,6 +72,11 @@ char *search_recipe_json(const graph *g, const machine *m, const mid_plan *pl) {
         if (mid_op_is_ewise(graph_opr(g, i)->kind) && pl->ew_layout[i] != MID_EWL_FIRST)
             json_array_append_new(choices, json_pack("{s:s, s:s, s:s}", "op", graph_op_name(g, i), "kind", "elementwise_layout",
                                                      "follows", mid_ew_layout_names[pl->ew_layout[i]]));
+    for (int32_t i = 0; i < g->ops.n && i < pl->nops; i++)
+        for (int k = 0; k < 64; k++)
+            if (pl->cast_early[i] >> k & 1)
+                json_array_append_new(choices, json_pack("{s:s, s:s, s:i}", "op", graph_op_name(g, i), "kind",
+                                                         "cast_before_copies", "ordinal", k));
     json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-recipe", "version", RECIPE_VERSION, "model",
                           g->name, "machine", m->name, "machine_fingerprint", fp, "choices", choices);
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
@@ -101,15 +111,29 @@ static int load_choice(const char *path, size_t idx, json_t *c, const graph *g, 
     int32_t id = -1;
     if (!json_is_object(c) || !op || !kind)
         return diag_fail(d, "%s: error: choice %zu: needs \"op\" and \"kind\" strings", path, idx);
-    bool parts = strcmp(kind, "row_parts") == 0, ew = strcmp(kind, "elementwise_layout") == 0;
-    if (strcmp(kind, "matmul_grid") != 0 && !parts && !ew)
+    bool parts = strcmp(kind, "row_parts") == 0, ew = strcmp(kind, "elementwise_layout") == 0,
+         cast = strcmp(kind, "cast_before_copies") == 0;
+    if (strcmp(kind, "matmul_grid") != 0 && !parts && !ew && !cast)
         return diag_fail(d,
-                         "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid, row_parts and "
-                         "elementwise_layout)",
+                         "%s: error: choice %zu ('%s'): unknown kind '%s' (this tessel knows matmul_grid, row_parts, "
+                         "elementwise_layout and cast_before_copies)",
                          path, idx, op, kind);
     if (!strmap_get(names, op, &id))
         return diag_fail(d, "%s: error: choice %zu: op '%s' is not in model '%s' (a recipe for another model?)", path, idx, op,
                          g->name);
+    if (cast) {
+        const graph_op *o = graph_opr(g, id);
+        int64_t n = 0;
+        if (o->kind != OP_CAST)
+            return diag_fail(d, "%s: error: choice %zu: op '%s' is a %s in model '%s', not a cast", path, idx, op,
+                             graph_op_infos[o->kind].name, g->name);
+        if (!get_int(c, "ordinal", 0, &n) || n > 63)
+            return diag_fail(d, "%s: error: choice %zu ('%s'): \"ordinal\" must be an integer in 0..63", path, idx, op);
+        if (pl->cast_early[id] >> n & 1)
+            return diag_fail(d, "%s: error: choice %zu: cast site %lld of op '%s' is listed already", path, idx, (long long)n, op);
+        pl->cast_early[id] |= 1ull << n;
+        return 0;
+    }
     if (ew) {
         const graph_op *o = graph_opr(g, id);
         const char *f = json_string_value(json_object_get(c, "follows"));
@@ -222,8 +246,8 @@ int search_recipe_parse(const char *text, size_t len, const char *path, const gr
         BAD("%s: error: not a tessel recipe (no \"format\": \"tessel-recipe\")", path);
     else if (!json_is_integer(ver))
         BAD("%s: error: a recipe needs an integer \"version\"; this tessel reads version %d", path, RECIPE_VERSION);
-    else if (json_integer_value(ver) != RECIPE_VERSION)
-        BAD("%s: error: recipe version %lld; this tessel reads version %d", path, (long long)json_integer_value(ver),
+    else if (json_integer_value(ver) != RECIPE_VERSION && json_integer_value(ver) != 1)
+        BAD("%s: error: recipe version %lld; this tessel reads versions 1 and %d", path, (long long)json_integer_value(ver),
             RECIPE_VERSION);
     else if (!model || !mname || !fp || !json_is_array(choices))
         BAD("%s: error: a recipe needs \"model\", \"machine\", \"machine_fingerprint\" and a \"choices\" array", path);
@@ -233,6 +257,8 @@ int search_recipe_parse(const char *text, size_t len, const char *path, const gr
             path, mname, fp, m->name, want);
     else if (strcmp(model, g->name) != 0)
         BAD("%s: error: the recipe is for model '%s', not '%s'", path, model, g->name);
+    /* Version 1 ran every cast at its source: each site early. */
+    if (rc == 0 && json_integer_value(ver) == 1) pl->casts_all_early = true;
     if (rc == 0) {
         strmap names = {0};
         for (int32_t i = 0; i < g->ops.n; i++)

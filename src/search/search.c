@@ -260,12 +260,14 @@ typedef struct proposal {
     int32_t parts;       /* a layer norm's row parts, or 0: */
     eval *out;
     int ew;              /* an elementwise op's layout (mid_ew_layout) */
+    int32_t cast;        /* a cast site of op: its ordinal, moved early or back late, or -1 */
 } proposal;
 
-static bool ew_proposal(const proposal *p) { return !p->alt && !p->parts; }
+static bool ew_proposal(const proposal *p) { return !p->alt && !p->parts && p->cast < 0; }
 
 static void apply_proposal(mid_plan *pl, const proposal *p) {
-    if (p->alt) pl->gemm[p->op] = p->alt->c;
+    if (p->cast >= 0) pl->cast_early[p->op] ^= 1ull << p->cast;
+    else if (p->alt) pl->gemm[p->op] = p->alt->c;
     else if (p->parts) pl->row_parts[p->op] = p->parts;
     else pl->ew_layout[p->op] = (int8_t)p->ew;
 }
@@ -352,10 +354,10 @@ static int op_proposals(const state *st, const mid_plan *base, est_cache *cache,
     if (nother > SEARCH_OTHER_STREAM) nother = SEARCH_OTHER_STREAM;
     for (int i = 0; i < nmine + nother && n < limit; i++) {
         const cand *c = i < nmine ? &mine[i] : &other[i - nmine];
-        if (!mid_gemm_plan_equal(&c->c, &base->gemm[op])) props[n] = (proposal){st, base, cache, op, c, 0, &res[n], 0}, n++;
+        if (!mid_gemm_plan_equal(&c->c, &base->gemm[op])) props[n] = (proposal){st, base, cache, op, c, 0, &res[n], 0, -1}, n++;
     }
     int nv = variants(st->m, st->g, op, a->stageable, &base->gemm[op], var);
-    for (int i = 0; i < nv && n < limit; i++) props[n] = (proposal){st, base, cache, op, &var[i], 0, &res[n], 0}, n++;
+    for (int i = 0; i < nv && n < limit; i++) props[n] = (proposal){st, base, cache, op, &var[i], 0, &res[n], 0, -1}, n++;
     return n;
 }
 
@@ -368,7 +370,7 @@ static int parts_proposals(const state *st, const mid_plan *base, est_cache *cac
     int n = 0;
     int32_t cur = base->row_parts[op] > 1 ? base->row_parts[op] : 1;
     for (size_t i = 0; i < TS_COUNT(ROW_PARTS) && n < limit; i++)
-        if (ROW_PARTS[i] != cur) props[n] = (proposal){st, base, cache, op, NULL, ROW_PARTS[i], &res[n], 0}, n++;
+        if (ROW_PARTS[i] != cur) props[n] = (proposal){st, base, cache, op, NULL, ROW_PARTS[i], &res[n], 0, -1}, n++;
     return n;
 }
 
@@ -380,16 +382,18 @@ static int ew_proposals(const state *st, const mid_plan *base, est_cache *cache,
     int n = 0;
     for (int v = 0; v < MID_EWL_COUNT && n < limit; v++)
         if (v != base->ew_layout[op] && (v != MID_EWL_SECOND || graph_opr(st->g, op)->nin == 2))
-            props[n] = (proposal){st, base, cache, op, NULL, 0, &res[n], v}, n++;
+            props[n] = (proposal){st, base, cache, op, NULL, 0, &res[n], v, -1}, n++;
     return n;
 }
 
 /* ---- beam ------------------------------------------------------------------------------------ */
 
 static bool plans_equal(const mid_plan *a, const mid_plan *b) {
+    if (a->casts_all_early != b->casts_all_early) return false;
     for (int32_t i = 0; i < a->nops; i++)
         if (a->has[i] != b->has[i] || (a->has[i] && !mid_gemm_plan_equal(&a->gemm[i], &b->gemm[i])) ||
-            a->row_parts[i] != b->row_parts[i] || a->ew_layout[i] != b->ew_layout[i])
+            a->row_parts[i] != b->row_parts[i] || a->ew_layout[i] != b->ew_layout[i] ||
+            (!a->casts_all_early && a->cast_early[i] != b->cast_early[i]))
             return false;
     return true;
 }
@@ -467,7 +471,7 @@ static void beam(const state *st, int width, const int32_t *ops, int32_t nops, m
             next[nn++].e = *be;
         }
         if (nn && verdict(&next[0].e, &b[0].e, room) == KEEP) {
-            search_step s = {op, b[0].e.cycles, next[0].e.cycles, true};
+            search_step s = {op, b[0].e.cycles, next[0].e.cycles, true, -1, false};
             vec_push(&r->arena, &r->steps, s);
             push_finalist(r, &next[0].pl, next[0].e.cycles, next[0].e.peak <= room);
         }
@@ -554,7 +558,7 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
         eval e = evaluate(st, &alt, cache);
         r->evaluations++;
         if (e.ok && verdict(&e, cur, *room) == KEEP) {
-            search_step s = {-1, cur->cycles, e.cycles, false};
+            search_step s = {-1, cur->cycles, e.cycles, false, -1, false};
             vec_push(&r->arena, &r->steps, s);
             mid_plan_free(pl);
             mid_plan_copy(pl, &alt);
@@ -564,6 +568,73 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
     }
     mid_plan_free(&alt);
     return 0;
+}
+
+/* The cast sites of a program, as expansion makes it (every cast late). */
+typedef struct site_list {
+    mid_cast_site *v;
+    int32_t n;
+} site_list;
+
+static void grab_sites(void *ctx, const char *pass, const mid_program *p) {
+    site_list *s = ctx;
+    if (strcmp(pass, "expand") == 0 && !s->v) s->n = mid_cast_sites(p, &s->v);
+}
+
+/* The cast sites, once the grids, cuts and layouts have settled: each
+ * eligible site is a proposal of its own, moved ahead of its copies or
+ * back behind them (never the product of several), all priced whole in
+ * parallel; the best is kept while one improves. The plan's sites are
+ * first recorded as its program makes them. They have proposals of their
+ * own, SEARCH_CAST_PROPOSALS at most, beside the --search-steps the
+ * other choices may take (a search that spends its steps on grids still
+ * places its casts); none when the search has no steps at all. */
+static void cast_rounds(const state *st, const search_options *o, mid_plan *pl, eval *cur, double room, est_cache *cache,
+                        search_result *r, progress *pg) {
+    site_list sites = {0};
+    mid_program mid;
+    diag d = {0};
+    mid_watch w = {grab_sites, &sites};
+    if (o->steps <= 0 || mid_build(st->g, st->m, pl, &mid, &w, &d) != 0) return;
+    mid_free(&mid);
+    pl->casts_all_early = false; /* its sites now recorded one by one */
+    proposal *props = xcalloc((size_t)sites.n + 1, sizeof(proposal));
+    eval *res = xcalloc((size_t)sites.n + 1, sizeof(eval));
+    int64_t spent = 0;
+    for (bool improved = true; improved && spent < SEARCH_CAST_PROPOSALS;) {
+        improved = false;
+        int n = 0;
+        for (int32_t i = 0; i < sites.n && spent + n < SEARCH_CAST_PROPOSALS; i++)
+            if (sites.v[i].eligible && sites.v[i].ordinal < 64)
+                props[n] = (proposal){st, pl, cache, sites.v[i].op, NULL, 0, &res[n], 0, sites.v[i].ordinal}, n++;
+        util_parallel(n, 1, run_proposals, props);
+        r->evaluations += n;
+        r->proposals += n;
+        spent += n;
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            if (!res[i].ok) continue;
+            int v = verdict(&res[i], cur, room);
+            if (v == TOO_BIG) r->rejected_memory++;
+            if (v == SLOWER) r->rejected_slower++;
+            if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
+        }
+        if (best >= 0) {
+            bool early = !(pl->cast_early[props[best].op] >> props[best].cast & 1);
+            search_step s = {props[best].op, cur->cycles, res[best].cycles, false, props[best].cast, early};
+            vec_push(&r->arena, &r->steps, s);
+            apply_proposal(pl, &props[best]);
+            *cur = res[best];
+            push_finalist(r, pl, cur->cycles, cur->peak <= room);
+            improved = true;
+        }
+        char detail[160];
+        snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur->cycles, (int)r->steps.n);
+        progress_step(pg, r->proposals, detail);
+    }
+    free(props);
+    free(res);
+    free(sites.v);
 }
 
 /* The local search: one op at a time, each of its proposals priced whole
@@ -603,7 +674,7 @@ static void local_search(const state *st, const search_options *o, const int32_t
                     if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
                 }
                 if (best >= 0) {
-                    search_step s = {op, cur->cycles, res[best].cycles, false};
+                    search_step s = {op, cur->cycles, res[best].cycles, false, -1, false};
                     vec_push(&r->arena, &r->steps, s);
                     apply_proposal(pl, &props[best]);
                     *cur = res[best];
@@ -616,6 +687,7 @@ static void local_search(const state *st, const search_options *o, const int32_t
             }
         }
     }
+    cast_rounds(st, o, pl, cur, room, cache, r, &pg);
     progress_end(&pg);
     free(res);
     free(props);
@@ -629,7 +701,15 @@ static void describe_best(const state *st, est_cache *cache, search_result *r) {
     mid_plan_copy(&best, &r->finalist[0]);
     mid_program bm;
     diag dd = {0};
-    if (mid_build(g, st->m, &best, &bm, NULL, &dd) == 0) {
+    site_list sites = {0};
+    mid_watch w = {grab_sites, &sites};
+    if (mid_build(g, st->m, &best, &bm, &w, &dd) == 0) {
+        r->nsites = sites.n;
+        r->sites = arena_alloc(&r->arena, sizeof(mid_cast_site) * ((size_t)sites.n + 1));
+        for (int32_t i = 0; i < sites.n; i++) {
+            r->sites[i] = sites.v[i];
+            r->sites[i].early = sites.v[i].early && sites.v[i].eligible;
+        }
         r->est.prim_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
         est_program(&bm, cache, &r->est);
         for (int32_t i = 0; i < g->ops.n; i++) {
@@ -658,6 +738,7 @@ static void describe_best(const state *st, est_cache *cache, search_result *r) {
         }
         mid_free(&bm);
     }
+    free(sites.v);
     mid_plan_free(&best);
 }
 
@@ -672,9 +753,13 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     mid_plan_init(&pl, g);
     pl.choose = choose;
     pl.ctx = &st;
-    if (start) { /* the given cuts and elementwise layouts */
+    /* Casts start early, at their sources (where every cast ran before cast
+     * ordering), unless the start says otherwise. */
+    pl.casts_all_early = start ? start->casts_all_early : true;
+    if (start) { /* the given cuts, elementwise layouts and cast sites */
         memcpy(pl.row_parts, start->row_parts, sizeof(int32_t) * (size_t)g->ops.n);
         memcpy(pl.ew_layout, start->ew_layout, sizeof(int8_t) * (size_t)g->ops.n);
+        memcpy(pl.cast_early, start->cast_early, sizeof(uint64_t) * (size_t)g->ops.n);
     }
     est_cache *cache = est_cache_new(m);
     eval cur = {0};
@@ -704,6 +789,16 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
             if (mid_op_is_ewise(graph_opr(g, i)->kind)) vec_push(&r->arena, &ew_ops, i);
         local_search(&st, o, ops.v, ops.n, ew_ops.v, ew_ops.n, &pl, &cur, room, cache, r);
         describe_best(&st, cache, r);
+    }
+    /* A finalist with every site early names them one by one, as its
+     * program makes them (what its recipe lists). */
+    for (int i = 0; rc == 0 && i < r->nfinalists; i++) {
+        mid_plan *f = &r->finalist[i];
+        mid_program mid;
+        diag dd = {0};
+        if (!f->casts_all_early || mid_build(g, m, f, &mid, NULL, &dd) != 0) continue;
+        mid_free(&mid);
+        f->casts_all_early = false;
     }
     est_cache_stats(cache, &r->copies_priced, &r->copies_reused);
     est_cache_free(cache);

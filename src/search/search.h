@@ -12,7 +12,9 @@
  *               each extended by every alternative and variant of the next
  *               matmul, priced whole; the best distinct ones go on, and the
  *               best of all starts the local search.
- *   local       one proposal at a time, one matmul's alternative; the whole
+ *   local       one proposal at a time, one matmul's alternative (then one
+ *               layer norm's row cut, one elementwise op's layout, one cast
+ *               site moved ahead of its copies or back behind them); the whole
  *               program is expanded and priced (src/estimate), and the change
  *               is kept only when the program gets faster and its estimated
  *               peak still fits. A round tries every alternative of one op in
@@ -28,7 +30,7 @@
 #include "../estimate/estimate.h"
 #include "../mid/mid.h"
 
-enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4, SEARCH_BEAM = 3, SEARCH_BEAM_MAX = 16 };
+enum { SEARCH_ALTERNATIVES = 8, SEARCH_FINALISTS = 4, SEARCH_BEAM = 3, SEARCH_BEAM_MAX = 16, SEARCH_CAST_PROPOSALS = 64 };
 
 typedef struct search_options {
     int64_t steps;           /* local-search proposals at most; 0: expand the plan as given (no beam either) */
@@ -40,9 +42,11 @@ typedef struct search_options {
 
 /* One accepted step: the beam's best plan improving at a matmul, or a local-search step. */
 typedef struct search_step {
-    int32_t op;              /* the matmul changed; -1: the start streaming B where that scored better */
+    int32_t op;              /* the op changed; -1: the start streaming B where that scored better */
     double before, after;    /* predicted cycles */
     bool beam;               /* the beam's step at op, not a local search's */
+    int32_t cast;            /* a cast site's step: its ordinal in op's expansion (op is the cast), else -1 */
+    bool early;              /* a cast site's step: it moved ahead of its copies (else back behind them) */
 } search_step;
 
 /* Per matmul: its choice, predicted cost alone, and the runner-up; per
@@ -68,6 +72,8 @@ typedef struct search_result {
     VEC(search_op) ops;
     int64_t proposals, rejected_memory, rejected_slower, evaluations, beam_evaluations;
     int64_t copies_priced, copies_reused;
+    mid_cast_site *sites;                /* the best finalist's cast sites (arena), eligible or not, */
+    int32_t nsites;                      /* `early` as it runs them */
     double seconds;
     arena arena;
 } search_result;
