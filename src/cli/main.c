@@ -87,7 +87,7 @@ static const opt_spec check_opts[] = {
 
 static const opt_spec opt_opts[] = {
     {"--machine", "NAME|FILE.json", "the machine the program is for (default c600; the file names it too)", false},
-    {"--passes", "A,B,...", "the mid passes to run in order (absorb, own-partials; one rewrite alone: absorb.cast)", false},
+    {"--passes", "A,B,...", "the mid passes to run in order (cast-order, absorb, own-partials; one rewrite alone: absorb.cast)", false},
     {0}};
 
 static const opt_spec inspect_opts[] = {

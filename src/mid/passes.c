@@ -68,15 +68,17 @@ static void checked(const mid_program *p, const char *pass) {
 #endif
 }
 
-/* The plan's cast choices as made: the sites that run early (a plan with
- * every site early stays so: its sites are those of each program). */
+/* The plan's cast choices as made, right after cast-order: the casts that
+ * run early, one shared with another included (a plan with every site
+ * early stays so: its sites are those of each program). */
 static void record_casts(const mid_program *p, mid_plan *pl) {
     memset(pl->cast_early, 0, sizeof(uint64_t) * (size_t)pl->nops);
-    mid_cast_site *s;
-    int32_t n = mid_cast_sites(p, &s);
-    for (int32_t i = 0; i < n; i++)
-        if (s[i].early && s[i].ordinal < 64 && s[i].op < pl->nops) pl->cast_early[s[i].op] |= 1ull << s[i].ordinal;
-    free(s);
+    for (int32_t i = 0; i < p->prims.n; i++) {
+        const mid_prim *pr = mid_p(p, i);
+        if (pr->kind == MID_EWISE && pr->ew == MID_EW_CAST && pr->early && pr->cast_ordinal >= 0 && pr->cast_ordinal < 64 &&
+            pr->origin < pl->nops)
+            pl->cast_early[pr->origin] |= 1ull << pr->cast_ordinal;
+    }
 }
 
 int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, const mid_watch *w, diag *d) {

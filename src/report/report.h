@@ -30,7 +30,7 @@ void report_fusion_summary(FILE *f, const graph *g, const fuse_plan *fp, const i
 /* What a compile made, on f; path NULL: no package file. */
 void report_compile_summary(FILE *f, const char *model, const machine *m, const compile_info *ci, uint64_t pkg_bytes, const char *path);
 /* What the search chose and how sure it is (stderr). */
-void report_search_summary(const compile_info *ci);
+void report_search_summary(const graph *model, const compile_info *ci);
 /* A run's cycles, by kind, tiles and memory: as JSON, and as lines on stdout. */
 struct json_t *report_sim_json(const sim_stats *st, const machine *m);
 void report_sim_summary(const sim_stats *st, const machine *m);

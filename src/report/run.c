@@ -26,13 +26,32 @@ void report_compile_summary(FILE *f, const char *model, const machine *m, const 
     if (path) fprintf(f, "  package     %s, %s\n", path, size);
 }
 
-/* A few lines on stderr: what the search chose and how sure it is. */
-void report_search_summary(const compile_info *ci) {
+/* A few lines on stderr: what the search chose and how sure it is, and
+ * where the 8-bit casts run. */
+void report_search_summary(const graph *model, const compile_info *ci) {
     const search_result *sr = &ci->search;
     fprintf(stderr, "search: %lld beam plans, %lld proposals, %d kept, predicted %.0f cycles (compute %.0f, exchange %.0f); finalist %d of %d",
             (long long)sr->beam_evaluations, (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute,
             sr->est.exchange, ci->finalist + 1, sr->nfinalists);
     if (ci->nfailed) fprintf(stderr, " (%d failed placement)", ci->nfailed);
+    fprintf(stderr, "\n");
+    if (!sr->nsites) return;
+    /* Where the 8-bit casts run (docs/lowering.md, "Cast ordering"). */
+    const graph *g = tessel_compiled_graph(model, ci);
+    static const char *const what[3] = {"early", "late", "cannot move"};
+    fprintf(stderr, "casts:");
+    for (int k = 0, sep = 0; k < 3; k++) {
+        int n = 0;
+        for (int32_t i = 0; i < sr->nsites; i++) {
+            const mid_cast_site *c = &sr->sites[i];
+            if ((c->early ? 0 : c->eligible ? 1 : 2) != k) continue;
+            fprintf(stderr, n ? ", %s" : "%s %s %s", n ? graph_op_name(g, c->op) : sep ? ";" : "", n ? "" : what[k],
+                    n ? "" : graph_op_name(g, c->op));
+            if (c->ordinal) fprintf(stderr, "#%d", (int)c->ordinal);
+            n++;
+        }
+        sep |= n > 0;
+    }
     fprintf(stderr, "\n");
 }
 
