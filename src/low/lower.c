@@ -73,29 +73,16 @@ static low_addr addr(lx *x, int32_t t, int64_t off) {
 
 /* ---- shards ---------------------------------------------------------------------- */
 
-/* Calls fn for every shard of l (replica 0), in tile order of the shard grid. */
 typedef void (*shard_fn)(lx *x, const int64_t *s, int32_t tile, void *ctx);
-static void each_shard(lx *x, const layout *l, shard_fn fn, void *ctx) {
-    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0};
-    for (;;) {
-        fn(x, s, layout_tile(l, s, r), ctx);
-        int a = l->rank - 1;
-        for (; a >= 0; a--) {
-            if (++s[a] < l->parts[a]) break;
-            s[a] = 0;
-        }
-        if (a < 0) return;
-    }
-}
-
-/* The same on every replica's tile: a replicated result (a late cast in
- * its consumer's layout, expand.c) is computed by each of its tiles, from
- * operands replicated as it is. */
-static void each_shard_replica(lx *x, const layout *l, shard_fn fn, void *ctx) {
-    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0}, nr = layout_replicas(l);
+/* Calls fn for every shard of l on its replica 0's tile, in order of the
+ * shard grid, and with `replicas` on every replica's tile too: a replicated
+ * result (a late cast in its consumer's layout, expand.c) is computed by
+ * each of its tiles, from operands replicated as it is. */
+static void each_shard_of(lx *x, const layout *l, bool replicas, shard_fn fn, void *ctx) {
+    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0}, nr = replicas ? layout_replicas(l) : 1;
     for (;;) {
         for (int64_t j = 0; j < nr; j++) {
-            for (int64_t q = j, a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
+            for (int64_t q = j, a = l->nrep - 1; a >= 0 && replicas; a--) r[a] = q % l->rep[a], q /= l->rep[a];
             fn(x, s, layout_tile(l, s, r), ctx);
         }
         int a = l->rank - 1;
@@ -106,6 +93,8 @@ static void each_shard_replica(lx *x, const layout *l, shard_fn fn, void *ctx) {
         if (a < 0) return;
     }
 }
+
+static void each_shard(lx *x, const layout *l, shard_fn fn, void *ctx) { each_shard_of(x, l, false, fn, ctx); }
 
 /* ---- steps and runs -------------------------------------------------------------------- */
 
@@ -260,7 +249,7 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     tmpl.f[0] = pr->f[0];
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
-    each_shard_replica(x, &mid_t(x->p, pr->out[0])->lay, ewise_shard, &c);
+    each_shard_of(x, &mid_t(x->p, pr->out[0])->lay, true, ewise_shard, &c);
     end_compute(x, first, mid_ew_names[pr->ew]);
 }
 

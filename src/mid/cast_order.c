@@ -150,7 +150,7 @@ int32_t mid_cast_sites(const mid_program *p, mid_cast_site **out) {
         int32_t chain[MAX_CHAIN];
         int n;
         mid_cast_site s = {pr->origin, pr->cast_ordinal, i, false, pr->early, NULL};
-        s.eligible = walk(&x, i, chain, &n, &s.why) >= 0 || pr->early;
+        s.eligible = walk(&x, i, chain, &n, &s.why) >= 0;
         if (s.eligible) s.why = NULL;
         vec_push(&a, &v, s);
     }

@@ -316,7 +316,9 @@ typedef struct mid_cast_site {
     bool early;            /* marked early */
     const char *why;       /* not eligible: the reason, a static string */
 } mid_cast_site;
-/* Every cast site of p (in prim order) into *out (malloc'd); the count. */
+/* Every cast site of p, a program as expansion makes it (every cast late),
+ * in prim order into *out (malloc'd); the count. `early` is the plan's mark,
+ * which cast-order honours where the site is eligible. */
 int32_t mid_cast_sites(const mid_program *p, mid_cast_site **out);
 
 /* absorb.c: a consumer done by its producer (the temporary between them is

@@ -570,6 +570,34 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
     return 0;
 }
 
+/* Of n priced proposals, the best one that improves on cur (ties: the
+ * earlier) applied to pl as a step and a finalist, the rejections counted;
+ * whether one was. */
+static bool keep_best(const proposal *props, const eval *res, int n, mid_plan *pl, eval *cur, double room, search_result *r,
+                      progress *pg) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (!res[i].ok) continue;
+        int v = verdict(&res[i], cur, room);
+        if (v == TOO_BIG) r->rejected_memory++;
+        if (v == SLOWER) r->rejected_slower++;
+        if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
+    }
+    if (best >= 0) {
+        const proposal *p = &props[best];
+        bool early = p->cast >= 0 && !(pl->cast_early[p->op] >> p->cast & 1);
+        search_step s = {p->op, cur->cycles, res[best].cycles, false, p->cast, early};
+        vec_push(&r->arena, &r->steps, s);
+        apply_proposal(pl, p);
+        *cur = res[best];
+        push_finalist(r, pl, cur->cycles, cur->peak <= room);
+    }
+    char detail[160];
+    snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur->cycles, (int)r->steps.n);
+    progress_step(pg, r->proposals, detail);
+    return best >= 0;
+}
+
 /* The cast sites of a program, as expansion makes it (every cast late). */
 typedef struct site_list {
     mid_cast_site *v;
@@ -611,26 +639,7 @@ static void cast_rounds(const state *st, const search_options *o, mid_plan *pl, 
         r->evaluations += n;
         r->proposals += n;
         spent += n;
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            if (!res[i].ok) continue;
-            int v = verdict(&res[i], cur, room);
-            if (v == TOO_BIG) r->rejected_memory++;
-            if (v == SLOWER) r->rejected_slower++;
-            if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
-        }
-        if (best >= 0) {
-            bool early = !(pl->cast_early[props[best].op] >> props[best].cast & 1);
-            search_step s = {props[best].op, cur->cycles, res[best].cycles, false, props[best].cast, early};
-            vec_push(&r->arena, &r->steps, s);
-            apply_proposal(pl, &props[best]);
-            *cur = res[best];
-            push_finalist(r, pl, cur->cycles, cur->peak <= room);
-            improved = true;
-        }
-        char detail[160];
-        snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur->cycles, (int)r->steps.n);
-        progress_step(pg, r->proposals, detail);
+        improved = keep_best(props, res, n, pl, cur, room, r, pg);
     }
     free(props);
     free(res);
@@ -665,25 +674,7 @@ static void local_search(const state *st, const search_options *o, const int32_t
                 util_parallel(n, 1, run_proposals, props);
                 r->evaluations += n;
                 for (int i = 0; i < n; i++) r->proposals += !res[i].unmade;
-                int best = -1;
-                for (int i = 0; i < n; i++) {
-                    if (!res[i].ok) continue;
-                    int v = verdict(&res[i], cur, room);
-                    if (v == TOO_BIG) r->rejected_memory++;
-                    if (v == SLOWER) r->rejected_slower++;
-                    if (v == KEEP && (best < 0 || verdict(&res[i], &res[best], room) == KEEP)) best = i;
-                }
-                if (best >= 0) {
-                    search_step s = {op, cur->cycles, res[best].cycles, false, -1, false};
-                    vec_push(&r->arena, &r->steps, s);
-                    apply_proposal(pl, &props[best]);
-                    *cur = res[best];
-                    push_finalist(r, pl, cur->cycles, cur->peak <= room);
-                    improved = true;
-                }
-                char detail[160];
-                snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur->cycles, (int)r->steps.n);
-                progress_step(&pg, r->proposals, detail);
+                improved |= keep_best(props, res, n, pl, cur, room, r, &pg);
             }
         }
     }
