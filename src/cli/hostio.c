@@ -76,19 +76,20 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
         /* Inputs: same dtype, or an exact widening (f16 into f32, said once),
          * or a conversion the user asked for; never a silent loss. Expected
          * outputs are compared in f32 whatever they hold. */
-        bool exact = !is_input || arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32);
+        bool exact = !is_input || ((arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32)) &&
+                                   (!arr.f64 || arr.f64_exact));
+        const char *held = arr.f64 ? "float64" : dtype_name(arr.dtype);
         if (!exact && !cli_flag(c, p, "--convert")) {
-            dtype held = arr.dtype;
             npy_free(&arr);
             diag_fail(d,
                       "tessel %s: error: option '--input %s': %s holds %s but input '%s' is %s, and the conversion can lose "
                       "information (give --convert to round it)",
-                      c->name, a, eq + 1, dtype_name(held), bare, dtype_name(s->dtype));
+                      c->name, a, eq + 1, held, bare, dtype_name(s->dtype));
             goto fail;
         }
-        if (is_input && arr.dtype != s->dtype)
+        if (is_input && (arr.dtype != s->dtype || arr.f64))
             fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
-                    dtype_name(arr.dtype), dtype_name(s->dtype));
+                    held, dtype_name(s->dtype));
         char shape[128];
         fmt_dims(shape, sizeof shape, s->rank, s->dim);
         inputs[j] = util_try_malloc((size_t)(arr.numel ? arr.numel : 1), sizeof(float), d, "tessel %s: error: %s '%s' (%s%s)",

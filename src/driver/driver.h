@@ -148,7 +148,9 @@ typedef struct check_output {
     double min_cosine;    /* the pure-model threshold for this output */
     bool has_expect;      /* expected values were given (--expect) */
     num_diff expect;      /* against them: the same threshold applies */
-    bool pass;
+    bool pass_refs;       /* against the two references */
+    bool pass_expect;     /* against the expected values (true without them) */
+    bool pass;            /* both */
 } check_output;
 
 typedef struct check_result {

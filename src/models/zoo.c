@@ -403,6 +403,16 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
     bool momentum = !arg_is(m, a, "momentum", "0");
     dtype sdt = dtype_arg(m, a, "state"), gdt = dtype_arg(m, a, "grad");
     if (S > 64) return diag_fail(d, "%s: error: steps must be at most 64, not %lld", a->spec, (long long)S), NULL;
+    /* AdamW's second moment is the squared gradient, about 1e-8 here: below
+     * f16's smallest normal (6.1e-5) and mostly below its smallest subnormal
+     * (6e-8), so v underflows to 0 and the update m / (sqrt(v) + eps) blows
+     * up (cosine about 0 against FP32). bf16 has f32's range. */
+    if (adamw && sdt == DT_F16)
+        return diag_fail(d,
+                         "%s: error: state=f16 with optimizer=adamw: AdamW's second moment (squared gradients, about "
+                         "1e-8) underflows f16 and the update blows up; use state=bf16 or state=f32",
+                         a->spec),
+               NULL;
     graph *g = graph_new("train_mlp", a->spec);
     zb b = {g, d, 0};
     int32_t x = input(&b, "x", TY(DT_F16, T, W));
@@ -505,7 +515,7 @@ static const zoo_model zoo_models[] = {
       {"optimizer", "sgd", "sgd|adamw", "sgd or adamw"},
       {"clip", "none", "none|global_norm", "global gradient-norm clipping to 1.0"},
       {"momentum", "0.9", "0.9|0", "sgd's momentum (0: plain sgd, no state)"},
-      {"state", "f32", "f32|bf16|f16", "dtype of the optimizer state (momentum buffer, or m and v)"},
+      {"state", "f32", "f32|bf16|f16", "dtype of the optimizer state (momentum buffer, or m and v; f16: sgd only)"},
       {"grad", "f32", "f32|bf16", "dtype of the weight gradients' matmuls (what a stored gradient holds)"},
       {"steps", "1", NULL, "training steps, unrolled (the same batch; adamw's step counts 1, 2, ...)"}},
      build_train_mlp},

@@ -24,8 +24,8 @@ enum { NPY_ALIGN = 64 }; /* bytes; numpy aligns the data start to this */
 static const struct {
     const char *descr;
     dtype t;
-} NPY_DTYPES[] = {{"<f4", DT_F32}, {"<f2", DT_F16}, {"<i4", DT_I32}};
-#define NPY_SUPPORTED "'<f4', '<f2', '<i4'"
+} NPY_DTYPES[] = {{"<f4", DT_F32}, {"<f2", DT_F16}, {"<i4", DT_I32}, {"<f8", DT_F32} /* read into f32 (npy_array.f64) */};
+#define NPY_SUPPORTED "'<f4', '<f2', '<i4', '<f8'"
 
 /* ---- header parser ---------------------------------------------------- */
 
@@ -101,7 +101,7 @@ static int parse_string(hdr_parser *h, const uint8_t **s, size_t *n) {
 
 static bool is_word(const uint8_t *s, size_t n, const char *w) { return strlen(w) == n && memcmp(s, w, n) == 0; }
 
-static int parse_descr(hdr_parser *h, dtype *t) {
+static int parse_descr(hdr_parser *h, npy_array *a) {
     skip_ws(h);
     if (!at_end(h) && h->p[h->pos] == '[')
         return hdr_fail(h, "unsupported dtype: structured arrays (supported: " NPY_SUPPORTED ")");
@@ -111,7 +111,8 @@ static int parse_descr(hdr_parser *h, dtype *t) {
     if (parse_string(h, &s, &n)) return -1;
     for (size_t i = 0; i < TS_COUNT(NPY_DTYPES); i++) {
         if (is_word(s, n, NPY_DTYPES[i].descr)) {
-            *t = NPY_DTYPES[i].t;
+            a->dtype = NPY_DTYPES[i].t;
+            a->f64 = is_word(s, n, "<f8");
             return 0;
         }
     }
@@ -192,7 +193,7 @@ static int parse_entry(hdr_parser *h, npy_array *a, unsigned *seen) {
     }
     *seen |= key;
     if (expect(h, ':')) return -1;
-    if (key == KEY_DESCR) return parse_descr(h, &a->dtype);
+    if (key == KEY_DESCR) return parse_descr(h, a);
     if (key == KEY_SHAPE) return parse_shape(h, a);
     skip_ws(h);
     size_t value_at = h->pos;
@@ -259,7 +260,7 @@ static int array_size(npy_array *a, const char *path, size_t *data_bytes, diag *
         numel *= a->dim[i];
     }
     a->numel = any_zero ? 0 : numel;
-    int64_t elem = dtype_bytes(a->dtype);
+    int64_t elem = a->f64 ? 8 : dtype_bytes(a->dtype);
     if (a->numel > INT64_MAX / elem || (uint64_t)(a->numel * elem) > SIZE_MAX)
         return diag_fail(d, "%s: error: the data size overflows 64 bits", path);
     *data_bytes = (size_t)(a->numel * elem);
@@ -277,12 +278,25 @@ int npy_parse(const void *bytes, size_t len, const char *path, npy_array *out, d
     size_t have = len - data_at;
     if (have != data_bytes)
         return diag_fail(d, "%s: error: data is %zu bytes but %lld elements of %s need %zu (file %s)", path, have,
-                         (long long)a.numel, dtype_name(a.dtype), data_bytes, have < data_bytes ? "truncated" : "has trailing bytes");
+                         (long long)a.numel, a.f64 ? "float64" : dtype_name(a.dtype), data_bytes,
+                         have < data_bytes ? "truncated" : "has trailing bytes");
     char shape[160];
     fmt_dims(shape, sizeof shape, a.rank, a.dim);
-    a.data = util_try_malloc(data_bytes, 1, d, "%s: error: the array (%s%s)", path, dtype_name(a.dtype), shape);
+    size_t held = a.f64 ? data_bytes / 2 : data_bytes;
+    a.data = util_try_malloc(held, 1, d, "%s: error: the array (%s%s)", path, dtype_name(a.dtype), shape);
     if (!a.data) return -1;
-    if (data_bytes) memcpy(a.data, p + data_at, data_bytes);
+    if (!a.f64 && data_bytes) memcpy(a.data, p + data_at, data_bytes);
+    /* float64 (NumPy's default) rounded to f32 once: rounding that on to
+     * f16, bf16 or 8 bits gives what rounding the float64 directly would
+     * (f32's 24 bits are at least twice theirs plus two). */
+    a.f64_exact = true;
+    for (int64_t i = 0; a.f64 && i < a.numel; i++) {
+        double v;
+        memcpy(&v, p + data_at + 8 * (size_t)i, 8);
+        float f = (float)v;
+        ((float *)a.data)[i] = f;
+        a.f64_exact &= (double)f == v || v != v;
+    }
     *out = a;
     return 0;
 }

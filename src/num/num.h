@@ -122,7 +122,7 @@ num_mismatch num_mismatches(const float *got, const float *want, size_t n);
 /* ---- npy.c ------------------------------------------------------------ */
 
 /* A host tensor as it crosses the command line: NumPy .npy, C order,
- * little-endian f32, f16 or i32. */
+ * little-endian f32, f16 or i32, or float64 read into f32. */
 enum { NPY_MAX_RANK = 8 };
 typedef struct npy_array {
     dtype dtype;                   /* DT_F32, DT_F16 or DT_I32 */
@@ -130,6 +130,8 @@ typedef struct npy_array {
     int64_t dim[NPY_MAX_RANK];     /* elements per axis */
     int64_t numel;                 /* product of dim */
     void *data;                    /* numel * dtype_bytes, malloc'd */
+    bool f64;                      /* the file held float64, rounded into f32 data */
+    bool f64_exact;                /* ... and every value survived that exactly */
 } npy_array;
 
 /* Parses a .npy image; `path` names it in errors. Rejects anything it cannot

@@ -283,6 +283,9 @@ static void zoo_spec_errors(void **state) {
         {"zoo:mlp:tokens=1,,width=3", "zoo:mlp:tokens=1,,width=3: error: expected key=value, found ''\n"},
         {"zoo:mlp:tokens=+5", "zoo:mlp:tokens=+5: error: tokens must be an integer between 1 and 2^24, not '+5'\n"},
         {"zoo:mlp:tokens= 5", "zoo:mlp:tokens= 5: error: tokens must be an integer between 1 and 2^24, not ' 5'\n"},
+        {"zoo:train-mlp:optimizer=adamw,state=f16",
+         "zoo:train-mlp:optimizer=adamw,state=f16: error: state=f16 with optimizer=adamw: AdamW's second moment (squared "
+         "gradients, about 1e-8) underflows f16 and the update blows up; use state=bf16 or state=f32\n"},
         /* Choosing an fp8 scale generates every weight: a 2^48-element one is refused, not hours of work. */
         {"zoo:mlp:width=16777216,hidden=16777216,precision=fp8",
          "zoo:mlp:width=16777216,hidden=16777216,precision=fp8: error: fp8 weight 'w1' has 281474976710656 elements; the zoo "
