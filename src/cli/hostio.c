@@ -135,7 +135,7 @@ int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32
 int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d) {
     memset(o, 0, sizeof *o);
     if (dir && !dir[0]) return diag_fail(d, "tessel: error: option '--output-dir': the directory name is empty");
-    if (dir && util_mkdir_p(dir, d)) return -1;
+    if (dir && outset_mkdir(&o->set, dir, d)) return cli_outputs_abort(o), -1;
     o->n = dir ? n : 0;
     o->files = xcalloc((size_t)o->n + 1, sizeof(FILE *));
     o->paths = xcalloc((size_t)o->n + 1, sizeof(char *));

@@ -18,10 +18,16 @@
 enum { MAX_LIVE_TMP = 256 };
 static char *live_tmp[MAX_LIVE_TMP];
 static volatile sig_atomic_t nlive;
+/* And the directories an outset made for its files, removed (deepest
+ * first) after them: a stopped command leaves no empty --output-dir. */
+static char *live_dir[MAX_LIVE_TMP];
+static volatile sig_atomic_t nlive_dir;
 
 void util_remove_temporaries(void) {
     for (sig_atomic_t i = 0; i < nlive; i++)
         if (live_tmp[i]) unlink(live_tmp[i]);
+    for (sig_atomic_t i = nlive_dir; i > 0; i--)
+        if (live_dir[i - 1]) rmdir(live_dir[i - 1]);
 }
 
 static void on_fatal_signal(int sig) {
@@ -58,6 +64,30 @@ static void live_add(char *path) {
         live_tmp[nlive] = path;
         nlive = nlive + 1;
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void live_add_dir(char *path) {
+    sigset_t old;
+    block_signals(&old);
+    if (nlive_dir < MAX_LIVE_TMP) {
+        live_dir[nlive_dir] = path;
+        nlive_dir = nlive_dir + 1;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Forgets the directories from entry `from` on (an outset's, made last). */
+static void live_drop_dirs(char *const *dirs, int32_t n) {
+    sigset_t old;
+    block_signals(&old);
+    for (int32_t k = 0; k < n; k++)
+        for (sig_atomic_t i = 0; i < nlive_dir; i++)
+            if (live_dir[i] == dirs[k]) {
+                for (sig_atomic_t j = i; j + 1 < nlive_dir; j++) live_dir[j] = live_dir[j + 1];
+                nlive_dir = nlive_dir - 1;
+                break;
+            }
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -156,7 +186,7 @@ FILE *outset_open(outset *o, const char *path, diag *d) {
         diag_fail(d, "%s: error: cannot create: %s", path, strerror(errno));
         free(tmp);
         free(final);
-        if (o->n == 0) outset_release(o); /* a failed first open leaves nothing to abort */
+        if (o->n == 0) outset_abort(o); /* a failed first open leaves nothing to abort */
         return NULL;
     }
     live_add(tmp);
@@ -179,6 +209,9 @@ static void outset_release(outset *o) {
         free(o->final_paths[i]);
         free(o->tmp_paths[i]);
     }
+    live_drop_dirs(o->dirs, o->ndirs);
+    for (int32_t i = 0; i < o->ndirs; i++) free(o->dirs[i]);
+    free(o->dirs);
     free(o->final_paths);
     free(o->tmp_paths);
     memset(o, 0, sizeof *o);
@@ -186,7 +219,37 @@ static void outset_release(outset *o) {
 
 void outset_abort(outset *o) {
     for (int32_t i = 0; i < o->n; i++) remove(o->tmp_paths[i]);
+    for (int32_t i = o->ndirs; i > 0; i--) rmdir(o->dirs[i - 1]); /* those it made, deepest first; empty now */
     outset_release(o);
+}
+
+int outset_mkdir(outset *o, const char *dir, diag *d) {
+    if (!dir[0]) return diag_fail(d, "error: the directory name is empty");
+    char *p = xstrdup(dir);
+    int rc = 0;
+    for (char *s = p + 1; rc == 0; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        struct stat st;
+        if (stat(p, &st) != 0) {
+            char *made = xstrdup(p); /* before mkdir: out of memory must not strand it */
+            o->dirs = xrealloc(o->dirs, sizeof(char *) * (size_t)(o->ndirs + 1));
+            if (mkdir(p, 0777) == 0) {
+                o->dirs[o->ndirs++] = made;
+                live_add_dir(made);
+            } else {
+                free(made);
+                if (errno != EEXIST) rc = diag_fail(d, "%s: error: cannot create directory: %s", p, strerror(errno));
+            }
+        } else if (!S_ISDIR(st.st_mode)) {
+            rc = diag_fail(d, "%s: error: not a directory", p);
+        }
+        *s = c;
+        if (!c) break;
+    }
+    free(p);
+    return rc;
 }
 
 int outset_commit(outset *o, diag *d) {
@@ -198,33 +261,6 @@ int outset_commit(outset *o, diag *d) {
         }
     }
     outset_release(o);
-    return 0;
-}
-
-int util_mkdir_p(const char *dir, diag *d) {
-    if (!dir[0]) return diag_fail(d, "error: the directory name is empty");
-    char *p = xstrdup(dir);
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == 0) {
-            char c = *s;
-            *s = 0;
-            struct stat st;
-            if (stat(p, &st) != 0) {
-                if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                    diag_fail(d, "%s: error: cannot create directory: %s", p, strerror(errno));
-                    free(p);
-                    return -1;
-                }
-            } else if (!S_ISDIR(st.st_mode)) {
-                diag_fail(d, "%s: error: not a directory", p);
-                free(p);
-                return -1;
-            }
-            *s = c;
-            if (!c) break;
-        }
-    }
-    free(p);
     return 0;
 }
 

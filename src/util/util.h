@@ -141,6 +141,8 @@ int file_read_all(const char *path, char **data, size_t *len, diag *d);
 typedef struct outset {
     char **final_paths, **tmp_paths;
     int32_t n, cap;
+    char **dirs;   /* directories outset_mkdir made, outermost first */
+    int32_t ndirs;
 } outset;
 
 FILE *outset_open(outset *o, const char *path, diag *d);  /* "wb" temp file */
@@ -153,7 +155,10 @@ void util_remove_temporaries(void);
 int outset_close(outset *o, FILE *f, const char *path, diag *d);
 int outset_commit(outset *o, diag *d);
 void outset_abort(outset *o);
-int util_mkdir_p(const char *dir, diag *d);
+/* Makes dir and its missing parents for the outset's files: the ones it
+ * makes are removed again by outset_abort, a failed commit, SIGINT and
+ * SIGTERM, so a command that stops leaves no empty directory. */
+int outset_mkdir(outset *o, const char *dir, diag *d);
 char *path_join(const char *dir, const char *name); /* malloc'd */
 char *path_dirname(const char *path);               /* malloc'd, "." if none */
 /* s (malloc'd, taken over) with a newline appended: text files end in one. */

@@ -18,8 +18,42 @@
 static void mkdir_p_rejects_an_empty_name(void **state) {
     (void)state;
     diag d = {0};
-    assert_int_equal(util_mkdir_p("", &d), -1);
+    outset o = {0};
+    assert_int_equal(outset_mkdir(&o, "", &d), -1);
     assert_string_equal(d.text, "error: the directory name is empty\n");
+    outset_abort(&o);
+}
+
+static int entries(const char *dir);
+
+/* The directories an outset makes for its files go again when it aborts
+ * (those that were there stay); a commit keeps them. */
+static void outset_removes_the_directories_it_made(void **state) {
+    (void)state;
+    char base[] = "/tmp/tessel-util-XXXXXX", deep[128], file[160];
+    assert_non_null(mkdtemp(base));
+    snprintf(deep, sizeof deep, "%s/a/b", base);
+    snprintf(file, sizeof file, "%s/x.npy", deep);
+    diag d = {0};
+    outset o = {0};
+    assert_int_equal(outset_mkdir(&o, deep, &d), 0);
+    assert_int_equal(o.ndirs, 2);
+    FILE *f = outset_open(&o, file, &d);
+    assert_non_null(f);
+    fclose(f);
+    outset_abort(&o);
+    assert_int_equal(entries(base), 0); /* a/ and a/b/ gone, base kept */
+    assert_int_equal(outset_mkdir(&o, deep, &d), 0);
+    f = outset_open(&o, file, &d);
+    assert_non_null(f);
+    assert_int_equal(outset_close(&o, f, file, &d), 0);
+    assert_int_equal(outset_commit(&o, &d), 0);
+    assert_int_equal(access(file, F_OK), 0);
+    unlink(file);
+    snprintf(file, sizeof file, "%s/a", base);
+    rmdir(deep);
+    rmdir(file);
+    rmdir(base);
 }
 
 static int entries(const char *dir) {
@@ -104,7 +138,7 @@ static void xcalloc_overflow_reaches_the_handler(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(mkdir_p_rejects_an_empty_name),
+        cmocka_unit_test(mkdir_p_rejects_an_empty_name), cmocka_unit_test(outset_removes_the_directories_it_made),
         cmocka_unit_test(outset_handles_long_names),
         cmocka_unit_test(try_alloc_names_what_and_bytes),
         cmocka_unit_test(xcalloc_overflow_reaches_the_handler),
