@@ -326,7 +326,8 @@ static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest
         *cap = *cap ? *cap * 2 : 1024;
         s->st->events = xrealloc(s->st->events, sizeof(sim_event) * (size_t)*cap);
     }
-    sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest, copy};
+    sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest, copy, s->iter,
+                   (uint8_t)(s->depth < 255 ? s->depth : 255)};
     s->st->events[s->st->nevents++] = e;
 }
 

@@ -35,6 +35,8 @@ typedef struct sim_event {
     uint64_t cycles;       /* its duration */
     uint32_t busiest_tile; /* the tile that set the duration */
     uint64_t copy_cycles;  /* of a joined compute step: its busiest tile's copy runs */
+    uint32_t iteration;    /* inside a repeat (depth > 0): the innermost one's iteration */
+    uint8_t depth;         /* repeats open around the step */
 } sim_event;
 
 enum { SIM_KINDS = 16 };
