@@ -65,18 +65,36 @@ static int fail_point(diag *d, const src_text *s, int i, const char *key, const 
     return diag_fail_at(d, s, line, col, "%s", msg);
 }
 
-static int check_keys(const src_text *s, int i, json_t *obj, const char *what, const char *const *keys, size_t n,
-                      const char *id, diag *d) {
+/* A point's own fields are the file format's: one it does not have is an
+ * error (a typo of measured_cycles must not pass unnoticed). */
+static int check_keys(const src_text *s, int i, json_t *obj, const char *const *keys, size_t n, const char *id, diag *d) {
     const char *k;
     json_t *v;
     json_object_foreach(obj, k, v) {
         (void)v;
         if (!known(k, keys, n)) {
-            if (what) return fail_point(d, s, i, k, "unknown field '%s' in %s of point '%s'", k, what, id);
-            return fail_point(d, s, i, k, "unknown field '%s' in point '%s'", k, id);
+            const char *near = util_closest(k, keys, n);
+            return fail_point(d, s, i, k, "unknown field '%s' in point '%s'%s%s%s", k, id, near ? " (did you mean '" : "",
+                              near ? near : "", near ? "'?)" : "");
         }
     }
     return 0;
+}
+
+/* Whether obj (a point's `what`) has a field not in keys; why says which,
+ * with the known one it is nearest to. */
+static bool unknown_field(json_t *obj, const char *what, const char *const *keys, size_t n, char *why) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        (void)v;
+        if (known(k, keys, n)) continue;
+        const char *near = util_closest(k, keys, n);
+        snprintf(why, CALIB_WHY_CAP, "unknown %s field '%.40s'%s%s%s: skipped", what, k, near ? " (did you mean '" : "",
+                 near ? near : "", near ? "'?)" : "");
+        return true;
+    }
+    return false;
 }
 
 /* ---- shape access -------------------------------------------------------------------- */
@@ -545,18 +563,16 @@ int calib_run_text(const char *text, size_t len, const char *path, const machine
             rc = fail_point(d, &s, (int)i, NULL, "every point needs a string 'id' and 'kind'");
             goto done;
         }
-        if (check_keys(&s, (int)i, pt, NULL, POINT_KEYS, TS_COUNT(POINT_KEYS), id, d)) goto fail;
+        if (check_keys(&s, (int)i, pt, POINT_KEYS, TS_COUNT(POINT_KEYS), id, d)) goto fail;
         if (!json_is_object(sh)) {
             rc = fail_point(d, &s, (int)i, "shape", "point '%s': 'shape' must be an object", id);
             goto done;
         }
-        if (check_keys(&s, (int)i, sh, "the shape", SHAPE_KEYS, TS_COUNT(SHAPE_KEYS), id, d)) goto fail;
         json_t *dt = json_object_get(pt, "dtypes");
         if (dt && !json_is_object(dt)) {
             rc = fail_point(d, &s, (int)i, "dtypes", "point '%s': 'dtypes' must be an object", id);
             goto done;
         }
-        if (dt && check_keys(&s, (int)i, dt, "the dtypes", DTYPE_KEYS, TS_COUNT(DTYPE_KEYS), id, d)) goto fail;
         if (!json_is_number(mc) || json_number_value(mc) <= 0) {
             rc = fail_point(d, &s, (int)i, "measured_cycles", "point '%s': 'measured_cycles' must be a positive number", id);
             goto done;
@@ -566,7 +582,13 @@ int calib_run_text(const char *text, size_t len, const char *path, const machine
         p->measured = json_number_value(mc);
         p->superseded = ends_with(id, "-0909") || ends_with(id, "-old");
         r->n = (int)i + 1;
-        p->built = simulate(pt, m, p);
+        /* A shape or dtype field this tessel does not know (a newer file's,
+         * or a typo) skips the point, saying which: the rest still count. */
+        if (unknown_field(sh, "shape", SHAPE_KEYS, TS_COUNT(SHAPE_KEYS), p->why) ||
+            (dt && unknown_field(dt, "dtypes", DTYPE_KEYS, TS_COUNT(DTYPE_KEYS), p->why)))
+            p->built = false;
+        else
+            p->built = simulate(pt, m, p);
     }
     summarise(r);
     goto done;

@@ -366,41 +366,12 @@ static int fail_at_key(diag *d, const src_text *s, const char *key, const char *
     return diag_fail_at(d, s, line, col, "%s", msg);
 }
 
-static int edit_distance(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    if (na > 64 || nb > 64) return 1 << 20;
-    int row[65];
-    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        int diag_prev = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int up = row[j];
-            int best = diag_prev + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag_prev = up;
-        }
-    }
-    return row[nb];
-}
-
 /* The known key closest to `key`, or NULL if none is close enough to be a
  * plausible typo. */
 static const char *closest_key(const char *key) {
-    const char *best = NULL;
-    int best_d = 1 << 20;
-    for (int i = -1; i < MACHINE_FIELD_COUNT; i++) {
-        const char *cand = i < 0 ? "base" : FIELDS[i].name;
-        int dist = edit_distance(key, cand);
-        if (dist < best_d) {
-            best_d = dist;
-            best = cand;
-        }
-    }
-    int len = (int)strlen(key), limit = len / 3 > 3 ? len / 3 : 3;
-    return best_d <= limit && best_d < len ? best : NULL;
+    const char *names[MACHINE_FIELD_COUNT + 1] = {"base"};
+    for (int i = 0; i < MACHINE_FIELD_COUNT; i++) names[i + 1] = FIELDS[i].name;
+    return util_closest(key, names, MACHINE_FIELD_COUNT + 1);
 }
 
 static const char *json_kind(const json_t *v) {

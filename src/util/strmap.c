@@ -1,4 +1,5 @@
-/* strmap.c: open addressing with linear probing; keys are borrowed. */
+/* strmap.c: open addressing with linear probing; keys are borrowed. And
+ * the nearest name to a misspelt one (util_closest). */
 #include "util.h"
 
 #include <stdlib.h>
@@ -53,4 +54,38 @@ void strmap_put(strmap *m, const char *key, int32_t val) {
         m->len++;
     }
     m->vals[i] = val;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 64 || nb > 64) return 1 << 20;
+    int row[65];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag_prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j];
+            int best = diag_prev + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag_prev = up;
+        }
+    }
+    return row[nb];
+}
+
+const char *util_closest(const char *key, const char *const *names, size_t n) {
+    const char *best = NULL;
+    int best_d = 1 << 20;
+    for (size_t i = 0; i < n; i++) {
+        int dist = edit_distance(key, names[i]);
+        if (dist < best_d) {
+            best_d = dist;
+            best = names[i];
+        }
+    }
+    int len = (int)strlen(key), limit = len / 3 > 3 ? len / 3 : 3;
+    return best_d <= limit && best_d < len ? best : NULL;
 }

@@ -94,6 +94,9 @@ typedef struct strmap {
 } strmap;
 
 void strmap_free(strmap *m);
+/* Of n names, the one closest to key (edit distance) when it is near
+ * enough to be a plausible typo of it, else NULL: for "did you mean". */
+const char *util_closest(const char *key, const char *const *names, size_t n);
 bool strmap_get(const strmap *m, const char *key, int32_t *val);
 void strmap_put(strmap *m, const char *key, int32_t val);
 /* FNV-1a with a 64-bit finaliser. Stable: machine fingerprints recorded in

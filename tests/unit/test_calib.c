@@ -132,10 +132,21 @@ static void errors_are_located(void **state) {
                        " \"measured_cycles\": 10,\n \"mesured\": 3}\n]";
     assert_int_equal(run(typo, "c600", &r, &d), -1);
     assert_non_null(strstr(d.text, "points.json:5:2: error: unknown field 'mesured' in point 'a'"));
+    /* A shape field it does not know (a newer file's, or a typo) skips that
+     * point with the reason; the others are simulated. */
     const char *shape = "[{\"id\": \"a\", \"kind\": \"reduce\", \"shape\": {\"partials\": 2, \"elemnts\": 8}, "
-                        "\"measured_cycles\": 10}]";
-    assert_int_equal(run(shape, "c600", &r, &d), -1);
-    assert_non_null(strstr(d.text, "unknown field 'elemnts' in the shape of point 'a'"));
+                        "\"measured_cycles\": 10},\n"
+                        " {\"id\": \"b\", \"kind\": \"sync\", \"shape\": {}, \"dtypes\": {\"colour\": \"f16\"}, \"measured_cycles\": 10},\n"
+                        " {\"id\": \"c\", \"kind\": \"reduce\", \"shape\": {\"partials\": 2, \"elements\": 8}, "
+                        "\"dtypes\": {\"data\": \"f16\"}, \"measured_cycles\": 10}]";
+    assert_int_equal(run(shape, "c600", &r, &d), 0);
+    assert_int_equal(r.n, 3);
+    assert_false(r.pts[0].built);
+    assert_string_equal(r.pts[0].why, "unknown shape field 'elemnts' (did you mean 'elements'?): skipped");
+    assert_false(r.pts[1].built);
+    assert_string_equal(r.pts[1].why, "unknown dtypes field 'colour': skipped");
+    assert_true(r.pts[2].built);
+    calib_result_free(&r);
     const char *neg = "[{\"id\": \"a\", \"kind\": \"sync\", \"shape\": {}, \"measured_cycles\": -4}]";
     assert_int_equal(run(neg, "c600", &r, &d), -1);
     assert_non_null(strstr(d.text, "'measured_cycles' must be a positive number"));
