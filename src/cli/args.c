@@ -80,7 +80,7 @@ bool cli_flag(const cmd *c, const parsed *p, const char *name) { return p->nval[
 int cli_report(const diag *d) {
     fflush(stdout);
     fputs(d->text, stderr);
-    return EXIT_USER;
+    return d->no_fit ? EXIT_NO_FIT : EXIT_USER;
 }
 
 /* A preset name that is not a preset: say what the presets are. Files
@@ -102,18 +102,33 @@ int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *
     return machine_resolve(spec, m, d);
 }
 
-graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d) {
-    models_options o = {.precision = MODELS_F16, .reroll = true, .report = stderr};
+/* The --precision given (-1: a value that is none). */
+static int precision_of(const cmd *c, const parsed *p, const char **given) {
+    *given = NULL;
     for (int k = 0; c->opts[k].name; k++) {
         if (strcmp(c->opts[k].name, "--precision") != 0 || !p->nval[k]) continue;
-        const char *v = p->val[k][0];
-        if (strcmp(v, "fp8") == 0) o.precision = MODELS_FP8;
-        else if (strcmp(v, "fp8-all") == 0) o.precision = MODELS_FP8_ALL;
-        else if (strcmp(v, "f32") == 0) o.precision = MODELS_F32;
-        else if (strcmp(v, "f16") != 0)
-            return diag_fail(d, "tessel %s: error: option '--precision' must be f16, fp8, fp8-all or f32, not '%s'", c->name, v),
-                   NULL;
+        const char *v = *given = p->val[k][0];
+        return strcmp(v, "fp8") == 0       ? MODELS_FP8
+               : strcmp(v, "fp8-all") == 0 ? MODELS_FP8_ALL
+               : strcmp(v, "f32") == 0     ? MODELS_F32
+               : strcmp(v, "f16") == 0     ? MODELS_F16
+                                           : -1;
     }
+    return MODELS_F16;
+}
+
+models_precision cli_precision(const cmd *c, const parsed *p) {
+    const char *v;
+    int k = precision_of(c, p, &v);
+    return k < 0 ? MODELS_F16 : (models_precision)k;
+}
+
+graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d) {
+    const char *v;
+    int k = precision_of(c, p, &v);
+    if (k < 0)
+        return diag_fail(d, "tessel %s: error: option '--precision' must be f16, fp8, fp8-all or f32, not '%s'", c->name, v), NULL;
+    models_options o = {.precision = (models_precision)k, .reroll = true, .report = stderr};
     return models_load_opts(spec, &o, d);
 }
 

@@ -4,8 +4,11 @@
 #define TESSEL_CLI_H
 
 #include "../driver/driver.h"
+#include "../models/models.h"
 
-enum { EXIT_USER = 2, EXIT_CHECK_FAILED = 1 };
+/* Exit statuses: 1 a check that failed, 2 a user error (a file, line or
+ * option at fault), 3 a model that does not fit the machine. */
+enum { EXIT_USER = 2, EXIT_CHECK_FAILED = 1, EXIT_NO_FIT = 3 };
 
 typedef struct opt_spec {
     const char *name;  /* "--output-dir" */
@@ -38,10 +41,16 @@ void cli_help(const cmd *c, FILE *f);
 int cli_opt_index(const cmd *c, const char *name);
 const char *cli_opt(const cmd *c, const parsed *p, const char *name);
 bool cli_flag(const cmd *c, const parsed *p, const char *name);
-/* Prints d and returns EXIT_USER. */
+/* Prints d and returns EXIT_USER, or EXIT_NO_FIT for "does not fit". */
 int cli_report(const diag *d);
 /* MODEL with the command's --precision (imported models; default f16). */
 graph *cli_load_model(const cmd *c, const parsed *p, const char *spec, diag *d);
+/* The --precision a command was given (f16 without one). */
+models_precision cli_precision(const cmd *c, const parsed *p);
+/* fit.c: after a "does not fit" (d->no_fit), appends to d what would fit,
+ * each option checked by the compiler's estimate: the model in FP8, half
+ * its batch, a machine preset with more memory. */
+void cli_fit_suggestions(const char *spec, models_precision precision, const machine *m, diag *d);
 /* The limit of --max-host-memory (bytes, K, M or G); default nine tenths of
  * the host's physical memory. */
 int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d);

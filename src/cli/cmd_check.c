@@ -38,6 +38,25 @@ static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t 
     return out;
 }
 
+/* "Does not fit" as JSON on stdout (--json): the first line of the error
+ * (the reason), the rest of it, and the options that would fit. */
+static void print_no_fit_json(const char *model, const machine *m, const diag *d) {
+    json_t *sug = json_array();
+    const char *text = d->text, *nl = strchr(text, '\n');
+    for (const char *l = nl; l && l[1];) {
+        const char *e = strchr(l + 1, '\n');
+        if (!e) break;
+        if (strncmp(l + 1, "  would fit: ", 13) == 0) json_array_append_new(sug, json_stringn(l + 14, (size_t)(e - l - 14)));
+        l = e;
+    }
+    json_t *j = json_pack("{s:s, s:s, s:b, s:s%, s:s, s:o}", "model", model, "machine", m->name, "does_not_fit", 1, "reason",
+                          text, nl ? (size_t)(nl - text) : strlen(text), "error", text, "would_fit", sug);
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    puts(s);
+    free(s);
+    json_decref(j);
+}
+
 /* The package to check: PKG as given, or MODEL compiled and sent through
  * the file format and its reader (what runs is what a file holds). A
  * machine too large to simulate here is refused before any work. */
@@ -183,6 +202,10 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     check_result_free(&r);
     compile_info_free(&ci);
     graph_free(g);
+    if (rc && d.no_fit) {
+        cli_fit_suggestions(p.pos[0], cli_precision(c, &p), &m, &d);
+        if (json) print_no_fit_json(p.pos[0], &m, &d);
+    }
     if (rc) return cli_report(&d);
     return pass ? 0 : EXIT_CHECK_FAILED;
 }

@@ -81,6 +81,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     }
     compile_info_free(&ci);
     graph_free(g);
+    if (rc) cli_fit_suggestions(p.pos[0], cli_precision(c, &p), &m, &d);
     return rc ? cli_report(&d) : 0;
 }
 

@@ -113,7 +113,8 @@ static const cmd commands[] = {
      "the plan-exact emulated reference (the plan's numeric decisions, the device's arithmetic),\n"
      "which it must match bit for bit, and the pure FP32 model, which it must reach by cosine\n"
      "0.999 (0.99 with 8-bit values). On a difference it names the first op whose result differs.\n"
-     "Exits 1 on failure.",
+     "Exits 1 on failure, 2 on a user error, 3 when the model does not fit the machine (what would\n"
+     "fit follows, each option compiled first).",
      check_opts, cmd_check, "compile, simulate, and compare with the plan-exact and FP32 references"},
     {"graph", "MODEL", "Print MODEL (a .tsl or .onnx file, or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph, "print MODEL as text IR"},
     {"ref", "MODEL [options]",
@@ -142,7 +143,8 @@ static void print_main_help(FILE *f) {
                "tessel compiles models for tile-based accelerators and simulates them.\n\ncommands:\n");
     for (size_t i = 0; i < TS_COUNT(commands); i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].brief);
     fprintf(f, "\n'tessel --version' prints the version.\nMODEL is a .tsl file, an .onnx file exported by PyTorch, or zoo:NAME[:key=value,...] (see 'tessel zoo').\n"
-               "'tessel COMMAND --help' describes each command.\n");
+               "'tessel COMMAND --help' describes each command.\n"
+               "Exit status: 0 done, 1 a check failed, 2 a user error, 3 the model does not fit the machine.\n");
 }
 
 int main(int argc, char **argv) {

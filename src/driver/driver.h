@@ -27,7 +27,7 @@ typedef struct compile_options {
 /* ---- passes.c: the pipeline, one named pass after another -----------------
  *
  *   graph ─join-siblings─► ─fuse-epilogue─► graph'    (planned by the search)
- *   graph' ─expand─► mid ─absorb─► ─own-partials─► mid'   (src/mid: mid_passes)
+ *   graph' ─expand─► mid ─cast-order─► ─absorb─► ─own-partials─► mid'   (src/mid: mid_passes)
  *   mid' ─lower─► low ─schedule─► low ─place─► package
  *
  * Every pass prints its result (--print-after=NAME): a graph as .tsl text, a

@@ -921,7 +921,7 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
             char need[32], have[32];
             fmt_bytes(need, sizeof need, bytes);
             fmt_bytes(have, sizeof have, machine_tile_bytes(m));
-            return diag_fail(d, "%s: error: does not fit: %s needs %s per tile for '%s' alone, machine '%s' has %s",
+            return diag_fail_fit(d, "%s: error: does not fit: %s needs %s per tile for '%s' alone, machine '%s' has %s",
                              p->g->path, p->g->name, need, mt->name, m->name, have);
         }
     }

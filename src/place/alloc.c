@@ -178,7 +178,7 @@ static int cmp_order(const void *a, const void *b) {
 }
 
 static void describe_failure(const place_req *req, const place_slot *slot, const bool *done, int32_t n, int32_t i,
-                             const region *ord, const region *il, busy *b, char *why, size_t cap) {
+                             const region *ord, const region *il, busy *b, char *why, size_t cap, place_shortfall *sf) {
     const place_req *q = &req[i];
     size_t at = 0;
 #define PUT(...) at += (size_t)snprintf(why + at, at < cap ? cap - at : 0, __VA_ARGS__)
@@ -188,6 +188,7 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
         q->region == PLACE_INTERLEAVED ? "interleaved (whole elements)" : q->region == PLACE_ORDINARY ? "ordinary" : "any",
         q->first, q->last);
     uint64_t room = (ord->hi - ord->lo) + (il->hi > il->lo ? il->hi - il->lo : 0);
+    *sf = (place_shortfall){q->payload + q->tail, room};
     if (q->payload + q->tail > room) {
         PUT("it alone is more than the %" PRIu64 " bytes a tile has for data (0x%" PRIx64 "..0x%" PRIx64 ")", room, ord->lo,
             il->hi > ord->hi ? il->hi : ord->hi);
@@ -196,6 +197,7 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
     int32_t nb = occupied(req, slot, done, n, q, &(region){ord->lo, il->hi > ord->hi ? il->hi : ord->hi, 0}, b);
     uint64_t live = 0;
     for (int32_t k = 0; k < nb; k++) live += b[k].hi - b[k].lo;
+    sf->need += live;
     PUT("%" PRId32 " buffers live then hold %" PRIu64 " bytes", nb, live);
     int shown = 0;
     for (int32_t k = 0; k < nb && shown < 6; k++, shown++)
@@ -219,7 +221,7 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
 
 static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
                            place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
-                           int32_t *nunclear, char *why, size_t cap);
+                           int32_t *nunclear, char *why, size_t cap, place_shortfall *sf);
 
 /* Requests an apart order left in a partner's memory element (no clear gap
  * was left when their turn came: unclear[0..nunclear)) go first in the same
@@ -234,7 +236,8 @@ static void promote(const region *ord, const region *il, const elements *el, con
         for (int32_t k = 0; k < nunclear; k++) first[unclear[k]] = true;
         int32_t nagain = 0, f, placed;
         char w[2048];
-        if (assign_in_order(ord, il, el, req, n, mode, trial, &f, &placed, first, again, &nagain, w, sizeof w) ||
+        place_shortfall sf;
+        if (assign_in_order(ord, il, el, req, n, mode, trial, &f, &placed, first, again, &nagain, w, sizeof w, &sf) ||
             nagain >= nunclear)
             break;
         memcpy(slot, trial, sizeof(place_slot) * (size_t)n);
@@ -247,7 +250,7 @@ static void promote(const region *ord, const region *il, const elements *el, con
 }
 
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
-                 char *why, size_t cap) {
+                 char *why, size_t cap, place_shortfall *shortfall) {
     region ord, il;
     regions(m, data_base, &ord, &il);
     elements el = {m->tile_memory_base, m->memory_element_bytes};
@@ -256,10 +259,12 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
     for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
         int32_t f = -1, placed = 0, nunclear = 0;
         char w[2048];
-        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, NULL, unclear, &nunclear, w, sizeof w);
+        place_shortfall sf = {0};
+        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, NULL, unclear, &nunclear, w, sizeof w, &sf);
         if (rc && placed > furthest) { /* explain the order that got furthest */
             furthest = placed;
             *failed = f;
+            if (shortfall) *shortfall = sf;
             snprintf(why, cap, "%s (the furthest of %d placement orders)", w, 2 * ORDERS);
         }
         if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, req, n, mode, slot, unclear, nunclear);
@@ -270,7 +275,7 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
 
 static int assign_in_order(const region *ordp, const region *ilp, const elements *el, const place_req *req, int32_t n, int mode,
                            place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
-                           int32_t *nunclear, char *why, size_t cap) {
+                           int32_t *nunclear, char *why, size_t cap, place_shortfall *sf) {
     region ord = *ordp, il = *ilp;
     bool apart = mode < ORDERS;
     mode %= ORDERS;
@@ -319,7 +324,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
         if (!ok) {
             *failed = i;
             *placed = k;
-            describe_failure(req, slot, done, n, i, &ord, &il, b, why, cap);
+            describe_failure(req, slot, done, n, i, &ord, &il, b, why, cap, sf);
             rc = -1;
         }
     }

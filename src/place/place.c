@@ -90,7 +90,7 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
         free(per_step);
         fmt_bytes(need, sizeof need, st->table_bytes_max);
         fmt_bytes(have, sizeof have, m->table_budget_bytes);
-        return diag_fail(p->d,
+        return diag_fail_fit(p->d,
                          "%s: error: does not fit: %s's exchange tables need %s on tile %u, machine '%s' allows %s (its largest "
                          "phases: %s)",
                          p->mp->g->path, p->mp->g->name, need, busiest, m->name, have, top);
@@ -98,7 +98,7 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
     if ((uint64_t)m->tile_memory_base + most_code > m->code_limit) {
         fmt_bytes(need, sizeof need, most_code);
         fmt_bytes(have, sizeof have, m->code_limit - m->tile_memory_base);
-        return diag_fail(p->d, "%s: error: does not fit: %s needs %s of code on one tile, machine '%s' has %s below code_limit",
+        return diag_fail_fit(p->d, "%s: error: does not fit: %s needs %s of code on one tile, machine '%s' has %s below code_limit",
                          p->mp->g->path, p->mp->g->name, need, m->name, have);
     }
     *data_base = (uint32_t)align_to((uint64_t)m->tile_memory_base + most, SUPPORT_ALIGN);
@@ -209,7 +209,8 @@ static int assign_addresses(placer *p, place_stats *st) {
     int32_t *apart = apart_lists(lp, nb, &apart_first);
     requests(p, req, tile_of, apart, apart_first);
     char why[1536];
-    int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why);
+    place_shortfall sf = {0};
+    int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why, &sf);
     if (rc) {
         /* What no plan can change: the parameters' bytes spread evenly. */
         const graph *g = p->mp->g;
@@ -219,15 +220,31 @@ static int assign_addresses(placer *p, place_stats *st) {
                 const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
                 params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
             }
-        char all[32], each[32], tile[32];
+        char all[32], each[32], room[32], need[32], over[32];
+        int tile = tile_of[failed] >= 0 ? tile_of[failed] : 0;
         fmt_bytes(all, sizeof all, params);
         fmt_bytes(each, sizeof each, params / p->m->tiles);
-        fmt_bytes(tile, sizeof tile, (double)(p->m->loader_limit - data_base));
-        diag_fail(p->d,
-                  "%s: error: does not fit: %s on machine '%s', tile %d: %s; the parameters take %s in all, %s of every tile's "
-                  "%s for data even spread evenly over its %u tiles",
-                  g->path, g->name, p->m->name, (int)(tile_of[failed] >= 0 ? tile_of[failed] : 0), why, all, each, tile,
-                  p->m->tiles);
+        fmt_bytes(room, sizeof room, (double)sf.room);
+        fmt_bytes(need, sizeof need, (double)sf.need);
+        fmt_bytes(over, sizeof over, (double)(sf.need > sf.room ? sf.need - sf.room : 0));
+        /* One plain sentence first (which tile, whose buffers, how much too
+         * much), then the detail. */
+        if (sf.need > sf.room)
+            diag_fail_fit(p->d,
+                          "%s: error: does not fit machine '%s': tile %d needs %s at once for '%s' and the buffers live beside "
+                          "it, %s more than its %s for data\n",
+                          g->path, p->m->name, tile, need, req[failed].name ? req[failed].name : "?", over, room);
+        else {
+            fmt_bytes(over, sizeof over, (double)(sf.room - sf.need));
+            diag_fail_fit(p->d,
+                          "%s: error: does not fit machine '%s': tile %d has %s free but in gaps too small for '%s' beside "
+                          "the buffers live with it\n",
+                          g->path, p->m->name, tile, over, req[failed].name ? req[failed].name : "?");
+        }
+        size_t at = strlen(p->d->text);
+        snprintf(p->d->text + at, sizeof p->d->text - at,
+                 "  detail: tile %d: %s\n  the parameters take %s in all, %s of every tile's %s even spread over the %u tiles\n",
+                 tile, why, all, each, room, p->m->tiles);
     } else {
         /* The fullest tile: the highest byte any buffer it uses reserves. */
         uint64_t *end = xcalloc(p->m->tiles, sizeof(uint64_t));

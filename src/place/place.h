@@ -68,10 +68,17 @@ typedef struct place_slot {
 
 /* Addresses for n requests in memory from data_base to loader_limit
  * (alloc.c's picture). On failure returns -1 with *failed the request that
- * did not fit and why (cap bytes) naming its payload, reservation rules,
- * the buffers live then and the free ranges. */
+ * did not fit, why (cap bytes) naming its payload, reservation rules, the
+ * buffers live then and the free ranges, and *shortfall (may be NULL). */
+/* What the request that did not fit needed at once on its tile (its own
+ * bytes and those of the buffers live beside it) and the bytes the tile has
+ * for data: need > room is a tile too full, need <= room free memory cut
+ * into gaps too small. */
+typedef struct place_shortfall {
+    uint64_t need, room;
+} place_shortfall;
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
-                 char *why, size_t cap);
+                 char *why, size_t cap, place_shortfall *shortfall);
 
 /* ---- tables.c --------------------------------------------------------- */
 

@@ -519,7 +519,7 @@ static int parameters_fit(const graph *g, const machine *m, diag *d) {
     fmt_bytes(all, sizeof all, params);
     fmt_bytes(each, sizeof each, params / m->tiles);
     fmt_bytes(tile, sizeof tile, machine_tile_bytes(m));
-    return diag_fail(d,
+    return diag_fail_fit(d,
                      "%s: error: does not fit: %s's parameters take %s, %s per tile even spread evenly over the %u "
                      "tiles of machine '%s', which have %s each",
                      g->path, g->name, all, each, m->tiles, m->name, tile);

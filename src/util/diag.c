@@ -35,6 +35,16 @@ int diag_fail(diag *d, const char *fmt, ...) {
     return -1;
 }
 
+int diag_fail_fit(diag *d, const char *fmt, ...) {
+    bool first = d && !d->set;
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vfail(d, fmt, ap);
+    va_end(ap);
+    if (first) d->no_fit = true;
+    return -1;
+}
+
 void src_line_col(const src_text *src, size_t off, int *line, int *col) {
     int l = 1, c = 1;
     if (off > src->len) off = src->len;

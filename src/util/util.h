@@ -118,12 +118,16 @@ typedef struct src_text {
 typedef struct diag {
     char text[2048];   /* complete message, newline-terminated */
     bool set;          /* a message has been recorded */
+    bool no_fit;       /* it says the model does not fit the machine (exit status 3) */
 } diag;
 
 /* Record "fmt" as the error; every variant returns -1 so callers can write
  * `return diag_fail(d, ...)`. The first error recorded wins. */
 int diag_fail(diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_vfail(diag *d, const char *fmt, va_list ap);
+/* The same for "does not fit": the model is fine, the machine too small for
+ * it (or for the plans the compiler can make); commands exit 3. */
+int diag_fail_fit(diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "path: error: " + prefix + the formatted message: the one shape of every
  * error about a file, for the variadic wrappers that add context. */
 int diag_vfail_in(diag *d, const char *path, const char *prefix, const char *fmt, va_list ap);

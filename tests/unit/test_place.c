@@ -35,7 +35,7 @@ static place_req rq(const char *name, uint64_t payload, int32_t first, int32_t l
 
 static int assign(const machine *m, uint32_t base, const place_req *req, int32_t n, place_slot *slot, char *why) {
     int32_t failed = -1;
-    return place_assign(m, base, req, n, slot, &failed, why, 2048);
+    return place_assign(m, base, req, n, slot, &failed, why, 2048, NULL);
 }
 
 /* Payload and tail may end exactly at loader_limit in the last element;
