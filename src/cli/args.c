@@ -61,6 +61,12 @@ int cli_parse(const cmd *c, int argc, char **argv, int npos_min, int npos_max, p
         p->pos[p->npos++] = a;
     }
     if (p->npos < npos_min) return usage_error(c, "missing %s", c->usage);
+    /* Stage lines (loading, lowering, placing) follow the command's --quiet;
+     * --json keeps stderr for errors alone. */
+    bool quiet = false;
+    for (int k = 0; c->opts[k].name; k++)
+        quiet |= p->nval[k] && (strcmp(c->opts[k].name, "--quiet") == 0 || strcmp(c->opts[k].name, "--json") == 0);
+    progress_quiet(quiet);
     return 0;
 }
 
@@ -78,6 +84,7 @@ const char *cli_opt(const cmd *c, const parsed *p, const char *name) {
 bool cli_flag(const cmd *c, const parsed *p, const char *name) { return p->nval[cli_opt_index(c, name)] > 0; }
 
 int cli_report(const diag *d) {
+    progress_done();
     fflush(stdout);
     fputs(d->text, stderr);
     return d->no_fit ? EXIT_NO_FIT : EXIT_USER;

@@ -76,7 +76,7 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     if (cli_machine(c, p, m, d) || sim_host_check(m, host_limit, "--max-host-memory", d)) return -1;
     package built;
     compile_options co;
-    if (cli_plan_options(c, p, p->pos[0], true, &co, d)) return -1;
+    if (cli_plan_options(c, p, p->pos[0], cli_flag(c, p, "--quiet") || cli_flag(c, p, "--json"), &co, d)) return -1;
     co.no_fuse = cli_flag(c, p, "--no-fuse");
     co.no_siblings = cli_flag(c, p, "--no-siblings");
     if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
@@ -166,13 +166,14 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         check_options co = {.package = given ? given : p.pos[0],
                             .inputs = inputs,
                             .expect = expect,
-                            .sim = {.trace = trace != NULL, .quiet = json, .max_host_bytes = host_limit},
+                            .sim = {.trace = trace != NULL, .quiet = json || cli_flag(c, &p, "--quiet"), .max_host_bytes = host_limit},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
     }
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
     else cli_outputs_abort(&files);
     if (have_pkg) package_free(&pkg);
+    progress_done(); /* the results follow */
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0 && json) print_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
     else if (rc == 0) {

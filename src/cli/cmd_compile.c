@@ -76,6 +76,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     if (rc == 0) {
         /* The file's size, without serialising the package a second time. */
         struct stat sb;
+        progress_done(); /* the results follow */
         report_search_summary(g, &ci);
         report_compile_summary(after ? stderr : stdout, p.pos[0], &m, &ci, stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0, out);
     }

@@ -54,6 +54,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, NULL, 0, NULL, &d);
     else cli_outputs_abort(&files);
     if (rc == 0) {
+        progress_done(); /* the results follow */
         int64_t nparams = 0, nops = 0;
         for (int32_t i = 0; i < g->ops.n; i++) {
             const graph_op *op = graph_opr(g, i);

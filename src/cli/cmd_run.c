@@ -49,6 +49,7 @@ int cmd_run(const cmd *c, int argc, char **argv) {
         free(s);
         json_decref(j);
     } else if (rc == 0) {
+        progress_done(); /* the results follow */
         printf("ran %s on %s\n", p.pos[0], pkg.machine.name);
         report_sim_summary(&st, &pkg.machine);
         for (int32_t j = 0; j < nin; j++) {

@@ -79,6 +79,7 @@ static const opt_spec check_opts[] = {
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
     {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
+    {"--quiet", NULL, "no progress lines (--json implies it)", false},
     {"--no-fuse", NULL, "compile with every optimizer step out of its gradient GEMM", false},
     {"--no-siblings", NULL, "compile with matmuls that read one operand apart", false},
     PLAN_OPTS,
@@ -167,7 +168,11 @@ int main(int argc, char **argv) {
         return argc < 2 ? EXIT_USER : 0;
     }
     for (size_t i = 0; i < TS_COUNT(commands); i++)
-        if (strcmp(commands[i].name, argv[1]) == 0) return commands[i].run(&commands[i], argc - 2, argv + 2);
+        if (strcmp(commands[i].name, argv[1]) == 0) {
+            int rc = commands[i].run(&commands[i], argc - 2, argv + 2);
+            progress_done();
+            return rc;
+        }
     fprintf(stderr, "tessel: error: unknown command '%s' (see 'tessel --help')\n", argv[1]);
     return EXIT_USER;
 }

@@ -85,7 +85,8 @@ int tessel_check(const graph *g, const package *p, const check_options *co, chec
     if (rc == 0) {
         rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
         double t0 = util_now_seconds();
-        ref_options po = {.strip_precision = true, .quiet = true}, eo = {.plan = &plan, .quiet = true};
+        ref_options po = {.strip_precision = true, .quiet = co->sim.quiet, .what = "reference (FP32)"},
+                    eo = {.plan = &plan, .quiet = co->sim.quiet, .what = "reference (plan-exact)"};
         if (rc == 0) rc = ref_run(g, &po, inputs, pure, d);
         if (rc == 0) rc = ref_run(g, &eo, inputs, emu, d);
         r->ref_seconds = util_now_seconds() - t0;
@@ -122,7 +123,7 @@ int tessel_check(const graph *g, const package *p, const check_options *co, chec
             if (!(o->pure.max_abs_err <= r->max_abs_err)) r->max_abs_err = o->pure.max_abs_err;
         }
         if (co->locate || r->differing) {
-            rc = tessel_locate(g, p, &plan, inputs, &r->loc, d);
+            rc = tessel_locate(g, p, &plan, inputs, co->sim.quiet, &r->loc, d);
             r->located = rc == 0;
         }
     }

@@ -171,6 +171,7 @@ static int build_finalist(const graph *g, const graph *gc, const machine *m, con
     mid_plan_copy(&pl, plan);
     mid_program mid;
     mid_watch watch = {print_mid_after, (void *)o};
+    progress_stage("compile", "expanding the plan");
     int rc = mid_build(gc, m, &pl, &mid, &watch, d);
     mid_plan_free(&pl);
     if (rc) return -1;
@@ -180,6 +181,7 @@ static int build_finalist(const graph *g, const graph *gc, const machine *m, con
     low_program low;
     int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
     low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
+    progress_stage("compile", "lowering to per-tile runs and exchanges");
     rc = lower(&mid, m, o, &la, &low, buf_of, prim_steps, info, d);
     info->lower_seconds += util_now_seconds() - t0;
     t0 = util_now_seconds();

@@ -138,8 +138,10 @@ typedef struct locate_result {
     int32_t tile;                           /* and the tile holding it */
 } locate_result;
 
-int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, locate_result *r,
-                  diag *d);
+/* Reruns p and the plan-exact reference watching every op result, to name
+ * the first that differs (progress lines unless quiet). */
+int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
+                  locate_result *r, diag *d);
 
 typedef struct check_output {
     const char *name;

@@ -112,8 +112,8 @@ static void where(const pkg_binding *b, int64_t e, locate_result *r) {
     r->tile = layout_tile(lay, shard, rep);
 }
 
-int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, locate_result *r,
-                  diag *d) {
+int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
+                  locate_result *r, diag *d) {
     memset(r, 0, sizeof *r);
     r->binding = -1;
     loc l = {.g = g, .p = p, .r = r};
@@ -128,13 +128,13 @@ int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, 
             r->probes++;
         }
     }
-    sim_options so = {.quiet = true, .probe = on_probe, .probe_ctx = &l};
+    sim_options so = {.quiet = quiet, .probe = on_probe, .probe_ctx = &l};
     sim_stats st;
     int32_t nout = graph_outputs(g, NULL, 0);
     float **outs = xcalloc((size_t)nout + 1, sizeof(float *));
     int rc = sim_run(p, &so, inputs, outs, &st, d);
     sim_stats_free(&st);
-    ref_options eo = {.plan = plan, .quiet = true, .on_value = on_value, .on_value_ctx = &l};
+    ref_options eo = {.plan = plan, .quiet = quiet, .what = "locate (plan-exact)", .on_value = on_value, .on_value_ctx = &l};
     float **ref = xcalloc((size_t)nout + 1, sizeof(float *));
     if (rc == 0) {
         rc = ref_run(g, &eo, inputs, ref, d);

@@ -413,6 +413,7 @@ typedef struct ref_options {
                                the device's arithmetic in the plan's order,
                                every result rounded to its dtype (emulate.c) */
     bool quiet;             /* no progress line */
+    const char *what;       /* the progress line's name (NULL: "reference") */
     /* Called with every op result as it is computed (repeat results after
      * their loop); iters[0..depth) are the iteration indices of the
      * enclosing repeats, outermost first. A nonzero return stops the run

@@ -626,7 +626,7 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
             outputs, 0, {0}, 0, {0}, 0, false};
     for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
     plan_block(&r, &g->body, -1);
-    progress_begin(&r.prog, "reference", count_work(g, &g->body), o->quiet);
+    progress_begin(&r.prog, o->what ? o->what : "reference", count_work(g, &g->body), o->quiet);
     int input_k = 0;
     int rc = exec_block(&r, &g->body, inputs, &input_k);
     progress_end(&r.prog);

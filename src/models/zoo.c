@@ -173,6 +173,9 @@ static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_ini
             return 0;
         }
         t.dtype = DT_F143;
+        char what[160];
+        snprintf(what, sizeof what, "choosing the fp8 scale of '%s' (%lld values)", name, (long long)n);
+        progress_stage(b->g->path, what);
         t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
     } else {
         t.dtype = DT_F16;

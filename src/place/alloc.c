@@ -257,6 +257,11 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
     int rc = -1, furthest = -1;
     int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
+        if (mode) {
+            char what[64];
+            snprintf(what, sizeof what, "buffer order %d of %d", mode + 1, 2 * ORDERS);
+            progress_stage("place", what);
+        }
         int32_t f = -1, placed = 0, nunclear = 0;
         char w[2048];
         place_shortfall sf = {0};

@@ -432,16 +432,25 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
     for (int32_t b = 0; b < lp->bufs.n; b++) p.tensor_of[b] = -1;
     for (int32_t t = 0; t < mp->tensors.n; t++)
         if (buf_of[t] >= 0) p.tensor_of[buf_of[t]] = t;
+    progress_stage("place", "planning the exchange tables");
     p.xt = place_tables_plan(lp, mp->m);
+    progress_stage("place", "assigning buffer addresses");
     int rc = assign_addresses(&p, st);
     if (rc == 0) {
         copy_program(&p);
         /* The exchanges: every tile's tables, from the plan support() counted. */
+        progress_stage("place", "encoding the exchange tables");
         rc = place_tables_encode(p.xt, p.addr, out, d);
     }
     if (rc == 0) {
+        progress_stage("place", "writing the parameters");
         for (int32_t t = 0; t < mp->tensors.n && rc == 0; t++)
-            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) rc = add_param(&p, t);
+            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) {
+                char what[300];
+                snprintf(what, sizeof what, "writing parameter '%s'", mid_t(mp, t)->name);
+                progress_stage("place", what);
+                rc = add_param(&p, t);
+            }
         if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
         /* The package owns its blob through its arena, as a loaded one does. */
         out->blob = arena_alloc(&out->arena, p.blob_bytes);

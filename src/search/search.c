@@ -535,6 +535,7 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
     const graph *g = st->g;
     const machine *m = st->m;
     mid_program mid;
+    progress_stage("search", "the start plan: every matmul's best-scored grid");
     if (mid_build(g, m, pl, &mid, NULL, d)) return -1;
     *cur = price(st, &mid, cache);
     mid_free(&mid);
@@ -787,7 +788,9 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         mid_plan *f = &r->finalist[i];
         mid_program mid;
         diag dd = {0};
-        if (!f->casts_all_early || mid_build(g, m, f, &mid, NULL, &dd) != 0) continue;
+        if (!f->casts_all_early) continue;
+        progress_stage("search", "recording the finalists' cast sites");
+        if (mid_build(g, m, f, &mid, NULL, &dd) != 0) continue;
         mid_free(&mid);
         f->casts_all_early = false;
     }

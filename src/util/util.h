@@ -195,8 +195,12 @@ void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t b
 
 /* ---- progress.c ------------------------------------------------------- */
 
-/* One status line on stderr, redrawn in place on a terminal and printed at
- * most every few seconds otherwise; quiet mode prints nothing. */
+/* One status line on stderr, redrawn in place on a terminal, and in a log
+ * (stderr not a terminal) a line whenever PROGRESS_LOG_SECONDS have passed
+ * since the last one any progress printed: however the work is split into
+ * stages, a reader never waits longer than that plus one step. Quiet mode
+ * prints nothing. */
+enum { PROGRESS_LOG_SECONDS = 4 };
 typedef struct progress {
     const char *what;   /* e.g. "reference" */
     int64_t total;      /* units of work, 0 if unknown */
@@ -208,5 +212,15 @@ typedef struct progress {
 void progress_begin(progress *p, const char *what, int64_t total, bool quiet);
 void progress_step(progress *p, int64_t done, const char *detail);
 void progress_end(progress *p);
+/* A stage of work with no count of its own (lowering, placement, loading a
+ * model): `what: detail` under the same rules, unless progress_quiet(true)
+ * was called (the command's --quiet or --json). */
+void progress_stage(const char *what, const char *detail);
+/* Called once per command with its --quiet (or --json): starts the clock
+ * and, unless quiet, a heartbeat thread that repeats the stage under way
+ * when nothing has printed for PROGRESS_LOG_SECONDS. progress_done stops
+ * every line (the command's results follow). */
+void progress_quiet(bool quiet);
+void progress_done(void);
 
 #endif
