@@ -20,7 +20,7 @@ void report_compile_summary(FILE *f, const char *model, const machine *m, const 
     fmt_bytes(sup, sizeof sup, ci->place.support_bytes);
     fmt_bytes(tmax, sizeof tmax, ci->place.table_bytes_max);
     fmt_bytes(tmed, sizeof tmed, ci->place.table_bytes_median);
-    fprintf(f, "  tile memory %s of %s on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
+    fprintf(f, "  tile memory %s of %s reserved on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
            used, have, ci->place.peak_tile, ci->place.buffers, sup);
     fprintf(f, "  tables      %s on the busiest tile, median %s (budget %u KiB)\n", tmax, tmed, m->table_budget_bytes / 1024);
     if (path) fprintf(f, "  package     %s, %s\n", path, size);
@@ -102,7 +102,8 @@ void report_sim_summary(const sim_stats *st, const machine *m) {
         }
         printf("\n");
     }
-    printf("  tiles       %d of %u used, peak %s per tile, %s exchanged\n", st->tiles_used, m->tiles, used, xb);
+    printf("  tiles       %d of %u used, at most %s of a tile's memory touched, %s exchanged\n", st->tiles_used, m->tiles, used,
+           xb);
     printf("  host        %.2f s simulating (%.2f s in kernels)\n", st->host_seconds, st->kernel_seconds);
 }
 
