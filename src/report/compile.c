@@ -87,6 +87,31 @@ static json_t *gemm_json(const graph *g, int32_t op, const mid_gemm_plan *c) {
                      c->sum_at_consumer ? "consumer" : "grid", "streams", c->swap ? "b" : "a");
 }
 
+/* Why a matmul's choice won, in a sentence: the cost it was chosen on
+ * (the whole program's prediction) against its runner-up's. */
+static void choice_reason(const search_op *so, double cycles, double peak, char *why, size_t cap) {
+    char pk[32], rp[32];
+    fmt_bytes(pk, sizeof pk, peak);
+    if (so->chosen_score == 0)
+        snprintf(why, cap, "not a scored candidate (the recipe's choice, or a variant of one): kept for the whole program's %.0f cycles",
+                 cycles);
+    else if (!so->has_runner)
+        snprintf(why, cap, "the only grid the machine allows for this op");
+    else if (!so->runner_priced)
+        snprintf(why, cap, "the runner-up does not expand with the rest of the plan");
+    else if (!so->runner_fits)
+        fmt_bytes(rp, sizeof rp, so->runner_peak),
+            snprintf(why, cap, "with the runner-up the program's estimated peak is %s per tile, more than the room; chosen: %s", rp, pk);
+    else if (so->runner_cycles > cycles)
+        snprintf(why, cap, "%s alone, but with it the whole program predicts %.0f cycles, %.0f more than the %.0f chosen",
+                 so->runner_score < so->chosen_score ? "the runner-up scores better" : "the runner-up scores worse",
+                 so->runner_cycles, so->runner_cycles - cycles, cycles);
+    else
+        snprintf(why, cap, "the whole program predicts %.0f cycles with the runner-up, no better than the %.0f chosen (the search "
+                           "keeps the first of equals)",
+                 so->runner_cycles, cycles);
+}
+
 char *report_compile_json(const graph *model, const machine *m, const compile_info *info) {
     const search_result *sr = &info->search;
     const graph *g = tessel_compiled_graph(model, info); /* the search's ops are the compiled graph's */
@@ -109,7 +134,14 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
         if (so->has_runner) {
             json_object_set_new(o, "runner_up", gemm_json(g, so->op, &so->runner_up));
             json_object_set_new(o, "runner_up_score", json_real(so->runner_score));
+            if (so->runner_priced) {
+                json_object_set_new(o, "runner_up_predicted_cycles", json_real(so->runner_cycles));
+                json_object_set_new(o, "runner_up_fits", json_boolean(so->runner_fits));
+            }
         }
+        char why[320];
+        choice_reason(so, sr->est.cycles, sr->est.peak_bytes, why, sizeof why);
+        json_object_set_new(o, "why", json_string(why));
         json_array_append_new(ops, o);
     }
     json_t *steps = json_array();

@@ -685,6 +685,43 @@ static void local_search(const state *st, const search_options *o, const int32_t
     free(props);
 }
 
+/* Why each matmul's choice beat its runner-up, for the report: the whole
+ * program priced with the runner-up instead (its cycles, and whether its
+ * peak fits the room), all in parallel. A runner-up scored better alone
+ * loses there: on the copies around it, or on memory. */
+typedef struct runner_job {
+    const state *st;
+    const mid_plan *best;
+    est_cache *cache;
+    search_op *so;
+} runner_job;
+
+static void run_runners(void *ctx, int64_t b, int64_t e) {
+    runner_job *j = ctx;
+    for (int64_t i = b; i < e; i++) {
+        mid_plan pl;
+        mid_plan_copy(&pl, j[i].best);
+        pl.choose = NULL;
+        pl.gemm[j[i].so->op] = j[i].so->runner_up;
+        eval ev = evaluate(j[i].st, &pl, j[i].cache);
+        j[i].so->runner_priced = ev.ok;
+        j[i].so->runner_cycles = ev.cycles;
+        j[i].so->runner_peak = ev.peak;
+        mid_plan_free(&pl);
+    }
+}
+
+static void price_runners(const state *st, const mid_plan *best, est_cache *cache, search_result *r) {
+    runner_job *jobs = xcalloc((size_t)r->ops.n + 1, sizeof(runner_job));
+    int64_t n = 0;
+    for (int32_t i = 0; i < r->ops.n; i++)
+        if (r->ops.v[i].has_runner) jobs[n++] = (runner_job){st, best, cache, &r->ops.v[i]};
+    util_parallel(n, 1, run_runners, jobs);
+    double room = est_buffer_room(st->m, r->est.table_bytes_max);
+    for (int64_t i = 0; i < n; i++) jobs[i].so->runner_fits = jobs[i].so->runner_peak <= room;
+    free(jobs);
+}
+
 /* The best finalist's estimate, per prim, for the report: per searched op
  * its choice, predicted cycles and the runner-up's score. */
 static void describe_best(const state *st, est_cache *cache, search_result *r) {
@@ -718,6 +755,7 @@ static void describe_best(const state *st, est_cache *cache, search_result *r) {
             }
             vec_push(&r->arena, &r->ops, so);
         }
+        price_runners(st, &best, cache, r);
         for (int32_t i = 0; i < g->ops.n; i++) {
             int kind = graph_opr(g, i)->kind;
             if (kind != OP_LAYER_NORM && !(mid_op_is_ewise(kind) && best.ew_layout[i] != MID_EWL_FIRST)) continue;

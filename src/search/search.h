@@ -57,7 +57,10 @@ typedef struct search_op {
     int32_t parts;                     /* a layer norm's row parts, 0 for a matmul */
     int ew;                            /* an elementwise op's layout (mid_ew_layout) + 1, else 0 */
     mid_gemm_plan chosen, runner_up;
-    double chosen_score, runner_score; /* cycles of the op alone (candidate score) */
+    double chosen_score, runner_score; /* cycles of the op alone (candidate score); 0: the choice was no
+                                          scored candidate (a recipe's, or a variant of one) */
+    double runner_cycles, runner_peak; /* the whole program with the runner-up instead, predicted */
+    bool runner_fits, runner_priced;   /* ... its estimated peak within the room; whether it expanded */
     double cycles;                     /* predicted cycles of its prims in the whole program, one execution */
     bool has_runner;
 } search_op;
