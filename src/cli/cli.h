@@ -68,6 +68,7 @@ int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *
 typedef struct host_spec {
     const char *name;
     dtype dtype;
+    dtype declared;      /* what the source model declares (an ONNX f32 input compiled at f16), else dtype */
     int scale;
     int rank;
     int64_t dim[GRAPH_MAX_RANK];

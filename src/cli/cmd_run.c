@@ -7,9 +7,15 @@
 #include "../report/report.h"
 #include "cli.h"
 
-static host_spec binding_spec(const pkg_binding *b) {
-    host_spec s = {.name = b->name, .dtype = b->dtype, .scale = b->scale, .rank = b->layout.rank};
+/* A binding as a command-line tensor; an input's declared dtype from the
+ * package's metadata (declared_inputs: an imported model's f32 input
+ * compiled at f16), else its own. */
+static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
+    host_spec s = {.name = b->name, .dtype = b->dtype, .declared = b->dtype, .scale = b->scale, .rank = b->layout.rank};
     for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
+    const char *dn = json_string_value(json_object_get(declared, b->name));
+    dtype dt;
+    if (dn && dtype_parse(dn, strlen(dn), &dt)) s.declared = dt;
     return s;
 }
 
@@ -22,10 +28,12 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     if (package_load(p.pos[0], &pkg, &d)) return cli_report(&d);
     int32_t nin = 0, nout = 0;
     host_spec *ins = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec)), *outs = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec));
+    json_t *meta = json_loads(pkg.meta ? pkg.meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
     for (int32_t i = 0; i < pkg.bindings.n; i++) {
-        if (pkg.bindings.v[i].role == PKG_OUTPUT) outs[nout++] = binding_spec(&pkg.bindings.v[i]);
-        else if (pkg.bindings.v[i].role == PKG_INPUT) ins[nin++] = binding_spec(&pkg.bindings.v[i]);
+        if (pkg.bindings.v[i].role == PKG_OUTPUT) outs[nout++] = binding_spec(&pkg.bindings.v[i], NULL);
+        else if (pkg.bindings.v[i].role == PKG_INPUT) ins[nin++] = binding_spec(&pkg.bindings.v[i], declared);
     }
+    json_decref(meta);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     bool json = cli_flag(c, &p, "--json");

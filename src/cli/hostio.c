@@ -22,7 +22,8 @@ host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n) {
     host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
     for (int32_t i = 0; i < *n; i++) {
         const graph_value *v = graph_val(g, ids[i]);
-        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank};
+        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank,
+                           .declared = !outputs && g->declared ? g->declared[i] : v->type.dtype};
         memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
     }
     free(ids);
@@ -79,7 +80,12 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
         bool exact = !is_input || ((arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32)) &&
                                    (!arr.f64 || arr.f64_exact));
         const char *held = arr.f64 ? "float64" : dtype_name(arr.dtype);
-        if (!exact && !cli_flag(c, p, "--convert")) {
+        /* The dtype the model itself declares is taken at the boundary. */
+        bool declared = is_input && !exact && s->declared != s->dtype && arr.dtype == s->declared && !arr.f64;
+        if (declared)
+            fprintf(stderr, "tessel %s: note: input '%s': the model declares %s; rounded to the %s it is imported at (--precision)\n", c->name,
+                    bare, dtype_name(s->declared), dtype_name(s->dtype));
+        if (!exact && !declared && !cli_flag(c, p, "--convert")) {
             npy_free(&arr);
             diag_fail(d,
                       "tessel %s: error: option '--input %s': %s holds %s but input '%s' is %s, and the conversion can lose "
@@ -87,7 +93,7 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
                       c->name, a, eq + 1, held, bare, dtype_name(s->dtype));
             goto fail;
         }
-        if (is_input && (arr.dtype != s->dtype || arr.f64))
+        if (is_input && !declared && (arr.dtype != s->dtype || arr.f64))
             fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
                     held, dtype_name(s->dtype));
         char shape[128];

@@ -17,6 +17,14 @@ static char *meta_json(const graph *g, const machine *m, const char *model, cons
                           "runs", (json_int_t)ci->runs, "fragments", (json_int_t)ci->frags);
     json_object_set_new(j, "numerics", json_loads(numerics, 0, NULL));
     json_object_set_new(j, "recipe", json_loads(recipe, 0, NULL));
+    if (g->declared) { /* the inputs' dtypes as the source model declares them (run takes data in them) */
+        int32_t n = graph_inputs(g, NULL, 0), *ids = xcalloc((size_t)n + 1, sizeof(int32_t));
+        graph_inputs(g, ids, n);
+        json_t *dj = json_object();
+        for (int32_t i = 0; i < n; i++) json_object_set_new(dj, graph_val(g, ids[i])->name, json_string(dtype_name(g->declared[i])));
+        json_object_set_new(j, "declared_inputs", dj);
+        free(ids);
+    }
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     return s;

@@ -223,6 +223,10 @@ typedef struct graph {
     const char *lead, *tail;    /* trivia before/on the 'graph' line */
     const char *end_lead;       /* trivia after the last op */
     int32_t cur_repeat;         /* builder: open repeat op, -1 at top level */
+    /* Per input in program order, the dtype the source model declares where
+     * the import changed it (an ONNX f32 input compiled at f16: data in the
+     * declared dtype is taken at the boundary, as PopRT does); NULL: none. */
+    const dtype *declared;
     /* what data() parameters point into (memory maps, folded constants):
      * released by graph_free through keep_free, may be handed to another graph */
     void *keep;

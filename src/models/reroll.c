@@ -518,13 +518,19 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
     reroll_plan pl = o->reroll ? find_reroll(&f) : (reroll_plan){.bad = -1};
     graph *out = graph_new(g->name, g->path);
     r.out = out;
+    dtype *declared = arena_alloc(&out->arena, sizeof(dtype) * ((size_t)g->body.n + 1));
+    int32_t nin = 0;
+    bool changed = false;
     for (int32_t i = 0; i < g->body.n; i++) {
         const graph_op *op = graph_opr(g, g->body.v[i]);
         if (op->kind != OP_INPUT) continue;
         graph_type t = graph_val(g, op->out[0])->type;
+        declared[nin++] = t.dtype;
         t.dtype = act_dtype(&r);
+        changed |= t.dtype != declared[nin - 1];
         r.map[op->out[0]] = graph_result(out, graph_add_input(out, graph_val(g, op->out[0])->name, t), 0);
     }
+    if (changed) out->declared = declared;
     top_params(&r, &pl);
     reroll_args fa;
     if (pl.cnt) reroll_params(&r, &pl, &fa);
