@@ -599,6 +599,17 @@ static bool keep_best(const proposal *props, const eval *res, int n, mid_plan *p
     return best >= 0;
 }
 
+/* Whether g has a cast from f16 to an 8-bit type: a graph without one has
+ * no cast sites, and nothing to record or try. */
+static bool has_8bit_casts(const graph *g) {
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        const graph_op *o = graph_opr(g, i);
+        if (o->kind == OP_CAST && graph_val(g, o->in[0])->type.dtype == DT_F16 && dtype_is_f8(graph_val(g, o->out[0])->type.dtype))
+            return true;
+    }
+    return false;
+}
+
 /* The cast sites of a program, as expansion makes it (every cast late). */
 typedef struct site_list {
     mid_cast_site *v;
@@ -624,7 +635,7 @@ static void cast_rounds(const state *st, const search_options *o, mid_plan *pl, 
     mid_program mid;
     diag d = {0};
     mid_watch w = {grab_sites, &sites};
-    if (o->steps <= 0 || mid_build(st->g, st->m, pl, &mid, &w, &d) != 0) return;
+    if (o->steps <= 0 || !has_8bit_casts(st->g) || mid_build(st->g, st->m, pl, &mid, &w, &d) != 0) return;
     mid_free(&mid);
     pl->casts_all_early = false; /* its sites now recorded one by one */
     proposal *props = xcalloc((size_t)sites.n + 1, sizeof(proposal));
@@ -822,11 +833,16 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
     }
     /* A finalist with every site early names them one by one, as its
      * program makes them (what its recipe lists). */
+    bool casts = has_8bit_casts(g);
     for (int i = 0; rc == 0 && i < r->nfinalists; i++) {
         mid_plan *f = &r->finalist[i];
         mid_program mid;
         diag dd = {0};
         if (!f->casts_all_early) continue;
+        if (!casts) { /* no sites: nothing early to name */
+            f->casts_all_early = false;
+            continue;
+        }
         progress_stage("search", "recording the finalists' cast sites");
         if (mid_build(g, m, f, &mid, NULL, &dd) != 0) continue;
         mid_free(&mid);
