@@ -280,7 +280,7 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
         /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
         if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
         search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = room_scales[attempt],
-                             .reserved = reservations[attempt]};
+                             .reserved = reservations[attempt], .reasons = o->fusion_report};
         if (!(attempt == 0 && searched)) {
             if (attempt > 0) search_result_free(&info->search);
             double ts = util_now_seconds();
@@ -359,7 +359,8 @@ static int search_graphs(const graph *g, const machine *m, const compile_options
                          compile_info *alt, mid_plan *as, bool *searched, diag *d) {
     *searched = false;
     if (!info->joined || o->recipe || o->search_steps == 0) return 0; /* place_plans searches the one graph */
-    search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0};
+    search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0,
+                         .reasons = o->fusion_report};
     double ts = util_now_seconds();
     int rc = search_plan(tessel_compiled_graph(g, info), m, start, &so, &info->search, d);
     if (rc == 0) rc = setup(g, false, m, o, alt, as, d);

@@ -21,7 +21,8 @@ typedef struct compile_options {
     bool quiet;               /* no progress line */
     bool no_fuse;             /* analyse the epilogue fusions but make none */
     bool no_siblings;         /* keep matmuls that share an operand apart */
-    bool fusion_report;       /* fill compile_info's fusion savings, proofs and live peak (for --report) */
+    bool fusion_report;       /* for --report: fill compile_info's fusion savings, proofs and live peak, and price
+                                 each matmul's runner-up in the whole program (its `why`) */
 } compile_options;
 
 /* ---- passes.c: the pipeline, one named pass after another -----------------

@@ -98,7 +98,8 @@ static void choice_reason(const search_op *so, double cycles, double peak, char 
     else if (!so->has_runner)
         snprintf(why, cap, "the only grid the machine allows for this op");
     else if (!so->runner_priced)
-        snprintf(why, cap, "the runner-up does not expand with the rest of the plan");
+        snprintf(why, cap, "chosen on the whole program's %.0f cycles (the runner-up does not expand with the rest of the plan)",
+                 cycles);
     else if (!so->runner_fits)
         fmt_bytes(rp, sizeof rp, so->runner_peak),
             snprintf(why, cap, "with the runner-up the program's estimated peak is %s per tile, more than the room; chosen: %s", rp, pk);

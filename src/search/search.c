@@ -735,7 +735,7 @@ static void price_runners(const state *st, const mid_plan *best, est_cache *cach
 
 /* The best finalist's estimate, per prim, for the report: per searched op
  * its choice, predicted cycles and the runner-up's score. */
-static void describe_best(const state *st, est_cache *cache, search_result *r) {
+static void describe_best(const state *st, est_cache *cache, bool reasons, search_result *r) {
     const graph *g = st->g;
     mid_plan best;
     mid_plan_copy(&best, &r->finalist[0]);
@@ -766,7 +766,7 @@ static void describe_best(const state *st, est_cache *cache, search_result *r) {
             }
             vec_push(&r->arena, &r->ops, so);
         }
-        price_runners(st, &best, cache, r);
+        if (reasons) price_runners(st, &best, cache, r);
         for (int32_t i = 0; i < g->ops.n; i++) {
             int kind = graph_opr(g, i)->kind;
             if (kind != OP_LAYER_NORM && !(mid_op_is_ewise(kind) && best.ew_layout[i] != MID_EWL_FIRST)) continue;
@@ -829,7 +829,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         for (int32_t i = 0; i < g->ops.n; i++)
             if (mid_op_is_ewise(graph_opr(g, i)->kind)) vec_push(&r->arena, &ew_ops, i);
         local_search(&st, o, ops.v, ops.n, ew_ops.v, ew_ops.n, &pl, &cur, room, cache, r);
-        describe_best(&st, cache, r);
+        describe_best(&st, cache, o->reasons, r);
     }
     /* A finalist with every site early names them one by one, as its
      * program makes them (what its recipe lists). */

@@ -38,6 +38,7 @@ typedef struct search_options {
     bool quiet;              /* no progress line */
     double room_scale;       /* the part of est_buffer_room a plan's estimated peak may take (0: all of it) */
     bool reserved;           /* judge that peak by est_result.reserved_peak_bytes, not peak_bytes */
+    bool reasons;            /* price each matmul's runner-up in the whole program (the report's `why`) */
 } search_options;
 
 /* One accepted step: the beam's best plan improving at a matmul, or a local-search step. */
