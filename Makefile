@@ -37,7 +37,7 @@ asan-test: setup
 # Out of memory is a user error: small jobs with their N-th allocation
 # failing, under ASan, must exit 2 cleanly (scripts/alloc_sweep.py).
 # CI tries the first 200 failure points of each job and every 8th after
-# (about 4,100 runs, 8-9 min on 2 cores: the compile and check jobs make
+# (4,519 runs, about 7 min on 2 cores: the compile and check jobs make
 # about 12,000 allocations each; every 5th took 12-14 min);
 # ALLOC_SWEEP_ARGS=--stride=1 tries every one.
 ALLOC_SWEEP_ARGS ?= --first 200 --stride 8
