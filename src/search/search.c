@@ -698,39 +698,34 @@ static void local_search(const state *st, const search_options *o, const int32_t
 
 /* Why each matmul's choice beat its runner-up, for the report: the whole
  * program priced with the runner-up instead (its cycles, and whether its
- * peak fits the room), all in parallel. A runner-up scored better alone
- * loses there: on the copies around it, or on memory. */
-typedef struct runner_job {
-    const state *st;
-    const mid_plan *best;
-    est_cache *cache;
-    search_op *so;
-} runner_job;
-
-static void run_runners(void *ctx, int64_t b, int64_t e) {
-    runner_job *j = ctx;
-    for (int64_t i = b; i < e; i++) {
-        mid_plan pl;
-        mid_plan_copy(&pl, j[i].best);
-        pl.choose = NULL;
-        pl.gemm[j[i].so->op] = j[i].so->runner_up;
-        eval ev = evaluate(j[i].st, &pl, j[i].cache);
-        j[i].so->runner_priced = ev.ok;
-        j[i].so->runner_cycles = ev.cycles;
-        j[i].so->runner_peak = ev.peak;
-        mid_plan_free(&pl);
-    }
-}
-
+ * peak fits the room), as a proposal each, all in parallel. A runner-up
+ * scored better alone loses there: on the copies around it, or on memory. */
 static void price_runners(const state *st, const mid_plan *best, est_cache *cache, search_result *r) {
-    runner_job *jobs = xcalloc((size_t)r->ops.n + 1, sizeof(runner_job));
+    proposal *props = xcalloc((size_t)r->ops.n + 1, sizeof(proposal));
+    cand *alt = xcalloc((size_t)r->ops.n + 1, sizeof(cand));
+    eval *res = xcalloc((size_t)r->ops.n + 1, sizeof(eval));
+    int32_t *of = xcalloc((size_t)r->ops.n + 1, sizeof(int32_t));
     int64_t n = 0;
-    for (int32_t i = 0; i < r->ops.n; i++)
-        if (r->ops.v[i].has_runner) jobs[n++] = (runner_job){st, best, cache, &r->ops.v[i]};
-    util_parallel(n, 1, run_runners, jobs);
+    for (int32_t i = 0; i < r->ops.n; i++) {
+        if (!r->ops.v[i].has_runner) continue;
+        alt[n].c = r->ops.v[i].runner_up;
+        of[n] = i;
+        props[n] = (proposal){st, best, cache, r->ops.v[i].op, &alt[n], 0, &res[n], 0, -1};
+        n++;
+    }
+    util_parallel(n, 1, run_proposals, props);
     double room = est_buffer_room(st->m, r->est.table_bytes_max);
-    for (int64_t i = 0; i < n; i++) jobs[i].so->runner_fits = jobs[i].so->runner_peak <= room;
-    free(jobs);
+    for (int64_t k = 0; k < n; k++) {
+        search_op *so = &r->ops.v[of[k]];
+        so->runner_priced = res[k].ok;
+        so->runner_cycles = res[k].cycles;
+        so->runner_peak = res[k].peak;
+        so->runner_fits = res[k].ok && res[k].peak <= room;
+    }
+    free(props);
+    free(alt);
+    free(res);
+    free(of);
 }
 
 /* The best finalist's estimate, per prim, for the report: per searched op

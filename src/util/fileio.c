@@ -57,25 +57,19 @@ static void block_signals(sigset_t *old) {
     sigprocmask(SIG_BLOCK, &s, old);
 }
 
-static void live_add(char *path) {
+/* Appends path to a list the signal handler reads (live_tmp or live_dir). */
+static void live_push(char **list, volatile sig_atomic_t *n, char *path) {
     sigset_t old;
     block_signals(&old);
-    if (nlive < MAX_LIVE_TMP) {
-        live_tmp[nlive] = path;
-        nlive = nlive + 1;
+    if (*n < MAX_LIVE_TMP) {
+        list[*n] = path;
+        *n = *n + 1;
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-static void live_add_dir(char *path) {
-    sigset_t old;
-    block_signals(&old);
-    if (nlive_dir < MAX_LIVE_TMP) {
-        live_dir[nlive_dir] = path;
-        nlive_dir = nlive_dir + 1;
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
-}
+static void live_add(char *path) { live_push(live_tmp, &nlive, path); }
+static void live_add_dir(char *path) { live_push(live_dir, &nlive_dir, path); }
 
 /* Forgets the directories from entry `from` on (an outset's, made last). */
 static void live_drop_dirs(char *const *dirs, int32_t n) {
