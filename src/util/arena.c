@@ -13,6 +13,7 @@ struct arena_block {
 };
 
 enum { ARENA_ALIGN = 16, ARENA_MIN_BLOCK = 64 * 1024 };
+#define ARENA_OWN ((size_t)-1) /* arena_block.last of a block holding one large allocation */
 
 void arena_init(arena *a) { a->head = NULL; a->used_bytes = 0; }
 
@@ -34,7 +35,7 @@ void *arena_alloc(arena *a, size_t bytes) {
     arena_block *b = a->head;
     if (!b || b->cap - b->used < need) {
         size_t cap = need > ARENA_MIN_BLOCK ? need : ARENA_MIN_BLOCK;
-        if (b && cap < b->cap * 2 && b->cap < 64u * 1024 * 1024) cap = b->cap * 2;
+        if (b && b->last != ARENA_OWN && cap < b->cap * 2 && b->cap < 64u * 1024 * 1024) cap = b->cap * 2;
         b = xmalloc(sizeof(arena_block) + cap);
         b->prev = a->head;
         b->cap = cap;
@@ -50,22 +51,50 @@ void *arena_alloc(arena *a, size_t bytes) {
     return p;
 }
 
+/* An allocation this large grows in a block of its own, which realloc can
+ * extend without copying (glibc moves large blocks by remapping pages). */
+enum { ARENA_OWN_BLOCK = 1 << 20 };
+
+static arena_block *own_block(size_t bytes) {
+    arena_block *b = xmalloc(sizeof(arena_block) + bytes);
+    b->cap = b->used = bytes;
+    b->last = ARENA_OWN; /* never the head's bump block, nor the size the next one doubles */
+    return b;
+}
+
 void *arena_grow(arena *a, void *p, size_t old_bytes, size_t new_bytes) {
     if (new_bytes <= old_bytes) return p;
+    size_t need = round_up(new_bytes);
     arena_block *b = a->head;
-    if (p && b && (unsigned char *)p == b->data + b->last) {
-        size_t need = round_up(new_bytes);
-        if (b->last + need <= b->cap) {
-            size_t old_round = b->used - b->last;
-            memset(b->data + b->used, 0, b->last + need - b->used);
-            b->used = b->last + need;
-            a->used_bytes += need - old_round;
-            return p;
-        }
+    if (p && b && b->last != ARENA_OWN && (unsigned char *)p == b->data + b->last && b->last + need <= b->cap) {
+        a->used_bytes += b->last + need - b->used;
+        b->used = b->last + need;
+        return p;
     }
-    void *q = arena_alloc(a, new_bytes);
-    if (old_bytes) memcpy(q, p, old_bytes);
-    return q;
+    if (need < ARENA_OWN_BLOCK) {
+        void *q = arena_alloc(a, new_bytes);
+        if (old_bytes) memcpy(q, p, old_bytes);
+        return q;
+    }
+    /* p alone in its own block (a large allocation grown before): resize
+     * that block, relinking the newer one that points at it. */
+    for (arena_block **link = &a->head; p && *link; link = &(*link)->prev) {
+        arena_block *o = *link;
+        if (o->last != ARENA_OWN || (unsigned char *)p != o->data || o->used != round_up(old_bytes)) continue;
+        o = xrealloc(o, sizeof(arena_block) + need);
+        o->cap = o->used = need; /* last stays ARENA_OWN */
+        a->used_bytes += need - round_up(old_bytes);
+        *link = o;
+        return o->data;
+    }
+    /* Else a block of its own, behind the head so small allocations go on
+     * bumping in the head. */
+    arena_block *o = own_block(need);
+    if (old_bytes) memcpy(o->data, p, old_bytes);
+    if (b) o->prev = b->prev, b->prev = o;
+    else o->prev = NULL, a->head = o;
+    a->used_bytes += need;
+    return o->data;
 }
 
 char *arena_strndup(arena *a, const char *s, size_t n) {

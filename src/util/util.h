@@ -64,8 +64,10 @@ char *arena_strdup(arena *a, const char *s);
 char *arena_strndup(arena *a, const char *s, size_t n);
 char *arena_printf(arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Grows the allocation p (old_bytes long) to new_bytes; in place when p is the
- * newest allocation, otherwise by copy. */
+/* Grows the allocation p (old_bytes long) to new_bytes, keeping its bytes;
+ * those past old_bytes are not zeroed. In place when p is the newest
+ * allocation; a large one (1 MiB on) gets a block of its own that later
+ * grows by realloc; otherwise by copy. */
 void *arena_grow(arena *a, void *p, size_t old_bytes, size_t new_bytes);
 
 /* A growable array in an arena: VEC(int32_t) ids; vec_push(a, &ids, 7); */
