@@ -8,23 +8,17 @@
 #include "../search/search.h"
 #include "cli.h"
 
-/* Whether g fits m: by the compiler's estimate (its parameters spread over
- * the tiles, the start plan's estimated peak within the room the search
- * allows), and then by compiling that plan through placement, as
- * `--search-steps 0` would; *peak and *room receive the estimate's figures. */
+/* Whether g fits m: its start plan compiled through placement, as
+ * `--search-steps 0` would, without the parameters' values (only their
+ * shapes matter); *peak and *room receive the estimate's figures. */
 static bool fits(const graph *g, const machine *m, double *peak, double *room) {
-    search_options so = {.steps = 0, .quiet = true};
-    search_result r;
-    diag d = {0};
-    bool ok = search_plan(g, m, NULL, &so, &r, &d) == 0 && r.finalists_fit;
-    *peak = r.est.peak_bytes;
-    *room = est_buffer_room(m, r.est.table_bytes_max);
-    search_result_free(&r);
-    if (!ok) return false;
-    compile_options co = {.model = g->path, .search_steps = 0, .quiet = true};
+    compile_options co = {.model = g->path, .search_steps = 0, .quiet = true, .fit_only = true};
     package pkg;
     compile_info ci;
-    ok = tessel_compile(g, m, &co, &pkg, &ci, &d) == 0;
+    diag d = {0};
+    bool ok = tessel_compile(g, m, &co, &pkg, &ci, &d) == 0;
+    *peak = ci.search.est.peak_bytes;
+    *room = est_buffer_room(m, ci.search.est.table_bytes_max);
     if (ok) package_free(&pkg);
     compile_info_free(&ci);
     return ok;
@@ -96,7 +90,7 @@ void cli_fit_suggestions(const char *spec, models_precision precision, const mac
     size_t at = 0;
     int good = 0;
     for (int i = 0; i < n; i++) {
-        models_options mo = {.precision = t[i].precision, .reroll = true, .report = NULL};
+        models_options mo = {.precision = t[i].precision, .reroll = true, .report = NULL, .shapes_only = true};
         diag ld = {0};
         graph *g = models_load_opts(t[i].spec, &mo, &ld);
         machine tm = *m;

@@ -194,7 +194,7 @@ static int build_finalist(const graph *g, const graph *gc, const machine *m, con
     info->lower_seconds += util_now_seconds() - t0;
     t0 = util_now_seconds();
     /* Placement first fills the statistics the metadata reports. */
-    if (rc == 0) rc = place_package(&mid, &low, buf_of, prim_steps, "{}", out, &info->place, d);
+    if (rc == 0) rc = place_package(&mid, &low, buf_of, prim_steps, "{}", !o->fit_only, out, &info->place, d);
     info->place_seconds += util_now_seconds() - t0;
     if (rc == 0) {
         print_low_after(o, "place", &out->prog);
@@ -252,11 +252,37 @@ static void swap_setup(compile_info *a, compile_info *b, mid_plan *sa, mid_plan 
     *sa = *sb, *sb = st;
 }
 
-/* a's best plan beats b's: one that fits first, then fewer predicted cycles. */
-static bool faster(const search_result *a, const search_result *b) {
+/* a's best plan beats b's: one that fits first, then fewer predicted
+ * cycles; while neither fits, the smaller estimated peak (the nearer to
+ * fitting, and the one placement tries). */
+static bool better(const search_result *a, const search_result *b) {
     if (!a->nfinalists) return false;
     if (!b->nfinalists || a->finalists_fit != b->finalists_fit) return a->finalists_fit || !b->nfinalists;
+    if (!a->finalists_fit && a->est.peak_bytes != b->est.peak_bytes) return a->est.peak_bytes < b->est.peak_bytes;
     return a->finalist_cycles[0] < b->finalist_cycles[0];
+}
+
+/* Whether the plan est priced cannot place whatever the lowering and
+ * placement do: its parameters and inputs are all held at the first step,
+ * each at one address on every tile, and their bytes alone are more than a
+ * tile has above tile_memory_base (est_result.resident_bytes). Then d says so. */
+static bool resident_over(const graph *g, const machine *m, const est_result *est, diag *d) {
+    double room = (double)(m->loader_limit - m->tile_memory_base);
+    /* (Tables alone past the room: lowering and placement name what is too big.) */
+    if (est->resident_bytes <= room || est_buffer_room(m, est->table_bytes_max) <= 0) return false;
+    char need[32], over[32], have[32], peak[32], buffers[32];
+    fmt_bytes(need, sizeof need, est->resident_bytes);
+    fmt_bytes(over, sizeof over, est->resident_bytes - room);
+    fmt_bytes(have, sizeof have, room);
+    fmt_bytes(peak, sizeof peak, est->peak_bytes);
+    fmt_bytes(buffers, sizeof buffers, est_buffer_room(m, est->table_bytes_max));
+    diag_fail_fit(d,
+                  "%s: error: does not fit machine '%s': the parameters and inputs alone take %s of every tile, %s more "
+                  "than its %s for data\n"
+                  "  detail: in the plan nearest to fitting (estimated peak %s of the %s a tile has for buffers), they are "
+                  "all held from the first step, each at one address on every tile\n",
+                  g->path, m->name, need, over, have, peak, buffers);
+    return true;
 }
 
 /* The search of info's compiled graph (attempt 0's already in info->search
@@ -266,7 +292,10 @@ static bool faster(const search_result *a, const search_result *b) {
  * interleaved elements; est_result.reserved_peak_bytes) instead of their
  * payload, then so with a tenth of the room kept back: both are models of
  * the allocator, not runs of it, and each errs where the other does not
- * (docs/search.md). TESSEL_REFUSE_FINALISTS=N makes placement refuse the
+ * (docs/search.md). A search none of whose plans fits the estimate has its
+ * least peak first: only that one is placed (the others peak higher), and
+ * no later attempt runs (a room judged tighter cannot help), so a model
+ * that does not fit is answered after one placement, not a dozen. TESSEL_REFUSE_FINALISTS=N makes placement refuse the
  * first N finalists tried (*tried counts them), so tests can watch the
  * fallback. A nonzero return is a search error; a plan that does not place
  * leaves *placed false and its reason in d. */
@@ -278,7 +307,7 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
     int rc = 0;
     for (int attempt = 0; rc == 0 && !*placed && attempt < COMPILE_ATTEMPTS; attempt++) {
         /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
-        if (attempt > 0 && (o->search_steps == 0 || (!info->search.finalists_fit && reservations[attempt - 1]))) break;
+        if (attempt > 0 && (o->search_steps == 0 || !info->search.finalists_fit)) break;
         search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = room_scales[attempt],
                              .reserved = reservations[attempt], .reasons = o->fusion_report};
         if (!(attempt == 0 && searched)) {
@@ -287,12 +316,15 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
             rc = search_plan(gc, m, start, &so, &info->search, d);
             info->search_seconds += util_now_seconds() - ts;
         }
-        for (int i = 0; rc == 0 && i < info->search.nfinalists; i++, (*tried)++) {
+        int nplace = info->search.finalists_fit ? info->search.nfinalists : info->search.nfinalists > 0;
+        for (int i = 0; rc == 0 && i < nplace; i++, (*tried)++) {
             free(info->recipe);
             info->recipe = search_recipe_json(gc, m, &info->search.finalist[i]);
             diag fd = {0};
             if (*tried < nrefuse) {
                 diag_fail(&fd, "%s: error: placement refused finalist %d (TESSEL_REFUSE_FINALISTS=%d)", g->path, *tried + 1, nrefuse);
+            } else if (!info->search.finalists_fit && i == 0 && resident_over(g, m, &info->search.est, &fd)) {
+                /* proven without lowering it */
             } else if (build_package(g, gc, m, o, &info->search.finalist[i], out, info, &fd) == 0) {
                 info->finalist = i;
                 *placed = true;
@@ -369,20 +401,21 @@ static int search_graphs(const graph *g, const machine *m, const compile_options
     if (rc) return rc;
     info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
     info->siblings_apart_cycles = alt->search.nfinalists ? alt->search.finalist_cycles[0] : 0;
-    if (faster(&alt->search, &info->search)) swap_setup(info, alt, start, as);
+    if (better(&alt->search, &info->search)) swap_setup(info, alt, start, as);
     *searched = true;
     return 0;
 }
 
 /* The first finalist that lowers and places, of the chosen graph, then of
- * the other one (alt) when none of the chosen's does. */
+ * the other one (alt) when none of the chosen's does, unless neither's
+ * search found a plan that fits (then the chosen has the smaller peak). */
 static int package_best(const graph *g, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
                         compile_info *alt, mid_plan *as, bool searched, package *out, diag *d) {
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
     int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
-    bool placed = false;
+    bool placed = false, chosen_fit = info->search.finalists_fit; /* when searched: both graphs' first searches */
     int rc = place_plans(g, m, o, info, start, searched, nrefuse, &tried, out, &placed, d);
-    if (rc == 0 && !placed && alt->search.nfinalists) {
+    if (rc == 0 && !placed && alt->search.nfinalists && (alt->search.finalists_fit || chosen_fit)) {
         swap_setup(info, alt, start, as);
         rc = place_plans(g, m, o, info, start, true, nrefuse, &tried, out, &placed, d);
     }

@@ -21,6 +21,8 @@ typedef struct compile_options {
     bool quiet;               /* no progress line */
     bool no_fuse;             /* analyse the epilogue fusions but make none */
     bool no_siblings;         /* keep matmuls that share an operand apart */
+    bool fit_only;            /* a fit check: placement without the parameters' values (the package is not for
+                                 running) */
     bool fusion_report;       /* for --report: fill compile_info's fusion savings, proofs and live peak, and price
                                  each matmul's runner-up in the whole program (its `why`) */
 } compile_options;

@@ -961,7 +961,10 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
         const mid_tensor *mt = mid_t(p, t);
         if (mid_storage(p, t) != t || !mt->placed) continue;
         live l = o.lv[t];
-        if (mt->kind != MT_TEMP) l = (live){0, end};
+        if (mt->kind != MT_TEMP) {
+            l = (live){0, end};
+            r->resident_bytes += (double)layout_shard_bytes(&mt->lay) * (double)mt->stack;
+        }
         if (l.first < 0) continue;
         ev[ne++] = (mem_ev){l.first, t, false};
         ev[ne++] = (mem_ev){l.last + 1, t, true};

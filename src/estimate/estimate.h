@@ -44,6 +44,9 @@ typedef struct est_result {
     int32_t peak_tile;
     double reserved_peak_bytes; /* the most any tile's live buffers reserve at once (est_buffer_room's units) */
     int32_t reserved_peak_tile;
+    double resident_bytes;    /* the parameters' and inputs' buffers, each its shard's bytes: placement holds
+                                 them all at the first step, each at one address on every tile, so no placement
+                                 of the plan needs less room; a bound, not a model */
     double table_bytes_max;   /* the busiest tile's exchange-table bytes */
     double table_bytes_total; /* over all tiles */
     double *prim_cycles;      /* when non-NULL (p->prims.n entries): one execution of each prim */

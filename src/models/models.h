@@ -31,6 +31,8 @@ typedef struct models_options {
     models_precision precision;  /* imported models: f16 unless told */
     bool reroll;                 /* imported models: reroll repeated blocks into one repeat (default on) */
     FILE *report;                /* the import report (NULL: none) */
+    bool shapes_only;            /* zoo models, for a fit check (shapes and dtypes, not values): FP8 weights keep
+                                    scale 0 rather than have every value generated to choose theirs */
 } models_options;
 
 /* models_load with options for imported models. */

@@ -26,6 +26,7 @@ typedef struct zoo_args {
     const char *spec;
     const char *val[MAX_PARAMS];  /* chosen text per parameter */
     int64_t num[MAX_PARAMS];      /* parsed integers */
+    bool shapes_only;             /* models_options.shapes_only */
 } zoo_args;
 
 typedef struct zoo_model {
@@ -52,6 +53,7 @@ typedef struct zb {
     graph *g;
     diag *d;
     int err;  /* first builder failure: every later call is a no-op */
+    bool shapes_only; /* FP8 weights keep scale 0: no values generated to choose one */
 } zb;
 
 static graph_type ty(dtype t, int rank, const int64_t *dims) { return graph_type_make(t, rank, dims); }
@@ -173,10 +175,12 @@ static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_ini
             return 0;
         }
         t.dtype = DT_F143;
-        char what[160];
-        snprintf(what, sizeof what, "choosing the fp8 scale of '%s' (%lld values)", name, (long long)n);
-        progress_stage(b->g->path, what);
-        t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
+        if (!b->shapes_only) {
+            char what[160];
+            snprintf(what, sizeof what, "choosing the fp8 scale of '%s' (%lld values)", name, (long long)n);
+            progress_stage(b->g->path, what);
+            t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
+        }
     } else {
         t.dtype = DT_F16;
     }
@@ -218,7 +222,7 @@ static graph *build_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
     bool fp8 = arg_is(m, a, "precision", "fp8");
     dtype acc = gemm_acc(m, a, fp8);
     graph *g = graph_new("mlp", a->spec);
-    zb b = {g, d, 0};
+    zb b = {g, d, 0, a->shapes_only};
     int32_t x = input(&b, "x", TY(DT_F16, T, W));
     int32_t w1 = weight(&b, "w1", fp8, TY(DT_F16, W, H), normal(0, 1 / sqrt((double)W), 1));
     int32_t b1 = param(&b, "b1", TY(DT_F16, H), normal(0, 0.02, 2));
@@ -237,7 +241,7 @@ static graph *build_qk(const zoo_model *m, const zoo_args *a, diag *d) {
             C = arg_int(m, a, "channels");
     bool qk8 = arg_is(m, a, "qk", "fp8"), pv8 = arg_is(m, a, "pv", "fp8");
     graph *g = graph_new("qk", a->spec);
-    zb b = {g, d, 0};
+    zb b = {g, d, 0, a->shapes_only};
     int32_t q = input(&b, "q", TY(DT_F16, H, Q, C));
     int32_t k = input(&b, "k", TY(DT_F16, H, K, C));
     int32_t v = input(&b, "v", TY(DT_F16, H, K, C));
@@ -265,7 +269,7 @@ static graph *build_vit(const zoo_model *m, const zoo_args *a, diag *d) {
     if (W % NH) return diag_fail(d, "%s: error: width %lld is not a multiple of heads %lld", a->spec, (long long)W, (long long)NH), NULL;
     int64_t side = img / P, T = side * side, C = W / NH, PD = 3 * P * P;
     graph *g = graph_new("vit", a->spec);
-    zb b = {g, d, 0};
+    zb b = {g, d, 0, a->shapes_only};
     uint64_t seed = 1;
     int32_t pix = input(&b, "patches", TY(DT_F16, B, T, PD));
     int32_t pw = weight(&b, "patch_w", fp8, TY(DT_F16, PD, W), normal(0, 1 / sqrt((double)PD), seed++));
@@ -417,7 +421,7 @@ static graph *build_train_mlp(const zoo_model *m, const zoo_args *a, diag *d) {
                          a->spec),
                NULL;
     graph *g = graph_new("train_mlp", a->spec);
-    zb b = {g, d, 0};
+    zb b = {g, d, 0, a->shapes_only};
     int32_t x = input(&b, "x", TY(DT_F16, T, W));
     int32_t target = input(&b, "target", TY(DT_F16, T, W));
     /* Master weights in f32; the GEMMs see f16 copies. */
@@ -538,7 +542,7 @@ static bool choice_ok(const char *choices, const char *v) {
     return false;
 }
 
-graph *models_zoo_build(const char *spec, diag *d) {
+static graph *zoo_build(const char *spec, bool shapes_only, diag *d) {
     TS_ASSERT(strncmp(spec, "zoo:", 4) == 0);
     char buf[512];
     if (strlen(spec) >= sizeof buf) return diag_fail(d, "%.40s...: error: zoo spec is too long", spec), NULL;
@@ -550,7 +554,7 @@ graph *models_zoo_build(const char *spec, diag *d) {
     for (size_t i = 0; i < TS_COUNT(zoo_models); i++)
         if (strcmp(zoo_models[i].name, buf) == 0) m = &zoo_models[i];
     if (!m) return diag_fail(d, "%s: error: unknown zoo model '%s' (mlp, qk, vit, train-mlp; see tessel zoo)", spec, buf), NULL;
-    zoo_args a = {.spec = spec};
+    zoo_args a = {.spec = spec, .shapes_only = shapes_only};
     int np = 0;
     for (; np < MAX_PARAMS && m->params[np].name; np++) a.val[np] = m->params[np].def;
     bool given[MAX_PARAMS] = {0};
@@ -593,6 +597,8 @@ graph *models_zoo_build(const char *spec, diag *d) {
     return m->build(m, &a, d);
 }
 
+graph *models_zoo_build(const char *spec, diag *d) { return zoo_build(spec, false, d); }
+
 void models_zoo_list(FILE *f) {
     for (size_t i = 0; i < TS_COUNT(zoo_models); i++) {
         const zoo_model *m = &zoo_models[i];
@@ -614,7 +620,7 @@ graph *models_load_opts(const char *spec, const models_options *o, diag *d) {
     if (o->precision != MODELS_F16 && !onnx)
         return diag_fail(d, "%s: error: --precision applies to .onnx models (zoo models take precision= in their spec)", spec),
                NULL;
-    if (strncmp(spec, "zoo:", 4) == 0) return models_zoo_build(spec, d);
+    if (strncmp(spec, "zoo:", 4) == 0) return zoo_build(spec, o->shapes_only, d);
     if (n >= 4 && strcmp(spec + n - 4, ".tsl") == 0) return graph_parse_file(spec, d);
     if (onnx) {
         graph *g = models_onnx_import(spec, o->report, d);

@@ -421,7 +421,7 @@ static void add_probes(placer *p, const low_prim_steps *steps) {
 }
 
 int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
-                  const char *meta_json, package *out, place_stats *st, diag *d) {
+                  const char *meta_json, bool data, package *out, place_stats *st, diag *d) {
     memset(st, 0, sizeof *st);
     package_init(out);
     out->machine = *mp->m;
@@ -443,8 +443,8 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
         rc = place_tables_encode(p.xt, p.addr, out, d);
     }
     if (rc == 0) {
-        progress_stage("place", "writing the parameters");
-        for (int32_t t = 0; t < mp->tensors.n && rc == 0; t++)
+        if (data) progress_stage("place", "writing the parameters");
+        for (int32_t t = 0; t < mp->tensors.n && rc == 0 && data; t++)
             if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) {
                 char what[300];
                 snprintf(what, sizeof what, "writing parameter '%s'", mid_t(mp, t)->name);

@@ -129,8 +129,9 @@ typedef struct place_stats {
 
 /* Assembles out from the expanded and lowered program. A program that does
  * not fit the tile memory is a user-level failure: -1 with d saying by how
- * much and which buffers are largest. */
+ * much and which buffers are largest. Without `data` the parameters' values
+ * are neither made nor written (a fit check: out is not for running). */
 int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
-                  const char *meta_json, package *out, place_stats *st, diag *d);
+                  const char *meta_json, bool data, package *out, place_stats *st, diag *d);
 
 #endif

@@ -33,6 +33,9 @@ static built build(const char *model, const char *mach) {
     compile_info ci;
     compile_options co = {.model = model, .search_steps = 8, .quiet = true};
     if (tessel_compile(b.g, &b.m, &co, &p, &ci, &d)) fail_msg("%s", d.text);
+    /* est_result.resident_bytes bounds what placement needs: the parameters
+     * and inputs, all live at the first step, lie above the data base. */
+    if (ci.finalist == 0) assert_true(ci.search.est.resident_bytes <= (double)ci.place.tile_bytes);
     compile_info_free(&ci);
     b.img = package_image(&p, &b.len);
     package_free(&p);
