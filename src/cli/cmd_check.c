@@ -173,6 +173,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
     else cli_outputs_abort(&files);
     if (have_pkg) package_free(&pkg);
+    if (rc && d.no_fit) cli_fit_suggestions(p.pos[0], cli_precision(c, &p), &m, &d); /* with progress */
     progress_done(); /* the results follow */
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0 && json) print_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
@@ -203,10 +204,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     check_result_free(&r);
     compile_info_free(&ci);
     graph_free(g);
-    if (rc && d.no_fit) {
-        cli_fit_suggestions(p.pos[0], cli_precision(c, &p), &m, &d);
-        if (json) print_no_fit_json(p.pos[0], &m, &d);
-    }
+    if (rc && d.no_fit && json) print_no_fit_json(p.pos[0], &m, &d);
     if (rc) return cli_report(&d);
     return pass ? 0 : EXIT_CHECK_FAILED;
 }

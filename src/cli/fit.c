@@ -90,6 +90,9 @@ void cli_fit_suggestions(const char *spec, models_precision precision, const mac
     size_t at = 0;
     int good = 0;
     for (int i = 0; i < n; i++) {
+        char what[240];
+        snprintf(what, sizeof what, "does it fit with %.200s?", t[i].what);
+        progress_stage("fit", what);
         models_options mo = {.precision = t[i].precision, .reroll = true, .report = NULL, .shapes_only = true};
         diag ld = {0};
         graph *g = models_load_opts(t[i].spec, &mo, &ld);
