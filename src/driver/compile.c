@@ -4,6 +4,7 @@
 #include "driver.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,11 +254,15 @@ static void swap_setup(compile_info *a, compile_info *b, mid_plan *sa, mid_plan 
 }
 
 /* a's best plan beats b's: one that fits first, then fewer predicted
- * cycles; while neither fits, the smaller estimated peak (the nearer to
- * fitting, and the one placement tries). */
-static bool better(const search_result *a, const search_result *b) {
+ * cycles; while neither fits, the one nearer to fitting (smaller tables
+ * past the machine's budget, then the smaller estimated peak), which is the
+ * one placement tries, as the search ranks plans. */
+static bool better(const search_result *a, const search_result *b, const machine *m) {
     if (!a->nfinalists) return false;
     if (!b->nfinalists || a->finalists_fit != b->finalists_fit) return a->finalists_fit || !b->nfinalists;
+    double budget = (double)m->table_budget_bytes, ta = fmax(a->est.table_bytes_max - budget, 0),
+           tb = fmax(b->est.table_bytes_max - budget, 0);
+    if (!a->finalists_fit && ta != tb) return ta < tb;
     if (!a->finalists_fit && a->est.peak_bytes != b->est.peak_bytes) return a->est.peak_bytes < b->est.peak_bytes;
     return a->finalist_cycles[0] < b->finalist_cycles[0];
 }
@@ -401,7 +406,7 @@ static int search_graphs(const graph *g, const machine *m, const compile_options
     if (rc) return rc;
     info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
     info->siblings_apart_cycles = alt->search.nfinalists ? alt->search.finalist_cycles[0] : 0;
-    if (better(&alt->search, &info->search)) swap_setup(info, alt, start, as);
+    if (better(&alt->search, &info->search, m)) swap_setup(info, alt, start, as);
     *searched = true;
     return 0;
 }

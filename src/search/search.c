@@ -227,6 +227,7 @@ static int choose(void *ctx, const mid_gemm_site *s, mid_gemm_plan *out, diag *d
 
 typedef struct eval {
     double cycles, peak, table_max;
+    double tables_over;  /* table_max past the machine's table budget, else 0 */
     bool ok;
     bool unmade;   /* a proposed elementwise layout expansion recorded as the rule's: the base plan again */
 } eval;
@@ -234,7 +235,9 @@ typedef struct eval {
 static eval price(const state *st, const mid_program *mid, est_cache *cache) {
     est_result r = {0};
     est_program(mid, cache, &r);
-    return (eval){r.cycles, st->reserved ? r.reserved_peak_bytes : r.peak_bytes, r.table_bytes_max, true, false};
+    double over = r.table_bytes_max - (double)st->m->table_budget_bytes;
+    return (eval){r.cycles, st->reserved ? r.reserved_peak_bytes : r.peak_bytes, r.table_bytes_max, over > 0 ? over : 0, true,
+                  false};
 }
 
 /* A plan whose every choice is made, expanded and priced; not ok when it does not expand. */
@@ -328,16 +331,21 @@ static int variants(const machine *m, const graph *g, int32_t op, bool stageable
     return n;
 }
 
+/* Whether plan e fits: its estimated peak within the buffers' room and its
+ * busiest tile's exchange tables within the machine's table budget. */
+static bool fits(const eval *e, double room) { return e->peak <= room && e->tables_over == 0; }
+
 /* Whether plan e improves on cur, the buffers' room given: a plan that
- * fits (its estimated peak within the room) improves on one that does not,
- * and among plans that fit the faster is better; while none fits, the
- * smaller peak is better (the faster on a tie), so that a start that does
+ * fits improves on one that does not, and among plans that fit the faster
+ * is better; while none fits, the one nearer to fitting is (tables first,
+ * then the smaller peak; the faster on a tie), so that a start that does
  * not fit moves towards one that does. */
 enum { KEEP, TOO_BIG, SLOWER };
 static int verdict(const eval *e, const eval *cur, double room) {
-    bool fits = e->peak <= room, cur_fits = cur->peak <= room;
-    if (fits != cur_fits) return fits ? KEEP : TOO_BIG;
-    if (!fits && e->peak != cur->peak) return e->peak < cur->peak ? KEEP : TOO_BIG;
+    bool e_fits = fits(e, room), cur_fits = fits(cur, room);
+    if (e_fits != cur_fits) return e_fits ? KEEP : TOO_BIG;
+    if (!e_fits && e->tables_over != cur->tables_over) return e->tables_over < cur->tables_over ? KEEP : TOO_BIG;
+    if (!e_fits && e->peak != cur->peak) return e->peak < cur->peak ? KEEP : TOO_BIG;
     return e->cycles < cur->cycles * (1 - 1e-9) ? KEEP : SLOWER;
 }
 
@@ -473,7 +481,7 @@ static void beam(const state *st, int width, const int32_t *ops, int32_t nops, m
         if (nn && verdict(&next[0].e, &b[0].e, room) == KEEP) {
             search_step s = {op, b[0].e.cycles, next[0].e.cycles, true, -1, false};
             vec_push(&r->arena, &r->steps, s);
-            push_finalist(r, &next[0].pl, next[0].e.cycles, next[0].e.peak <= room);
+            push_finalist(r, &next[0].pl, next[0].e.cycles, fits(&next[0].e, room));
         }
         for (int j = 0; j < nb; j++) mid_plan_free(&b[j].pl);
         free(b);
@@ -541,7 +549,7 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
     mid_free(&mid);
     r->evaluations++;
     *room = est_buffer_room(m, cur->table_max) * (o->room_scale > 0 ? o->room_scale : 1.0);
-    push_finalist(r, pl, cur->cycles, cur->peak <= *room);
+    push_finalist(r, pl, cur->cycles, fits(cur, *room));
     if (o->steps <= 0) return 0;
     mid_plan alt;
     mid_plan_copy(&alt, pl);
@@ -564,7 +572,7 @@ static int start_plan(const state *st, const mid_plan *start, const search_optio
             mid_plan_free(pl);
             mid_plan_copy(pl, &alt);
             *cur = e;
-            push_finalist(r, pl, cur->cycles, cur->peak <= *room);
+            push_finalist(r, pl, cur->cycles, fits(cur, *room));
         }
     }
     mid_plan_free(&alt);
@@ -591,7 +599,7 @@ static bool keep_best(const proposal *props, const eval *res, int n, mid_plan *p
         vec_push(&r->arena, &r->steps, s);
         apply_proposal(pl, p);
         *cur = res[best];
-        push_finalist(r, pl, cur->cycles, cur->peak <= room);
+        push_finalist(r, pl, cur->cycles, fits(cur, room));
     }
     char detail[160];
     snprintf(detail, sizeof detail, "%.0f cycles predicted, %d steps kept", cur->cycles, (int)r->steps.n);
@@ -720,7 +728,7 @@ static void price_runners(const state *st, const mid_plan *best, est_cache *cach
         so->runner_priced = res[k].ok;
         so->runner_cycles = res[k].cycles;
         so->runner_peak = res[k].peak;
-        so->runner_fits = res[k].ok && res[k].peak <= room;
+        so->runner_fits = res[k].ok && fits(&res[k], room);
     }
     free(props);
     free(alt);
@@ -809,7 +817,7 @@ int search_plan(const graph *g, const machine *m, const mid_plan *start, const s
         /* The beam runs from a start that fits: ranking plans that do not by
          * their peak, it would take each matmul's smallest footprint in turn,
          * however slow, where one change at a time finds faster plans that fit. */
-        if (o->steps > 0 && o->beam > 0 && ops.n > 0 && cur.peak <= room)
+        if (o->steps > 0 && o->beam > 0 && ops.n > 0 && fits(&cur, room))
             beam(&st, o->beam < SEARCH_BEAM_MAX ? o->beam : SEARCH_BEAM_MAX, ops.v, ops.n, &pl, &cur, room, cache, r, o->quiet);
         /* The local search also cuts layer norms' rows over tiles (after the
          * matmuls of each round: their grids set where the norms' rows lie). */
