@@ -403,13 +403,15 @@ int const_fold_cast(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return folded(im, n, c);
 }
 
-/* Sqrt, Neg, Erf, Tanh, Reciprocal. */
+/* Sqrt, Neg, Erf, Tanh, Reciprocal, Relu, Sigmoid, Exp, Log, Abs. */
 int const_fold_unary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     ct *a = first(im, n);
     ct c = ct_new(im, a->is_int, a->rank, a->dim);
     for (int64_t i = 0; i < c.n; i++) {
         double v = ct_at(a, i);
-        c.v[i] = op == OX_Sqrt ? sqrt(v) : op == OX_Neg ? -v : op == OX_Erf ? erf(v) : op == OX_Tanh ? tanh(v) : 1 / v;
+        c.v[i] = op == OX_Sqrt ? sqrt(v) : op == OX_Neg ? -v : op == OX_Erf ? erf(v) : op == OX_Tanh ? tanh(v)
+                 : op == OX_Relu ? (v > 0 ? v : 0) : op == OX_Sigmoid ? 1 / (1 + exp(-v)) : op == OX_Exp ? exp(v)
+                 : op == OX_Log ? log(v) : op == OX_Abs ? fabs(v) : 1 / v;
     }
     return folded(im, n, c);
 }

@@ -40,6 +40,7 @@ typedef enum {
  *
  *   op type             folds when  constant folder                importer           outputs */
 #define OX_OPS(X)                                                                                 \
+    X(Abs,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Add,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
     X(Cast,               CF_FIRST,  const_fold_cast,               import_cast,       OUT_ONE) \
     X(Concat,             CF_FIRST,  const_fold_concat,             import_concat,     OUT_ONE) \
@@ -49,19 +50,22 @@ typedef enum {
     X(Div,                CF_CONST,  const_fold_binary,             import_div,        OUT_ONE) \
     X(Dropout,            CF_NONE,   NULL,                          import_identity,   OUT_ANY) \
     X(Equal,              CF_CONST,  const_fold_binary,             NULL,              OUT_ONE) \
-    X(Erf,                CF_FIRST,  const_fold_unary,              NULL,              OUT_ONE) \
+    X(Erf,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
+    X(Exp,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Expand,             CF_FIRST,  const_fold_expand,             import_expand,     OUT_ONE) \
     X(Flatten,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
     X(Gather,             CF_FIRST,  const_fold_gather,             import_gather,     OUT_ONE) \
     X(Gemm,               CF_NONE,   NULL,                          import_gemm,       OUT_ONE) \
     X(Identity,           CF_FIRST,  const_fold_identity,           import_identity,   OUT_ONE) \
     X(LayerNormalization, CF_NONE,   NULL,                          import_layer_norm, OUT_ANY) \
+    X(Log,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(MatMul,             CF_NONE,   NULL,                          import_matmul,     OUT_ONE) \
     X(Mul,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
-    X(Neg,                CF_FIRST,  const_fold_unary,              NULL,              OUT_ONE) \
+    X(Neg,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Pow,                CF_CONST,  const_fold_binary,             import_pow,        OUT_ONE) \
     X(Range,              CF_CONST,  const_fold_range,              NULL,              OUT_ONE) \
-    X(Reciprocal,         CF_FIRST,  const_fold_unary,              NULL,              OUT_ONE) \
+    X(Reciprocal,         CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
+    X(Relu,               CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(ReduceMean,         CF_NONE,   NULL,                          import_reduce,     OUT_ONE) \
     X(ReduceSum,          CF_NONE,   NULL,                          import_reduce,     OUT_ONE) \
     X(Reshape,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
@@ -69,10 +73,11 @@ typedef enum {
     X(Slice,              CF_FIRST,  const_fold_slice,              import_slice,      OUT_ONE) \
     X(Softmax,            CF_NONE,   NULL,                          import_softmax,    OUT_ONE) \
     X(Split,              CF_NONE,   NULL,                          import_split,      OUT_ANY) \
-    X(Sqrt,               CF_FIRST,  const_fold_unary,              NULL,              OUT_ONE) \
+    X(Sigmoid,            CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
+    X(Sqrt,               CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Squeeze,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
     X(Sub,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
-    X(Tanh,               CF_FIRST,  const_fold_unary,              NULL,              OUT_ONE) \
+    X(Tanh,               CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Transpose,          CF_FIRST,  const_fold_transpose,          import_transpose,  OUT_ONE) \
     X(Unsqueeze,          CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
     X(Where,              CF_FIRST,  const_fold_where,              NULL,              OUT_ONE)

@@ -90,6 +90,20 @@ static int32_t import_pow(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return ox_fail(im, "Pow is supported with exponent 2 (and inside GeLU and layer-norm patterns)"), -1;
 }
 
+/* Relu, Sigmoid, Tanh, Exp, Log, Abs, Neg, Sqrt, Reciprocal, Erf of run-time
+ * data: the graph's op of the same name (num.h's NUM_UNARY_OPS). */
+static int32_t import_unary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    static const struct {
+        ox_op_id ox;
+        graph_op_kind k;
+    } as[] = {{OX_Relu, OP_RELU}, {OX_Sigmoid, OP_SIGMOID}, {OX_Tanh, OP_TANH}, {OX_Exp, OP_EXP},
+              {OX_Log, OP_LOG},   {OX_Abs, OP_ABS},         {OX_Neg, OP_NEG},   {OX_Sqrt, OP_SQRT},
+              {OX_Reciprocal, OP_RECIPROCAL}, {OX_Erf, OP_ERF}};
+    for (size_t i = 0; i < TS_COUNT(as); i++)
+        if (as[i].ox == op) return ox_emit1(im, as[i].k, ox_gval(im, in_name(n, 0)), ox_node_name(im, NULL));
+    TS_UNREACHABLE();
+}
+
 /* Identity, Dropout (inference: nothing); a float Cast (precision comes later). */
 static int32_t import_identity(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;

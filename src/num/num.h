@@ -83,6 +83,19 @@ float num_gelu_deriv(float x);
 /* 0.5 x (1 + erf(x / sqrt(2))), the exact form (PyTorch's default), with erff. */
 float num_gelu_erf(float x);
 
+/* The plain unary pointwise ops, each a graph op, an EWISE kernel op and
+ * num_NAME(x), the one f32 definition the simulator's kernel and both
+ * references use (pointwise.c): relu max(x, 0) (NaN stays NaN), sigmoid
+ * 1 / (1 + expf(-x)), tanh tanhf, exp expf, log logf, abs fabsf, neg -x,
+ * sqrt sqrtf, reciprocal 1 / x, erf erff. The graph and mid op tables list
+ * them in this order. */
+#define NUM_UNARY_OPS(X) \
+    X(RELU, relu) X(SIGMOID, sigmoid) X(TANH, tanh) X(EXP, exp) X(LOG, log) X(ABS, abs) X(NEG, neg) X(SQRT, sqrt) \
+    X(RECIPROCAL, reciprocal) X(ERF, erf)
+#define X(id, name) float num_##name(float x);
+NUM_UNARY_OPS(X)
+#undef X
+
 /* A layer norm's statistics of one stretch of a row: its count, mean and
  * centred sum of squares, each in f32. num_moments_of takes two passes
  * (mean = f32 sum in order / n, then m2 = f32 sum of (x - mean)^2 in order);

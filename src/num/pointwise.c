@@ -15,6 +15,17 @@ float num_gelu(float x) {
 
 float num_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * (float)0.7071067811865476)); }
 
+float num_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+float num_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+float num_tanh(float x) { return tanhf(x); }
+float num_exp(float x) { return expf(x); }
+float num_log(float x) { return logf(x); }
+float num_abs(float x) { return fabsf(x); }
+float num_neg(float x) { return -x; }
+float num_sqrt(float x) { return sqrtf(x); }
+float num_reciprocal(float x) { return 1.0f / x; }
+float num_erf(float x) { return erff(x); }
+
 float num_gelu_deriv(float x) {
     float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * NUM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);

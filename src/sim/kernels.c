@@ -18,7 +18,8 @@
  *     f32 chain in element order (SUMSQ's continues from the value its output holds).
  *   - EWISE: the op in f32 on the decoded operands, one rounding to the out dtype. gelu and
  *     gelu_grad are num.h's num_gelu and num_gelu_deriv (tanh form, tanhf); gelu_erf is
- *     num_gelu_erf (erff). scale is a * f[0]; cast is a.
+ *     num_gelu_erf (erff). scale is a * f[0]; cast is a. relu .. erf are num.h's
+ *     NUM_UNARY_OPS (num_relu .. num_erf).
  *     For add, sub and mul of f16 operands into f16 this equals native f16 arithmetic (f32 has
  *     24 >= 2*11 + 2 bits, so the double rounding is innocuous).
  *   - SOFTMAX: f32 max (NaNs skipped), e = expf(x - max) (expf(f[0] * (x - max)) with a folded
@@ -590,6 +591,10 @@ static void ew_apply(mid_ew_op op, float f0, const float *restrict a, const floa
     case MID_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
     case MID_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
     case MID_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
+#define X(id, name) \
+    case MID_EW_##id: for (size_t i = 0; i < n; i++) o[i] = num_##name(a[i]); return;
+    NUM_UNARY_OPS(X)
+#undef X
     case MID_EW_COUNT: break;
     }
     TS_UNREACHABLE();

@@ -413,6 +413,16 @@ static float ew(const low_run *r, float a, float b) {
     case MID_EW_GELU_GRAD: return ref_gelu_grad(a, b);
     case MID_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
     case MID_EW_SCALE: return a * r->f[0];
+    case MID_EW_RELU: return isnan(a) ? a : a > 0.0f ? a : 0.0f;
+    case MID_EW_SIGMOID: return 1.0f / (1.0f + expf(-a));
+    case MID_EW_TANH: return tanhf(a);
+    case MID_EW_EXP: return expf(a);
+    case MID_EW_LOG: return logf(a);
+    case MID_EW_ABS: return fabsf(a);
+    case MID_EW_NEG: return -a;
+    case MID_EW_SQRT: return sqrtf(a);
+    case MID_EW_RECIPROCAL: return 1.0f / a;
+    case MID_EW_ERF: return erff(a);
     default: return a;
     }
 }
