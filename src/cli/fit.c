@@ -1,6 +1,6 @@
 /* fit.c: when a model does not fit, what would: each option checked by the
- * compiler itself (the start plan's estimate, then that plan compiled
- * through placement), never guessed. */
+ * compiler itself (its start plan compiled through placement, without the
+ * parameters' values), never guessed. */
 #include <stdlib.h>
 #include <string.h>
 

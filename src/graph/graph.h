@@ -65,16 +65,7 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(GLOBAL_NORM_CLIP, global_norm_clip, 1, -1, -1, A(MAX_NORM),                                      R(MAX_NORM)) \
     X(MATMUL_SGD,       matmul_sgd,       3,  4, -1, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY), R(LR)) \
     X(MATMUL_ADAMW,     matmul_adamw,     5,  5,  3, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR)) \
-    X(RELU,             relu,             1,  1,  1, 0,                                                0)   \
-    X(SIGMOID,          sigmoid,          1,  1,  1, 0,                                                0)   \
-    X(TANH,             tanh,             1,  1,  1, 0,                                                0)   \
-    X(EXP,              exp,              1,  1,  1, 0,                                                0)   \
-    X(LOG,              log,              1,  1,  1, 0,                                                0)   \
-    X(ABS,              abs,              1,  1,  1, 0,                                                0)   \
-    X(NEG,              neg,              1,  1,  1, 0,                                                0)   \
-    X(SQRT,             sqrt,             1,  1,  1, 0,                                                0)   \
-    X(RECIPROCAL,       reciprocal,       1,  1,  1, 0,                                                0)   \
-    X(ERF,              erf,              1,  1,  1, 0,                                                0)
+    NUM_UNARY_OPS(X, 1, 1, 1, 0, 0) /* relu .. erf: one operand, one result, no attributes */
 
 /* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion
  * (src/graph/fuse.c) makes of a weight-gradient matmul and the optimizer that

@@ -129,9 +129,9 @@ static int infer_unary_same(ictx *c) {
 }
 static int infer_gelu(ictx *c) { return infer_unary_same(c); }
 static int infer_gelu_erf(ictx *c) { return infer_unary_same(c); }
-#define X(id, name) \
+#define X(id, name, ...) \
     static int infer_##name(ictx *c) { return infer_unary_same(c); }
-NUM_UNARY_OPS(X)
+NUM_UNARY_OPS(X, )
 #undef X
 static int infer_scale(ictx *c) { return infer_unary_same(c); }
 

@@ -174,13 +174,13 @@ static int ref_gelu_erf(rt *r, const graph_op *op, float **in, float **out) {
     return 0;
 }
 
-#define X(id, name)                                                           \
+#define X(id, name, ...)                                                      \
     static int ref_##name(rt *r, const graph_op *op, float **in, float **out) { \
         int64_t n = vnumel(r, op->out[0]);                                    \
         for (int64_t i = 0; i < n; i++) out[0][i] = num_##name(in[0][i]);     \
         return 0;                                                             \
     }
-NUM_UNARY_OPS(X)
+NUM_UNARY_OPS(X, )
 #undef X
 
 static int ref_gelu_grad(rt *r, const graph_op *op, float **in, float **out) {

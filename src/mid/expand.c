@@ -524,8 +524,8 @@ const char *const mid_ew_layout_names[MID_EWL_COUNT] = {"first", "second", "spre
 bool mid_op_is_ewise(int kind) {
     switch (kind) {
     case OP_ADD: case OP_SUB: case OP_MUL: case OP_GELU: case OP_GELU_GRAD: case OP_GELU_ERF: case OP_SCALE: case OP_CAST:
-#define X(id, name) case OP_##id:
-    NUM_UNARY_OPS(X)
+#define X(id, name, ...) case OP_##id:
+    NUM_UNARY_OPS(X, )
 #undef X
         return true;
     default:
@@ -1258,9 +1258,9 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_GELU_ERF: return expand_ewise(x, o, MID_EW_GELU_ERF);
     case OP_SCALE: return expand_ewise(x, o, MID_EW_SCALE);
     case OP_CAST: return expand_ewise(x, o, MID_EW_CAST);
-#define X(id, name) \
+#define X(id, name, ...) \
     case OP_##id: return expand_ewise(x, o, MID_EW_##id);
-    NUM_UNARY_OPS(X)
+    NUM_UNARY_OPS(X, )
 #undef X
     case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);
     case OP_LAYER_NORM: return expand_rows(x, o, MID_LAYER_NORM);

@@ -87,13 +87,15 @@ float num_gelu_erf(float x);
  * num_NAME(x), the one f32 definition the simulator's kernel and both
  * references use (pointwise.c): relu max(x, 0) (NaN stays NaN), sigmoid
  * 1 / (1 + expf(-x)), tanh tanhf, exp expf, log logf, abs fabsf, neg -x,
- * sqrt sqrtf, reciprocal 1 / x, erf erff. The graph and mid op tables list
- * them in this order. */
-#define NUM_UNARY_OPS(X) \
-    X(RELU, relu) X(SIGMOID, sigmoid) X(TANH, tanh) X(EXP, exp) X(LOG, log) X(ABS, abs) X(NEG, neg) X(SQRT, sqrt) \
-    X(RECIPROCAL, reciprocal) X(ERF, erf)
-#define X(id, name) float num_##name(float x);
-NUM_UNARY_OPS(X)
+ * sqrt sqrtf, reciprocal 1 / x, erf erff. X(ID, name, ...) receives the
+ * list's further arguments (the graph's op table passes its columns; others
+ * pass none). */
+#define NUM_UNARY_OPS(X, ...)                                                                                      \
+    X(RELU, relu, __VA_ARGS__) X(SIGMOID, sigmoid, __VA_ARGS__) X(TANH, tanh, __VA_ARGS__) X(EXP, exp, __VA_ARGS__) \
+    X(LOG, log, __VA_ARGS__) X(ABS, abs, __VA_ARGS__) X(NEG, neg, __VA_ARGS__) X(SQRT, sqrt, __VA_ARGS__)           \
+    X(RECIPROCAL, reciprocal, __VA_ARGS__) X(ERF, erf, __VA_ARGS__)
+#define X(id, name, ...) float num_##name(float x);
+NUM_UNARY_OPS(X, )
 #undef X
 
 /* A layer norm's statistics of one stretch of a row: its count, mean and

@@ -591,9 +591,9 @@ static void ew_apply(mid_ew_op op, float f0, const float *restrict a, const floa
     case MID_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
     case MID_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
     case MID_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
-#define X(id, name) \
+#define X(id, name, ...) \
     case MID_EW_##id: for (size_t i = 0; i < n; i++) o[i] = num_##name(a[i]); return;
-    NUM_UNARY_OPS(X)
+    NUM_UNARY_OPS(X, )
 #undef X
     case MID_EW_COUNT: break;
     }
