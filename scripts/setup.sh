@@ -5,7 +5,8 @@ pkgs=(cmake make gcc pkg-config
       libjansson-dev libcmocka-dev libopenblas-dev
       llvm-14-tools clang-14 libclang-rt-14-dev
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev
-      python3 python3-numpy)
+      python3 python3-numpy
+      chromium)  # opens the HTML report in tests (tests/lit/report)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

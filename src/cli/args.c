@@ -30,6 +30,9 @@ static int usage_error(const cmd *c, const char *fmt, ...) {
 
 int cli_parse(const cmd *c, int argc, char **argv, int npos_min, int npos_max, parsed *p) {
     memset(p, 0, sizeof *p);
+    int nopts = 0;
+    while (c->opts[nopts].name) nopts++;
+    TS_ASSERT(nopts <= MAX_OPTS); /* parsed holds values for that many */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

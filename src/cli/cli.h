@@ -5,6 +5,7 @@
 
 #include "../driver/driver.h"
 #include "../models/models.h"
+#include "../report/report.h"
 
 /* Exit statuses: 1 a check that failed, 2 a user error (a file, line or
  * option at fault), 3 a model that does not fit the machine. */
@@ -24,7 +25,7 @@ typedef struct cmd {
     const char *brief;  /* one line for 'tessel --help' */
 } cmd;
 
-enum { MAX_OPT_VALUES = 64, MAX_OPTS = 16 };
+enum { MAX_OPT_VALUES = 64, MAX_OPTS = 32 }; /* a command's option table is at most MAX_OPTS long (cli_parse asserts it) */
 
 typedef struct parsed {
     const char *pos[4];                       /* positional arguments */
@@ -97,17 +98,26 @@ typedef struct cli_outputs {
     char **paths;
     FILE *trace;
     const char *trace_path;
+    FILE *html;
+    const char *html_path;
 } cli_outputs;
 
 int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d);
+/* One more output, the HTML report (path NULL: none): commit writes it
+ * from html (st must come from a run with trace on). */
+int cli_outputs_open_html(cli_outputs *o, const char *path, diag *d);
 int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
-                       const char *title, diag *d);
+                       const char *title, const report_html_input *html, diag *d);
 void cli_outputs_abort(cli_outputs *o);
 /* One summary line: name, type and statistics of x. */
+/* A package's input and output bindings as command-line tensors (each
+ * malloc'd; an input's dtype as the model declares it, from the metadata). */
+void cli_package_specs(const package *pkg, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout);
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note);
 
 /* The commands. */
 int cmd_graph(const cmd *c, int argc, char **argv);
+int cmd_report(const cmd *c, int argc, char **argv);
 int cmd_ref(const cmd *c, int argc, char **argv);
 int cmd_machine(const cmd *c, int argc, char **argv);
 int cmd_zoo(const cmd *c, int argc, char **argv);

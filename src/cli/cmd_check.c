@@ -116,12 +116,18 @@ static int prove(const graph *g, const compile_info *ci, bool compiled, const pa
     return package_live_peak(pkg, &pv->peak, d);
 }
 
-static void print_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
-                       const proofs *pv, json_t *nonfinite) {
+static json_t *check_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
+                          const proofs *pv, json_t *nonfinite) {
     json_t *j = report_check_json(g, model, m, ci, r);
     json_object_set_new(j, "fusions", report_fusion_json(pv->gf, pv->fp, NULL, NULL, pv->proofs));
     json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)pv->peak.bytes));
     json_object_set(j, "nonfinite_inputs", nonfinite);
+    return j;
+}
+
+static void print_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
+                       const proofs *pv, json_t *nonfinite) {
+    json_t *j = check_json(g, model, m, ci, r, pv, nonfinite);
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     puts(s);
     free(s);
@@ -136,7 +142,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
     bool json = cli_flag(c, &p, "--json"), compiled = false;
-    const char *trace = cli_opt(c, &p, "--trace");
+    const char *trace = cli_opt(c, &p, "--trace"), *html = cli_opt(c, &p, "--html");
     int32_t nin;
     host_spec *specs = cli_graph_specs(g, false, &nin);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
@@ -156,6 +162,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     uint64_t host_limit = 0;
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
+    if (rc == 0) rc = cli_outputs_open_html(&files, html, &d);
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
     bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
     fuse_plan given_fp = {0};
@@ -166,16 +173,32 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         check_options co = {.package = given ? given : p.pos[0],
                             .inputs = inputs,
                             .expect = expect,
-                            .sim = {.trace = trace != NULL, .quiet = json || cli_flag(c, &p, "--quiet"), .max_host_bytes = host_limit},
+                            .sim = {.trace = trace || html, .quiet = json || cli_flag(c, &p, "--quiet"), .max_host_bytes = host_limit},
                             .locate = cli_flag(c, &p, "--locate")};
         rc = tessel_check(g, &pkg, &co, &r, &d);
     }
-    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &d);
-    else cli_outputs_abort(&files);
+    if (rc == 0 && pv.fail) r.pass = false;
+    if (rc == 0) {
+        /* The page shows the check as --json prints it, and the compile report when this compiled. */
+        report_html_input hi = {.pkg = &pkg, .path = cli_opt(c, &p, "--package") ? cli_opt(c, &p, "--package") : p.pos[0],
+                                .title = p.pos[0], .sim = &r.sim};
+        if (html) {
+            hi.check = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
+            if (compiled) {
+                char *text = report_compile_json(g, &m, &ci);
+                hi.plan = json_loads(text, 0, NULL);
+                free(text);
+            }
+        }
+        rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &hi, &d);
+        json_decref(hi.check);
+        json_decref(hi.plan);
+    } else {
+        cli_outputs_abort(&files);
+    }
     if (have_pkg) package_free(&pkg);
     if (rc && d.no_fit) cli_fit_suggestions(p.pos[0], cli_precision(c, &p), &m, &d); /* with progress */
     progress_done(); /* the results follow */
-    if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0 && json) print_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
     else if (rc == 0) {
         if (compiled) report_compile_summary(stdout, p.pos[0], &m, &ci, 0, NULL);

@@ -7,18 +7,6 @@
 #include "../report/report.h"
 #include "cli.h"
 
-/* A binding as a command-line tensor; an input's declared dtype from the
- * package's metadata (declared_inputs: an imported model's f32 input
- * compiled at f16), else its own. */
-static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
-    host_spec s = {.name = b->name, .dtype = b->dtype, .declared = b->dtype, .scale = b->scale, .rank = b->layout.rank};
-    for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
-    const char *dn = json_string_value(json_object_get(declared, b->name));
-    dtype dt;
-    if (dn && dtype_parse(dn, strlen(dn), &dt)) s.declared = dt;
-    return s;
-}
-
 int cmd_run(const cmd *c, int argc, char **argv) {
     parsed p;
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
@@ -26,14 +14,9 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     diag d = {0};
     package pkg;
     if (package_load(p.pos[0], &pkg, &d)) return cli_report(&d);
-    int32_t nin = 0, nout = 0;
-    host_spec *ins = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec)), *outs = xcalloc((size_t)pkg.bindings.n + 1, sizeof(host_spec));
-    json_t *meta = json_loads(pkg.meta ? pkg.meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
-    for (int32_t i = 0; i < pkg.bindings.n; i++) {
-        if (pkg.bindings.v[i].role == PKG_OUTPUT) outs[nout++] = binding_spec(&pkg.bindings.v[i], NULL);
-        else if (pkg.bindings.v[i].role == PKG_INPUT) ins[nin++] = binding_spec(&pkg.bindings.v[i], declared);
-    }
-    json_decref(meta);
+    int32_t nin, nout;
+    host_spec *ins, *outs;
+    cli_package_specs(&pkg, &ins, &nin, &outs, &nout);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     bool json = cli_flag(c, &p, "--json");
@@ -46,7 +29,7 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_open(&files, dir, outs, nout, trace, &d);
     if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
-    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, pkg.machine.clock_hz, p.pos[0], &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, pkg.machine.clock_hz, p.pos[0], NULL, &d);
     else cli_outputs_abort(&files);
     if (rc == 0 && json) {
         json_t *j = report_sim_json(&st, &pkg.machine);

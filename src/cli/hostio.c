@@ -1,5 +1,6 @@
 /* hostio.c: tensors on the command line: .npy inputs, seeded defaults,
  * output files, one-line summaries. */
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,14 +171,23 @@ void cli_outputs_abort(cli_outputs *o) {
         free(o->paths[j]);
     }
     close_quietly(&o->trace);
+    close_quietly(&o->html);
     outset_abort(&o->set);
     free(o->files);
     free(o->paths);
     memset(o, 0, sizeof *o);
 }
 
+int cli_outputs_open_html(cli_outputs *o, const char *path, diag *d) {
+    if (!path) return 0;
+    o->html_path = path;
+    if ((o->html = outset_open(&o->set, path, d))) return 0;
+    cli_outputs_abort(o);
+    return -1;
+}
+
 int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
-                       const char *title, diag *d) {
+                       const char *title, const report_html_input *html, diag *d) {
     int rc = 0;
     for (int32_t j = 0; j < o->n && rc == 0; j++) {
         npy_array a = {.dtype = DT_F32, .rank = specs[j].rank, .numel = host_numel(&specs[j]), .data = data[j]};
@@ -195,6 +205,13 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
         if (outset_close(&o->set, f, o->trace_path, d)) rc = -1;
         if (rc && !d->set) diag_fail(d, "%s: error: write failed", o->trace_path);
     }
+    if (rc == 0 && o->html) {
+        rc = report_html_write(o->html, html, d);
+        FILE *f = o->html;
+        o->html = NULL;
+        if (outset_close(&o->set, f, o->html_path, d)) rc = -1;
+        if (rc && !d->set) diag_fail(d, "%s: error: write failed", o->html_path);
+    }
     if (rc) {
         cli_outputs_abort(o);
         return -1;
@@ -205,6 +222,30 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
     free(o->paths);
     memset(o, 0, sizeof *o);
     return rc;
+}
+
+/* A binding as a command-line tensor; an input's declared dtype from the
+ * package's metadata (declared_inputs: an imported model's f32 input
+ * compiled at f16), else its own. */
+static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
+    host_spec s = {.name = b->name, .dtype = b->dtype, .declared = b->dtype, .scale = b->scale, .rank = b->layout.rank};
+    for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
+    const char *dn = json_string_value(json_object_get(declared, b->name));
+    dtype dt;
+    if (dn && dtype_parse(dn, strlen(dn), &dt)) s.declared = dt;
+    return s;
+}
+
+void cli_package_specs(const package *pkg, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout) {
+    *nin = *nout = 0;
+    *ins = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
+    *outs = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
+    json_t *meta = json_loads(pkg->meta ? pkg->meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
+    for (int32_t i = 0; i < pkg->bindings.n; i++) {
+        if (pkg->bindings.v[i].role == PKG_OUTPUT) (*outs)[(*nout)++] = binding_spec(&pkg->bindings.v[i], NULL);
+        else if (pkg->bindings.v[i].role == PKG_INPUT) (*ins)[(*nin)++] = binding_spec(&pkg->bindings.v[i], declared);
+    }
+    json_decref(meta);
 }
 
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note) {

@@ -77,6 +77,7 @@ static const opt_spec check_opts[] = {
     {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
      false},
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
+    {"--html", "FILE.html", "write the HTML report of the check (tessel report's page, with the compile and the check)", false},
     {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {"--quiet", NULL, "no progress lines (--json implies it)", false},
@@ -84,6 +85,15 @@ static const opt_spec check_opts[] = {
     {"--no-siblings", NULL, "compile with matmuls that read one operand apart", false},
     PLAN_OPTS,
     PRECISION_OPT,
+    {0}};
+
+static const opt_spec report_opts[] = {
+    {"-o", "FILE.html", "where to write the report (required)", false},
+    {"--compile-report", "R.json", "a compile report of this package (tessel compile --report): the plan's reasons", false},
+    {"--input", "NAME=FILE.npy", "data for an input (repeatable); others get seeded normal(0, 1) data", true},
+    {"--convert", NULL, "round --input data whose dtype would lose information into the input's dtype", false},
+    {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
+    {"--quiet", NULL, "no progress line", false},
     {0}};
 
 static const opt_spec opt_opts[] = {
@@ -117,6 +127,11 @@ static const cmd commands[] = {
      "Exits 1 on failure, 2 on a user error, 3 when the model does not fit the machine (what would\n"
      "fit follows, each option compiled first).",
      check_opts, cmd_check, "compile, simulate, and compare with the plan-exact and FP32 references"},
+    {"report", "PKG -o FILE.html [options]",
+     "Run a package on the simulator and write one self-contained HTML page: the timeline, where the\n"
+     "cycles go, the tiles' memory and compute, the plan (and, with --compile-report, why), and the\n"
+     "estimate against the simulation. It opens offline in any current browser.",
+     report_opts, cmd_report, "write the HTML report of a package's run"},
     {"graph", "MODEL", "Print MODEL (a .tsl or .onnx file, or zoo:NAME[:k=v,...]) as text IR.", graph_opts, cmd_graph, "print MODEL as text IR"},
     {"ref", "MODEL [options]",
      "Run MODEL on the FP32 reference interpreter and summarise its outputs.\n"

@@ -92,13 +92,8 @@ static void index_tiles(view *v) {
     for (int32_t i = 0; i < v->p->segments.n; i++) mark(v, 0, v->p->segments.v[i].tile, v->p->segments.v[i].addr);
 }
 
-typedef struct tile_row {
-    uint32_t tile, end, code, tables;  /* end: bytes from tile_memory_base to its last reserved byte */
-    int64_t headroom;                  /* bytes left below the loader limit */
-} tile_row;
-
 static int cmp_headroom(const void *a, const void *b) {
-    const tile_row *x = a, *y = b;
+    const report_tile *x = a, *y = b;
     if (x->headroom != y->headroom) return x->headroom < y->headroom ? -1 : 1;
     return x->tile < y->tile ? -1 : x->tile > y->tile;
 }
@@ -109,7 +104,7 @@ static int cmp_u32v(const void *a, const void *b) {
 }
 
 /* min, median, max of one column over the tiles */
-static void spread(const tile_row *rows, uint32_t n, size_t field, uint32_t out[3]) {
+static void spread(const report_tile *rows, uint32_t n, size_t field, uint32_t out[3]) {
     uint32_t *v = xmalloc(sizeof(uint32_t) * n);
     for (uint32_t i = 0; i < n; i++) memcpy(&v[i], (const char *)&rows[i] + field, sizeof(uint32_t));
     qsort(v, n, sizeof(uint32_t), cmp_u32v);
@@ -125,40 +120,62 @@ static void print_bytes_row(const char *what, const uint32_t s[3]) {
     printf("  %-22s %12s %12s %12s\n", what, a, b, c);
 }
 
-int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_tile, bool json, diag *d) {
+int report_tiles_build(const package *pkg, const char *path, report_tiles *out, diag *d) {
+    memset(out, 0, sizeof *out);
     const machine *m = &pkg->machine;
     pkg_xplan xp;
-    if (pkg_xplan_build(pkg, path, &xp, d)) {
-        return -1;
-    }
-    uint64_t frags = 0;
-    for (uint32_t k = 0; k < xp.nphases; k++) frags += xp.phase[k].nsend;
+    if (pkg_xplan_build(pkg, path, &xp, d)) return -1;
+    for (uint32_t k = 0; k < xp.nphases; k++) out->fragments += xp.phase[k].nsend;
     view v = {.p = pkg, .xp = &xp, .nbufs = pkg->prog.bufs.n};
     index_steps(&v);
     index_tiles(&v);
-    uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles), *tables = xmalloc(sizeof(uint32_t) * tiles);
+    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf);
+    free(v.steps);
+    pkg_xplan_free(&xp);
+    uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles);
     place_code_bytes(&pkg->prog, m, code);
-    for (uint32_t t = 0; t < tiles; t++) tables[t] = pkg->tables.at ? (uint32_t)(pkg->tables.at[t + 1] - pkg->tables.at[t]) : 0;
-    tile_row *rows = xmalloc(sizeof(tile_row) * tiles);
+    out->tiles = tiles;
+    out->nbufs = v.nbufs;
+    out->holds = v.holds;
+    out->rows = xmalloc(sizeof(report_tile) * tiles);
     for (uint32_t t = 0; t < tiles; t++) {
-        uint64_t end = m->tile_memory_base + code[t] + tables[t];
+        uint32_t tables = pkg->tables.at ? (uint32_t)(pkg->tables.at[t + 1] - pkg->tables.at[t]) : 0;
+        uint64_t end = m->tile_memory_base + code[t] + tables;
         for (int32_t b = 0; b < v.nbufs; b++)
-            if (v.holds[(size_t)t * (size_t)v.nbufs + (size_t)b] && vb(&v, b)->addr + (uint64_t)vb(&v, b)->reserved > end)
+            if (report_tile_holds(out, t, b) && vb(&v, b)->addr + (uint64_t)vb(&v, b)->reserved > end)
                 end = vb(&v, b)->addr + (uint64_t)vb(&v, b)->reserved;
-        rows[t] = (tile_row){t, (uint32_t)(end - m->tile_memory_base), code[t], tables[t], (int64_t)m->loader_limit - (int64_t)end};
+        out->rows[t] = (report_tile){t, (uint32_t)(end - m->tile_memory_base), code[t], tables, (int64_t)m->loader_limit - (int64_t)end};
     }
+    free(code);
+    return 0;
+}
+
+void report_tiles_free(report_tiles *r) {
+    free(r->holds);
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_tile, bool json, diag *d) {
+    const machine *m = &pkg->machine;
+    report_tiles rt;
+    if (report_tiles_build(pkg, path, &rt, d)) return -1;
+    uint32_t tiles = rt.tiles;
+    uint64_t frags = rt.fragments;
+    const report_tile *rows = rt.rows;
+    view v = {.p = pkg, .nbufs = rt.nbufs, .holds = rt.holds};
     uint32_t s_end[3], s_code[3], s_tab[3];
-    spread(rows, tiles, offsetof(tile_row, end), s_end);
-    spread(rows, tiles, offsetof(tile_row, code), s_code);
-    spread(rows, tiles, offsetof(tile_row, tables), s_tab);
-    tile_row *sorted = xmalloc(sizeof(tile_row) * tiles);
-    memcpy(sorted, rows, sizeof(tile_row) * tiles);
-    qsort(sorted, tiles, sizeof(tile_row), cmp_headroom);
+    spread(rows, tiles, offsetof(report_tile, end), s_end);
+    spread(rows, tiles, offsetof(report_tile, code), s_code);
+    spread(rows, tiles, offsetof(report_tile, tables), s_tab);
+    report_tile *sorted = xmalloc(sizeof(report_tile) * tiles);
+    memcpy(sorted, rows, sizeof(report_tile) * tiles);
+    qsort(sorted, tiles, sizeof(report_tile), cmp_headroom);
     uint32_t shown = want_tile >= 0 ? (uint32_t)want_tile : sorted[0].tile;
     /* that tile's buffers, by address */
     int32_t *map = xmalloc(sizeof(int32_t) * (size_t)(v.nbufs + 1)), nmap = 0;
     for (int32_t b = 0; b < v.nbufs; b++)
-        if (v.holds[(size_t)shown * (size_t)v.nbufs + (size_t)b]) map[nmap++] = b;
+        if (report_tile_holds(&rt, shown, b)) map[nmap++] = b;
     sort_by_addr(pkg, map, nmap);
     if (json) {
         json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i}", "package", path, "machine", m->name, "steps",
@@ -204,7 +221,7 @@ int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_t
         fprintf(f, "memory map of tile %u%s:\n", shown, want_tile >= 0 ? "" : " (--tile N for another)");
         fprintf(f, "  %-10s %10s %10s %-11s %s\n", "address", "reserved", "payload", "live steps", "buffer");
         char sup[32];
-        fmt_bytes(sup, sizeof sup, code[shown] + tables[shown]);
+        fmt_bytes(sup, sizeof sup, rows[shown].code + rows[shown].tables);
         fprintf(f, "  0x%-8x %10s %10s %-11s %s\n", m->tile_memory_base, sup, "-", "all", "code, descriptors and exchange tables");
         for (int32_t k = 0; k < nmap; k++) {
             const low_buf *b = vb(&v, map[k]);
@@ -216,14 +233,8 @@ int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_t
                    b->addr >= m->interleaved_base ? "  (interleaved)" : "");
         }
     }
-    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf);
-    free(v.steps);
-    free(v.holds);
-    free(code);
-    free(tables);
-    free(rows);
+    report_tiles_free(&rt);
     free(sorted);
     free(map);
-    pkg_xplan_free(&xp);
     return 0;
 }

@@ -3,6 +3,8 @@
  *   compile.c  the compile report (--report JSON): plan per op, predictions,
  *              search steps, failed finalists, statistics, the fusions
  *   run.c      the summaries compile, run and check print, and their --json
+ *   html.c     the HTML report: one self-contained page (html/report.js
+ *              draws it from the figures it embeds)
  *   trace.c    Chrome Trace Event JSON: compute sets and exchange phases as
  *              slices on a cycle timeline (one viewer microsecond is one
  *              cycle), opened by Perfetto UI or chrome://tracing
@@ -45,6 +47,26 @@ void report_locate_print(FILE *f, const graph *g, const locate_result *r);
 
 /* ---- inspect.c, calibrate.c ---------------------------------------------- */
 
+/* Per tile of a package: the memory its buffers reach, its code and table
+ * bytes, its headroom, and which buffers it holds (inspect.c's header says
+ * how that is found). */
+typedef struct report_tile {
+    uint32_t tile, end, code, tables; /* end: bytes from tile_memory_base to its last reserved byte */
+    int64_t headroom;                 /* bytes left below the loader limit */
+} report_tile;
+typedef struct report_tiles {
+    uint32_t tiles;
+    report_tile *rows;   /* per tile */
+    int32_t nbufs;       /* the program's buffers */
+    uint8_t *holds;      /* [tile * nbufs + buffer]: the tile uses the buffer */
+    uint64_t fragments;  /* the exchange tables' sends, repeat bodies once */
+} report_tiles;
+int report_tiles_build(const package *pkg, const char *path, report_tiles *out, diag *d);
+void report_tiles_free(report_tiles *r);
+static inline bool report_tile_holds(const report_tiles *r, uint32_t tile, int32_t buf) {
+    return r->holds[(size_t)tile * (size_t)r->nbufs + (size_t)buf] != 0;
+}
+
 /* What package pkg (read from path) puts where: per tile the memory reached,
  * code and table bytes and headroom, the tiles with the least headroom, and
  * one tile's memory map (want_tile, or -1: the one with the least); as text
@@ -53,6 +75,21 @@ int report_inspect(FILE *f, const package *pkg, const char *path, int64_t want_t
 /* tessel calibrate's results, as a table or JSON, on f. */
 void report_calibration_table(FILE *f, const calib_result *r);
 void report_calibration_json(FILE *f, const calib_result *r);
+
+/* ---- html.c ------------------------------------------------------------------ */
+
+/* The HTML report of a run of pkg (read from path): sim must come from a
+ * run with trace on; plan (the compile report) and check (the check
+ * summary's JSON) may be NULL. */
+typedef struct report_html_input {
+    const package *pkg;
+    const char *path;
+    const char *title;
+    const sim_stats *sim;
+    struct json_t *plan;
+    struct json_t *check;
+} report_html_input;
+int report_html_write(FILE *f, const report_html_input *in, diag *d);
 
 /* ---- trace.c ---------------------------------------------------------------- */
 

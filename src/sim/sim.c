@@ -122,6 +122,16 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest, uint6
         }
     }
     s->st->runs += n;
+    if (s->o->trace) { /* per tile, for the report's heat maps */
+        bool longest = s->st->longest_step < 0 || worst > s->st->events[s->st->longest_step].cycles;
+        if (longest) memset(s->st->tile_longest, 0, sizeof(uint64_t) * s->m->tiles);
+        for (uint32_t g = 0; g < ng; g++) {
+            uint32_t t = runs[gstart[g]].tile;
+            s->st->tile_compute[t] += gcycles[g];
+            if (longest) s->st->tile_longest[t] = gcycles[g];
+        }
+        if (longest) s->st->longest_step = s->st->nevents; /* record() appends this step's event next */
+    }
     free(gstart);
     free(gcycles);
     free(gmacs);
@@ -426,8 +436,13 @@ int sim_host_check(const machine *m, uint64_t limit, const char *option, diag *d
 
 int sim_run(const package *p, const sim_options *o, float *const *inputs, float **outputs, sim_stats *st, diag *d) {
     memset(st, 0, sizeof *st);
+    st->longest_step = -1;
     const machine *m = &p->machine;
     if (sim_host_check(m, o->max_host_bytes, "--max-host-memory", d)) return -1;
+    if (o->trace) {
+        st->tile_compute = xcalloc(m->tiles, sizeof(uint64_t));
+        st->tile_longest = xcalloc(m->tiles, sizeof(uint64_t));
+    }
     sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
     s.mem = util_try_calloc(m->tiles, s.tile_bytes, d, "tessel: error: the simulated memory of machine '%s' (%u tiles of %u bytes)",
                             m->name, m->tiles, (unsigned)s.tile_bytes);
@@ -503,6 +518,10 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
 
 void sim_stats_free(sim_stats *st) {
     free(st->events);
+    free(st->tile_compute);
+    free(st->tile_longest);
     st->events = NULL;
+    st->tile_compute = st->tile_longest = NULL;
     st->nevents = 0;
+    st->longest_step = -1;
 }

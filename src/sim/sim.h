@@ -57,6 +57,12 @@ typedef struct sim_stats {
     double kernel_seconds;     /* of which compute sets */
     sim_event *events;         /* malloc'd, one per step executed (with trace on) */
     int64_t nevents;
+    /* With trace on, per tile (malloc'd, machine tiles entries): its compute
+     * cycles over the whole run, and in the longest compute step executed
+     * (events[longest_step]; the first of equals), launch costs included. */
+    uint64_t *tile_compute;
+    uint64_t *tile_longest;
+    int64_t longest_step;
     /* Cycles per kind of step, the part of each step's label after its ':'
      * (gemm, exchange, softmax, ...), in order of first appearance; the
      * last slot gathers whatever kinds did not fit. */
