@@ -59,7 +59,10 @@ int cmd_report(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_open_html(&files, out, &d);
     if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
-    report_html_input hi = {.pkg = &pkg, .path = p.pos[0], .title = p.pos[0], .sim = &st, .plan = plan};
+    /* The page is titled by the model the package was compiled from. */
+    json_t *meta = json_loads(pkg.meta ? pkg.meta : "{}", 0, NULL);
+    const char *model = json_string_value(json_object_get(meta, "model"));
+    report_html_input hi = {.pkg = &pkg, .path = p.pos[0], .title = model ? model : p.pos[0], .sim = &st, .plan = plan};
     if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &st, pkg.machine.clock_hz, p.pos[0], &hi, &d);
     else cli_outputs_abort(&files);
     if (rc == 0) {
@@ -67,6 +70,7 @@ int cmd_report(const cmd *c, int argc, char **argv) {
         printf("report of %s on %s: %llu cycles, written to %s\n", p.pos[0], pkg.machine.name, (unsigned long long)st.cycles, out);
     }
     json_decref(plan);
+    json_decref(meta);
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
     for (int32_t j = 0; j < nout; j++) free(outputs[j]);
     free(inputs);

@@ -64,6 +64,7 @@ json_t *report_sim_json(const sim_stats *st, const machine *m) {
                      "host_seconds", st->host_seconds, "kernel_seconds", st->kernel_seconds);
     json_object_set_new(j, "roofline_cycles", json_real(st->roofline_cycles));
     json_object_set_new(j, "exchange_phases", json_integer((json_int_t)st->phases));
+    json_object_set_new(j, "exchange_fragments", json_integer((json_int_t)st->fragments));
     json_t *kinds = json_object();
     for (int32_t i = 0; i < st->nkinds; i++) json_object_set_new(kinds, st->kinds[i].name, json_integer((json_int_t)st->kinds[i].cycles));
     json_object_set_new(j, "cycles_by_kind", kinds);

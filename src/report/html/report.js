@@ -7,6 +7,10 @@
   const D = JSON.parse(document.getElementById("data").textContent);
   const E = D.events, T = D.tiles, M = D.machine, R = D.run;
   const NE = E.start.length;
+  // report.html#only=tiles&metric=4&tile=7&iteration=0: that section alone,
+  // in that state (docs/report.md's pictures are taken so).
+  const HASH = {};
+  for (const kv of location.hash.slice(1).split("&")) { const [k, v] = kv.split("="); if (k) HASH[k] = v; }
 
   // ---- helpers -------------------------------------------------------------
   function el(tag, attrs, kids) {
@@ -234,7 +238,8 @@
       if (k >= 0) { sel.value = String(k); open(k); }
     });
     sel.addEventListener("change", () => open(+sel.value));
-    draw();
+    if (HASH.iteration !== undefined && bands[+HASH.iteration]) { sel.value = HASH.iteration; open(+HASH.iteration); }
+    else draw();
     const kinds = {};
     for (let i = 0; i < NE; i++) kinds[kindOf(E.labels[E.label[i]])] = 1;
     for (const k of Object.keys(kinds)) legend.appendChild(el("span", {}, [el("i", { style: "background:" + colour(k) }), k]));
@@ -254,8 +259,8 @@
       "every execution counted.");
     const kinds = Object.keys(R.cycles_by_kind).map((k) => [k, R.cycles_by_kind[k], R.cycles_by_kind[k] / R.cycles]);
     kinds.sort((a, b) => b[1] - a[1]);
-    const kt = table([{ h: "kind" }, { h: "cycles", n: 1, f: int }, { h: "share", n: 1, f: (v) => {
-      const bar = el("span", { cls: "bar", style: "width:" + Math.round(v * 160) + "px" });
+    const kt = table([{ h: "kind" }, { h: "cycles", n: 1, f: int }, { h: "share", n: 1, f: (v, r) => {
+      const bar = el("span", { cls: "bar", style: "width:" + Math.round(v * 160) + "px;background:" + colour(r[0]) });
       return el("span", {}, [bar, " " + (100 * v).toFixed(1) + " %"]);
     } }], kinds);
     kt.id = "kinds";
@@ -371,10 +376,11 @@
     }
     cv.addEventListener("click", (ev) => { const t = tileAt(ev); if (t >= 0) memoryMap(t); });
     sel.addEventListener("change", () => { cur = +sel.value; draw(); });
+    if (metrics[+HASH.metric]) { cur = +HASH.metric; sel.value = HASH.metric; }
     draw();
     let least = 0;
     for (let t = 1; t < n; t++) if (T.headroom_bytes[t] < T.headroom_bytes[least]) least = t;
-    memoryMap(least);
+    memoryMap(HASH.tile !== undefined && +HASH.tile >= 0 && +HASH.tile < n ? +HASH.tile : least);
   })();
 
   // ---- 4. the plan and why -----------------------------------------------------
@@ -441,12 +447,13 @@
   (function estimate() {
     const s = section("estimate", "Estimate against simulation",
       P ? "What the search predicted for the plan against what the simulator measured; per op, its prims' predicted cycles " +
-        "(one execution) against the mean simulated cycles of the compute steps that name it."
+        "(one execution) against the simulated cycles, per execution, of the steps that name it (its exchanges too; a joined step " +
+        "counts for each op it names)."
         : "Give the compile report (--compile-report) for the search's predictions.");
     const rows = [["cycles", P ? P.predicted_cycles : null, R.cycles], ["compute cycles", P ? P.predicted_compute_cycles : null, R.compute_cycles],
       ["exchange cycles (sync included)", P ? P.predicted_exchange_cycles : null, R.exchange_cycles],
       ["exchange phases", P ? P.predicted_phases : null, R.exchange_phases],
-      ["exchange fragments (repeats counted)", P ? P.predicted_fragments : null, null],
+      ["exchange fragments (repeats counted)", P ? P.predicted_fragments : null, R.exchange_fragments],
       ["exchange-table bytes, busiest tile", P ? P.predicted_table_bytes_max : null, Math.max.apply(null, T.table_bytes)]];
     const fmtN = (v) => (v === null || v === undefined ? "-" : int(v));
     const tt = table([{ h: "figure" }, { h: "predicted", n: 1, f: fmtN }, { h: "simulated / placed", n: 1, f: fmtN },
@@ -455,14 +462,15 @@
     tt.id = "estimate-totals";
     s.appendChild(tt);
     if (!P) return;
-    // Per op: the compute steps whose label names it (a joined step counts for each op it names).
+    // Per op: the steps whose label names it, its exchanges included (a joined
+    // step counts for each op it names); executions: the fewest of any of them
+    // (a repeat body's op runs once an iteration, its operands in one or more phases).
     const sim = {};
     for (const l in byLabel) {
-      if (byLabel[l].label.endsWith(":exchange")) continue;
       for (const op of opsOf(l).split("+")) {
-        const q = sim[op] || (sim[op] = { cycles: 0, n: 0, steps: [] });
+        const q = sim[op] || (sim[op] = { cycles: 0, n: Infinity, steps: [] });
         q.cycles += byLabel[l].cycles;
-        q.n = Math.max(q.n, byLabel[l].n);
+        q.n = Math.min(q.n, byLabel[l].n);
         q.steps.push(kindOf(l));
       }
     }
@@ -494,11 +502,9 @@
     s.appendChild(t);
   })();
 
-  // report.html#only=tiles shows that section alone (docs/report.md's pictures).
-  const only = /^#only=([a-z]+)$/.exec(location.hash);
-  if (only) {
+  if (HASH.only) {
     header.style.display = nav.style.display = "none";
-    for (const sec of main.querySelectorAll("section")) if (sec.id !== only[1]) sec.style.display = "none";
+    for (const sec of main.querySelectorAll("section")) if (sec.id !== HASH.only) sec.style.display = "none";
   }
   document.body.setAttribute("data-ready", "1");
 })();
