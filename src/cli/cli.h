@@ -106,7 +106,7 @@ int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, in
 /* One more output, the HTML report (path NULL: none): commit writes it
  * from html (st must come from a run with trace on). */
 int cli_outputs_open_html(cli_outputs *o, const char *path, diag *d);
-int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
+int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, const package *pkg,
                        const char *title, const report_html_input *html, diag *d);
 void cli_outputs_abort(cli_outputs *o);
 /* One summary line: name, type and statistics of x. */

@@ -190,7 +190,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                 free(text);
             }
         }
-        rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, m.clock_hz, p.pos[0], &hi, &d);
+        rc = cli_outputs_commit(&files, NULL, NULL, &r.sim, &pkg, p.pos[0], &hi, &d);
         json_decref(hi.check);
         json_decref(hi.plan);
     } else {

@@ -51,7 +51,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
         po.strip_precision = true;
         rc = ref_run(g, &po, inputs, pure, &d);
     }
-    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, NULL, 0, NULL, NULL, &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, NULL, NULL, NULL, NULL, &d);
     else cli_outputs_abort(&files);
     if (rc == 0) {
         progress_done(); /* the results follow */

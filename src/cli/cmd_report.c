@@ -63,7 +63,7 @@ int cmd_report(const cmd *c, int argc, char **argv) {
     json_t *meta = json_loads(pkg.meta ? pkg.meta : "{}", 0, NULL);
     const char *model = json_string_value(json_object_get(meta, "model"));
     report_html_input hi = {.pkg = &pkg, .path = p.pos[0], .title = model ? model : p.pos[0], .sim = &st, .plan = plan};
-    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &st, pkg.machine.clock_hz, p.pos[0], &hi, &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &st, &pkg, p.pos[0], &hi, &d);
     else cli_outputs_abort(&files);
     if (rc == 0) {
         progress_done(); /* the results follow */

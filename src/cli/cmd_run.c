@@ -29,7 +29,7 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_open(&files, dir, outs, nout, trace, &d);
     if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
     if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
-    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, pkg.machine.clock_hz, p.pos[0], NULL, &d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st, &pkg, p.pos[0], NULL, &d);
     else cli_outputs_abort(&files);
     if (rc == 0 && json) {
         json_t *j = report_sim_json(&st, &pkg.machine);

@@ -186,7 +186,7 @@ int cli_outputs_open_html(cli_outputs *o, const char *path, diag *d) {
     return -1;
 }
 
-int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, double clock_hz,
+int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *data, const sim_stats *st, const package *pkg,
                        const char *title, const report_html_input *html, diag *d) {
     int rc = 0;
     for (int32_t j = 0; j < o->n && rc == 0; j++) {
@@ -199,7 +199,7 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
         if (rc && !d->set) diag_fail(d, "%s: error: write failed", o->paths[j]);
     }
     if (rc == 0 && o->trace) {
-        rc = report_trace_write(o->trace, st, clock_hz, title);
+        rc = report_trace_write(o->trace, st, pkg, title, d);
         FILE *f = o->trace;
         o->trace = NULL;
         if (outset_close(&o->set, f, o->trace_path, d)) rc = -1;

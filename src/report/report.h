@@ -7,7 +7,8 @@
  *              draws it from the figures it embeds)
  *   trace.c    Chrome Trace Event JSON: compute sets and exchange phases as
  *              slices on a cycle timeline (one viewer microsecond is one
- *              cycle), opened by Perfetto UI or chrome://tracing
+ *              cycle), sampled tiles' own tracks and memory counters,
+ *              opened by Perfetto UI or chrome://tracing
  */
 #ifndef TESSEL_REPORT_H
 #define TESSEL_REPORT_H
@@ -93,8 +94,10 @@ int report_html_write(FILE *f, const report_html_input *in, diag *d);
 
 /* ---- trace.c ---------------------------------------------------------------- */
 
-/* Writes the events of st as a Chrome trace to f; clock_hz gives each slice
- * its wall time too. */
-int report_trace_write(FILE *f, const sim_stats *st, double clock_hz, const char *title);
+/* Writes the events of st (a run of pkg with trace on) as a Chrome trace
+ * to f: compute and exchange tracks, a track per sampled tile and a counter
+ * of its live buffers' bytes; the machine's clock gives each slice its wall
+ * time too. */
+int report_trace_write(FILE *f, const sim_stats *st, const package *pkg, const char *title, diag *d);
 
 #endif

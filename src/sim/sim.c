@@ -28,6 +28,7 @@ typedef struct sim {
     int depth;            /* repeats open around the current step */
     pkg_xplan xp;         /* the exchange tables, decoded */
     const sim_options *o;
+    uint64_t sample[SIM_TRACE_TILES]; /* the sampled tiles' cycles in the current compute step */
     uint32_t *probe_at;   /* probes of step i: probe_of[probe_at[i], probe_at[i+1]) */
     int32_t *probe_of;    /* binding indices */
     float *probe_buf;     /* the values of one probe */
@@ -131,6 +132,10 @@ static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest, uint6
             if (longest) s->st->tile_longest[t] = gcycles[g];
         }
         if (longest) s->st->longest_step = s->st->nevents; /* record() appends this step's event next */
+        for (int32_t k = 0; k < s->st->nsample; k++) s->sample[k] = 0;
+        for (uint32_t g = 0; g < ng; g++)
+            for (int32_t k = 0; k < s->st->nsample; k++)
+                if (runs[gstart[g]].tile == s->st->sample_tile[k]) s->sample[k] = gcycles[g];
     }
     free(gstart);
     free(gcycles);
@@ -335,9 +340,12 @@ static void record(sim *s, const low_step *st, uint64_t cycles, uint32_t busiest
     if (s->st->nevents == *cap) {
         *cap = *cap ? *cap * 2 : 1024;
         s->st->events = xrealloc(s->st->events, sizeof(sim_event) * (size_t)*cap);
+        s->st->sample_cycles = xrealloc(s->st->sample_cycles, sizeof(uint64_t) * (size_t)*cap * (size_t)(s->st->nsample + 1));
     }
     sim_event e = {s->p->prog.strings.v + st->label, st->kind, s->st->cycles, cycles, busiest, copy, s->iter,
-                   (uint8_t)(s->depth < 255 ? s->depth : 255)};
+                   (uint8_t)(s->depth < 255 ? s->depth : 255), (uint32_t)(st - s->p->prog.steps.v)};
+    for (int32_t k = 0; k < s->st->nsample; k++)
+        s->st->sample_cycles[s->st->nevents * s->st->nsample + k] = st->kind == LOW_STEP_COMPUTE ? s->sample[k] : 0;
     s->st->events[s->st->nevents++] = e;
 }
 
@@ -442,6 +450,10 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     if (o->trace) {
         st->tile_compute = xcalloc(m->tiles, sizeof(uint64_t));
         st->tile_longest = xcalloc(m->tiles, sizeof(uint64_t));
+        for (uint32_t k = 0; k < SIM_TRACE_TILES; k++) {
+            uint32_t t = (uint32_t)((uint64_t)k * m->tiles / SIM_TRACE_TILES);
+            if (st->nsample == 0 || st->sample_tile[st->nsample - 1] != t) st->sample_tile[st->nsample++] = t;
+        }
     }
     sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
     s.mem = util_try_calloc(m->tiles, s.tile_bytes, d, "tessel: error: the simulated memory of machine '%s' (%u tiles of %u bytes)",
@@ -520,6 +532,8 @@ void sim_stats_free(sim_stats *st) {
     free(st->events);
     free(st->tile_compute);
     free(st->tile_longest);
+    free(st->sample_cycles);
+    st->sample_cycles = NULL;
     st->events = NULL;
     st->tile_compute = st->tile_longest = NULL;
     st->nevents = 0;

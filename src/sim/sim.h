@@ -37,9 +37,13 @@ typedef struct sim_event {
     uint64_t copy_cycles;  /* of a joined compute step: its busiest tile's copy runs */
     uint32_t iteration;    /* inside a repeat (depth > 0): the innermost one's iteration */
     uint8_t depth;         /* repeats open around the step */
+    uint32_t step;         /* the program's step (an index into the package's steps) */
 } sim_event;
 
-enum { SIM_KINDS = 16 };
+/* With trace on, the compute cycles of a sample of tiles are kept per step:
+ * tiles k * tiles / SIM_TRACE_TILES (k = 0 .. SIM_TRACE_TILES - 1, those
+ * that exist), the Chrome trace's per-tile tracks. */
+enum { SIM_KINDS = 16, SIM_TRACE_TILES = 8 };
 
 typedef struct sim_stats {
     uint64_t cycles;           /* total */
@@ -63,6 +67,9 @@ typedef struct sim_stats {
     uint64_t *tile_compute;
     uint64_t *tile_longest;
     int64_t longest_step;
+    int32_t nsample;                          /* sampled tiles */
+    uint32_t sample_tile[SIM_TRACE_TILES];    /* their ids */
+    uint64_t *sample_cycles;                  /* [event * nsample + k]: tile sample_tile[k]'s compute cycles */
     /* Cycles per kind of step, the part of each step's label after its ':'
      * (gemm, exchange, softmax, ...), in order of first appearance; the
      * last slot gathers whatever kinds did not fit. */
