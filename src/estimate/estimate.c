@@ -562,10 +562,12 @@ static double prim_cost(ex *x, int32_t id, double times) {
         }
         x->r->compute += (double)cc->local * times;
         c += (double)cc->local;
+        if (x->r->prim_exchange) x->r->prim_exchange[id] = c - (double)cc->local;
     } else {
         double k = (double)compute_cost(x, pr);
         x->r->compute += k * times;
         c += k;
+        if (x->r->prim_exchange) x->r->prim_exchange[id] = 0;
     }
     if (x->r->prim_cycles) x->r->prim_cycles[id] = c;
     return c;
@@ -650,6 +652,7 @@ static int32_t join_phase(ex *x, const mid_block *b, int32_t i, int32_t *phase_o
     x->r->phases -= (int64_t)times;
     *c += delta;
     if (x->r->prim_cycles) x->r->prim_cycles[b->v[i]] += delta;
+    if (x->r->prim_exchange) x->r->prim_exchange[b->v[i]] += delta;
     return k;
 }
 
@@ -1011,9 +1014,10 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
 }
 
 void est_program(const mid_program *p, est_cache *c, est_result *r) {
-    double *prim_cycles = r->prim_cycles;
+    double *prim_cycles = r->prim_cycles, *prim_exchange = r->prim_exchange;
     memset(r, 0, sizeof *r);
     r->prim_cycles = prim_cycles;
+    r->prim_exchange = prim_exchange;
     /* One scratch arena per call, released whole: a candidate's pricing
      * frees nothing piece by piece (its mid program has its own arena). */
     arena scratch;

@@ -50,6 +50,7 @@ typedef struct est_result {
     double table_bytes_max;   /* the busiest tile's exchange-table bytes */
     double table_bytes_total; /* over all tiles */
     double *prim_cycles;      /* when non-NULL (p->prims.n entries): one execution of each prim */
+    double *prim_exchange;    /* when non-NULL, likewise: of prim_cycles, the exchange phases' part */
 } est_result;
 
 /* Code and run descriptors, below the data on every tile: src/place's

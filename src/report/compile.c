@@ -120,18 +120,20 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
     for (int32_t i = 0; i < sr->ops.n; i++) {
         const search_op *so = &sr->ops.v[i];
         if (so->parts) { /* a layer norm: its rows whole (1) or cut over tiles */
-            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:i}, s:f}", "op", graph_op_name(g, so->op), "kind", "row_parts",
-                                                 "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles));
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:i}, s:f, s:f}", "op", graph_op_name(g, so->op), "kind",
+                                                 "row_parts", "chosen", "parts", (int)so->parts, "predicted_cycles", so->cycles,
+                                                 "predicted_exchange_cycles", so->exchange_cycles));
             continue;
         }
         if (so->ew) { /* an elementwise op not in the rule's layout */
-            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:s}, s:f}", "op", graph_op_name(g, so->op), "kind",
+            json_array_append_new(ops, json_pack("{s:s, s:s, s:{s:s}, s:f, s:f}", "op", graph_op_name(g, so->op), "kind",
                                                  "elementwise_layout", "chosen", "follows", mid_ew_layout_names[so->ew - 1],
-                                                 "predicted_cycles", so->cycles));
+                                                 "predicted_cycles", so->cycles, "predicted_exchange_cycles", so->exchange_cycles));
             continue;
         }
-        json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
-                              gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "score", so->chosen_score);
+        json_t *o = json_pack("{s:s, s:s, s:o, s:f, s:f, s:f}", "op", graph_op_name(g, so->op), "kind", "matmul_grid", "chosen",
+                              gemm_json(g, so->op, &so->chosen), "predicted_cycles", so->cycles, "predicted_exchange_cycles",
+                              so->exchange_cycles, "score", so->chosen_score);
         if (so->has_runner) {
             json_object_set_new(o, "runner_up", gemm_json(g, so->op, &so->runner_up));
             json_object_set_new(o, "runner_up_score", json_real(so->runner_score));

@@ -754,12 +754,15 @@ static void describe_best(const state *st, est_cache *cache, bool reasons, searc
             r->sites[i].early = sites.v[i].early && sites.v[i].eligible;
         }
         r->est.prim_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
+        r->est.prim_exchange = arena_alloc(&r->arena, sizeof(double) * (size_t)(bm.prims.n + 1));
+        memset(r->est.prim_cycles, 0, sizeof(double) * (size_t)(bm.prims.n + 1)); /* a repeat prim's own entries stay 0 */
+        memset(r->est.prim_exchange, 0, sizeof(double) * (size_t)(bm.prims.n + 1));
         est_program(&bm, cache, &r->est);
         for (int32_t i = 0; i < g->ops.n; i++) {
             if (!graph_kind_has_gemm(graph_opr(g, i)->kind) || !best.has[i]) continue;
             search_op so = {.op = i, .chosen = best.gemm[i]};
             for (int32_t k = 0; k < bm.prims.n; k++)
-                if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
+                if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k], so.exchange_cycles += r->est.prim_exchange[k];
             const op_alts *a = &st->alts[i];
             for (int k = 0; k < a->n + a->nw; k++) {
                 const cand *c = k < a->n ? &a->v[k] : &a->w[k - a->n];
@@ -777,7 +780,7 @@ static void describe_best(const state *st, est_cache *cache, bool reasons, searc
             if (kind == OP_LAYER_NORM) so.parts = best.row_parts[i] > 1 ? best.row_parts[i] : 1;
             else so.ew = best.ew_layout[i] + 1;
             for (int32_t k = 0; k < bm.prims.n; k++)
-                if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k];
+                if (mid_p(&bm, k)->origin == i) so.cycles += r->est.prim_cycles[k], so.exchange_cycles += r->est.prim_exchange[k];
             vec_push(&r->arena, &r->ops, so);
         }
         mid_free(&bm);

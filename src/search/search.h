@@ -63,6 +63,7 @@ typedef struct search_op {
     double runner_cycles, runner_peak; /* the whole program with the runner-up instead, predicted */
     bool runner_fits, runner_priced;   /* ... its estimated peak within the room; whether it expanded */
     double cycles;                     /* predicted cycles of its prims in the whole program, one execution */
+    double exchange_cycles;            /* ... of which their exchange phases */
     bool has_runner;
 } search_op;
 

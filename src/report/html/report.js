@@ -468,19 +468,22 @@
     const sim = {};
     for (const l in byLabel) {
       for (const op of opsOf(l).split("+")) {
-        const q = sim[op] || (sim[op] = { cycles: 0, n: Infinity, steps: [] });
+        const q = sim[op] || (sim[op] = { cycles: 0, exchange: 0, n: Infinity, steps: [] });
         q.cycles += byLabel[l].cycles;
+        if (kindOf(l) === "exchange") q.exchange += byLabel[l].cycles;
         q.n = Math.min(q.n, byLabel[l].n);
         q.steps.push(kindOf(l));
       }
     }
     const rows2 = P.ops.map((o) => {
       const q = sim[o.op];
-      const per = q ? q.cycles / q.n : null;
-      return [o.op, o.predicted_cycles, per, per !== null && o.predicted_cycles ? per / o.predicted_cycles : null, q ? q.steps.join(", ") : ""];
+      const per = q ? q.cycles / q.n : null, perx = q ? q.exchange / q.n : null;
+      return [o.op, o.predicted_cycles, o.predicted_exchange_cycles, per, perx,
+        per !== null && o.predicted_cycles ? per / o.predicted_cycles : null, q ? q.steps.join(", ") : ""];
     });
-    s.appendChild(el("h3", { text: "per op" }));
-    const t2 = table([{ h: "op" }, { h: "predicted", n: 1, f: int }, { h: "simulated per execution", n: 1, f: fmtN },
+    s.appendChild(el("h3", { text: "per op, and its exchange phases" }));
+    const t2 = table([{ h: "op" }, { h: "predicted", n: 1, f: int }, { h: "of which exchange", n: 1, f: fmtN },
+      { h: "simulated per execution", n: 1, f: fmtN }, { h: "of which exchange", n: 1, f: fmtN },
       { h: "ratio", n: 1, f: (v) => (v === null ? "-" : v.toFixed(3)) }, { h: "steps" }], rows2, { scroll: 1 });
     t2.id = "estimate-ops";
     s.appendChild(t2);
