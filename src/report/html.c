@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sim/sim_kernels.h"
 #include "report.h"
 
 extern const char report_html_css[], report_html_js[];
@@ -24,13 +25,60 @@ static json_t *u64_array(const uint64_t *v, uint32_t n) {
     return a;
 }
 
-/* The steps executed, in columns (a row each would repeat every key). */
-static json_t *events_json(const sim_stats *st) {
+/* What tile t does in program step s, in a line: its kernel runs by kind
+ * with their cycles (launch included, as the simulator charges them), or
+ * the fragments it sends and receives in an exchange phase. */
+static char *work_text(const package *pkg, const pkg_xplan *xp, uint32_t s, uint32_t t) {
+    const low_step *st = &pkg->prog.steps.v[s];
+    const machine *m = &pkg->machine;
+    char buf[1024];
+    size_t n = 0;
+    buf[0] = 0;
+    if (st->kind == LOW_STEP_COMPUTE) {
+        uint64_t runs[LOW_K_COUNT] = {0}, cycles[LOW_K_COUNT] = {0};
+        for (uint32_t k = st->first; k < st->first + st->count; k++) {
+            const low_run *r = &pkg->prog.runs.v[k];
+            if (r->tile != t) continue;
+            bool inter[LOW_MAX_OPERANDS] = {0};
+            for (int op = 0; op < LOW_MAX_OPERANDS; op++)
+                inter[op] = low_run_uses(r, op) && machine_addr_interleaved(m, r->ptr[op].off);
+            runs[r->kernel]++;
+            cycles[r->kernel] += m->launch_cycles + sim_kernel_cycles(r, m, inter);
+        }
+        for (int k = 0; k < LOW_K_COUNT && n < sizeof buf - 80; k++)
+            if (runs[k])
+                n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s x%llu: %llu cycles", n ? "; " : "", low_kernel_names[k],
+                                      (unsigned long long)runs[k], (unsigned long long)cycles[k]);
+    } else if (st->kind == LOW_STEP_EXCHANGE && st->first < xp->nphases) {
+        const pkg_xphase *ph = &xp->phase[st->first];
+        uint64_t ns = 0, bs = 0, nr = 0, br = 0;
+        for (uint32_t k = 0; k < ph->nsenders; k++) {
+            const pkg_xtile *x = &xp->tiles[ph->senders + k];
+            if (x->tile != t) continue;
+            ns = x->n;
+            for (uint64_t i = x->first; i < x->first + x->n; i++) bs += xp->send[i].bytes;
+        }
+        for (uint32_t k = 0; k < ph->nreceivers; k++) {
+            const pkg_xtile *x = &xp->tiles[ph->receivers + k];
+            if (x->tile != t) continue;
+            nr = x->n;
+            for (uint64_t i = x->first; i < x->first + x->n; i++) br += xp->send[xp->recv[i].send].bytes;
+        }
+        snprintf(buf, sizeof buf, "sends %llu fragments (%llu B), receives %llu (%llu B)", (unsigned long long)ns,
+                 (unsigned long long)bs, (unsigned long long)nr, (unsigned long long)br);
+    }
+    return xstrdup(buf);
+}
+
+/* The steps executed, in columns (a row each would repeat every key), with
+ * the busiest tile's work in each: one line per distinct (step, tile). */
+static json_t *events_json(const package *pkg, const pkg_xplan *xp, const sim_stats *st) {
     json_t *labels = json_array(), *l = json_array(), *k = json_array(), *s = json_array(), *c = json_array(), *b = json_array(),
-           *it = json_array(), *dp = json_array(), *cp = json_array();
+           *it = json_array(), *dp = json_array(), *cp = json_array(), *works = json_array(), *w = json_array();
     /* Labels are the package's strings: equal pointers, one entry. */
     const char **seen = xcalloc((size_t)st->nevents + 1, sizeof(char *));
-    int32_t nseen = 0;
+    uint64_t *pairs = xcalloc((size_t)st->nevents + 1, sizeof(uint64_t)); /* step << 32 | tile, per works entry */
+    int32_t nseen = 0, npairs = 0;
     for (int64_t i = 0; i < st->nevents; i++) {
         const sim_event *e = &st->events[i];
         int32_t id = 0;
@@ -38,6 +86,15 @@ static json_t *events_json(const sim_stats *st) {
         if (id == nseen) {
             seen[nseen++] = e->label;
             json_array_append_new(labels, json_string(e->label));
+        }
+        uint64_t key = (uint64_t)e->step << 32 | e->busiest_tile;
+        int32_t wk = 0;
+        while (wk < npairs && pairs[wk] != key) wk++;
+        if (wk == npairs) {
+            pairs[npairs++] = key;
+            char *text = work_text(pkg, xp, e->step, e->busiest_tile);
+            json_array_append_new(works, json_string(text));
+            free(text);
         }
         json_array_append_new(l, json_integer(id));
         json_array_append_new(k, json_integer(e->kind == LOW_STEP_EXCHANGE));
@@ -47,10 +104,12 @@ static json_t *events_json(const sim_stats *st) {
         json_array_append_new(it, json_integer(e->depth ? (json_int_t)e->iteration : -1));
         json_array_append_new(dp, json_integer(e->depth));
         json_array_append_new(cp, json_integer((json_int_t)e->copy_cycles));
+        json_array_append_new(w, json_integer(wk));
     }
     free(seen);
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "labels", labels, "label", l, "exchange", k, "start", s,
-                     "cycles", c, "busiest_tile", b, "iteration", it, "depth", dp, "copy_cycles", cp);
+    free(pairs);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "labels", labels, "label", l, "exchange", k, "start",
+                     s, "cycles", c, "busiest_tile", b, "iteration", it, "depth", dp, "copy_cycles", cp, "works", works, "work", w);
 }
 
 /* Per tile: memory, tables, compute; and each tile's memory map as an
@@ -118,11 +177,16 @@ static json_t *machine_json(const machine *m) {
 static json_t *document(const report_html_input *in, diag *d) {
     const package *pkg = in->pkg;
     report_tiles rt;
+    pkg_xplan xp;
     if (report_tiles_build(pkg, in->path, &rt, d)) return NULL;
+    if (pkg_xplan_build(pkg, in->path, &xp, d)) {
+        report_tiles_free(&rt);
+        return NULL;
+    }
     json_t *meta = pkg->meta ? json_loads(pkg->meta, 0, NULL) : NULL;
     json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "format", "tessel-html-report", "version", TESSEL_VERSION, "title",
                           in->title, "machine", machine_json(&pkg->machine), "run", report_sim_json(in->sim, &pkg->machine),
-                          "events", events_json(in->sim), "tiles", tiles_json(pkg, &rt, in->sim));
+                          "events", events_json(pkg, &xp, in->sim), "tiles", tiles_json(pkg, &rt, in->sim));
     json_object_set_new(j, "package", json_pack("{s:s, s:I, s:I, s:I, s:i}", "path", in->path, "steps",
                                                 (json_int_t)pkg->prog.steps.n, "runs", (json_int_t)pkg->prog.runs.n, "fragments",
                                                 (json_int_t)rt.fragments, "buffers", (int)rt.nbufs));
@@ -131,6 +195,7 @@ static json_t *document(const report_html_input *in, diag *d) {
     if (in->check) json_object_set(j, "check", in->check);
     json_decref(meta);
     report_tiles_free(&rt);
+    pkg_xplan_free(&xp);
     return j;
 }
 

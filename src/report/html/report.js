@@ -220,8 +220,8 @@
         if (i >= 0) {
           const l = E.labels[E.label[i]];
           return showTip(ev, l + (E.iteration[i] >= 0 ? "  [iteration " + E.iteration[i] + "]" : "") + "\n" + int(E.cycles[i]) +
-            " cycles from " + int(E.start[i]) + "\nbusiest tile " + E.busiest_tile[i] +
-            (E.copy_cycles[i] ? "\nof which its copies " + int(E.copy_cycles[i]) : ""));
+            " cycles from " + int(E.start[i]) + (E.copy_cycles[i] ? ", of which copies " + int(E.copy_cycles[i]) : "") +
+            "\nbusiest tile " + E.busiest_tile[i] + ": " + E.works[E.work[i]].split("; ").join("\n  "));
         }
       }
       hideTip();

@@ -117,7 +117,16 @@ def main():
         fail("timeline: %d steps drawn of %d" % (steps, len(D["events"]["start"])))
     if sum(D["events"]["cycles"]) != R["cycles"]:
         fail("timeline: the steps' cycles add up to %d, the run took %d" % (sum(D["events"]["cycles"]), R["cycles"]))
-    print("timeline: %d steps, %s iteration bands" % (steps, re.search(r'data-bands="(\d+)"', tl).group(1)))
+    ev = D["events"]
+    for i in range(steps):  # the busiest tile's work: its runs' cycles make the compute step's
+        if not ev["exchange"][i]:
+            work = ev["works"][ev["work"][i]]
+            got = sum(int(x) for x in re.findall(r": (\d+) cycles", work))
+            if got != ev["cycles"][i]:
+                fail("timeline: step %d takes %d cycles, its busiest tile's work %r adds up to %d" % (i, ev["cycles"][i], work, got))
+        elif "fragments" not in ev["works"][ev["work"][i]]:
+            fail("timeline: exchange step %d has no busiest tile's fragments" % i)
+    print("timeline: %d steps, %s iteration bands, the busiest tiles' work adds up" % (steps, re.search(r'data-bands="(\d+)"', tl).group(1)))
 
     cy = section("cycles")
     kinds = {cells(r)[0]: cells(r)[1] for r in table_rows(cy, "kinds")}
