@@ -521,17 +521,15 @@ static layout follow(mx *x, const graph_op *o, bool rows_whole) {
 
 const char *const mid_ew_layout_names[MID_EWL_COUNT] = {"first", "second", "spread"};
 
-bool mid_op_is_ewise(int kind) {
-    switch (kind) {
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_GELU: case OP_GELU_GRAD: case OP_GELU_ERF: case OP_SCALE: case OP_CAST:
-#define X(id, name, ...) case OP_##id:
-    NUM_UNARY_OPS(X, )
+/* Per graph op, the EWISE op it expands to, plus one (0: none): MID_EW_OPS's
+ * ids are the graph's. */
+static const int8_t ew_of_op[OP_COUNT] = {
+#define X(id, name, arity, cls) [OP_##id] = MID_EW_##id + 1,
+    MID_EW_OPS(X)
 #undef X
-        return true;
-    default:
-        return false;
-    }
-}
+};
+
+bool mid_op_is_ewise(int kind) { return kind >= 0 && kind < OP_COUNT && ew_of_op[kind]; }
 
 /* The layout an elementwise op works in: the plan's choice (ew_layout),
  * recorded as the rule's where it gives the rule's layout or cannot be
@@ -1250,18 +1248,10 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_YIELD: return 0; /* the repeat copies yielded values */
     case OP_REPEAT: return expand_repeat(x, op_id);
     case OP_MATMUL: return ex_expand_matmul(x, o);
-    case OP_ADD: return expand_ewise(x, o, MID_EW_ADD);
-    case OP_SUB: return expand_ewise(x, o, MID_EW_SUB);
-    case OP_MUL: return expand_ewise(x, o, MID_EW_MUL);
-    case OP_GELU: return expand_ewise(x, o, MID_EW_GELU);
-    case OP_GELU_GRAD: return expand_ewise(x, o, MID_EW_GELU_GRAD);
-    case OP_GELU_ERF: return expand_ewise(x, o, MID_EW_GELU_ERF);
-    case OP_SCALE: return expand_ewise(x, o, MID_EW_SCALE);
-    case OP_CAST: return expand_ewise(x, o, MID_EW_CAST);
-#define X(id, name, ...) \
-    case OP_##id: return expand_ewise(x, o, MID_EW_##id);
-    NUM_UNARY_OPS(X, )
+#define X(id, name, arity, cls) case OP_##id:
+    MID_EW_OPS(X)
 #undef X
+        return expand_ewise(x, o, (mid_ew_op)(ew_of_op[o->kind] - 1));
     case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);
     case OP_LAYER_NORM: return expand_rows(x, o, MID_LAYER_NORM);
     case OP_RESHAPE: return expand_reshape(x, o);

@@ -31,10 +31,9 @@
 typedef enum { MT_TEMP, MT_PARAM, MT_INPUT } mid_tensor_kind;
 
 /* Elementwise ops (EWISE prims and the low EWISE kernel): name, arity (unary
- * ones ignore operand b) and the machine's work class that prices them. The
- * plain unary ops (num.h's NUM_UNARY_OPS, in its order) come last: relu, abs
- * and neg priced as arithmetic, the others as GELU's tanh (neither measured
- * on the machine: docs/sim.md). */
+ * ones ignore operand b) and the machine's work class that prices them; each
+ * ID is also the graph op's (OP_ID) it expands. The plain unary ops (num.h's
+ * NUM_UNARY_OPS, in its order, with its cost classes) come last. */
 #define MID_EW_OPS(X)                             \
     X(ADD, add, 2, MACHINE_EW_ARITH)              \
     X(SUB, sub, 2, MACHINE_EW_ARITH)              \
@@ -44,16 +43,8 @@ typedef enum { MT_TEMP, MT_PARAM, MT_INPUT } mid_tensor_kind;
     X(SCALE, scale, 1, MACHINE_EW_ARITH)          \
     X(CAST, cast, 1, MACHINE_EW_CAST)             \
     X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU)     \
-    X(RELU, relu, 1, MACHINE_EW_ARITH)            \
-    X(SIGMOID, sigmoid, 1, MACHINE_EW_GELU)       \
-    X(TANH, tanh, 1, MACHINE_EW_GELU)             \
-    X(EXP, exp, 1, MACHINE_EW_GELU)               \
-    X(LOG, log, 1, MACHINE_EW_GELU)               \
-    X(ABS, abs, 1, MACHINE_EW_ARITH)              \
-    X(NEG, neg, 1, MACHINE_EW_ARITH)              \
-    X(SQRT, sqrt, 1, MACHINE_EW_GELU)             \
-    X(RECIPROCAL, reciprocal, 1, MACHINE_EW_GELU) \
-    X(ERF, erf, 1, MACHINE_EW_GELU)
+    NUM_UNARY_OPS(MID_UNARY_ROW, X)
+#define MID_UNARY_ROW(id, name, cost, X) X(id, name, 1, MACHINE_EW_##cost)
 
 typedef enum {
 #define X(id, name, arity, cls) MID_EW_##id,

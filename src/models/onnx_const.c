@@ -407,12 +407,8 @@ int const_fold_cast(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
 int const_fold_unary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     ct *a = first(im, n);
     ct c = ct_new(im, a->is_int, a->rank, a->dim);
-    for (int64_t i = 0; i < c.n; i++) {
-        double v = ct_at(a, i);
-        c.v[i] = op == OX_Sqrt ? sqrt(v) : op == OX_Neg ? -v : op == OX_Erf ? erf(v) : op == OX_Tanh ? tanh(v)
-                 : op == OX_Relu ? (v > 0 ? v : 0) : op == OX_Sigmoid ? 1 / (1 + exp(-v)) : op == OX_Exp ? exp(v)
-                 : op == OX_Log ? log(v) : op == OX_Abs ? fabs(v) : 1 / v;
-    }
+    double (*f)(double) = ox_unary_of(op)->f64;
+    for (int64_t i = 0; i < c.n; i++) c.v[i] = f(ct_at(a, i));
     return folded(im, n, c);
 }
 

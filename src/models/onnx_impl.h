@@ -97,6 +97,15 @@ typedef int const_fold_fn(imp *im, const Onnx__NodeProto *n, ox_op_id op);
 /* Importer: the node's graph value, -2 when it set its outputs itself, -1 failed. */
 typedef int32_t ox_import_fn(imp *im, const Onnx__NodeProto *n, ox_op_id op);
 
+/* A plain unary op: its graph op and the double function constants fold with. */
+typedef struct ox_unary {
+    const char *name;      /* the graph op's (num.h's NUM_UNARY_OPS) */
+    graph_op_kind kind;
+    double (*f64)(double);
+} ox_unary;
+/* The unary op row op (a row importing with import_unary) stands for. */
+const ox_unary *ox_unary_of(ox_op_id op);
+
 typedef struct ox_op {
     ox_op_id id;
     const char *name;       /* the ONNX op type */

@@ -5,6 +5,7 @@
  * importer, which switches on the row id. */
 #include "onnx_impl.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 
 /* ---- raised patterns ---------------------------------------------------------------- */
@@ -90,18 +91,28 @@ static int32_t import_pow(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return ox_fail(im, "Pow is supported with exponent 2 (and inside GeLU and layer-norm patterns)"), -1;
 }
 
-/* Relu, Sigmoid, Tanh, Exp, Log, Abs, Neg, Sqrt, Reciprocal, Erf of run-time
- * data: the graph's op of the same name (num.h's NUM_UNARY_OPS). */
+/* The graph's plain unary ops (num.h's NUM_UNARY_OPS), each imported from
+ * the ONNX op of the same name in any case (Relu: relu). */
+static const ox_unary unary_ops[] = {
+#define X(id, name, ...) {#name, OP_##id, num_##name##_f64},
+    NUM_UNARY_OPS(X, )
+#undef X
+};
+
+static bool same_name_any_case(const char *a, const char *b) {
+    for (; *a && tolower((unsigned char)*a) == tolower((unsigned char)*b); a++, b++) {}
+    return *a == *b;
+}
+
+const ox_unary *ox_unary_of(ox_op_id op) {
+    for (size_t i = 0; i < TS_COUNT(unary_ops); i++)
+        if (same_name_any_case(unary_ops[i].name, ox_ops[op].name)) return &unary_ops[i];
+    TS_UNREACHABLE(); /* a row with import_unary or const_fold_unary names a unary op */
+}
+
+/* A plain unary op of run-time data: the graph's op of the same name. */
 static int32_t import_unary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
-    static const struct {
-        ox_op_id ox;
-        graph_op_kind k;
-    } as[] = {{OX_Relu, OP_RELU}, {OX_Sigmoid, OP_SIGMOID}, {OX_Tanh, OP_TANH}, {OX_Exp, OP_EXP},
-              {OX_Log, OP_LOG},   {OX_Abs, OP_ABS},         {OX_Neg, OP_NEG},   {OX_Sqrt, OP_SQRT},
-              {OX_Reciprocal, OP_RECIPROCAL}, {OX_Erf, OP_ERF}};
-    for (size_t i = 0; i < TS_COUNT(as); i++)
-        if (as[i].ox == op) return ox_emit1(im, as[i].k, ox_gval(im, in_name(n, 0)), ox_node_name(im, NULL));
-    TS_UNREACHABLE();
+    return ox_emit1(im, ox_unary_of(op)->kind, ox_gval(im, in_name(n, 0)), ox_node_name(im, NULL));
 }
 
 /* Identity, Dropout (inference: nothing); a float Cast (precision comes later). */

@@ -83,20 +83,41 @@ float num_gelu_deriv(float x);
 /* 0.5 x (1 + erf(x / sqrt(2))), the exact form (PyTorch's default), with erff. */
 float num_gelu_erf(float x);
 
-/* The plain unary pointwise ops, each a graph op, an EWISE kernel op and
- * num_NAME(x), the one f32 definition the simulator's kernel and both
- * references use (pointwise.c): relu max(x, 0) (NaN stays NaN), sigmoid
- * 1 / (1 + expf(-x)), tanh tanhf, exp expf, log logf, abs fabsf, neg -x,
- * sqrt sqrtf, reciprocal 1 / x, erf erff. X(ID, name, ...) receives the
- * list's further arguments (the graph's op table passes its columns; others
- * pass none). */
-#define NUM_UNARY_OPS(X, ...)                                                                                      \
-    X(RELU, relu, __VA_ARGS__) X(SIGMOID, sigmoid, __VA_ARGS__) X(TANH, tanh, __VA_ARGS__) X(EXP, exp, __VA_ARGS__) \
-    X(LOG, log, __VA_ARGS__) X(ABS, abs, __VA_ARGS__) X(NEG, neg, __VA_ARGS__) X(SQRT, sqrt, __VA_ARGS__)           \
-    X(RECIPROCAL, reciprocal, __VA_ARGS__) X(ERF, erf, __VA_ARGS__)
-#define X(id, name, ...) float num_##name(float x);
+/* The plain unary pointwise ops, declared here once: each row is a graph op
+ * (OP_ID), an EWISE kernel op (MID_EW_ID, its package code in this order:
+ * append new rows), an ONNX op of the same name (any case) and
+ *
+ *   num_NAME(x)      the one f32 definition the simulator's kernel and both
+ *                    references use,
+ *   num_NAME_f64(x)  the double one the ONNX importer folds constants with,
+ *
+ * both in pointwise.c: relu max(x, 0) (NaN stays NaN), sigmoid
+ * 1 / (1 + exp(-x)), tanh, exp, log, abs, neg -x, sqrt, reciprocal 1 / x, erf.
+ * COST prices the kernel (mid.h's MACHINE_EW_COST): ARITH a few
+ * instructions, GELU a transcendental (priced as GELU's tanh; neither
+ * measured on the machine, docs/sim.md). X(ID, name, COST, ...) receives
+ * the list's further arguments.
+ *
+ * A new plain unary op is a row here, its two functions in pointwise.c and
+ * its row in the ONNX importer's table (src/models/onnx_impl.h): nothing
+ * else names it. */
+#define NUM_UNARY_OPS(X, ...)                                                                   \
+    X(RELU, relu, ARITH, __VA_ARGS__) X(SIGMOID, sigmoid, GELU, __VA_ARGS__)                    \
+    X(TANH, tanh, GELU, __VA_ARGS__) X(EXP, exp, GELU, __VA_ARGS__) X(LOG, log, GELU, __VA_ARGS__) \
+    X(ABS, abs, ARITH, __VA_ARGS__) X(NEG, neg, ARITH, __VA_ARGS__)                             \
+    X(SQRT, sqrt, GELU, __VA_ARGS__) X(RECIPROCAL, reciprocal, GELU, __VA_ARGS__)               \
+    X(ERF, erf, GELU, __VA_ARGS__)
+#define X(id, name, ...)        \
+    float num_##name(float x);  \
+    double num_##name##_f64(double x);
 NUM_UNARY_OPS(X, )
 #undef X
+enum {
+#define X(id, ...) NUM_UNARY_##id,
+    NUM_UNARY_OPS(X, )
+#undef X
+    NUM_UNARY_COUNT
+};
 
 /* A layer norm's statistics of one stretch of a row: its count, mean and
  * centred sum of squares, each in f32. num_moments_of takes two passes

@@ -26,6 +26,17 @@ float num_sqrt(float x) { return sqrtf(x); }
 float num_reciprocal(float x) { return 1.0f / x; }
 float num_erf(float x) { return erff(x); }
 
+double num_relu_f64(double x) { return x > 0.0 || x != x ? x : 0.0; }
+double num_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+double num_tanh_f64(double x) { return tanh(x); }
+double num_exp_f64(double x) { return exp(x); }
+double num_log_f64(double x) { return log(x); }
+double num_abs_f64(double x) { return fabs(x); }
+double num_neg_f64(double x) { return -x; }
+double num_sqrt_f64(double x) { return sqrt(x); }
+double num_reciprocal_f64(double x) { return 1.0 / x; }
+double num_erf_f64(double x) { return erf(x); }
+
 float num_gelu_deriv(float x) {
     float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * NUM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
