@@ -72,6 +72,7 @@ typedef enum {
     X(Shape,              CF_ALWAYS, const_fold_shape,              NULL,              OUT_ONE) \
     X(Slice,              CF_FIRST,  const_fold_slice,              import_slice,      OUT_ONE) \
     X(Softmax,            CF_NONE,   NULL,                          import_softmax,    OUT_ONE) \
+    X(Softplus,           CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Split,              CF_NONE,   NULL,                          import_split,      OUT_ANY) \
     X(Sigmoid,            CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Sqrt,               CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \

@@ -92,7 +92,9 @@ float num_gelu_erf(float x);
  *   num_NAME_f64(x)  the double one the ONNX importer folds constants with,
  *
  * both in pointwise.c: relu max(x, 0) (NaN stays NaN), sigmoid
- * 1 / (1 + exp(-x)), tanh, exp, log, abs, neg -x, sqrt, reciprocal 1 / x, erf.
+ * 1 / (1 + exp(-x)), tanh, exp, log, abs, neg -x, sqrt, reciprocal 1 / x, erf,
+ * softplus log(1 + exp(x)) (as max(x, 0) + log1p(exp(-|x|)), which never
+ * overflows).
  * COST prices the kernel (mid.h's MACHINE_EW_COST): ARITH a few
  * instructions, GELU a transcendental (priced as GELU's tanh; neither
  * measured on the machine, docs/sim.md). X(ID, name, COST, ...) receives
@@ -106,7 +108,7 @@ float num_gelu_erf(float x);
     X(TANH, tanh, GELU, __VA_ARGS__) X(EXP, exp, GELU, __VA_ARGS__) X(LOG, log, GELU, __VA_ARGS__) \
     X(ABS, abs, ARITH, __VA_ARGS__) X(NEG, neg, ARITH, __VA_ARGS__)                             \
     X(SQRT, sqrt, GELU, __VA_ARGS__) X(RECIPROCAL, reciprocal, GELU, __VA_ARGS__)               \
-    X(ERF, erf, GELU, __VA_ARGS__)
+    X(ERF, erf, GELU, __VA_ARGS__) X(SOFTPLUS, softplus, GELU, __VA_ARGS__)
 #define X(id, name, ...)        \
     float num_##name(float x);  \
     double num_##name##_f64(double x);

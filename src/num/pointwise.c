@@ -25,6 +25,7 @@ float num_neg(float x) { return -x; }
 float num_sqrt(float x) { return sqrtf(x); }
 float num_reciprocal(float x) { return 1.0f / x; }
 float num_erf(float x) { return erff(x); }
+float num_softplus(float x) { return (x > 0.0f ? x : 0.0f) + log1pf(expf(-fabsf(x))); }
 
 double num_relu_f64(double x) { return x > 0.0 || x != x ? x : 0.0; }
 double num_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -36,6 +37,7 @@ double num_neg_f64(double x) { return -x; }
 double num_sqrt_f64(double x) { return sqrt(x); }
 double num_reciprocal_f64(double x) { return 1.0 / x; }
 double num_erf_f64(double x) { return erf(x); }
+double num_softplus_f64(double x) { return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(x))); }
 
 float num_gelu_deriv(float x) {
     float u = NUM_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);

@@ -423,6 +423,7 @@ static float ew(const low_run *r, float a, float b) {
     case MID_EW_SQRT: return sqrtf(a);
     case MID_EW_RECIPROCAL: return 1.0f / a;
     case MID_EW_ERF: return erff(a);
+    case MID_EW_SOFTPLUS: return a > 0.0f ? a + log1pf(expf(-a)) : log1pf(expf(a));
     default: return a;
     }
 }

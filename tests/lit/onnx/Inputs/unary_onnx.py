@@ -3,7 +3,7 @@
 
 The model is x[4, 8] @ w[8, 8] = y, then every plain unary op on run-time data,
 summed: relu(y) + sigmoid(y) + log(exp(tanh(y))) + neg(abs(y)) + sqrt(abs(y))
-+ reciprocal(exp(tanh(y))) + erf(y). The expected output is NumPy's, in
++ reciprocal(exp(tanh(y))) + erf(y) + softplus(y). The expected output is NumPy's, in
 float64. The protobuf is encoded here by hand (varints and length-delimited
 fields, onnx.proto's field numbers) so the test needs no onnx package.
 """
@@ -53,7 +53,8 @@ def main(out):
     nodes = [("MatMul", ["x", "w"], "y"), ("Relu", ["y"], "r"), ("Sigmoid", ["y"], "s"), ("Tanh", ["y"], "t"),
              ("Exp", ["t"], "e"), ("Log", ["e"], "l"), ("Abs", ["y"], "a"), ("Neg", ["a"], "n"), ("Sqrt", ["a"], "q"),
              ("Reciprocal", ["e"], "c"), ("Erf", ["y"], "f"), ("Add", ["r", "s"], "s1"), ("Add", ["s1", "l"], "s2"),
-             ("Add", ["s2", "n"], "s3"), ("Add", ["s3", "q"], "s4"), ("Add", ["s4", "c"], "s5"), ("Add", ["s5", "f"], "out")]
+             ("Add", ["s2", "n"], "s3"), ("Add", ["s3", "q"], "s4"), ("Add", ["s4", "c"], "s5"), ("Add", ["s5", "f"], "s6"),
+             ("Softplus", ["y"], "p"), ("Add", ["s6", "p"], "out")]
     graph = b"".join(field(1, node(op, ins, [o], "/" + o + "/" + op)) for op, ins, o in nodes)
     graph += field(2, "unary") + field(5, tensor("w", w))
     graph += field(11, value_info("x", x.shape)) + field(12, value_info("out", (4, 8)))
@@ -64,7 +65,7 @@ def main(out):
     t = np.tanh(y)
     erf = np.vectorize(math.erf)
     want = (np.maximum(y, 0) + 1 / (1 + np.exp(-y)) + np.log(np.exp(t)) - np.abs(y) + np.sqrt(np.abs(y)) + 1 / np.exp(t)
-            + erf(y))
+            + erf(y) + np.log1p(np.exp(y)))
     np.save(os.path.join(out, "unary.in.npy"), x)
     np.save(os.path.join(out, "unary.out.npy"), want.astype(np.float32))
 
