@@ -110,9 +110,19 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
                        const char *title, const report_html_input *html, diag *d);
 void cli_outputs_abort(cli_outputs *o);
 /* One summary line: name, type and statistics of x. */
-/* A package's input and output bindings as command-line tensors (each
- * malloc'd; an input's dtype as the model declares it, from the metadata). */
-void cli_package_specs(const package *pkg, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout);
+/* A package loaded to run (tessel run, tessel report): its input and output
+ * bindings as command-line tensors (an input's dtype as the model declares
+ * it, from the metadata), room for their data and the run's statistics. */
+typedef struct cli_pkg_run {
+    package pkg;
+    host_spec *ins, *outs;
+    int32_t nin, nout;
+    float **inputs, **outputs;  /* per binding, filled by cli_load_inputs and sim_run */
+    const char **source;        /* per input: its file, or NULL (seeded) */
+    sim_stats st;
+} cli_pkg_run;
+int cli_pkg_run_open(const char *path, cli_pkg_run *r, diag *d);
+void cli_pkg_run_free(cli_pkg_run *r);
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note);
 
 /* The commands. */

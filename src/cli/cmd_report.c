@@ -41,44 +41,31 @@ int cmd_report(const cmd *c, int argc, char **argv) {
     diag d = {0};
     const char *out = cli_opt(c, &p, "-o"), *given = cli_opt(c, &p, "--compile-report");
     if (!out) return diag_fail(&d, "tessel report: error: option '-o FILE.html' is required"), cli_report(&d);
-    package pkg;
-    if (package_load(p.pos[0], &pkg, &d)) return cli_report(&d);
-    int32_t nin, nout;
-    host_spec *ins, *outs;
-    cli_package_specs(&pkg, &ins, &nin, &outs, &nout);
-    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
-    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    cli_pkg_run r;
+    if (cli_pkg_run_open(p.pos[0], &r, &d)) return cli_report(&d);
     sim_options so = {.trace = true, .quiet = cli_flag(c, &p, "--quiet")};
-    sim_stats st = {0};
     cli_outputs files = {0};
     json_t *plan = NULL;
     rc = cli_max_host_memory(c, &p, &so.max_host_bytes, &d);
-    if (rc == 0 && given && !(plan = load_plan(given, &pkg, &d))) rc = -1;
-    if (rc == 0) rc = sim_host_check(&pkg.machine, so.max_host_bytes, "--max-host-memory", &d);
+    if (rc == 0 && given && !(plan = load_plan(given, &r.pkg, &d))) rc = -1;
+    if (rc == 0) rc = sim_host_check(&r.pkg.machine, so.max_host_bytes, "--max-host-memory", &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, NULL, &d);
     if (rc == 0) rc = cli_outputs_open_html(&files, out, &d);
-    if (rc == 0) rc = cli_load_inputs(c, &p, ins, nin, inputs, source, &d);
-    if (rc == 0) rc = sim_run(&pkg, &so, inputs, outputs, &st, &d);
+    if (rc == 0) rc = cli_load_inputs(c, &p, r.ins, r.nin, r.inputs, r.source, &d);
+    if (rc == 0) rc = sim_run(&r.pkg, &so, r.inputs, r.outputs, &r.st, &d);
     /* The page is titled by the model the package was compiled from. */
-    json_t *meta = json_loads(pkg.meta ? pkg.meta : "{}", 0, NULL);
+    json_t *meta = json_loads(r.pkg.meta ? r.pkg.meta : "{}", 0, NULL);
     const char *model = json_string_value(json_object_get(meta, "model"));
-    report_html_input hi = {.pkg = &pkg, .path = p.pos[0], .title = model ? model : p.pos[0], .sim = &st, .plan = plan};
-    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &st, &pkg, p.pos[0], &hi, &d);
+    report_html_input hi = {.pkg = &r.pkg, .path = p.pos[0], .title = model ? model : p.pos[0], .sim = &r.st, .plan = plan};
+    if (rc == 0) rc = cli_outputs_commit(&files, NULL, NULL, &r.st, &r.pkg, p.pos[0], &hi, &d);
     else cli_outputs_abort(&files);
     if (rc == 0) {
         progress_done(); /* the results follow */
-        printf("report of %s on %s: %llu cycles, written to %s\n", p.pos[0], pkg.machine.name, (unsigned long long)st.cycles, out);
+        printf("report of %s on %s: %llu cycles, written to %s\n", p.pos[0], r.pkg.machine.name, (unsigned long long)r.st.cycles,
+               out);
     }
     json_decref(plan);
     json_decref(meta);
-    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
-    for (int32_t j = 0; j < nout; j++) free(outputs[j]);
-    free(inputs);
-    free(outputs);
-    free(source);
-    free(ins);
-    free(outs);
-    sim_stats_free(&st);
-    package_free(&pkg);
+    cli_pkg_run_free(&r);
     return rc ? cli_report(&d) : 0;
 }

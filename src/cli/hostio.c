@@ -236,16 +236,35 @@ static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
     return s;
 }
 
-void cli_package_specs(const package *pkg, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout) {
-    *nin = *nout = 0;
-    *ins = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
-    *outs = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
+int cli_pkg_run_open(const char *path, cli_pkg_run *r, diag *d) {
+    memset(r, 0, sizeof *r);
+    if (package_load(path, &r->pkg, d)) return -1;
+    const package *pkg = &r->pkg;
+    r->ins = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
+    r->outs = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
     json_t *meta = json_loads(pkg->meta ? pkg->meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
     for (int32_t i = 0; i < pkg->bindings.n; i++) {
-        if (pkg->bindings.v[i].role == PKG_OUTPUT) (*outs)[(*nout)++] = binding_spec(&pkg->bindings.v[i], NULL);
-        else if (pkg->bindings.v[i].role == PKG_INPUT) (*ins)[(*nin)++] = binding_spec(&pkg->bindings.v[i], declared);
+        if (pkg->bindings.v[i].role == PKG_OUTPUT) r->outs[r->nout++] = binding_spec(&pkg->bindings.v[i], NULL);
+        else if (pkg->bindings.v[i].role == PKG_INPUT) r->ins[r->nin++] = binding_spec(&pkg->bindings.v[i], declared);
     }
     json_decref(meta);
+    r->inputs = xcalloc((size_t)r->nin + 1, sizeof(float *));
+    r->outputs = xcalloc((size_t)r->nout + 1, sizeof(float *));
+    r->source = xcalloc((size_t)r->nin + 1, sizeof(char *));
+    return 0;
+}
+
+void cli_pkg_run_free(cli_pkg_run *r) {
+    for (int32_t j = 0; j < r->nin; j++) free(r->inputs[j]);
+    for (int32_t j = 0; j < r->nout; j++) free(r->outputs[j]);
+    free(r->inputs);
+    free(r->outputs);
+    free(r->source);
+    free(r->ins);
+    free(r->outs);
+    sim_stats_free(&r->st);
+    package_free(&r->pkg);
+    memset(r, 0, sizeof *r);
 }
 
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note) {
