@@ -247,7 +247,7 @@ static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
 }
 
 /* A dense run of `elements` (rows of cols when the point pays setup per row: rows padded apart). */
-static bool build_ewise(build *b, mid_ew_op op, json_t *sh, dtype tin, dtype tout, char *why) {
+static bool build_ewise(build *b, kernel_ew_op op, json_t *sh, dtype tin, dtype tout, char *why) {
     const machine *m = &b->p.machine;
     int64_t e = num(sh, "elements", 0), rows = num(sh, "rows", 1), cols = num(sh, "cols", 0);
     if (e <= 0 || rows <= 0) {
@@ -260,7 +260,7 @@ static bool build_ewise(build *b, mid_ew_op op, json_t *sh, dtype tin, dtype tou
     r.op = (uint8_t)op;
     r.dt[0] = (uint8_t)tout, r.dt[1] = r.dt[2] = (uint8_t)tin;
     r.n[2] = (uint32_t)rows, r.n[3] = (uint32_t)cols;
-    int nops = 1 + mid_ew_arity[op];
+    int nops = 1 + kernel_ew_arity[op];
     uint64_t at[3] = {m->interleaved_base, m->tile_memory_base, m->tile_memory_base + 0x18000};
     for (int i = 0; i < nops; i++) {
         uint64_t eb = (uint64_t)dtype_bytes((dtype)r.dt[i]);
@@ -287,8 +287,8 @@ static bool build_ewise_point(build *b, json_t *sh, json_t *dt, char *why) {
         r.ptr[0] = abs_at(b->p.machine.interleaved_base);
         return add_run(b, &r, why);
     }
-    if (op && strcmp(op, "add") == 0) return build_ewise(b, MID_EW_ADD, sh, tin, tout, why);
-    if (op && strcmp(op, "gelu") == 0) return build_ewise(b, MID_EW_GELU, sh, tin, tout, why);
+    if (op && strcmp(op, "add") == 0) return build_ewise(b, KERNEL_EW_ADD, sh, tin, tout, why);
+    if (op && strcmp(op, "gelu") == 0) return build_ewise(b, KERNEL_EW_GELU, sh, tin, tout, why);
     snprintf(why, CALIB_WHY_CAP, "op '%s': tessel has no fused kernel for it (it runs an add, then a GeLU)",
              op ? op : "?");
     return false;
@@ -301,7 +301,7 @@ static bool build_cast(build *b, json_t *sh, char *why) {
         snprintf(why, CALIB_WHY_CAP, "needs known from and to dtypes");
         return false;
     }
-    return build_ewise(b, MID_EW_CAST, sh, tin, tout, why);
+    return build_ewise(b, KERNEL_EW_CAST, sh, tin, tout, why);
 }
 
 static bool build_softmax(build *b, const char *id, json_t *sh, json_t *dt, char *why) {

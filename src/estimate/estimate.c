@@ -367,9 +367,9 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         layout_box_order(&b);
         layout_box_collapse(&b);
         int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
-        int nops = 1 + mid_ew_arity[pr->ew];
+        int nops = 1 + kernel_ew_arity[pr->ew];
         bool f8_out = dtype_is_f8(mid_t(x->p, ops[0])->dtype), f8_any = f8_out || dtype_is_f8(mid_t(x->p, ops[1])->dtype);
-        uint64_t instrs = machine_ewise_instrs(m, mid_ew_class[pr->ew], f8_any, f8_out) * lanes_of(x, ops, nops);
+        uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[pr->ew], f8_any, f8_out) * lanes_of(x, ops, nops);
         uint64_t rows = box_inner_rows(&b, 4), per_row = (uint64_t)b.n[b.nd - 1];
         return box_outer(&b, 4) * (L + machine_ewise_cycles(m, instrs, rows, per_row));
     }

@@ -22,7 +22,6 @@ const low_kernel_fields low_kernel_used[LOW_K_COUNT] = {
 };
 
 _Static_assert(sizeof(num_moments) == LOW_MOMENTS_BYTES, "LN_MOMENTS writes num_moments as they are");
-_Static_assert((int)MID_MAX_ROW_PARTS <= (int)LOW_MAX_PARTS, "the kernel joins every part a plan makes");
 _Static_assert(LOW_K_COUNT == 16, "a new kernel needs its extent here and its simulator function");
 
 int low_epilogue_base(const low_run *r) {
@@ -41,8 +40,8 @@ bool low_run_uses(const low_run *r, int i) {
     if (r->kernel == LOW_K_LN_MOMENTS && i == 2) return r->n[2] != 0; /* the own slot of the gathered ones */
     int e = low_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
-    if (e >= 0 && r->op == MID_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
-    if (r->kernel == LOW_K_EWISE && i == 2) return r->op < MID_EW_COUNT && mid_ew_arity[r->op] == 2;
+    if (e >= 0 && r->op == KERNEL_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
+    if (r->kernel == LOW_K_EWISE && i == 2) return r->op < KERNEL_EW_COUNT && kernel_ew_arity[r->op] == 2;
     return true;
 }
 
@@ -203,7 +202,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     int e = low_epilogue_base(r);
     if (e >= 0) {
         /* The epilogue's operands and the gradient's dtype: wide floats only. */
-        if (r->op >= MID_EPI_COUNT) return why(w, cap, "unknown epilogue");
+        if (r->op >= KERNEL_EPI_COUNT) return why(w, cap, "unknown epilogue");
         dtype gt = low_epilogue_grad(r);
         if (gt != DT_F32 && gt != DT_F16 && gt != DT_BF16) return why(w, cap, "bad gradient dtype");
         for (int i = e; i < e + 4; i++)
@@ -226,7 +225,7 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_REDUCE_EPI:
     case LOW_K_REDUCE: return reduce_valid(r, w, cap);
     case LOW_K_EWISE:
-        if (r->op >= MID_EW_COUNT) return why(w, cap, "unknown elementwise op");
+        if (r->op >= KERNEL_EW_COUNT) return why(w, cap, "unknown elementwise op");
         if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");
         /* fall through */
     case LOW_K_REDUCE_SUM:

@@ -26,7 +26,9 @@
 #ifndef TESSEL_LOW_H
 #define TESSEL_LOW_H
 
-#include "../mid/mid.h"
+#include "../kern/kern.h"
+#include "../layout/layout.h"
+#include "../machine/machine.h"
 #include "../num/num.h"
 #include "../util/util.h"
 
@@ -53,7 +55,7 @@
  *                             With f[1] = 1 a residual follows (a residual add done by the reduction;
  *                             not with a GeLU, out row-major): the value rounds to out's dtype, then
  *                             out = that + res[e] (ptr4, out's dtype, e*bytes), rounded again
- *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is MID_EW_*); operand i at
+ *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is KERNEL_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
  *                             for EW_CAST f[0] != 0 leaves an 8-bit result unsaturated (inf or NaN)
@@ -87,7 +89,7 @@
  *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
  *  GEMM_EPI    gemm_epi    6  GEMM's C for n[0] = 1, A and B (operands 0, 1) addressed as GEMM's, each element
  *                             rounded to `grad` (the gradient's dtype; no operand holds it) and handed to the
- *                             epilogue `op` (MID_EPI_*) with operands 2..5: element (m,n) of each at
+ *                             epilogue `op` (KERNEL_EPI_*) with operands 2..5: element (m,n) of each at
  *                             ptr + (m*stride[2][1] + n)*bytes (stride[2][1] in elements, one for all four)
  *  REDUCE_EPI  reduce_epi  5  REDUCE's sum of in[j][e] (ptr0 = in, slices stride[0][0] apart; acc, j ascending),
  *                             rounded to `grad` (the gradient's dtype) and handed to the epilogue `op` with
@@ -158,7 +160,7 @@ typedef struct low_addr {
 typedef struct low_run {
     uint32_t tile;
     uint8_t kernel;                          /* low_kernel */
-    uint8_t op;                              /* mid_ew_op for EWISE, mid_epi_op for GEMM_EPI and REDUCE_EPI; REDUCE:
+    uint8_t op;                              /* kernel_ew_op for EWISE, kernel_epi_op for GEMM_EPI and REDUCE_EPI; REDUCE:
                                                 0, or 1 + the partial read from ptr3 */
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
                                                 LAYER_NORM: the dtype the result rounds to before out's (a cast
@@ -206,22 +208,6 @@ typedef struct low_program {
     VEC(low_buf) bufs;
     VEC(char) strings;     /* NUL-terminated labels */
 } low_program;
-
-/* ---- lower.c -------------------------------------------------------------- */
-
-
-/* The steps a mid prim became: first is its first step (a REPEAT prim's
- * REPEAT step), last the last step emitted up to and including it (-1 when
- * none has been yet), so a value a prim completes is complete after `last`. */
-typedef struct low_prim_steps {
-    int32_t first, last;
-} low_prim_steps;
-
-/* Lowers an expanded program; storage tensors get buffers (buf_of[t], -1 for
- * tensors without storage of their own), allocated in arena a; prim_steps[i]
- * receives the steps of mid prim i. */
-int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
-              low_prim_steps *prim_steps, diag *d);
 
 /* ---- print.c ---------------------------------------------------------------- */
 

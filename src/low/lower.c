@@ -3,12 +3,12 @@
  * phase of fragments cut from the ownership runs. Repeat bodies are lowered
  * once inside REPEAT ... END; a stacked slice advances one shard per
  * iteration through its address's iteration stride. */
-#include "low.h"
-
-#include "../mid/mid.h"
+#include "lower.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert((int)MID_MAX_ROW_PARTS <= (int)LOW_MAX_PARTS, "the kernel joins every part a plan makes");
 
 typedef struct lx {
     const mid_program *p;
@@ -250,7 +250,7 @@ static void lower_ewise(lx *x, const mid_prim *pr) {
     ew_ctx c = {pr, &tmpl};
     uint32_t first = (uint32_t)x->out->runs.n;
     each_shard_of(x, &mid_t(x->p, pr->out[0])->lay, true, ewise_shard, &c);
-    end_compute(x, first, mid_ew_names[pr->ew]);
+    end_compute(x, first, kernel_ew_names[pr->ew]);
 }
 
 /* Softmax and layer norm: rows of this shard's part of the last axis (the
@@ -496,7 +496,7 @@ static void lower_gemm_epi(lx *x, const mid_prim *pr) {
     ew_ctx c = {pr, NULL};
     uint32_t first = (uint32_t)x->out->runs.n;
     each_shard(x, &mid_t(x->p, pr->out[0])->lay, gemm_epi_shard, &c);
-    end_compute(x, first, mid_epi_names[pr->epi]);
+    end_compute(x, first, kernel_epi_names[pr->epi]);
 }
 
 /* Whole-shard kernels: the partial sums, the optimizers, sums of squares.

@@ -52,7 +52,7 @@ static bool same_partition(layout a, layout b) {
  * via, whose partition holds t's shards in t's order (row-major only). */
 static bool absorb_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t, int32_t via) {
     const mid_tensor *mt = mid_t(p, t), *mv = mid_t(p, via >= 0 ? via : t), *mu = mid_t(p, cp->out[0]);
-    if (cp->kind != MID_EWISE || cp->ew != MID_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype))
+    if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_CAST || cp->f[0] != 0.0f || !dtype_is_f8(mu->dtype) || dtype_is_f8(mt->dtype))
         return false;
     if (!same_partition(mv->lay, mu->lay) || pp->nout != 1) return false;
     if (via >= 0 && (pp->kind != MID_REDUCE || mu->lay.enc != ENC_ROW_MAJOR || mt->lay.enc != ENC_ROW_MAJOR)) return false;
@@ -76,7 +76,7 @@ static bool absorb_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_
 }
 
 static bool absorb_bias(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
-    if (cp->kind != MID_EWISE || cp->ew != MID_EW_ADD || pp->kind != MID_REDUCE || pp->nin != 1) return false;
+    if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_ADD || pp->kind != MID_REDUCE || pp->nin != 1) return false;
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
     const mid_tensor *mb = mid_t(p, cp->in[cp->in[0] == t ? 1 : 0]);
     const layout *lt = &mt->lay, *lb = &mb->lay;
@@ -110,7 +110,7 @@ static layout squeezed(layout l) {
  * dtype: the reduction rounds its value to that dtype (what the temporary
  * held), adds the other operand and writes the add's result (low.h). */
 static bool absorb_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
-    if (cp->kind != MID_EWISE || cp->ew != MID_EW_ADD || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->residual ||
+    if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_ADD || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->residual ||
         pp->own || pp->nout != 1 || pp->nin >= MID_MAX_IN - 1)
         return false;
     int32_t other = cp->in[cp->in[0] == t ? 1 : 0];
@@ -131,7 +131,7 @@ static bool absorb_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, in
  * an 8-bit one: the reduction rounds the value to the temporary's dtype (the
  * bias's, or prim.grad without one), takes the GeLU, and writes it. */
 static bool absorb_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
-    if (cp->kind != MID_EWISE || cp->ew != MID_EW_GELU || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->nout != 1)
+    if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_GELU || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->nout != 1)
         return false;
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
     bool bias = mid_reduce_has_bias(pp);
@@ -185,7 +185,7 @@ static bool absorb_prescale(absorber *f, int32_t *v, int32_t *n, mid_prim *sp) {
     mid_prim *pp = mid_p(p, pid);
     for (int32_t i = 0; i < *n; i++)
         if (v[i] == pid) at = i;
-    if (at < 0 || pp->kind != MID_EWISE || pp->ew != MID_EW_SCALE || !(pp->f[0] > 0)) return false;
+    if (at < 0 || pp->kind != MID_EWISE || pp->ew != KERNEL_EW_SCALE || !(pp->f[0] > 0)) return false;
     const mid_tensor *ma = mid_t(p, pp->in[0]), *mt = mid_t(p, t);
     if (ma->dtype != mt->dtype || ma->scale != mt->scale || !layout_equal(&ma->lay, &mt->lay) ||
         graph_opr(p->g, sp->origin)->in[0] != mt->value)
@@ -317,7 +317,7 @@ static void absorb_block(absorber *f, mid_block *blk) {
              * merge's transpose and reshape) reads the reduction's storage in
              * its order: the reduction, which sweeps its shards flat, can
              * write the cast's result instead. */
-            if (cp->kind == MID_EWISE && cp->ew == MID_EW_CAST) {
+            if (cp->kind == MID_EWISE && cp->ew == KERNEL_EW_CAST) {
                 int32_t u = alias_root(f, t);
                 if (u != t && f->maker[u] >= 0 && mid_p(p, f->maker[u])->kind == MID_REDUCE &&
                     layout_block_elems(&mid_t(p, t)->lay) == layout_block_elems(&mid_t(p, u)->lay))

@@ -61,7 +61,7 @@ static int32_t position(const mid_block *b, int32_t prim) {
 }
 
 static bool is_site(const mid_program *p, const mid_prim *pr) {
-    return pr->kind == MID_EWISE && pr->ew == MID_EW_CAST && pr->cast_ordinal >= 0 && mid_t(p, pr->in[0])->dtype == DT_F16 &&
+    return pr->kind == MID_EWISE && pr->ew == KERNEL_EW_CAST && pr->cast_ordinal >= 0 && mid_t(p, pr->in[0])->dtype == DT_F16 &&
            dtype_is_f8(mid_t(p, pr->out[0])->dtype);
 }
 
@@ -224,7 +224,7 @@ static int32_t landing(const cx *x, const mid_block *b, int32_t at, int32_t t) {
     int32_t storage = mid_storage(x->p, t);
     while (at > 0) {
         const mid_prim *q = mid_p(x->p, b->v[at - 1]);
-        if ((q->kind == MID_EWISE && q->ew == MID_EW_CAST && q->early) || writes_between(x, b, at - 1, at, storage)) break;
+        if ((q->kind == MID_EWISE && q->ew == KERNEL_EW_CAST && q->early) || writes_between(x, b, at - 1, at, storage)) break;
         at--;
     }
     return at;

@@ -20,31 +20,6 @@ const char *const mid_kind_names[MID_COUNT] = {
 #undef X
 };
 
-const char *const mid_ew_names[MID_EW_COUNT] = {
-#define X(id, name, arity, cls) [MID_EW_##id] = #name,
-    MID_EW_OPS(X)
-#undef X
-};
-
-const int mid_ew_arity[MID_EW_COUNT] = {
-#define X(id, name, arity, cls) [MID_EW_##id] = arity,
-    MID_EW_OPS(X)
-#undef X
-};
-
-const machine_ew_class mid_ew_class[MID_EW_COUNT] = {
-#define X(id, name, arity, cls) [MID_EW_##id] = cls,
-    MID_EW_OPS(X)
-#undef X
-};
-
-const char *const mid_epi_names[MID_EPI_COUNT] = {
-#define X(id, name) [MID_EPI_##id] = #name,
-    MID_EPI_OPS(X)
-#undef X
-};
-
-
 /* ---- tensors and prims ------------------------------------------------------ */
 
 int32_t mid_storage(const mid_program *p, int32_t t) {
@@ -412,7 +387,7 @@ static int32_t emit_cast(mx *x, int32_t v, int32_t in, int32_t out) {
     int32_t pr = ex_emit(x, MID_EWISE, &in, 1, &out, 1);
     x->origin = saved;
     mid_prim *p = mid_p(x->p, pr);
-    p->ew = MID_EW_CAST;
+    p->ew = KERNEL_EW_CAST;
     p->cast_ordinal = x->cast_count[gv->def]++;
     p->f[0] = dtype_is_f8(gv->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
     p->early = p->cast_ordinal < 64 && (x->plan->casts_all_early || (x->plan->cast_early[gv->def] >> p->cast_ordinal & 1));
@@ -521,11 +496,11 @@ static layout follow(mx *x, const graph_op *o, bool rows_whole) {
 
 const char *const mid_ew_layout_names[MID_EWL_COUNT] = {"first", "second", "spread"};
 
-/* Per graph op, the EWISE op it expands to, plus one (0: none): MID_EW_OPS's
+/* Per graph op, the EWISE op it expands to, plus one (0: none): KERNEL_EW_OPS's
  * ids are the graph's. */
 static const int8_t ew_of_op[OP_COUNT] = {
-#define X(id, name, arity, cls) [OP_##id] = MID_EW_##id + 1,
-    MID_EW_OPS(X)
+#define X(id, name, arity, cls) [OP_##id] = KERNEL_EW_##id + 1,
+    KERNEL_EW_OPS(X)
 #undef X
 };
 
@@ -544,7 +519,7 @@ static layout ewise_layout(mx *x, const graph_op *o) {
     return c;
 }
 
-static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
+static int expand_ewise(mx *x, const graph_op *o, kernel_ew_op ew) {
     layout l = ewise_layout(x, o);
     int32_t in[2];
     for (int32_t i = 0; i < o->nin; i++) {
@@ -555,7 +530,7 @@ static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
     /* An f16-to-f8 cast used only in its own block waits for its consumers
      * (late_cast); others are made here. */
     const graph_type *ti = &graph_val(x->g, o->in[0])->type, *to = &graph_val(x->g, o->out[0])->type;
-    if (ew == MID_EW_CAST && ti->dtype == DT_F16 && dtype_is_f8(to->dtype) && x->use_parent[o->out[0]] == o->parent) {
+    if (ew == KERNEL_EW_CAST && ti->dtype == DT_F16 && dtype_is_f8(to->dtype) && x->use_parent[o->out[0]] == o->parent) {
         ex_result(x, o->out[0], &l);
         x->late_src[o->out[0]] = in[0];
         return 0;
@@ -564,8 +539,8 @@ static int expand_ewise(mx *x, const graph_op *o, mid_ew_op ew) {
     int32_t pr = ex_emit(x, MID_EWISE, in, o->nin, &out, 1);
     mid_prim *p = mid_p(x->p, pr);
     p->ew = ew;
-    if (ew == MID_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
-    if (ew == MID_EW_CAST) {
+    if (ew == KERNEL_EW_SCALE) p->f[0] = (float)graph_attr_float(o, ATTR_BY);
+    if (ew == KERNEL_EW_CAST) {
         p->cast_ordinal = x->cast_count[x->origin]++;
         p->f[0] = dtype_is_f8(graph_val(x->g, o->out[0])->type.dtype) && !graph_attr_bool(o, ATTR_SATURATE);
     }
@@ -1134,7 +1109,7 @@ static int expand_clip(mx *x, const graph_op *o) {
         ex_emit_copy(x, coef, c, NULL);
         int32_t in[2] = {grads[i], c};
         int32_t out = ex_result(x, o->out[i], &lg);
-        mid_p(x->p, ex_emit(x, MID_EWISE, in, 2, &out, 1))->ew = MID_EW_MUL;
+        mid_p(x->p, ex_emit(x, MID_EWISE, in, 2, &out, 1))->ew = KERNEL_EW_MUL;
     }
     return 0;
 }
@@ -1249,9 +1224,9 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_REPEAT: return expand_repeat(x, op_id);
     case OP_MATMUL: return ex_expand_matmul(x, o);
 #define X(id, name, arity, cls) case OP_##id:
-    MID_EW_OPS(X)
+    KERNEL_EW_OPS(X)
 #undef X
-        return expand_ewise(x, o, (mid_ew_op)(ew_of_op[o->kind] - 1));
+        return expand_ewise(x, o, (kernel_ew_op)(ew_of_op[o->kind] - 1));
     case OP_SOFTMAX: return expand_rows(x, o, MID_SOFTMAX);
     case OP_LAYER_NORM: return expand_rows(x, o, MID_LAYER_NORM);
     case OP_RESHAPE: return expand_reshape(x, o);

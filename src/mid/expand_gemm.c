@@ -508,7 +508,7 @@ static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *
     p->acc = acc;
     p->col_run = col_run;
     p->grad = graph_attr_dtype(o, ATTR_GRAD);
-    p->epi = adam ? MID_EPI_ADAM : MID_EPI_SGD;
+    p->epi = adam ? KERNEL_EPI_ADAM : KERNEL_EPI_SGD;
     if (!adam) {
         p->f[0] = (float)graph_attr_float(o, ATTR_LR);
         p->f[1] = (float)graph_attr_float(o, ATTR_MOMENTUM);

@@ -25,53 +25,11 @@
 #define TESSEL_MID_H
 
 #include "../graph/graph.h"
+#include "../kern/kern.h"
 #include "../layout/layout.h"
 #include "../machine/machine.h"
 
 typedef enum { MT_TEMP, MT_PARAM, MT_INPUT } mid_tensor_kind;
-
-/* Elementwise ops (EWISE prims and the low EWISE kernel): name, arity (unary
- * ones ignore operand b) and the machine's work class that prices them; each
- * ID is also the graph op's (OP_ID) it expands. The plain unary ops (num.h's
- * NUM_UNARY_OPS, in its order, with its cost classes) come last. */
-#define MID_EW_OPS(X)                             \
-    X(ADD, add, 2, MACHINE_EW_ARITH)              \
-    X(SUB, sub, 2, MACHINE_EW_ARITH)              \
-    X(MUL, mul, 2, MACHINE_EW_ARITH)              \
-    X(GELU, gelu, 1, MACHINE_EW_GELU)             \
-    X(GELU_GRAD, gelu_grad, 2, MACHINE_EW_GELU_GRAD) \
-    X(SCALE, scale, 1, MACHINE_EW_ARITH)          \
-    X(CAST, cast, 1, MACHINE_EW_CAST)             \
-    X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU)     \
-    NUM_UNARY_OPS(MID_UNARY_ROW, X)
-#define MID_UNARY_ROW(id, name, cost, X) X(id, name, 1, MACHINE_EW_##cost)
-
-typedef enum {
-#define X(id, name, arity, cls) MID_EW_##id,
-    MID_EW_OPS(X)
-#undef X
-    MID_EW_COUNT
-} mid_ew_op;
-
-extern const char *const mid_ew_names[MID_EW_COUNT];
-extern const int mid_ew_arity[MID_EW_COUNT];
-extern const machine_ew_class mid_ew_class[MID_EW_COUNT];
-
-/* Epilogues of the fused GEMM and K-reduction (GEMM_EPI and REDUCE_EPI
- * prims, and the low kernels' `op`): what consumes each gradient value
- * where it is completed, instead of a stored gradient (docs/epilogue.md). */
-#define MID_EPI_OPS(X) \
-    X(SGD, sgd)        \
-    X(ADAM, adam)
-
-typedef enum {
-#define X(id, name) MID_EPI_##id,
-    MID_EPI_OPS(X)
-#undef X
-    MID_EPI_COUNT
-} mid_epi_op;
-
-extern const char *const mid_epi_names[MID_EPI_COUNT];
 
 typedef struct mid_tensor {
     const char *name;
@@ -113,8 +71,8 @@ typedef struct mid_prim {
     mid_kind kind;
     int32_t in[MID_MAX_IN], nin;      /* tensor ids */
     int32_t out[MID_MAX_OUT], nout;
-    mid_ew_op ew;                      /* EWISE */
-    mid_epi_op epi;                    /* GEMM_EPI, REDUCE_EPI: the epilogue */
+    kernel_ew_op ew;                      /* EWISE */
+    kernel_epi_op epi;                    /* GEMM_EPI, REDUCE_EPI: the epilogue */
     dtype grad;                        /* GEMM_EPI, REDUCE_EPI: the dtype the gradient rounds to; REDUCE: the
                                           dtype its sum rounds to first (the product's, before a folded bias
                                           or cast), f32 for none */

@@ -507,12 +507,12 @@ static int parse_prim_attrs(mparser *ps, mid_prim *x) {
         size_t vn;
         if (word_is(w, n, "ew") || word_is(w, n, "epi")) {
             bool ew = word_is(w, n, "ew");
-            int i = word(ps, &vw, &vn) ? (ew ? name_index(mid_ew_names, MID_EW_COUNT, vw, vn)
-                                              : name_index(mid_epi_names, MID_EPI_COUNT, vw, vn))
+            int i = word(ps, &vw, &vn) ? (ew ? name_index(kernel_ew_names, KERNEL_EW_COUNT, vw, vn)
+                                              : name_index(kernel_epi_names, KERNEL_EPI_COUNT, vw, vn))
                                         : -1;
             if (i < 0) return fail_at(ps, vb, "unknown %s", ew ? "elementwise op" : "epilogue");
-            if (ew) x->ew = (mid_ew_op)i;
-            else x->epi = (mid_epi_op)i;
+            if (ew) x->ew = (kernel_ew_op)i;
+            else x->epi = (kernel_epi_op)i;
         } else if (word_is(w, n, "acc")) {
             if (parse_dtype(ps, &x->acc)) return -1;
         } else if (word_is(w, n, "grad")) {
@@ -566,10 +566,10 @@ static int parse_kind(mparser *ps, mid_prim *x) {
         part_end = q ? q : e;
         size_t fn = (size_t)(part_end - f);
         if (!named) {
-            int i = x->kind == MID_EWISE ? name_index(mid_ew_names, MID_EW_COUNT, f, fn) : name_index(mid_epi_names, MID_EPI_COUNT, f, fn);
+            int i = x->kind == MID_EWISE ? name_index(kernel_ew_names, KERNEL_EW_COUNT, f, fn) : name_index(kernel_epi_names, KERNEL_EPI_COUNT, f, fn);
             if (i < 0) return fail_at(ps, f, "unknown %s '%.*s'", x->kind == MID_EWISE ? "elementwise op" : "epilogue", (int)fn, f);
-            if (x->kind == MID_EWISE) x->ew = (mid_ew_op)i;
-            else x->epi = (mid_epi_op)i;
+            if (x->kind == MID_EWISE) x->ew = (kernel_ew_op)i;
+            else x->epi = (kernel_epi_op)i;
             named = true;
         } else if (word_is(f, fn, "panels")) x->panel_batch = true;
         else if (word_is(f, fn, "swap")) x->swap = true;

@@ -75,7 +75,7 @@ static void record_casts(const mid_program *p, mid_plan *pl) {
     memset(pl->cast_early, 0, sizeof(uint64_t) * (size_t)pl->nops);
     for (int32_t i = 0; i < p->prims.n; i++) {
         const mid_prim *pr = mid_p(p, i);
-        if (pr->kind == MID_EWISE && pr->ew == MID_EW_CAST && pr->early && pr->cast_ordinal >= 0 && pr->cast_ordinal < 64 &&
+        if (pr->kind == MID_EWISE && pr->ew == KERNEL_EW_CAST && pr->early && pr->cast_ordinal >= 0 && pr->cast_ordinal < 64 &&
             pr->origin < pl->nops)
             pl->cast_early[pr->origin] |= 1ull << pr->cast_ordinal;
     }

@@ -156,8 +156,8 @@ static void put_attrs(const printer *pr, const mid_prim *x) {
     FILE *f = pr->f;
     bool any = false;
 #define SEP() (fputs(any ? ", " : " {", f), any = true)
-    if (x->kind != MID_EWISE && x->ew != 0) SEP(), fprintf(f, "ew=%s", mid_ew_names[x->ew]);
-    if (x->kind != MID_GEMM_EPI && x->kind != MID_REDUCE_EPI && x->epi != 0) SEP(), fprintf(f, "epi=%s", mid_epi_names[x->epi]);
+    if (x->kind != MID_EWISE && x->ew != 0) SEP(), fprintf(f, "ew=%s", kernel_ew_names[x->ew]);
+    if (x->kind != MID_GEMM_EPI && x->kind != MID_REDUCE_EPI && x->epi != 0) SEP(), fprintf(f, "epi=%s", kernel_epi_names[x->epi]);
     if (x->acc != DT_F32) SEP(), fprintf(f, "acc=%s", dtype_name(x->acc));
     if (x->grad != 0) SEP(), fprintf(f, "grad=%s", dtype_name(x->grad));
     int nf = 5;
@@ -213,8 +213,8 @@ static void put_prim(const printer *pr, int32_t id, int indent) {
     }
     if (x->nout) fputs(" = ", f);
     fputs(mid_kind_names[x->kind], f);
-    if (x->kind == MID_EWISE) fprintf(f, ".%s", mid_ew_names[x->ew]);
-    if (x->kind == MID_GEMM_EPI || x->kind == MID_REDUCE_EPI) fprintf(f, ".%s", mid_epi_names[x->epi]);
+    if (x->kind == MID_EWISE) fprintf(f, ".%s", kernel_ew_names[x->ew]);
+    if (x->kind == MID_GEMM_EPI || x->kind == MID_REDUCE_EPI) fprintf(f, ".%s", kernel_epi_names[x->epi]);
     if (x->panel_batch) fputs(".panels", f);   /* one batched run of whole panels */
     if (x->swap) fputs(".swap", f);            /* B streams */
     if (x->keepdims) fputs(".keepdims", f);

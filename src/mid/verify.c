@@ -188,7 +188,7 @@ static int check_prim(verifier *v, int32_t id) {
                          (int)pr->origin);
     if (pr->nin < 0 || pr->nin > MID_MAX_IN || pr->nout < 0 || pr->nout > MID_MAX_OUT)
         return fail_prim(v, id, "%d operands and %d results", (int)pr->nin, (int)pr->nout);
-    if ((unsigned)pr->ew >= MID_EW_COUNT || (unsigned)pr->epi >= MID_EPI_COUNT || (unsigned)pr->acc >= DT_COUNT ||
+    if ((unsigned)pr->ew >= KERNEL_EW_COUNT || (unsigned)pr->epi >= KERNEL_EPI_COUNT || (unsigned)pr->acc >= DT_COUNT ||
         (unsigned)pr->grad >= DT_COUNT)
         return fail_prim(v, id, "an elementwise op, epilogue or dtype out of range");
     if (pr->kind == MID_REPEAT) {

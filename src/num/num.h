@@ -84,7 +84,7 @@ float num_gelu_deriv(float x);
 float num_gelu_erf(float x);
 
 /* The plain unary pointwise ops, declared here once: each row is a graph op
- * (OP_ID), an EWISE kernel op (MID_EW_ID, its package code in this order:
+ * (OP_ID), an EWISE kernel op (KERNEL_EW_ID, its package code in this order:
  * append new rows), an ONNX op of the same name (any case) and
  *
  *   num_NAME(x)      the one f32 definition the simulator's kernel and both
@@ -95,7 +95,7 @@ float num_gelu_erf(float x);
  * 1 / (1 + exp(-x)), tanh, exp, log, abs, neg -x, sqrt, reciprocal 1 / x, erf,
  * softplus log(1 + exp(x)) (as max(x, 0) + log1p(exp(-|x|)), which never
  * overflows).
- * COST prices the kernel (mid.h's MACHINE_EW_COST): ARITH a few
+ * COST prices the kernel (kern.h's MACHINE_EW_COST): ARITH a few
  * instructions, GELU a transcendental (priced as GELU's tanh; neither
  * measured on the machine, docs/sim.md). X(ID, name, COST, ...) receives
  * the list's further arguments.

@@ -16,8 +16,8 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
  * kernel ln_moments = 15 (format 11); a reduce's residual operand and second float (format 12); ln_moments's own-slot operand and n[2] (format 13); the
  * layout encodings row_major_t = 3, amp_left_t = 4)
  * keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 13 && PKG_PROBE == 2 && LOW_K_COUNT == 16 && MID_EPI_COUNT == 2 && MID_EW_GELU_ERF == 7 &&
-                   MID_EW_RELU == 8 && MID_EW_ERF == 17 && MID_EW_COUNT == 8 + NUM_UNARY_COUNT && LOW_STEP_END == 3 &&
+_Static_assert(PACKAGE_VERSION == 13 && PKG_PROBE == 2 && LOW_K_COUNT == 16 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
+                   KERNEL_EW_RELU == 8 && KERNEL_EW_ERF == 17 && KERNEL_EW_COUNT == 8 + NUM_UNARY_COUNT && LOW_STEP_END == 3 &&
                    DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && LOW_MAX_OPERANDS == 7 && LOW_MAX_BOX == 4 &&
                    LAYOUT_MAX_RANK == 6,
                "package format codes changed: bump PACKAGE_VERSION and update docs/package.md");

@@ -19,6 +19,7 @@
 #ifndef TESSEL_PLACE_H
 #define TESSEL_PLACE_H
 
+#include "../low/lower.h"
 #include "../mid/mid.h"
 #include "../package/package.h"
 

@@ -470,7 +470,7 @@ static void adamw_weights(const adamw_line *k, size_t n, float *w, const float *
 static void epilogue(const low_run *r, uint8_t *const ptr[], int base, uint64_t at, size_t n, float *g) {
     float *x = scratch_floats(SCR_E0, n), *y = scratch_floats(SCR_E1, n);
     opnd e0 = opnd_dense(r, ptr, base), e2 = opnd_dense(r, ptr, base + 2);
-    if (r->op == MID_EPI_SGD) {
+    if (r->op == KERNEL_EPI_SGD) {
         bool momentum = r->f[1] != 0.0f;
         opnd e1 = momentum ? opnd_dense(r, ptr, base + 1) : e0, e3 = momentum ? opnd_dense(r, ptr, base + 3) : e0;
         opnd_read(&e0, at, n, x); /* w */
@@ -581,21 +581,21 @@ static void run_reduce_epi(const low_run *r, uint8_t *const ptr[]) {
 
 /* ---- EWISE -------------------------------------------------------------------------------- */
 
-static void ew_apply(mid_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
+static void ew_apply(kernel_ew_op op, float f0, const float *restrict a, const float *restrict b, float *restrict o, size_t n) {
     switch (op) {
-    case MID_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
-    case MID_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
-    case MID_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
-    case MID_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
-    case MID_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
-    case MID_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
-    case MID_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
-    case MID_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
+    case KERNEL_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
+    case KERNEL_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
+    case KERNEL_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
+    case KERNEL_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
+    case KERNEL_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
+    case KERNEL_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
+    case KERNEL_EW_SCALE: for (size_t i = 0; i < n; i++) o[i] = a[i] * f0; return;
+    case KERNEL_EW_CAST: memcpy(o, a, n * sizeof(float)); return;
 #define X(id, name, ...) \
-    case MID_EW_##id: for (size_t i = 0; i < n; i++) o[i] = num_##name(a[i]); return;
+    case KERNEL_EW_##id: for (size_t i = 0; i < n; i++) o[i] = num_##name(a[i]); return;
     NUM_UNARY_OPS(X, )
 #undef X
-    case MID_EW_COUNT: break;
+    case KERNEL_EW_COUNT: break;
     }
     TS_UNREACHABLE();
 }
@@ -614,7 +614,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
     for (uint64_t at = 0; at < len; at += CHUNK) {
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
-        ew_apply((mid_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
+        ew_apply((kernel_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
         if (x->r->acc != DT_F32) num_round_buf((dtype)x->r->acc, 0, f[0], n); /* a cast done here: low.h */
         if (x->unsaturated)
             for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
@@ -626,7 +626,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
 static const int EW_OPS[3] = {0, 1, 2};
 
 static void run_ewise(const low_run *r, uint8_t *const ptr[]) {
-    ew_ctx x = {r, 1 + mid_ew_arity[r->op], r->op == MID_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
+    ew_ctx x = {r, 1 + kernel_ew_arity[r->op], r->op == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
     box b = box_of_run(r, EW_OPS, x.nops);
     box_walk(&b, ptr, ew_row, &x);
 }
@@ -902,11 +902,11 @@ static uint64_t box_elems(const low_run *r) {
 /* Each row of the merged box is one pass over the workers. */
 static uint64_t cycles_ewise(const low_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    int nops = 1 + mid_ew_arity[r->op];
+    int nops = 1 + kernel_ew_arity[r->op];
     box b = box_of_run(r, EW_OPS, nops);
     uint64_t rows = box_rows(&b), per_row = box_elems(r) / rows;
     bool f8_out = dtype_is_f8((dtype)r->dt[0]), f8_any = f8_out || dtype_is_f8((dtype)r->dt[1]);
-    uint64_t instrs = machine_ewise_instrs(m, mid_ew_class[r->op], f8_any, f8_out) * lane_factor(r, nops);
+    uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[r->op], f8_any, f8_out) * lane_factor(r, nops);
     return machine_ewise_cycles(m, instrs, rows, per_row);
 }
 

@@ -284,7 +284,7 @@ static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
     low_run r;
     memset(&r, 0, sizeof r);
     r.kernel = k;
-    r.op = MID_EW_CAST;
+    r.op = KERNEL_EW_CAST;
     r.tile = t;
     for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
     r.dt[0] = r.dt[1] = DT_F32;

@@ -253,7 +253,7 @@ static void invalid_runs_rejected(void **state) {
     assert_false(low_run_valid(&a, why, sizeof why));
     a.n[1] = 1;
     assert_true(low_run_valid(&a, why, sizeof why));
-    low_run e = {.kernel = LOW_K_EWISE, .op = MID_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
+    low_run e = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
     e.stride[0][3] = 2;
     assert_false(low_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
     e.stride[0][2] = 8;
@@ -345,7 +345,7 @@ static void epilogue_case(bool reduce) {
     uint8_t *f2 = calloc(E * 4 + 64, 1), *f3 = calloc(E * 4 + 64, 1), *fw = calloc(E * 4 + 64, 1);
     low_run r = pr;
     r.kernel = reduce ? LOW_K_REDUCE_EPI : LOW_K_GEMM_EPI;
-    r.op = adam ? MID_EPI_ADAM : MID_EPI_SGD;
+    r.op = adam ? KERNEL_EPI_ADAM : KERNEL_EPI_SGD;
     int base = reduce ? 1 : 2;
     if (reduce) {
         r.dt[0] = pr.dt[1], r.stride[0][0] = pr.stride[1][0], r.stride[1][0] = 0;
@@ -405,25 +405,25 @@ static float ref_gelu_grad(float x, float dy) {
 }
 
 static float ew(const low_run *r, float a, float b) {
-    switch ((mid_ew_op)r->op) {
-    case MID_EW_ADD: return a + b;
-    case MID_EW_SUB: return a - b;
-    case MID_EW_MUL: return a * b;
-    case MID_EW_GELU: return ref_gelu(a);
-    case MID_EW_GELU_GRAD: return ref_gelu_grad(a, b);
-    case MID_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
-    case MID_EW_SCALE: return a * r->f[0];
-    case MID_EW_RELU: return isnan(a) ? a : a > 0.0f ? a : 0.0f;
-    case MID_EW_SIGMOID: return 1.0f / (1.0f + expf(-a));
-    case MID_EW_TANH: return tanhf(a);
-    case MID_EW_EXP: return expf(a);
-    case MID_EW_LOG: return logf(a);
-    case MID_EW_ABS: return fabsf(a);
-    case MID_EW_NEG: return -a;
-    case MID_EW_SQRT: return sqrtf(a);
-    case MID_EW_RECIPROCAL: return 1.0f / a;
-    case MID_EW_ERF: return erff(a);
-    case MID_EW_SOFTPLUS: return a > 0.0f ? a + log1pf(expf(-a)) : log1pf(expf(a));
+    switch ((kernel_ew_op)r->op) {
+    case KERNEL_EW_ADD: return a + b;
+    case KERNEL_EW_SUB: return a - b;
+    case KERNEL_EW_MUL: return a * b;
+    case KERNEL_EW_GELU: return ref_gelu(a);
+    case KERNEL_EW_GELU_GRAD: return ref_gelu_grad(a, b);
+    case KERNEL_EW_GELU_ERF: return 0.5f * a * (1.0f + erff(a * (float)0.7071067811865476));
+    case KERNEL_EW_SCALE: return a * r->f[0];
+    case KERNEL_EW_RELU: return isnan(a) ? a : a > 0.0f ? a : 0.0f;
+    case KERNEL_EW_SIGMOID: return 1.0f / (1.0f + expf(-a));
+    case KERNEL_EW_TANH: return tanhf(a);
+    case KERNEL_EW_EXP: return expf(a);
+    case KERNEL_EW_LOG: return logf(a);
+    case KERNEL_EW_ABS: return fabsf(a);
+    case KERNEL_EW_NEG: return -a;
+    case KERNEL_EW_SQRT: return sqrtf(a);
+    case KERNEL_EW_RECIPROCAL: return 1.0f / a;
+    case KERNEL_EW_ERF: return erff(a);
+    case KERNEL_EW_SOFTPLUS: return a > 0.0f ? a + log1pf(expf(-a)) : log1pf(expf(a));
     default: return a;
     }
 }
@@ -438,7 +438,7 @@ static const uint8_t *at4(const low_run *r, uint8_t *const p[], int i, const uin
 static float through(const low_run *r, float v) { return r->acc == DT_F32 ? v : num_round((dtype)r->acc, 0, v); }
 
 static void ref_ewise(const low_run *r, uint8_t *const p[]) {
-    bool binary = mid_ew_arity[r->op] == 2;
+    bool binary = kernel_ew_arity[r->op] == 2;
     uint32_t idx[4];
     for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
         for (idx[1] = 0; idx[1] < r->n[1]; idx[1]++)
@@ -448,7 +448,7 @@ static void ref_ewise(const low_run *r, uint8_t *const p[]) {
                     float b = binary ? ld((dtype)r->dt[2], r->scale[2], at4(r, p, 2, idx)) : 0.0f;
                     uint8_t *o = (uint8_t *)at4(r, p, 0, idx);
                     /* f[0] != 0: an unsaturated cast, whose 8-bit overflow is inf or NaN */
-                    if (r->op == MID_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
+                    if (r->op == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
                         *o = f8_encode((dtype)r->dt[0], through(r, a), r->scale[0], false);
                     else
                         st((dtype)r->dt[0], r->scale[0], o, through(r, ew(r, a, b)));
@@ -479,13 +479,13 @@ static void random_box(low_run *r) {
     r->n[3] = (uint32_t)(rnd(0, 5) ? rnd(1, 40) : rnd(500, 1100)); /* long rows cross the 512 chunk */
 }
 
-static void ewise_case(mid_ew_op op) {
+static void ewise_case(kernel_ew_op op) {
     low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op};
     for (int i = 0; i < 3; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
     }
-    r.f[0] = op == MID_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
+    r.f[0] = op == KERNEL_EW_CAST ? (float)rnd(0, 1) : rnd_val(3.0f); /* cast: saturating or not */
     static const dtype via[] = {DT_F32, DT_F32, DT_F16, DT_BF16};
     r.acc = (uint8_t)via[rnd(0, 3)]; /* a later cast done here, or none */
     random_box(&r);
@@ -493,12 +493,12 @@ static void ewise_case(mid_ew_op op) {
     box_strides(&r, 0, !dense && rnd(0, 1), !dense, false);
     box_strides(&r, 1, !dense && rnd(0, 1), !dense, !dense);
     box_strides(&r, 2, !dense && rnd(0, 1), !dense, !dense);
-    if (mid_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
+    if (kernel_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
     size_t need = 256;
     for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
     image im = image_new(need);
     uint32_t off[LOW_MAX_OPERANDS] = {0};
-    for (int i = 1; i < 1 + mid_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
+    for (int i = 1; i < 1 + kernel_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
     off[0] = place(&im, &r, 0, false, 0);
     check_run(&im, &r, off, ref_ewise);
     image_free(&im);
@@ -506,14 +506,14 @@ static void ewise_case(mid_ew_op op) {
 
 static void ewise_random(void **state) {
     (void)state;
-    for (int op = 0; op < MID_EW_COUNT; op++)
-        for (int c = 0; c < 60; c++) ewise_case((mid_ew_op)op);
+    for (int op = 0; op < KERNEL_EW_COUNT; op++)
+        for (int c = 0; c < 60; c++) ewise_case((kernel_ew_op)op);
 }
 
 /* out over its own input: each chunk is read before it is written. */
 static void ewise_in_place(void **state) {
     (void)state;
-    low_run r = {.kernel = LOW_K_EWISE, .op = MID_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
+    low_run r = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
     box_strides(&r, 0, false, true, false);
     memcpy(r.stride[1], r.stride[0], sizeof r.stride[0]);
     box_strides(&r, 2, false, false, false);
@@ -1082,7 +1082,7 @@ static void cycles_gemm_shape(void **state) {
     assert_int_equal(plain, 4 * 128 * 256 * 2 / 8 + 256 * 64 * 2 / 8);
 }
 
-static uint64_t ew_cycles(const machine *m, mid_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
+static uint64_t ew_cycles(const machine *m, kernel_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
     low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
     for (int i = 0; i < 3; i++) r.stride[i][3] = dtype_bytes(t), r.stride[i][2] = (int32_t)len * dtype_bytes(t) + row_pad;
     return sim_kernel_cycles(&r, m, NULL);
@@ -1093,23 +1093,23 @@ static void cycles_vector_shape(void **state) {
     machine c600 = preset("c600");
     uint64_t prev = 0, g = c600.ewise_grain_elems;
     for (uint32_t n = (uint32_t)g; n <= 3000; n += (uint32_t)g) { /* monotone in whole grains */
-        uint64_t c = ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, n, 0);
+        uint64_t c = ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 1, n, 0);
         assert_true(c >= prev);
         prev = c;
     }
     /* Pinned, the worked example of docs/sim.md: 576 f16 adds are 36 grains of 16, six rounds
      * of six workers at 15 instructions of 6 cycles, plus 309. */
-    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 576, 0), 309 + 6 * 6 * 15);
+    assert_int_equal(ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 1, 576, 0), 309 + 6 * 6 * 15);
     /* The tail goes in pairs on one worker: 30 GeLU values cost more than 96 (measured 1,182
      * and 792 cycles, docs/calibration.md). */
-    assert_true(ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 30, 0) > ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 96, 0));
+    assert_true(ew_cycles(&c600, KERNEL_EW_GELU, DT_F16, 1, 30, 0) > ew_cycles(&c600, KERNEL_EW_GELU, DT_F16, 1, 96, 0));
     /* gelu pays a function per element; 8-bit moves fewer bytes than f16, f32 more. */
-    assert_true(ew_cycles(&c600, MID_EW_GELU, DT_F16, 1, 1000, 0) > ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 1000, 0) + 3000);
-    assert_true(ew_cycles(&c600, MID_EW_CAST, DT_F143, 1, 1000, 0) > ew_cycles(&c600, MID_EW_CAST, DT_F16, 1, 1000, 0));
-    assert_true(ew_cycles(&c600, MID_EW_CAST, DT_F32, 1, 1000, 0) > ew_cycles(&c600, MID_EW_CAST, DT_F16, 1, 1000, 0));
+    assert_true(ew_cycles(&c600, KERNEL_EW_GELU, DT_F16, 1, 1000, 0) > ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 1, 1000, 0) + 3000);
+    assert_true(ew_cycles(&c600, KERNEL_EW_CAST, DT_F143, 1, 1000, 0) > ew_cycles(&c600, KERNEL_EW_CAST, DT_F16, 1, 1000, 0));
+    assert_true(ew_cycles(&c600, KERNEL_EW_CAST, DT_F32, 1, 1000, 0) > ew_cycles(&c600, KERNEL_EW_CAST, DT_F16, 1, 1000, 0));
     /* Dense rows merge into one; padded rows each make their own pass over the workers. */
-    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 10, 64, 0), ew_cycles(&c600, MID_EW_ADD, DT_F16, 1, 640, 0));
-    assert_int_equal(ew_cycles(&c600, MID_EW_ADD, DT_F16, 10, 64, 2), 309 + 10 * 6 * 15);
+    assert_int_equal(ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 10, 64, 0), ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 1, 640, 0));
+    assert_int_equal(ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 10, 64, 2), 309 + 10 * 6 * 15);
     /* Softmax rows go one per worker: up to six rows cost one, 7 and 8 rows cost the same
      * (measured, docs/calibration.md). Layer norm rows go one after another. */
     low_run sm = {.kernel = LOW_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {4, 100}};
@@ -1143,7 +1143,7 @@ static void cycles_vector_shape(void **state) {
     uint64_t r0 = sim_kernel_cycles(&rd, &c600, NULL);
     rd.f[1] = 1.0f;
     assert_true(sim_kernel_cycles(&rd, &c600, NULL) > r0);
-    low_run re = {.kernel = LOW_K_REDUCE_EPI, .op = MID_EPI_ADAM, .grad = DT_F16,
+    low_run re = {.kernel = LOW_K_REDUCE_EPI, .op = KERNEL_EPI_ADAM, .grad = DT_F16,
                   .dt = {DT_F16, DT_F32, DT_F32, DT_F32, DT_F32}, .n = {4, 512}, .f = {0.9f, 0.0f}};
     uint64_t e0 = sim_kernel_cycles(&re, &c600, NULL);
     re.f[1] = 0.999f; /* Adam's beta2: the same work */
