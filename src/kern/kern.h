@@ -14,15 +14,15 @@
  * ones ignore operand b) and the machine's work class that prices them; each
  * ID is also the graph op's (OP_ID) it expands. The plain unary ops (num.h's
  * NUM_UNARY_OPS, in its order, with its cost classes) come last. */
-#define KERNEL_EW_OPS(X)                            \
-    X(ADD, add, 2, MACHINE_EW_ARITH)                \
-    X(SUB, sub, 2, MACHINE_EW_ARITH)                \
-    X(MUL, mul, 2, MACHINE_EW_ARITH)                \
-    X(GELU, gelu, 1, MACHINE_EW_GELU)               \
-    X(GELU_GRAD, gelu_grad, 2, MACHINE_EW_GELU_GRAD)\
-    X(SCALE, scale, 1, MACHINE_EW_ARITH)            \
-    X(CAST, cast, 1, MACHINE_EW_CAST)               \
-    X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU)       \
+#define KERNEL_EW_OPS(X) \
+    X(ADD, add, 2, MACHINE_EW_ARITH) \
+    X(SUB, sub, 2, MACHINE_EW_ARITH) \
+    X(MUL, mul, 2, MACHINE_EW_ARITH) \
+    X(GELU, gelu, 1, MACHINE_EW_GELU) \
+    X(GELU_GRAD, gelu_grad, 2, MACHINE_EW_GELU_GRAD) \
+    X(SCALE, scale, 1, MACHINE_EW_ARITH) \
+    X(CAST, cast, 1, MACHINE_EW_CAST) \
+    X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU) \
     NUM_UNARY_OPS(KERNEL_UNARY_ROW, X)
 #define KERNEL_UNARY_ROW(id, name, cost, X) X(id, name, 1, MACHINE_EW_##cost)
 
@@ -41,7 +41,7 @@ extern const machine_ew_class kernel_ew_class[KERNEL_EW_COUNT];
  * prims, and the low kernels' `op`): what consumes each gradient value
  * where it is completed, instead of a stored gradient (docs/epilogue.md). */
 #define KERNEL_EPI_OPS(X)                           \
-    X(SGD, sgd)                                     \
+    X(SGD, sgd) \
     X(ADAM, adam)
 
 typedef enum {
