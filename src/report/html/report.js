@@ -313,10 +313,9 @@
       "Each square is a tile, numbered row by row (tile ids, not the chip's floor plan). Click a tile for its memory map.");
     const metrics = [["end_bytes", "memory reached", bytes], ["headroom_bytes", "headroom below the loader limit", bytes],
       ["table_bytes", "exchange-table bytes", bytes], ["code_bytes", "code and descriptors", bytes]];
-    if (T.compute_cycles) {
-      metrics.push(["compute_cycles", "compute cycles over the run", int]);
+    if (T.compute_cycles) metrics.push(["compute_cycles", "compute cycles over the run", int]);
+    if (T.compute_cycles && T.longest_step >= 0) /* a run without compute steps has none */
       metrics.push(["longest_step_cycles", "cycles in the longest compute step (" + E.labels[E.label[T.longest_step]] + ")", int]);
-    }
     const sel = el("select", { id: "metric" }, metrics.map((m, k) => el("option", { value: String(k), text: m[1] })));
     const stats = el("span", { cls: "muted" });
     s.appendChild(el("div", { cls: "controls" }, [sel, stats]));
