@@ -177,16 +177,11 @@ static json_t *machine_json(const machine *m) {
 static json_t *document(const report_html_input *in, diag *d) {
     const package *pkg = in->pkg;
     report_tiles rt;
-    pkg_xplan xp;
     if (report_tiles_build(pkg, in->path, &rt, d)) return NULL;
-    if (pkg_xplan_build(pkg, in->path, &xp, d)) {
-        report_tiles_free(&rt);
-        return NULL;
-    }
     json_t *meta = pkg->meta ? json_loads(pkg->meta, 0, NULL) : NULL;
     json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "format", "tessel-html-report", "version", TESSEL_VERSION, "title",
                           in->title, "machine", machine_json(&pkg->machine), "run", report_sim_json(in->sim, &pkg->machine),
-                          "events", events_json(pkg, &xp, in->sim), "tiles", tiles_json(pkg, &rt, in->sim));
+                          "events", events_json(pkg, &rt.xp, in->sim), "tiles", tiles_json(pkg, &rt, in->sim));
     json_object_set_new(j, "package", json_pack("{s:s, s:I, s:I, s:I, s:i}", "path", in->path, "steps",
                                                 (json_int_t)pkg->prog.steps.n, "runs", (json_int_t)pkg->prog.runs.n, "fragments",
                                                 (json_int_t)rt.fragments, "buffers", (int)rt.nbufs));
@@ -195,7 +190,6 @@ static json_t *document(const report_html_input *in, diag *d) {
     if (in->check) json_object_set(j, "check", in->check);
     json_decref(meta);
     report_tiles_free(&rt);
-    pkg_xplan_free(&xp);
     return j;
 }
 

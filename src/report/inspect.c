@@ -131,7 +131,7 @@ int report_tiles_build(const package *pkg, const char *path, report_tiles *out, 
     index_tiles(&v);
     for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf);
     free(v.steps);
-    pkg_xplan_free(&xp);
+    out->xp = xp;
     uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles);
     place_code_bytes(&pkg->prog, m, code);
     out->tiles = tiles;
@@ -151,6 +151,7 @@ int report_tiles_build(const package *pkg, const char *path, report_tiles *out, 
 }
 
 void report_tiles_free(report_tiles *r) {
+    pkg_xplan_free(&r->xp);
     free(r->holds);
     free(r->rows);
     memset(r, 0, sizeof *r);

@@ -61,6 +61,7 @@ typedef struct report_tiles {
     int32_t nbufs;       /* the program's buffers */
     uint8_t *holds;      /* [tile * nbufs + buffer]: the tile uses the buffer */
     uint64_t fragments;  /* the exchange tables' sends, repeat bodies once */
+    pkg_xplan xp;        /* the exchange tables, decoded (the holdings come from them) */
 } report_tiles;
 int report_tiles_build(const package *pkg, const char *path, report_tiles *out, diag *d);
 void report_tiles_free(report_tiles *r);
