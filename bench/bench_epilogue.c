@@ -48,7 +48,7 @@ static side build(const graph *g, const machine *m, const char *model, bool no_f
     compile_options co = {.model = model, .recipe = recipe, .search_steps = recipe ? 0 : steps, .quiet = true,
                           .no_fuse = no_fuse, .fusion_report = true};
     package built;
-    if (tessel_compile(g, m, &co, &built, &s.ci, &d)) {
+    if (driver_compile(g, m, &co, &built, &s.ci, &d)) {
         first_line(s.why, sizeof s.why, d.text);
         return s;
     }
@@ -120,7 +120,7 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
     char path[] = "/tmp/bench_epilogue_XXXXXX";
     int fd = f.ok ? mkstemp(path) : -1;
     if (fd >= 0) {
-        char *recipe = tessel_unfused_recipe(g, m, &f.ci);
+        char *recipe = driver_unfused_recipe(g, m, &f.ci);
         FILE *rf = fdopen(fd, "w");
         fputs(recipe, rf);
         fclose(rf);
@@ -201,7 +201,7 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
         if (check) {
             epilogue_proof *pr = calloc((size_t)fp->n + 1, sizeof(epilogue_proof));
             int stored = 0;
-            if (tessel_fusion_proofs(g, fp, &f.p, pr, &d)) {
+            if (driver_fusion_proofs(g, fp, &f.p, pr, &d)) {
                 fputs(d.text, stderr);
                 rc = 2;
                 stored = fp->n; /* no proof: nothing is shown unstored */
@@ -211,7 +211,7 @@ static int compare(const char *model, const machine *m, int64_t steps, bool chec
             free(pr);
             check_options co = {.package = model, .inputs = in, .sim = {.quiet = true}};
             check_result r;
-            if (tessel_check(g, &f.p, &co, &r, &d)) {
+            if (driver_check(g, &f.p, &co, &r, &d)) {
                 fputs(d.text, stderr);
                 rc = 2;
             } else {

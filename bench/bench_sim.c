@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     package p;
     compile_info ci;
     compile_options co = {.model = model, .search_steps = 48, .quiet = true};
-    if (!g || tessel_compile(g, &m, &co, &p, &ci, &d)) {
+    if (!g || driver_compile(g, &m, &co, &p, &ci, &d)) {
         fputs(d.text, stderr);
         return 2;
     }

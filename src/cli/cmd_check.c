@@ -69,7 +69,7 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
             return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
         if (package_load(given, pkg, d)) return -1;
         *m = pkg->machine;
-        if (sim_host_check(m, host_limit, "--max-host-memory", d) == 0 && tessel_package_matches(g, pkg, given, d) == 0) return 0;
+        if (sim_host_check(m, host_limit, "--max-host-memory", d) == 0 && driver_package_matches(g, pkg, given, d) == 0) return 0;
         package_free(pkg);
         return -1;
     }
@@ -79,7 +79,7 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     if (cli_plan_options(c, p, p->pos[0], cli_flag(c, p, "--quiet") || cli_flag(c, p, "--json"), &co, d)) return -1;
     co.no_fuse = cli_flag(c, p, "--no-fuse");
     co.no_siblings = cli_flag(c, p, "--no-siblings");
-    if (tessel_compile(g, m, &co, &built, ci, d)) return -1;
+    if (driver_compile(g, m, &co, &built, ci, d)) return -1;
     size_t n;
     uint8_t *img = package_image(&built, &n);
     package_free(&built);
@@ -103,13 +103,13 @@ typedef struct proofs {
 static int prove(const graph *g, const compile_info *ci, bool compiled, const package *pkg, fuse_plan *given, proofs *pv,
                  diag *d) {
     pv->fp = &ci->fusions;
-    pv->gf = tessel_model_graph(g, ci);
+    pv->gf = driver_model_graph(g, ci);
     if (!compiled) { /* a given package: what it shows, not what we would do */
         graph_fuse_analyze(g, false, given);
         pv->fp = given;
     }
     pv->proofs = xcalloc((size_t)pv->fp->n + 1, sizeof(epilogue_proof));
-    if (tessel_fusion_proofs(pv->gf, pv->fp, pkg, pv->proofs, d)) return -1;
+    if (driver_fusion_proofs(pv->gf, pv->fp, pkg, pv->proofs, d)) return -1;
     for (int32_t k = 0; k < given->n; k++)
         if (given->c[k].rule == FUSE_DISABLED && !pv->proofs[k].materialized) given->c[k].rule = FUSE_OK, given->c[k].fused = true;
     for (int32_t k = 0; k < pv->fp->n; k++) pv->fail |= pv->fp->c[k].fused && pv->proofs[k].materialized;
@@ -175,7 +175,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                             .expect = expect,
                             .sim = {.trace = trace || html, .quiet = json || cli_flag(c, &p, "--quiet"), .max_host_bytes = host_limit},
                             .locate = cli_flag(c, &p, "--locate")};
-        rc = tessel_check(g, &pkg, &co, &r, &d);
+        rc = driver_check(g, &pkg, &co, &r, &d);
     }
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0) {

@@ -21,7 +21,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     int rc = cli_parse(c, argc, argv, 0, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     if (cli_flag(c, &p, "--list-passes")) {
-        for (int i = 0; i < tessel_pass_count(); i++) printf("%s\n", tessel_pass_at(i).name);
+        for (int i = 0; i < driver_pass_count(); i++) printf("%s\n", driver_pass_at(i).name);
         return 0;
     }
     const char *out = cli_opt(c, &p, "-o"), *save = cli_opt(c, &p, "--save-recipe"), *report = cli_opt(c, &p, "--report");
@@ -32,9 +32,9 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     machine m;
     compile_options co;
     const char *after = cli_opt(c, &p, "--print-after");
-    if (after && !tessel_pass_find(after, NULL)) {
+    if (after && !driver_pass_find(after, NULL)) {
         char names[1024];
-        tessel_pass_names(names, sizeof names);
+        driver_pass_names(names, sizeof names);
         return diag_fail(&d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", after, after, names),
                cli_report(&d);
     }
@@ -58,7 +58,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     }
     package pkg;
     compile_info ci;
-    rc = tessel_compile(g, &m, &co, &pkg, &ci, &d);
+    rc = driver_compile(g, &m, &co, &pkg, &ci, &d);
     if (rc == 0) {
         rc = package_write(&pkg, f, out, &d);
         package_free(&pkg);
@@ -69,7 +69,7 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
         char *text = report_compile_json(g, &m, &ci);
         rc = write_text(&os, fp, report, text, &d);
         free(text);
-        report_fusion_summary(stderr, tessel_model_graph(g, &ci), &ci.fusions, ci.fusion_saved, ci.fusion_saved_names);
+        report_fusion_summary(stderr, driver_model_graph(g, &ci), &ci.fusions, ci.fusion_saved, ci.fusion_saved_names);
     }
     if (rc == 0) rc = outset_commit(&os, &d);
     else outset_abort(&os);

@@ -30,7 +30,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
         package pkg;
         rc = package_load(emulate, &pkg, &d);
         if (rc == 0) {
-            rc = tessel_package_matches(g, &pkg, emulate, &d);
+            rc = driver_package_matches(g, &pkg, emulate, &d);
             if (rc == 0) rc = graph_numerics_parse(g, pkg.meta, emulate, &plan, &d);
             package_free(&pkg);
         }

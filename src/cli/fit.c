@@ -16,7 +16,7 @@ static bool fits(const graph *g, const machine *m, double *peak, double *room) {
     package pkg;
     compile_info ci;
     diag d = {0};
-    bool ok = tessel_compile(g, m, &co, &pkg, &ci, &d) == 0;
+    bool ok = driver_compile(g, m, &co, &pkg, &ci, &d) == 0;
     *peak = ci.search.est.peak_bytes;
     *room = est_buffer_room(m, ci.search.est.table_bytes_max);
     if (ok) package_free(&pkg);

@@ -16,7 +16,7 @@ static void which_model(const package *p, const graph *g, char *out, size_t cap)
     json_decref(meta);
 }
 
-int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d) {
+int driver_package_matches(const graph *g, const package *p, const char *path, diag *d) {
     int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), n = nin + nout, k = 0;
     int32_t *ids = xcalloc((size_t)n + 1, sizeof(int32_t));
     graph_inputs(g, ids, nin);
@@ -59,7 +59,7 @@ static bool has_fp8(const graph *g) {
     return false;
 }
 
-int tessel_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
+int driver_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
     float *const *given = co->inputs;
     memset(r, 0, sizeof *r);
     int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
@@ -123,7 +123,7 @@ int tessel_check(const graph *g, const package *p, const check_options *co, chec
             if (!(o->pure.max_abs_err <= r->max_abs_err)) r->max_abs_err = o->pure.max_abs_err;
         }
         if (co->locate || r->differing) {
-            rc = tessel_locate(g, p, &plan, inputs, co->sim.quiet, &r->loc, d);
+            rc = driver_locate(g, p, &plan, inputs, co->sim.quiet, &r->loc, d);
             r->located = rc == 0;
         }
     }

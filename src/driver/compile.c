@@ -1,5 +1,5 @@
 /* compile.c: the compiler, its passes run in order on one finalist after
- * another until one places (tessel_compile). */
+ * another until one places (driver_compile). */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "driver.h"
 
@@ -141,7 +141,7 @@ static void package_meta(const graph *g, const graph *gc, const machine *m, cons
     graph_numerics nu, ng;
     mid_numerics(mid, &nu);
     if (gc != g) {
-        numerics_for_model(g, tessel_model_graph(g, info), gc, &nu, &info->fusions, &info->siblings, &ng);
+        numerics_for_model(g, driver_model_graph(g, info), gc, &nu, &info->fusions, &info->siblings, &ng);
         graph_numerics_free(&nu);
         nu = ng;
     }
@@ -217,10 +217,10 @@ static int setup(const graph *g, bool join, const machine *m, const compile_opti
                  diag *d) {
     if (join) graph_siblings_analyze(g, &info->siblings);
     if (info->siblings.n && !(info->joined = graph_siblings_apply(g, &info->siblings, d))) return -1;
-    const graph *gm = tessel_model_graph(g, info);
+    const graph *gm = driver_model_graph(g, info);
     graph_fuse_analyze(gm, !o->no_fuse, &info->fusions);
     if (graph_fuse_count(&info->fusions) && !(info->fused = graph_fuse_apply(gm, &info->fusions, d))) return -1;
-    const graph *gc = tessel_compiled_graph(g, info);
+    const graph *gc = driver_compiled_graph(g, info);
     mid_plan_free(start);
     mid_plan_init(start, gc);
     start->casts_all_early = !o->recipe; /* the search starts with every cast at its source */
@@ -308,7 +308,7 @@ static int place_plans(const graph *g, const machine *m, const compile_options *
                        bool searched, int nrefuse, int *tried, package *out, bool *placed, diag *d) {
     static const double room_scales[COMPILE_ATTEMPTS] = {1.0, 1.0, 0.9};
     static const bool reservations[COMPILE_ATTEMPTS] = {false, true, true};
-    const graph *gc = tessel_compiled_graph(g, info);
+    const graph *gc = driver_compiled_graph(g, info);
     int rc = 0;
     for (int attempt = 0; rc == 0 && !*placed && attempt < COMPILE_ATTEMPTS; attempt++) {
         /* A replay has one plan; a tighter room cannot help a search none of whose plans fit. */
@@ -399,9 +399,9 @@ static int search_graphs(const graph *g, const machine *m, const compile_options
     search_options so = {.steps = o->search_steps, .beam = o->beam, .quiet = o->quiet, .room_scale = 1.0,
                          .reasons = o->fusion_report};
     double ts = util_now_seconds();
-    int rc = search_plan(tessel_compiled_graph(g, info), m, start, &so, &info->search, d);
+    int rc = search_plan(driver_compiled_graph(g, info), m, start, &so, &info->search, d);
     if (rc == 0) rc = setup(g, false, m, o, alt, as, d);
-    if (rc == 0) rc = search_plan(tessel_compiled_graph(g, alt), m, as, &so, &alt->search, d);
+    if (rc == 0) rc = search_plan(driver_compiled_graph(g, alt), m, as, &so, &alt->search, d);
     info->search_seconds += util_now_seconds() - ts;
     if (rc) return rc;
     info->siblings_joined_cycles = info->search.nfinalists ? info->search.finalist_cycles[0] : 0;
@@ -427,12 +427,12 @@ static int package_best(const graph *g, const machine *m, const compile_options 
     return rc == 0 && !placed ? -1 : rc;
 }
 
-int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
+int driver_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
     memset(info, 0, sizeof *info);
-    if (o->print_after && !tessel_pass_find(o->print_after, NULL)) {
+    if (o->print_after && !driver_pass_find(o->print_after, NULL)) {
         char names[1024];
-        tessel_pass_names(names, sizeof names);
+        driver_pass_names(names, sizeof names);
         return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", o->print_after,
                          o->print_after, names);
     }
@@ -444,13 +444,13 @@ int tessel_compile(const graph *g, const machine *m, const compile_options *o, p
     int rc = graph_passes(g, m, o, info, &start, d);                                      /* join-siblings, fuse-epilogue */
     if (rc == 0) rc = search_graphs(g, m, o, info, &start, &alt, &as, &searched, d);     /* the plan (both graphs) */
     if (rc == 0) {
-        print_graph_after(o, "join-siblings", tessel_model_graph(g, info));
-        print_graph_after(o, "fuse-epilogue", tessel_compiled_graph(g, info));
+        print_graph_after(o, "join-siblings", driver_model_graph(g, info));
+        print_graph_after(o, "fuse-epilogue", driver_compiled_graph(g, info));
         rc = package_best(g, m, o, info, &start, &alt, &as, searched, out, d);           /* expand ... place */
     }
     setup_free(&alt, &as);
     mid_plan_free(&start);
-    if (rc == 0 && o->fusion_report && (rc = fusion_report(tessel_model_graph(g, info), m, out, info, d)) != 0) package_free(out);
+    if (rc == 0 && o->fusion_report && (rc = fusion_report(driver_model_graph(g, info), m, out, info, d)) != 0) package_free(out);
     info->seconds = util_now_seconds() - t0;
     return rc;
 }
@@ -478,7 +478,7 @@ void compile_info_free(compile_info *info) {
 /* The packaged plan for g without fusion: every grid as chosen, a fused
  * op's given to its matmul. */
 static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl) {
-    const graph *gc = tessel_compiled_graph(g, info);
+    const graph *gc = driver_compiled_graph(g, info);
     const mid_plan *fin = &info->search.finalist[info->finalist];
     mid_plan_init(pl, g);
     for (int32_t i = 0; i < gc->ops.n && i < fin->nops; i++) {
@@ -492,8 +492,8 @@ static void unfused_plan(const graph *g, const compile_info *info, mid_plan *pl)
     }
 }
 
-char *tessel_unfused_recipe(const graph *model, const machine *m, const compile_info *info) {
-    const graph *g = tessel_model_graph(model, info);
+char *driver_unfused_recipe(const graph *model, const machine *m, const compile_info *info) {
+    const graph *g = driver_model_graph(model, info);
     mid_plan pl;
     unfused_plan(g, info, &pl);
     char *r = search_recipe_json(g, m, &pl);
@@ -537,11 +537,11 @@ static int fusion_report(const graph *g, const machine *m, const package *out, c
     info->fusion_saved_names = xcalloc((size_t)n + 1, sizeof(char *));
     info->fusion_proofs = xcalloc((size_t)n + 1, sizeof(epilogue_proof));
     fusion_savings(g, m, info);
-    if (tessel_fusion_proofs(g, &info->fusions, out, info->fusion_proofs, d)) return -1;
+    if (driver_fusion_proofs(g, &info->fusions, out, info->fusion_proofs, d)) return -1;
     return package_live_peak(out, &info->peak, d);
 }
 
-int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d) {
+int driver_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d) {
     for (int32_t k = 0; k < fp->n; k++) {
         const graph_op *o = graph_opr(g, fp->c[k].consumer);
         const char *outs[MID_MAX_OUT];

@@ -13,7 +13,7 @@
 
 typedef struct compile_options {
     const char *model;        /* names the source in the package's metadata */
-    const char *print_after;  /* a pass (tessel_pass_find) whose result goes to print_to, or NULL */
+    const char *print_after;  /* a pass (driver_pass_find) whose result goes to print_to, or NULL */
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
@@ -36,19 +36,19 @@ typedef struct compile_options {
  * Every pass prints its result (--print-after=NAME): a graph as .tsl text, a
  * mid program as mid text, a low program or a package's placed program as
  * low_print lines. */
-typedef enum { PASS_GRAPH, PASS_MID, PASS_LOW } tessel_pass_ir;
-typedef struct tessel_pass {
+typedef enum { PASS_GRAPH, PASS_MID, PASS_LOW } driver_pass_ir;
+typedef struct driver_pass {
     const char *name;
     const char *summary;      /* one line */
-    tessel_pass_ir ir;        /* what it makes */
-} tessel_pass;
-/* The pipeline's passes, in order: tessel_pass_at(0 .. count - 1). */
-int tessel_pass_count(void);
-tessel_pass tessel_pass_at(int i);
+    driver_pass_ir ir;        /* what it makes */
+} driver_pass;
+/* The pipeline's passes, in order: driver_pass_at(0 .. count - 1). */
+int driver_pass_count(void);
+driver_pass driver_pass_at(int i);
 /* Whether a pass is called name (*out receives it when out is not NULL). */
-bool tessel_pass_find(const char *name, tessel_pass *out);
+bool driver_pass_find(const char *name, driver_pass *out);
 /* The pass names, comma separated, for messages. */
-void tessel_pass_names(char *buf, size_t cap);
+void driver_pass_names(char *buf, size_t cap);
 
 /* Searches a compile runs at most: when no finalist places, the search runs
  * again with less room for its estimated peak (driver.c). */
@@ -101,28 +101,28 @@ typedef struct compile_info {
  * graph it makes, then the best finalist that lowers and places. The
  * package's numeric plan is keyed to g, so it checks against the model as
  * given. */
-int tessel_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d);
+int driver_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d);
 /* The graph the epilogue fusion analysed: g with its sibling matmuls joined, or g. */
-static inline const graph *tessel_model_graph(const graph *g, const compile_info *info) {
+static inline const graph *driver_model_graph(const graph *g, const compile_info *info) {
     return info->joined ? info->joined : g;
 }
 /* The graph compile_info's plan names: the fused graph, or the model graph. */
-static inline const graph *tessel_compiled_graph(const graph *g, const compile_info *info) {
-    return info->fused ? info->fused : tessel_model_graph(g, info);
+static inline const graph *driver_compiled_graph(const graph *g, const compile_info *info) {
+    return info->fused ? info->fused : driver_model_graph(g, info);
 }
 /* The packaged plan of info (compiled from g) without the fusion, as a
  * recipe for g: every grid as chosen, a fused op's given to its matmul.
  * Compiled with --no-fuse --recipe R --search-steps 0 it is the same step
  * unfused, with the same accumulation order (P1). JSON text, caller frees. */
-char *tessel_unfused_recipe(const graph *g, const machine *m, const compile_info *info);
+char *driver_unfused_recipe(const graph *g, const machine *m, const compile_info *info);
 /* The proof for every candidate of fp (fused or not) from package p,
  * compiled from g: whether its gradient is stored (proofs[i]). */
-int tessel_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d);
+int driver_fusion_proofs(const graph *g, const fuse_plan *fp, const package *p, epilogue_proof *proofs, diag *d);
 void compile_info_free(compile_info *info);
 
 /* Whether package p (read from path) was compiled from g: its host inputs
  * and outputs are g's, by name, dtype and shape, in order. */
-int tessel_package_matches(const graph *g, const package *p, const char *path, diag *d);
+int driver_package_matches(const graph *g, const package *p, const char *path, diag *d);
 
 /* The first graph op, in program order, whose result differs from the
  * plan-exact reference (locate.c). */
@@ -143,7 +143,7 @@ typedef struct locate_result {
 
 /* Reruns p and the plan-exact reference watching every op result, to name
  * the first that differs (progress lines unless quiet). */
-int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
+int driver_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
                   locate_result *r, diag *d);
 
 typedef struct check_output {
@@ -187,7 +187,7 @@ typedef struct check_options {
  * compares each output: bit for bit with the plan-exact reference, by cosine
  * with the pure model. When an output differs, or o->locate is set, it also
  * finds the first op result that differs. */
-int tessel_check(const graph *g, const package *p, const check_options *o, check_result *r, diag *d);
+int driver_check(const graph *g, const package *p, const check_options *o, check_result *r, diag *d);
 void check_result_free(check_result *r);
 
 #endif

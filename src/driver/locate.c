@@ -112,7 +112,7 @@ static void where(const pkg_binding *b, int64_t e, locate_result *r) {
     r->tile = layout_tile(lay, shard, rep);
 }
 
-int tessel_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
+int driver_locate(const graph *g, const package *p, const graph_numerics *plan, float *const *inputs, bool quiet,
                   locate_result *r, diag *d) {
     memset(r, 0, sizeof *r);
     r->binding = -1;

@@ -115,7 +115,7 @@ static void choice_reason(const search_op *so, double cycles, double peak, char 
 
 char *report_compile_json(const graph *model, const machine *m, const compile_info *info) {
     const search_result *sr = &info->search;
-    const graph *g = tessel_compiled_graph(model, info); /* the search's ops are the compiled graph's */
+    const graph *g = driver_compiled_graph(model, info); /* the search's ops are the compiled graph's */
     json_t *ops = json_array();
     for (int32_t i = 0; i < sr->ops.n; i++) {
         const search_op *so = &sr->ops.v[i];
@@ -194,7 +194,7 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
     json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
     json_object_set_new(j, "cast_sites", sites);
     /* The epilogue fusion: every candidate, and what the package holds at once. */
-    json_object_set_new(j, "fusions", report_fusion_json(tessel_model_graph(model, info), &info->fusions, info->fusion_saved,
+    json_object_set_new(j, "fusions", report_fusion_json(driver_model_graph(model, info), &info->fusions, info->fusion_saved,
                                                          info->fusion_saved_names, info->fusion_proofs));
     /* Sibling matmuls: the groups found, whether the plan joins them, and
      * the two searches' predictions that decided it (0: not searched both). */

@@ -37,7 +37,7 @@ void report_search_summary(const graph *model, const compile_info *ci) {
     fprintf(stderr, "\n");
     if (!sr->nsites) return;
     /* Where the 8-bit casts run (docs/lowering.md, "Cast ordering"). */
-    const graph *g = tessel_compiled_graph(model, ci);
+    const graph *g = driver_compiled_graph(model, ci);
     static const char *const what[3] = {"early", "late", "cannot move"};
     fprintf(stderr, "casts:");
     for (int k = 0, sep = 0; k < 3; k++) {

@@ -32,7 +32,7 @@ static built build(const char *model, const char *mach) {
     package p;
     compile_info ci;
     compile_options co = {.model = model, .search_steps = 8, .quiet = true};
-    if (tessel_compile(b.g, &b.m, &co, &p, &ci, &d)) fail_msg("%s", d.text);
+    if (driver_compile(b.g, &b.m, &co, &p, &ci, &d)) fail_msg("%s", d.text);
     /* est_result.resident_bytes bounds what placement needs: the parameters
      * and inputs, all live at the first step, lie above the data base. */
     if (ci.finalist == 0) assert_true(ci.search.est.resident_bytes <= (double)ci.place.tile_bytes);
@@ -53,7 +53,7 @@ static bool check_image(const built *b, const uint8_t *img, check_result *r) {
     diag d = {0};
     if (package_parse(img, b->len, "mutant.tpk", &p, &d)) fail_msg("%s", d.text);
     check_options co = {.package = "mutant.tpk", .sim = {.quiet = true}};
-    if (tessel_check(b->g, &p, &co, r, &d)) fail_msg("%s", d.text);
+    if (driver_check(b->g, &p, &co, r, &d)) fail_msg("%s", d.text);
     package_free(&p);
     return r->pass;
 }

@@ -183,7 +183,7 @@ static run compile_run_recipe(const graph *g, const machine *m, bool no_fuse, co
     /* No local search: fused and unfused take each GEMM's best-scoring grid,
      * the same for a fused op as for its matmul (the same site), or the recipe's. */
     compile_options co = {.model = what, .recipe = recipe, .no_fuse = no_fuse, .search_steps = 0, .quiet = true};
-    if (tessel_compile(g, m, &co, &built, &r.ci, &d)) fail_msg("%s on %s: %s", what, m->name, d.text);
+    if (driver_compile(g, m, &co, &built, &r.ci, &d)) fail_msg("%s on %s: %s", what, m->name, d.text);
     r.img = package_image(&built, &r.len);
     package_free(&built);
     if (package_parse(r.img, r.len, what, &r.p, &d)) fail_msg("%s", d.text);
@@ -527,7 +527,7 @@ static void proof_holds_fused_and_fails_unfused(void **state) {
             fuse_plan all;
             graph_fuse_analyze(g, true, &all);
             epilogue_proof *pr = calloc((size_t)all.n + 1, sizeof(epilogue_proof));
-            assert_int_equal(tessel_fusion_proofs(g, &all, &r.p, pr, &d), 0);
+            assert_int_equal(driver_fusion_proofs(g, &all, &r.p, pr, &d), 0);
             for (int32_t k = 0; k < all.n; k++) {
                 const char *name = graph_op_name(g, all.c[k].consumer);
                 bool weight = all.c[k].rule == FUSE_OK;
@@ -614,7 +614,7 @@ static void deterministic_and_checked(void **state) {
     assert_memory_equal(a.img, b.img, a.len);
     check_options co = {.package = model, .sim = {.quiet = true}};
     check_result r;
-    assert_int_equal(tessel_check(g, &a.p, &co, &r, &d), 0);
+    assert_int_equal(driver_check(g, &a.p, &co, &r, &d), 0);
     assert_true(r.pass);
     assert_int_equal(r.differing, 0);
     check_result_free(&r);

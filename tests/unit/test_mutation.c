@@ -8,7 +8,7 @@
  * accepts is simulated, and if any output bit differs from the unmutated
  * run, the comparison tessel check makes (bit for bit against the
  * plan-exact reference) must fail. A sample of the caught ones also goes
- * through tessel_check with --locate, which must name an op.
+ * through driver_check with --locate, which must name an op.
  *
  * CI runs a fixed-seed sample of each model's corruptions; the full sweep
  * (every corruption, c600 models too) runs by hand:
@@ -198,7 +198,7 @@ static void load(subject *s, const char *model, const char *mach) {
     package built;
     compile_info ci;
     compile_options co = {.model = model, .search_steps = 8, .quiet = true};
-    if (tessel_compile(s->g, &m, &co, &built, &ci, &d)) fail_msg("%s: %s", model, d.text);
+    if (driver_compile(s->g, &m, &co, &built, &ci, &d)) fail_msg("%s: %s", model, d.text);
     compile_info_free(&ci);
     size_t n;
     uint8_t *img = package_image(&built, &n);
@@ -379,7 +379,7 @@ static void try_one(subject *s, const mutation *m, tally *t, bool locate_it) {
             /* The whole check, as the command runs it, names an op. */
             check_options co = {.package = "mutant.tpk", .inputs = in, .sim = {.quiet = true}};
             check_result r;
-            assert_int_equal(tessel_check(s->g, &mutant, &co, &r, &d), 0);
+            assert_int_equal(driver_check(s->g, &mutant, &co, &r, &d), 0);
             assert_false(r.pass);
             assert_true(r.located && r.loc.found);
             t->located++;
