@@ -65,19 +65,6 @@ int cli_load_machine_model(const char *spec, const cmd *c, const parsed *p, grap
 /* A machine from spec; `what` (or NULL) names where spec came from in messages. */
 int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *m, diag *d);
 
-/* A tensor crossing the command line. */
-typedef struct host_spec {
-    const char *name;
-    dtype dtype;
-    dtype declared;      /* what the source model declares (an ONNX f32 input compiled at f16), else dtype */
-    int scale;
-    int rank;
-    int64_t dim[GRAPH_MAX_RANK];
-} host_spec;
-
-int64_t host_numel(const host_spec *s);
-/* The graph's inputs (or outputs) as command-line tensors; malloc'd, *n of them. */
-host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n);
 /* Fills inputs[k] from the command's --input NAME=FILE.npy options, the rest
  * with the seeded defaults; source[k] is the file or NULL. */
 /* The --expect NAME=FILE.npy options: expect[j] for output specs[j], NULL

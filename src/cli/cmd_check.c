@@ -144,7 +144,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     bool json = cli_flag(c, &p, "--json"), compiled = false;
     const char *trace = cli_opt(c, &p, "--trace"), *html = cli_opt(c, &p, "--html");
     int32_t nin;
-    host_spec *specs = cli_graph_specs(g, false, &nin);
+    host_spec *specs = driver_graph_specs(g, false, &nin);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     machine m;
@@ -152,7 +152,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     compile_info ci = {0};
     check_result r = {0};
     int32_t nout;
-    host_spec *out_specs = cli_graph_specs(g, true, &nout);
+    host_spec *out_specs = driver_graph_specs(g, true, &nout);
     float **expect = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **expect_src = xcalloc((size_t)nout + 1, sizeof(char *));
     rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);

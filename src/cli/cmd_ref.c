@@ -14,7 +14,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
     graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
     int32_t nin, nout;
-    host_spec *ins = cli_graph_specs(g, false, &nin), *outs = cli_graph_specs(g, true, &nout);
+    host_spec *ins = driver_graph_specs(g, false, &nin), *outs = driver_graph_specs(g, true, &nout);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     float **pure = NULL;
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));

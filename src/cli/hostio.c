@@ -8,29 +8,6 @@
 #include "../report/report.h"
 #include "cli.h"
 
-int64_t host_numel(const host_spec *s) {
-    int64_t n = 1;
-    for (int a = 0; a < s->rank; a++) n *= s->dim[a];
-    return n;
-}
-
-/* The graph's inputs (or outputs) as command-line tensors. */
-host_spec *cli_graph_specs(const graph *g, bool outputs, int32_t *n) {
-    *n = outputs ? graph_outputs(g, NULL, 0) : graph_inputs(g, NULL, 0);
-    int32_t *ids = xcalloc((size_t)*n + 1, sizeof(int32_t));
-    if (outputs) graph_outputs(g, ids, *n);
-    else graph_inputs(g, ids, *n);
-    host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
-    for (int32_t i = 0; i < *n; i++) {
-        const graph_value *v = graph_val(g, ids[i]);
-        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank,
-                           .declared = !outputs && g->declared ? g->declared[i] : v->type.dtype};
-        memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
-    }
-    free(ids);
-    return s;
-}
-
 /* Tensors named by the command's `opt` NAME=FILE.npy options into data[j]
  * for specs[j] (role: "input" or "output"); inputs round to their dtype. */
 static int load_named(const cmd *c, const parsed *p, const char *opt, const char *role, const host_spec *specs, int32_t n,
@@ -75,18 +52,13 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
                       got, role, bare, dtype_name(s->dtype), want);
             goto fail;
         }
-        /* Inputs: same dtype, or an exact widening (f16 into f32, said once),
-         * or a conversion the user asked for; never a silent loss. Expected
-         * outputs are compared in f32 whatever they hold. */
-        bool exact = !is_input || ((arr.dtype == s->dtype || (arr.dtype == DT_F16 && s->dtype == DT_F32)) &&
-                                   (!arr.f64 || arr.f64_exact));
+        /* Expected outputs are compared in f32 whatever they hold. */
+        host_entry how = is_input ? driver_host_entry(s, arr.dtype, arr.f64, arr.f64_exact) : HOST_AS_IS;
         const char *held = arr.f64 ? "float64" : dtype_name(arr.dtype);
-        /* The dtype the model itself declares is taken at the boundary. */
-        bool declared = is_input && !exact && s->declared != s->dtype && arr.dtype == s->declared && !arr.f64;
-        if (declared)
+        if (how == HOST_DECLARED)
             fprintf(stderr, "tessel %s: note: input '%s': the model declares %s; rounded to the %s it is imported at (--precision)\n", c->name,
                     bare, dtype_name(s->declared), dtype_name(s->dtype));
-        if (!exact && !declared && !cli_flag(c, p, "--convert")) {
+        if (how == HOST_LOSSY && !cli_flag(c, p, "--convert")) {
             npy_free(&arr);
             diag_fail(d,
                       "tessel %s: error: option '--input %s': %s holds %s but input '%s' is %s, and the conversion can lose "
@@ -94,8 +66,8 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
                       c->name, a, eq + 1, held, bare, dtype_name(s->dtype));
             goto fail;
         }
-        if (is_input && !declared && (arr.dtype != s->dtype || arr.f64))
-            fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, exact ? "widening" : "converting",
+        if (how == HOST_WIDENED || how == HOST_LOSSY)
+            fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, how == HOST_WIDENED ? "widening" : "converting",
                     held, dtype_name(s->dtype));
         char shape[128];
         fmt_dims(shape, sizeof shape, s->rank, s->dim);
@@ -224,30 +196,11 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
     return rc;
 }
 
-/* A binding as a command-line tensor; an input's declared dtype from the
- * package's metadata (declared_inputs: an imported model's f32 input
- * compiled at f16), else its own. */
-static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
-    host_spec s = {.name = b->name, .dtype = b->dtype, .declared = b->dtype, .scale = b->scale, .rank = b->layout.rank};
-    for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
-    const char *dn = json_string_value(json_object_get(declared, b->name));
-    dtype dt;
-    if (dn && dtype_parse(dn, strlen(dn), &dt)) s.declared = dt;
-    return s;
-}
-
 int cli_pkg_run_open(const char *path, cli_pkg_run *r, diag *d) {
     memset(r, 0, sizeof *r);
     if (package_load(path, &r->pkg, d)) return -1;
     const package *pkg = &r->pkg;
-    r->ins = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
-    r->outs = xcalloc((size_t)pkg->bindings.n + 1, sizeof(host_spec));
-    json_t *meta = json_loads(pkg->meta ? pkg->meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
-    for (int32_t i = 0; i < pkg->bindings.n; i++) {
-        if (pkg->bindings.v[i].role == PKG_OUTPUT) r->outs[r->nout++] = binding_spec(&pkg->bindings.v[i], NULL);
-        else if (pkg->bindings.v[i].role == PKG_INPUT) r->ins[r->nin++] = binding_spec(&pkg->bindings.v[i], declared);
-    }
-    json_decref(meta);
+    driver_package_specs(pkg, &r->ins, &r->nin, &r->outs, &r->nout);
     r->inputs = xcalloc((size_t)r->nin + 1, sizeof(float *));
     r->outputs = xcalloc((size_t)r->nout + 1, sizeof(float *));
     r->source = xcalloc((size_t)r->nin + 1, sizeof(char *));

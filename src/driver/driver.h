@@ -124,6 +124,32 @@ void compile_info_free(compile_info *info);
  * and outputs are g's, by name, dtype and shape, in order. */
 int driver_package_matches(const graph *g, const package *p, const char *path, diag *d);
 
+/* ---- host.c: tensors crossing the host boundary ------------------------ */
+
+/* A graph's or a package's input or output as the host sees it. */
+typedef struct host_spec {
+    const char *name;
+    dtype dtype;
+    dtype declared;      /* what the source model declares (an ONNX f32 input compiled at f16), else dtype */
+    int scale;
+    int rank;
+    int64_t dim[GRAPH_MAX_RANK];
+} host_spec;
+
+int64_t host_numel(const host_spec *s);
+/* The graph's inputs (or outputs), in order; malloc'd, *n of them. Names point into g. */
+host_spec *driver_graph_specs(const graph *g, bool outputs, int32_t *n);
+/* The package's input and output bindings, in order (an input's declared
+ * dtype from the metadata); malloc'd. Names point into p. */
+void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout);
+/* How host data of dtype `given` (f64: it was float64, f64_exact: every
+ * value survived rounding to f32) enters input s: as it is, widened
+ * exactly (f16 into f32), rounded to the dtype the input is computed in
+ * because it is the one the model declares, or with a loss the caller must
+ * ask for (the command's --convert). Never a silent loss. */
+typedef enum { HOST_AS_IS, HOST_WIDENED, HOST_DECLARED, HOST_LOSSY } host_entry;
+host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact);
+
 /* The first graph op, in program order, whose result differs from the
  * plan-exact reference (locate.c). */
 typedef struct locate_result {

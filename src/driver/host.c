@@ -1,0 +1,62 @@
+/* host.c: tensors crossing the host boundary (the command line's .npy files,
+ * the library's caller memory): a graph's or a package's inputs and
+ * outputs, and the one rule for what data an input accepts. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+int64_t host_numel(const host_spec *s) {
+    int64_t n = 1;
+    for (int a = 0; a < s->rank; a++) n *= s->dim[a];
+    return n;
+}
+
+host_spec *driver_graph_specs(const graph *g, bool outputs, int32_t *n) {
+    *n = outputs ? graph_outputs(g, NULL, 0) : graph_inputs(g, NULL, 0);
+    int32_t *ids = xcalloc((size_t)*n + 1, sizeof(int32_t));
+    if (outputs) graph_outputs(g, ids, *n);
+    else graph_inputs(g, ids, *n);
+    host_spec *s = xcalloc((size_t)*n + 1, sizeof(host_spec));
+    for (int32_t i = 0; i < *n; i++) {
+        const graph_value *v = graph_val(g, ids[i]);
+        s[i] = (host_spec){.name = v->name, .dtype = v->type.dtype, .scale = v->type.scale, .rank = v->type.rank,
+                           .declared = !outputs && g->declared ? g->declared[i] : v->type.dtype};
+        memcpy(s[i].dim, v->type.dim, sizeof s[i].dim);
+    }
+    free(ids);
+    return s;
+}
+
+/* A binding as a host tensor; an input's declared dtype from the package's
+ * metadata (declared_inputs: an imported model's f32 input compiled at
+ * f16), else its own. */
+static host_spec binding_spec(const pkg_binding *b, json_t *declared) {
+    host_spec s = {.name = b->name, .dtype = b->dtype, .declared = b->dtype, .scale = b->scale, .rank = b->layout.rank};
+    for (int a = 0; a < b->layout.rank; a++) s.dim[a] = b->layout.dim[a];
+    const char *dn = json_string_value(json_object_get(declared, b->name));
+    dtype dt;
+    if (dn && dtype_parse(dn, strlen(dn), &dt)) s.declared = dt;
+    return s;
+}
+
+void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout) {
+    *ins = xcalloc((size_t)p->bindings.n + 1, sizeof(host_spec));
+    *outs = xcalloc((size_t)p->bindings.n + 1, sizeof(host_spec));
+    *nin = *nout = 0;
+    json_t *meta = json_loads(p->meta ? p->meta : "{}", 0, NULL), *declared = json_object_get(meta, "declared_inputs");
+    for (int32_t i = 0; i < p->bindings.n; i++) {
+        const pkg_binding *b = &p->bindings.v[i];
+        if (b->role == PKG_OUTPUT) (*outs)[(*nout)++] = binding_spec(b, NULL);
+        else if (b->role == PKG_INPUT) (*ins)[(*nin)++] = binding_spec(b, declared);
+    }
+    json_decref(meta);
+}
+
+host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact) {
+    bool exact = (given == s->dtype || (given == DT_F16 && s->dtype == DT_F32)) && (!f64 || f64_exact);
+    if (exact) return given == s->dtype && !f64 ? HOST_AS_IS : HOST_WIDENED;
+    if (s->declared != s->dtype && given == s->declared && !f64) return HOST_DECLARED;
+    return HOST_LOSSY;
+}
