@@ -8,36 +8,6 @@
 #include "../report/report.h"
 #include "cli.h"
 
-/* NaN or infinity in what the user gave: inputs, and parameters read from
- * .npy files (seeded ones cannot hold any); a note on stderr each, and the
- * same as JSON entries. */
-static void scan_nonfinite(const char *kind, const char *name, const float *x, int64_t n, json_t *out) {
-    int64_t count = 0, first = -1;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]) && count++ == 0) first = i;
-    if (!count) return;
-    fprintf(stderr, "tessel check: note: %s '%s' holds %lld non-finite values (the first at element %lld)\n", kind, name,
-            (long long)count, (long long)first);
-    json_array_append_new(out, json_pack("{s:s, s:s, s:I, s:I}", "name", name, "kind", kind, "count", (json_int_t)count,
-                                         "first", (json_int_t)first));
-}
-
-static json_t *nonfinite_report(const graph *g, const host_spec *specs, int32_t nin, float *const *inputs) {
-    json_t *out = json_array();
-    for (int32_t j = 0; j < nin; j++) scan_nonfinite("input", specs[j].name, inputs[j], host_numel(&specs[j]), out);
-    for (int32_t op = 0; op < g->ops.n; op++) {
-        const graph_op *o = graph_opr(g, op);
-        if (o->kind != OP_PARAM || o->init.kind != INIT_NPY) continue;
-        const graph_value *v = graph_val(g, o->out[0]);
-        int64_t n = graph_type_numel(&v->type);
-        float *vals = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
-        diag d = {0};
-        if (graph_param_values(g, op, true, vals, &d) == 0) scan_nonfinite("parameter", v->name, vals, n, out);
-        free(vals);
-    }
-    return out;
-}
-
 /* "Does not fit" as JSON on stdout (--json): the first line of the error
  * (the reason), the rest of it, and the options that would fit. */
 static void print_no_fit_json(const char *model, const machine *m, const diag *d) {
@@ -88,46 +58,9 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     return rc;
 }
 
-/* Fused or not, what the package really stores (docs/epilogue.md, "The
- * proof"), per candidate of the fusions the compile made; for a given
- * package, of a fresh analysis of g (in *given), where a legal step counts
- * as fused when the package stores no gradient for it. */
-typedef struct proofs {
-    const fuse_plan *fp;       /* the candidates */
-    const graph *gf;           /* the graph fp names */
-    epilogue_proof *proofs;    /* per candidate (malloc'd) */
-    bool fail;                 /* a fused step's gradient is stored */
-    package_peak peak;         /* what the buffers hold at once */
-} proofs;
-
-static int prove(const graph *g, const compile_info *ci, bool compiled, const package *pkg, fuse_plan *given, proofs *pv,
-                 diag *d) {
-    pv->fp = &ci->fusions;
-    pv->gf = driver_model_graph(g, ci);
-    if (!compiled) { /* a given package: what it shows, not what we would do */
-        graph_fuse_analyze(g, false, given);
-        pv->fp = given;
-    }
-    pv->proofs = xcalloc((size_t)pv->fp->n + 1, sizeof(epilogue_proof));
-    if (driver_fusion_proofs(pv->gf, pv->fp, pkg, pv->proofs, d)) return -1;
-    for (int32_t k = 0; k < given->n; k++)
-        if (given->c[k].rule == FUSE_DISABLED && !pv->proofs[k].materialized) given->c[k].rule = FUSE_OK, given->c[k].fused = true;
-    for (int32_t k = 0; k < pv->fp->n; k++) pv->fail |= pv->fp->c[k].fused && pv->proofs[k].materialized;
-    return package_live_peak(pkg, &pv->peak, d);
-}
-
-static json_t *check_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
-                          const proofs *pv, json_t *nonfinite) {
-    json_t *j = report_check_json(g, model, m, ci, r);
-    json_object_set_new(j, "fusions", report_fusion_json(pv->gf, pv->fp, NULL, NULL, pv->proofs));
-    json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)pv->peak.bytes));
-    json_object_set(j, "nonfinite_inputs", nonfinite);
-    return j;
-}
-
 static void print_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
-                       const proofs *pv, json_t *nonfinite) {
-    json_t *j = check_json(g, model, m, ci, r, pv, nonfinite);
+                       const check_proofs *pv, json_t *nonfinite) {
+    json_t *j = report_check_json(g, model, m, ci, r, pv, nonfinite);
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     puts(s);
     free(s);
@@ -157,7 +90,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     const char **expect_src = xcalloc((size_t)nout + 1, sizeof(char *));
     rc = cli_load_inputs(c, &p, specs, nin, inputs, source, &d);
     if (rc == 0) rc = cli_load_expected(c, &p, out_specs, nout, expect, expect_src, &d);
-    json_t *nonfinite = rc == 0 ? nonfinite_report(g, specs, nin, inputs) : json_array();
+    json_t *nonfinite = rc == 0 ? report_nonfinite_json(g, specs, nin, inputs, stderr) : json_array();
     cli_outputs files = {0};
     uint64_t host_limit = 0;
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
@@ -165,9 +98,8 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_open_html(&files, html, &d);
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
     bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
-    fuse_plan given_fp = {0};
-    proofs pv = {0};
-    if (rc == 0) rc = prove(g, &ci, compiled, &pkg, &given_fp, &pv, &d);
+    check_proofs pv = {0};
+    if (rc == 0) rc = driver_check_proofs(g, compiled ? &ci : NULL, &pkg, &pv, &d);
     if (rc == 0) {
         const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
@@ -183,7 +115,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         report_html_input hi = {.pkg = &pkg, .path = cli_opt(c, &p, "--package") ? cli_opt(c, &p, "--package") : p.pos[0],
                                 .title = p.pos[0], .sim = &r.sim};
         if (html) {
-            hi.check = check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
+            hi.check = report_check_json(g, p.pos[0], &m, compiled ? &ci : NULL, &r, &pv, nonfinite);
             if (compiled) {
                 char *text = report_compile_json(g, &m, &ci);
                 hi.plan = json_loads(text, 0, NULL);
@@ -213,8 +145,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         report_check_summary(g, &r, expect_src);
     }
     bool pass = r.pass;
-    free(pv.proofs);
-    graph_fuse_free(&given_fp);
+    check_proofs_free(&pv);
     json_decref(nonfinite);
     for (int32_t j = 0; j < nout; j++) free(expect[j]);
     free(expect);

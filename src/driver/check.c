@@ -149,3 +149,28 @@ void check_result_free(check_result *r) {
     r->out = NULL;
 }
 
+
+int driver_check_proofs(const graph *g, const compile_info *ci, const package *pkg, check_proofs *pv, diag *d) {
+    memset(pv, 0, sizeof *pv);
+    if (ci) {
+        pv->fp = &ci->fusions;
+        pv->gf = driver_model_graph(g, ci);
+    } else { /* a given package: what it shows, not what we would do */
+        graph_fuse_analyze(g, false, &pv->given);
+        pv->fp = &pv->given;
+        pv->gf = g;
+    }
+    pv->proofs = xcalloc((size_t)pv->fp->n + 1, sizeof(epilogue_proof));
+    if (driver_fusion_proofs(pv->gf, pv->fp, pkg, pv->proofs, d)) return -1;
+    for (int32_t k = 0; k < pv->given.n; k++)
+        if (pv->given.c[k].rule == FUSE_DISABLED && !pv->proofs[k].materialized)
+            pv->given.c[k].rule = FUSE_OK, pv->given.c[k].fused = true;
+    for (int32_t k = 0; k < pv->fp->n; k++) pv->fail |= pv->fp->c[k].fused && pv->proofs[k].materialized;
+    return package_live_peak(pkg, &pv->peak, d);
+}
+
+void check_proofs_free(check_proofs *pv) {
+    free(pv->proofs);
+    graph_fuse_free(&pv->given);
+    memset(pv, 0, sizeof *pv);
+}

@@ -216,4 +216,19 @@ typedef struct check_options {
 int driver_check(const graph *g, const package *p, const check_options *o, check_result *r, diag *d);
 void check_result_free(check_result *r);
 
+/* Fused or not, what a checked package really stores (docs/epilogue.md,
+ * "The proof"), per candidate of the fusions the compile made (ci), or for
+ * a given package (ci NULL) of a fresh analysis of g, where a legal step
+ * counts as fused when the package stores no gradient for it. */
+typedef struct check_proofs {
+    fuse_plan given;           /* the fresh analysis, for a given package */
+    const fuse_plan *fp;       /* the candidates: &ci->fusions or &given */
+    const graph *gf;           /* the graph fp names */
+    epilogue_proof *proofs;    /* per candidate (malloc'd) */
+    bool fail;                 /* a fused step's gradient is stored: the check fails */
+    package_peak peak;         /* what the buffers hold at once */
+} check_proofs;
+int driver_check_proofs(const graph *g, const compile_info *ci, const package *pkg, check_proofs *pv, diag *d);
+void check_proofs_free(check_proofs *pv);
+
 #endif

@@ -37,9 +37,15 @@ void report_search_summary(const graph *model, const compile_info *ci);
 /* A run's cycles, by kind, tiles and memory: as JSON, and as lines on stdout. */
 struct json_t *report_sim_json(const sim_stats *st, const machine *m);
 void report_sim_summary(const sim_stats *st, const machine *m);
-/* A check's comparisons (ci NULL: a given package) as JSON, and as lines. */
+/* A check's comparisons (ci NULL: a given package) as JSON (`check
+ * --json`), with the fusion proofs and peak of pv and the inputs'
+ * non-finite values (nonfinite, a JSON array, or NULL), and as lines. */
 struct json_t *report_check_json(const graph *g, const char *model, const machine *m, const compile_info *ci,
-                                 const check_result *r);
+                                 const check_result *r, const check_proofs *pv, struct json_t *nonfinite);
+/* NaN or infinity in what the user gave (inputs, and parameters read from
+ * .npy files; seeded ones cannot hold any) as a JSON array, with a note on
+ * notes (or NULL) for each. */
+struct json_t *report_nonfinite_json(const graph *g, const host_spec *specs, int32_t nin, float *const *inputs, FILE *notes);
 void report_check_summary(const graph *g, const check_result *r, const char *const *expect_src);
 /* One line on the fused optimizer steps and what the package stores. */
 void report_epilogue_summary(const graph *g, const fuse_plan *fp, const epilogue_proof *proofs);

@@ -129,7 +129,38 @@ static json_t *locate_json(const graph *g, const locate_result *l) {
     return j;
 }
 
-json_t *report_check_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r) {
+/* NaN or infinity in what the user gave: inputs, and parameters read from
+ * .npy files (seeded ones cannot hold any); a note on stderr each, and the
+ * same as JSON entries. */
+static void scan_nonfinite(const char *kind, const char *name, const float *x, int64_t n, json_t *out, FILE *notes) {
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && count++ == 0) first = i;
+    if (!count) return;
+    if (notes) fprintf(notes, "tessel check: note: %s '%s' holds %lld non-finite values (the first at element %lld)\n", kind, name,
+            (long long)count, (long long)first);
+    json_array_append_new(out, json_pack("{s:s, s:s, s:I, s:I}", "name", name, "kind", kind, "count", (json_int_t)count,
+                                         "first", (json_int_t)first));
+}
+
+json_t *report_nonfinite_json(const graph *g, const host_spec *specs, int32_t nin, float *const *inputs, FILE *notes) {
+    json_t *out = json_array();
+    for (int32_t j = 0; j < nin; j++) scan_nonfinite("input", specs[j].name, inputs[j], host_numel(&specs[j]), out, notes);
+    for (int32_t op = 0; op < g->ops.n; op++) {
+        const graph_op *o = graph_opr(g, op);
+        if (o->kind != OP_PARAM || o->init.kind != INIT_NPY) continue;
+        const graph_value *v = graph_val(g, o->out[0]);
+        int64_t n = graph_type_numel(&v->type);
+        float *vals = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+        diag d = {0};
+        if (graph_param_values(g, op, true, vals, &d) == 0) scan_nonfinite("parameter", v->name, vals, n, out, notes);
+        free(vals);
+    }
+    return out;
+}
+
+json_t *report_check_json(const graph *g, const char *model, const machine *m, const compile_info *ci, const check_result *r,
+                          const check_proofs *pv, json_t *nonfinite) {
     json_t *j = report_sim_json(&r->sim, m);
     json_t *outs = json_array();
     for (int32_t i = 0; i < r->n; i++) {
@@ -165,6 +196,9 @@ json_t *report_check_json(const graph *g, const char *model, const machine *m, c
     }
     json_object_set_new(j, "ref_seconds", json_real(r->ref_seconds));
     if (r->located) json_object_set_new(j, "located", locate_json(g, &r->loc));
+    json_object_set_new(j, "fusions", report_fusion_json(pv->gf, pv->fp, NULL, NULL, pv->proofs));
+    json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)pv->peak.bytes));
+    json_object_set_new(j, "nonfinite_inputs", nonfinite ? json_incref(nonfinite) : json_array());
     return j;
 }
 
