@@ -190,8 +190,8 @@ static int count_option(const cmd *c, const parsed *p, const char *name, const c
 }
 
 int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
-    long long steps = DEFAULT_SEARCH_STEPS, beam = SEARCH_BEAM;
-    if (count_option(c, p, "--search-steps", "count", 1000000, &steps, d) ||
+    long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM;
+    if (count_option(c, p, "--search-steps", "count", DRIVER_SEARCH_STEPS_MAX, &steps, d) ||
         count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d))
         return -1;
     *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = steps, .beam = (int)beam,

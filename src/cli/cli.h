@@ -58,7 +58,6 @@ int cli_max_host_memory(const cmd *c, const parsed *p, uint64_t *limit, diag *d)
 /* A machine from --machine (default c600). */
 int cli_machine(const cmd *c, const parsed *p, machine *m, diag *d);
 /* --recipe, --search-steps and --beam into *o (shared by compile and check). */
-enum { DEFAULT_SEARCH_STEPS = 256 };
 int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d);
 /* --machine into *m, then MODEL (spec) into *g. */
 int cli_load_machine_model(const char *spec, const cmd *c, const parsed *p, graph **g, machine *m, diag *d);

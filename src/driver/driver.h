@@ -11,6 +11,10 @@
 /* The version the package metadata and `tessel --version` name. */
 #define TESSEL_VERSION "0.1"
 
+/* The local search's proposals unless told (the command's --search-steps),
+ * and the most it takes. */
+enum { DRIVER_SEARCH_STEPS = 256, DRIVER_SEARCH_STEPS_MAX = 1000000 };
+
 typedef struct compile_options {
     const char *model;        /* names the source in the package's metadata */
     const char *print_after;  /* a pass (driver_pass_find) whose result goes to print_to, or NULL */
