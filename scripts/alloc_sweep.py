@@ -52,6 +52,8 @@ def job_table(w):
         "run": ["run", f"{i}/mlp.tpk", "--input", f"x={i}/x.npy", "--output-dir", f"{o}/run", "--trace", f"{o}/trace.json"],
         # check: compile, simulate, both references, compare
         "check": ["check", MODEL, "--machine", "tiny", "--search-steps", "8", "--trace", f"{o}/trace.json"],
+        # the library through its public header (tests/alloc/api_job.c): load, compile, run, save, HTML report
+        "api": ["@api_job", f"{i}/mlp.tsl", f"{i}/tiny.json", o],
     }
 
 
@@ -91,12 +93,20 @@ def clean_env(**extra):
     return env
 
 
+def program(tessel, argv):
+    """The command line of a job: tessel and its argv, or (argv[0] "@NAME")
+    the build's program NAME."""
+    if argv and argv[0].startswith("@"):
+        return [os.path.join(os.path.dirname(tessel), argv[0][1:])] + argv[1:]
+    return [tessel] + argv
+
+
 def run(tessel, argv, out, **extra):
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
     argv = [a.replace("{out}", out) for a in argv]
-    r = subprocess.run([tessel] + argv, env=clean_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    r = subprocess.run(program(tessel, argv), env=clean_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        errors="replace", timeout=600)
     return r
 
@@ -142,7 +152,7 @@ def one(tessel, name, argv, w, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check")
+    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check,api")
     ap.add_argument("--stride", type=int, default=1)
     ap.add_argument("--first", type=int, default=300)
     ap.add_argument("-j", type=int, default=2, dest="par")

@@ -98,6 +98,16 @@ typedef struct tessel_error {
 /* Frees a string the library gave away. */
 void tessel_free(void *p);
 
+/* Host memory. Buffers sized by the input (tensors, files, a package's
+ * image) that cannot be had fail their call with TESSEL_ERROR ("... needs N
+ * bytes of host memory"). The library's own small allocations have no
+ * such path: when one fails, the library removes the temporaries of any
+ * file it is writing and calls handler, which must not return (it may
+ * exit); without one, or when it returns, the library prints a message and
+ * aborts. The handler is process-wide; NULL restores the default. */
+typedef void (*tessel_oom_handler)(size_t bytes);
+void tessel_set_oom_handler(tessel_oom_handler handler);
+
 /* ---- tensors ------------------------------------------------------------- */
 
 typedef enum tessel_dtype {

@@ -7,6 +7,7 @@
  * (driver_host_entry), and every failure becomes a status with the diag's
  * located message. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,24 @@ struct tessel_result {
 };
 
 const char *tessel_version(void) { return TESSEL_VERSION; }
+
+static tessel_oom_handler user_oom;
+
+static void on_out_of_memory(size_t bytes) {
+    util_remove_temporaries();
+    if (user_oom) user_oom(bytes); /* util's default aborts if it returns */
+}
+
+void tessel_set_oom_handler(tessel_oom_handler handler) {
+    user_oom = handler;
+    util_set_oom_handler(on_out_of_memory);
+}
+
+/* Once per process, before any call does work: jansson allocates through
+ * the library's allocator (counted, and never a NULL it would hand back). */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void init_library(void) { json_set_alloc_funcs(xmalloc, free); }
+static void lib_init(void) { pthread_once(&init_once, init_library); }
 
 void tessel_free(void *p) { free(p); }
 
@@ -127,6 +146,7 @@ static tessel_model *model_new(graph *g, const char *name, uint8_t *bytes) {
 }
 
 tessel_status tessel_model_load(const char *spec, const tessel_model_options *opts, tessel_model **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_model_load: out is NULL");
     *out = NULL;
     if (!spec || !spec[0]) return fail_with(err, "tessel: error: a model is a .tsl or .onnx file, or zoo:NAME[:key=value,...]; got none");
@@ -141,6 +161,7 @@ tessel_status tessel_model_load(const char *spec, const tessel_model_options *op
 
 tessel_status tessel_model_from_onnx(const void *bytes, size_t len, const char *name, const tessel_model_options *opts,
                                      tessel_model **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_model_from_onnx: out is NULL");
     *out = NULL;
     if (!name) name = "model.onnx";
@@ -190,6 +211,7 @@ tessel_status tessel_model_tensor(const tessel_model *m, tessel_role role, int i
 /* ---- machines -------------------------------------------------------------- */
 
 tessel_status tessel_machine_load(const char *spec, tessel_machine **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_machine_load: out is NULL");
     *out = NULL;
     diag d = {0};
@@ -241,6 +263,7 @@ static tessel_package *package_new(package *pkg, const char *name) {
 
 tessel_status tessel_compile(const tessel_model *model, const tessel_machine *mach, const tessel_compile_options *opts,
                              tessel_package **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_compile: out is NULL");
     *out = NULL;
     if (!model || !mach) return fail_with(err, "tessel: error: tessel_compile: the %s is NULL", model ? "machine" : "model");
@@ -278,12 +301,14 @@ tessel_status tessel_compile(const tessel_model *model, const tessel_machine *ma
 }
 
 tessel_status tessel_package_save(const tessel_package *p, const char *path, tessel_error *err) {
+    lib_init();
     if (!p || !path) return fail_with(err, "tessel: error: tessel_package_save: the %s is NULL", p ? "path" : "package");
     diag d = {0};
     return package_save(&p->pkg, path, &d) ? fail(&d, err) : ok(err);
 }
 
 tessel_status tessel_package_load(const char *path, tessel_package **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_package_load: out is NULL");
     *out = NULL;
     if (!path) return fail_with(err, "tessel: error: tessel_package_load: the path is NULL");
@@ -451,6 +476,7 @@ static int run_package(const tessel_package *p, const tessel_tensor *inputs, int
 
 tessel_status tessel_run(const tessel_package *p, const tessel_tensor *inputs, int ninputs, tessel_tensor *outputs,
                          int noutputs, const tessel_run_options *opts, tessel_result **out, tessel_error *err) {
+    lib_init();
     if (!out) return fail_with(err, "tessel: error: tessel_run: out is NULL");
     *out = NULL;
     if (!p) return fail_with(err, "tessel: error: tessel_run: the package is NULL");
@@ -493,6 +519,7 @@ const char *tessel_result_json(const tessel_result *r) { return r ? r->json : NU
 
 tessel_status tessel_report_html(const tessel_package *p, const tessel_tensor *inputs, int ninputs,
                                  const tessel_run_options *opts, const char *path, tessel_error *err) {
+    lib_init();
     if (!p || !path) return fail_with(err, "tessel: error: tessel_report_html: the %s is NULL", p ? "path" : "package");
     tessel_run_options z = {0};
     if (!opts) opts = &z;
@@ -539,6 +566,7 @@ static int take_expected(const tessel_model *model, const tessel_check_options *
 
 tessel_status tessel_check(const tessel_model *model, const tessel_package *p, const tessel_tensor *inputs, int ninputs,
                            const tessel_check_options *opts, char **json, tessel_error *err) {
+    lib_init();
     if (json) *json = NULL;
     if (!model || !p) return fail_with(err, "tessel: error: tessel_check: the %s is NULL", model ? "package" : "model");
     tessel_check_options z = {0};

@@ -47,6 +47,15 @@ done
 ldd "$work/examples/hello_static" | grep -q libtessel && fail "hello_static loads libtessel.so"
 echo "cmake: $(cat "$work/hello_static.txt") (shared and static)"
 
+# The Python module, from where the install put it, finds the library
+# there (TESSEL_LIBRARY unset) and gives the same cycles.
+py=$(find "$prefix" -name __init__.py -path "*/tessel/*")
+[ -n "$py" ] || fail "the Python module was not installed"
+got=$(cd "$work" && env -u TESSEL_LIBRARY PYTHONPATH=$(dirname "$(dirname "$py")") /usr/bin/python3 -c \
+      'import tessel; print(tessel.compile("zoo:mlp:tokens=64,width=128,hidden=256").run().cycles, "cycles")')
+[ "$got" = "$(cat "$work/out.txt")" ] || fail "python printed '$got', hello '$(cat "$work/out.txt")'"
+echo "python: $got"
+
 # DESTDIR stages the same files under another root.
 DESTDIR=$work/stage cmake --install "$build" --prefix /opt/tessel > /dev/null
 [ -e "$work/stage/opt/tessel/include/tessel/tessel.h" ] || fail "DESTDIR was not honoured"
