@@ -1,28 +1,45 @@
 /* bench_sim.c: the simulator's host throughput. Compiles an MLP for c600,
  * simulates it, and prints simulated multiply-adds per second of host time
- * next to OpenBLAS sgemm's on the same shapes, same host, same run.
+ * next to OpenBLAS sgemm's on the same shapes, same host, same run. Built on
+ * the public library alone (include/tessel/tessel.h).
  *
- *   bench_sim [--smoke] [--model zoo:...]
+ *   bench_sim [--smoke] [--model zoo:mlp:...]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "driver/driver.h"
-#include "models/models.h"
+#include <tessel/tessel.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void fill(float *x, int64_t n, uint32_t seed) {
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+}
 
 static double sgemm_rate(int64_t m, int64_t n, int64_t k, int reps) {
     float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n)),
           *c = malloc(sizeof(float) * (size_t)(m * n));
-    graph_normal_fill(1, 0, 1, a, m * k);
-    graph_normal_fill(2, 0, 1, b, k * n);
+    fill(a, m * k, 1);
+    fill(b, k * n, 2);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a, (int)k, b, (int)n, 0, c, (int)n);
     double best = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = util_now_seconds();
+        double t0 = now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a, (int)k, b, (int)n, 0, c, (int)n);
-        double rate = (double)m * n * k / (util_now_seconds() - t0);
+        double rate = (double)m * n * k / (now() - t0);
         if (rate > best) best = rate;
     }
     free(a);
@@ -31,55 +48,69 @@ static double sgemm_rate(int64_t m, int64_t n, int64_t k, int reps) {
     return best;
 }
 
+typedef struct run_stats {
+    double macs, kernel_seconds, host_seconds;
+    unsigned long long cycles;
+} run_stats;
+
+static run_stats stats_of(const tessel_result *r) {
+    json_t *j = json_loads(tessel_result_json(r), 0, NULL);
+    run_stats s = {.macs = json_number_value(json_object_get(j, "macs")),
+                   .kernel_seconds = json_number_value(json_object_get(j, "kernel_seconds")),
+                   .host_seconds = json_number_value(json_object_get(j, "host_seconds")),
+                   .cycles = (unsigned long long)tessel_result_cycles(r)};
+    json_decref(j);
+    return s;
+}
+
 int main(int argc, char **argv) {
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
     const char *model = smoke ? "zoo:mlp:tokens=128,width=256,hidden=1024,precision=fp8"
                               : "zoo:mlp:tokens=729,width=1152,hidden=4304,precision=fp8";
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--model") == 0) model = argv[i + 1];
-    diag d = {0};
-    machine m;
-    machine_preset("c600", &m);
-    graph *g = models_load(model, &d);
-    package p;
-    compile_info ci;
-    compile_options co = {.model = model, .search_steps = 48, .quiet = true};
-    if (!g || driver_compile(g, &m, &co, &p, &ci, &d)) {
-        fputs(d.text, stderr);
+    tessel_error err;
+    tessel_model *g = NULL;
+    tessel_machine *m = NULL;
+    tessel_package *p = NULL;
+    tessel_compile_options co;
+    tessel_compile_options_init(&co);
+    co.search_steps = 48;
+    if (tessel_model_load(model, NULL, &g, &err) || tessel_machine_load("c600", &m, &err) || tessel_compile(g, m, &co, &p, &err)) {
+        fputs(err.message, stderr);
         return 2;
     }
-    int32_t ids[16], nin = graph_inputs(g, ids, 16), nout = graph_outputs(g, NULL, 0);
-    float *in[16], **out = calloc((size_t)nout + 1, sizeof(float *));
-    for (int32_t i = 0; i < nin; i++) {
-        in[i] = malloc(sizeof(float) * (size_t)graph_type_numel(&graph_val(g, ids[i])->type));
-        graph_input_default(g, ids[i], i, in[i]);
-    }
     /* Best of a few runs: the host is shared. */
-    sim_stats best = {0};
+    run_stats best = {0};
     for (int r = 0; r < (smoke ? 2 : 3); r++) {
-        sim_stats st;
-        sim_options so = {.quiet = true};
-        if (sim_run(&p, &so, in, out, &st, &d)) {
-            fputs(d.text, stderr);
+        tessel_result *res = NULL;
+        if (tessel_run(p, NULL, 0, NULL, 0, NULL, &res, &err)) {
+            fputs(err.message, stderr);
             return 2;
         }
-        for (int32_t j = 0; j < nout; j++) free(out[j]);
+        run_stats st = stats_of(res);
+        tessel_result_free(res);
         if (r == 0 || st.kernel_seconds < best.kernel_seconds) best = st;
     }
-    /* The same multiply-adds in two sgemm calls of the MLP's shapes. */
-    const graph_type *w1 = &graph_val(g, graph_lookup(g, "w1"))->type, *x = &graph_val(g, graph_lookup(g, "x"))->type;
-    int64_t T = x->dim[0], W = w1->dim[0], H = w1->dim[1];
+    /* The same multiply-adds in two sgemm calls of the MLP's shapes: x is
+     * [T, W], and its two GEMMs do T x W x H each. */
+    tessel_tensor_info x;
+    if (tessel_model_tensor(g, TESSEL_INPUT, 0, &x, &err) || x.rank != 2) {
+        fprintf(stderr, "bench_sim: %s is not an MLP with a [tokens, width] input\n", model);
+        return 2;
+    }
+    int64_t T = x.shape[0], W = x.shape[1], H = (int64_t)(best.macs / (2.0 * (double)T * (double)W) + 0.5);
     double blas = 2.0 * T * W * H / (T * W * H / sgemm_rate(T, H, W, 3) + T * H * W / sgemm_rate(T, W, H, 3));
-    double sim_rate = (double)best.macs / best.kernel_seconds, whole = (double)best.macs / best.host_seconds;
-    printf("model              %s on c600 (%d host threads)\n", model, util_threads());
-    printf("simulated          %.3g multiply-adds, %llu cycles\n", (double)best.macs, (unsigned long long)best.cycles);
+    double sim_rate = best.macs / best.kernel_seconds, whole = best.macs / best.host_seconds;
+    const char *threads = getenv("TESSEL_THREADS");
+    printf("model              %s on c600 (%s host threads)\n", model, threads ? threads : "all");
+    printf("simulated          %.3g multiply-adds, %llu cycles\n", best.macs, best.cycles);
     printf("sim kernels        %.2f G multiply-adds/s (%.3f s in compute sets)\n", sim_rate / 1e9, best.kernel_seconds);
     printf("sim whole run      %.2f G multiply-adds/s (%.3f s with exchanges and host I/O)\n", whole / 1e9, best.host_seconds);
     printf("openblas sgemm     %.2f G multiply-adds/s\n", blas / 1e9);
     printf("ratio              %.3f (sim kernels / sgemm), %.3f (whole run / sgemm)\n", sim_rate / blas, whole / blas);
-    for (int32_t i = 0; i < nin; i++) free(in[i]);
-    free(out);
-    package_free(&p);
-    graph_free(g);
+    tessel_package_free(p);
+    tessel_machine_free(m);
+    tessel_model_free(g);
     return 0;
 }
