@@ -37,8 +37,9 @@ asan-test: setup
 # Out of memory is a user error: small jobs with their N-th allocation
 # failing, under ASan, must exit 2 cleanly (scripts/alloc_sweep.py).
 # CI tries the first 200 failure points of each job and every 8th after
-# (4,519 runs, about 7 min on 2 cores: the compile and check jobs make
-# about 12,000 allocations each; every 5th took 12-14 min);
+# (about 6,500 runs, 10 min on 2 cores: the compile, check and library
+# (api) jobs make 12,000 to 14,400 allocations each; every 5th took 12-14
+# min before the api job);
 # ALLOC_SWEEP_ARGS=--stride=1 tries every one.
 ALLOC_SWEEP_ARGS ?= --first 200 --stride 8
 alloc-sweep: setup

@@ -36,7 +36,7 @@ struct tessel_model {
 
 struct tessel_machine {
     machine m;
-    char *json;                 /* made on first request */
+    char *json;                 /* its description as JSON */
 };
 
 struct tessel_package {
@@ -227,6 +227,7 @@ tessel_status tessel_machine_load(const char *spec, tessel_machine **out, tessel
     if (machine_resolve(spec, &m, &d)) return fail(&d, err);
     *out = xcalloc(1, sizeof **out);
     (*out)->m = m;
+    (*out)->json = machine_to_json(&m);
     return ok(err);
 }
 
@@ -238,12 +239,7 @@ void tessel_machine_free(tessel_machine *m) {
 
 const char *tessel_machine_name(const tessel_machine *m) { return m ? m->m.name : NULL; }
 
-const char *tessel_machine_json(const tessel_machine *m) {
-    if (!m) return NULL;
-    tessel_machine *mm = (tessel_machine *)m; /* made once, on first request */
-    if (!mm->json) mm->json = machine_to_json(&m->m);
-    return m->json;
-}
+const char *tessel_machine_json(const tessel_machine *m) { return m ? m->json : NULL; }
 
 /* ---- compiling and packages ------------------------------------------------ */
 
@@ -257,6 +253,7 @@ static tessel_package *package_new(package *pkg, const char *name) {
     p->pkg = *pkg;
     p->name = xstrdup(name);
     p->machine.m = pkg->machine;
+    p->machine.json = machine_to_json(&pkg->machine);
     driver_package_specs(&p->pkg, &p->ins, &p->nin, &p->outs, &p->nout);
     return p;
 }
