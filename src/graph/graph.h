@@ -65,7 +65,9 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(GLOBAL_NORM_CLIP, global_norm_clip, 1, -1, -1, A(MAX_NORM),                                      R(MAX_NORM)) \
     X(MATMUL_SGD,       matmul_sgd,       3,  4, -1, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY), R(LR)) \
     X(MATMUL_ADAMW,     matmul_adamw,     5,  5,  3, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR)) \
-    NUM_UNARY_OPS(GRAPH_UNARY_ROW, X) /* relu .. erf: one operand, one result, no attributes */
+    NUM_UNARY_OPS(GRAPH_UNARY_ROW, X) /* relu .. erf: one operand, one result, no attributes */   \
+    X(MAX,              max,              2,  2,  1, 0,                                                0)   \
+    X(MIN,              min,              2,  2,  1, 0,                                                0)
 #define GRAPH_UNARY_ROW(id, name, cost, X) X(id, name, 1, 1, 1, 0, 0)
 
 /* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion

@@ -121,6 +121,8 @@ static int infer_binary(ictx *c) {
 static int infer_add(ictx *c) { return infer_binary(c); }
 static int infer_sub(ictx *c) { return infer_binary(c); }
 static int infer_mul(ictx *c) { return infer_binary(c); }
+static int infer_max(ictx *c) { return infer_binary(c); }
+static int infer_min(ictx *c) { return infer_binary(c); }
 
 static int infer_unary_same(ictx *c) {
     if (want_wide_float(c, 0)) return -1;

@@ -108,7 +108,11 @@ static void bin_run(void *p, int64_t oo, int64_t oa, int64_t ob, int64_t n) {
     float *o = c->out + oo;
     for (int64_t i = 0; i < n; i++) {
         float x = a[i * c->sa], y = b[i * c->sb];
-        o[i] = c->kind == OP_ADD ? x + y : c->kind == OP_SUB ? x - y : x * y;
+        o[i] = c->kind == OP_ADD   ? x + y
+               : c->kind == OP_SUB ? x - y
+               : c->kind == OP_MUL ? x * y
+               : c->kind == OP_MAX ? num_max(x, y)
+                                   : num_min(x, y);
     }
 }
 
@@ -125,6 +129,8 @@ static int ref_binary(rt *r, const graph_op *op, float **in, float **out) {
 static int ref_add(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
 static int ref_sub(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
 static int ref_mul(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
+static int ref_max(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
+static int ref_min(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
 
 /* ---- matmul --------------------------------------------------------------- */
 

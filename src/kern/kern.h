@@ -13,7 +13,9 @@
 /* Elementwise ops (EWISE prims and the low EWISE kernel): name, arity (unary
  * ones ignore operand b) and the machine's work class that prices them; each
  * ID is also the graph op's (OP_ID) it expands. The plain unary ops (num.h's
- * NUM_UNARY_OPS, in its order, with its cost classes) come last. */
+ * NUM_UNARY_OPS, in its order, with its cost classes) follow the first
+ * eight, then max and min (the package stores these numbers: a new op is
+ * appended, or the format changes). */
 #define KERNEL_EW_OPS(X) \
     X(ADD, add, 2, MACHINE_EW_ARITH) \
     X(SUB, sub, 2, MACHINE_EW_ARITH) \
@@ -23,7 +25,9 @@
     X(SCALE, scale, 1, MACHINE_EW_ARITH) \
     X(CAST, cast, 1, MACHINE_EW_CAST) \
     X(GELU_ERF, gelu_erf, 1, MACHINE_EW_GELU) \
-    NUM_UNARY_OPS(KERNEL_UNARY_ROW, X)
+    NUM_UNARY_OPS(KERNEL_UNARY_ROW, X) \
+    X(MAX, max, 2, MACHINE_EW_ARITH) \
+    X(MIN, min, 2, MACHINE_EW_ARITH)
 #define KERNEL_UNARY_ROW(id, name, cost, X) X(id, name, 1, MACHINE_EW_##cost)
 
 typedef enum {

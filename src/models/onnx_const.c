@@ -81,6 +81,8 @@ static int ct_binary(imp *im, ox_op_id op, ct *a, ct *b, ct *out) {
         case OX_Mul: z = x * y; break;
         case OX_Div: z = c.is_int ? (y == 0 ? 0 : trunc(x / y)) : x / y; break;
         case OX_Pow: z = pow(x, y); break;
+        case OX_Max: z = num_max((float)x, (float)y); break;
+        case OX_Min: z = num_min((float)x, (float)y); break;
         case OX_Equal: z = x == y; break;
         default: TS_ASSERT(!"a binary op row"); break;
         }

@@ -43,6 +43,7 @@ typedef enum {
     X(Abs,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Add,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
     X(Cast,               CF_FIRST,  const_fold_cast,               import_cast,       OUT_ONE) \
+    X(Clip,               CF_NONE,   NULL,                          import_clip,       OUT_ONE) \
     X(Concat,             CF_FIRST,  const_fold_concat,             import_concat,     OUT_ONE) \
     X(Constant,           CF_ALWAYS, const_fold_constant,           NULL,              OUT_ONE) \
     X(ConstantOfShape,    CF_FIRST,  const_fold_constant_of_shape,  NULL,              OUT_ONE) \
@@ -56,10 +57,14 @@ typedef enum {
     X(Flatten,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
     X(Gather,             CF_FIRST,  const_fold_gather,             import_gather,     OUT_ONE) \
     X(Gemm,               CF_NONE,   NULL,                          import_gemm,       OUT_ONE) \
+    X(HardSigmoid,        CF_NONE,   NULL,                          import_hard_sigmoid, OUT_ONE) \
+    X(HardSwish,          CF_NONE,   NULL,                          import_hard_sigmoid, OUT_ONE) \
     X(Identity,           CF_FIRST,  const_fold_identity,           import_identity,   OUT_ONE) \
     X(LayerNormalization, CF_NONE,   NULL,                          import_layer_norm, OUT_ANY) \
     X(Log,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(MatMul,             CF_NONE,   NULL,                          import_matmul,     OUT_ONE) \
+    X(Max,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
+    X(Min,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
     X(Mul,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
     X(Neg,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(Pow,                CF_CONST,  const_fold_binary,             import_pow,        OUT_ONE) \

@@ -66,6 +66,65 @@ static int32_t import_binary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return ox_emit2(im, k, ox_gval(im, in_name(n, 0)), ox_gval(im, in_name(n, 1)), ox_node_name(im, NULL));
 }
 
+/* Max and Min of any number of operands: one binary op per operand after
+ * the first, broadcasting as Add does. */
+static int32_t import_max_min(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    if (n->n_input < 1 || !in_name(n, 0)) return ox_fail(im, "needs at least one input"), -1;
+    int32_t v = ox_gval(im, in_name(n, 0));
+    for (size_t k = 1; k < n->n_input && v >= 0; k++) {
+        if (!in_name(n, k)) return ox_fail(im, "input %zu is empty", k), -1;
+        char part[32];
+        snprintf(part, sizeof part, "part%zu", k);
+        v = ox_emit2(im, op == OX_Max ? OP_MAX : OP_MIN, v, ox_gval(im, in_name(n, k)),
+                     ox_node_name(im, k + 1 < n->n_input ? part : NULL));
+    }
+    return v;
+}
+
+/* A one-element f32 constant as a graph value, named after the node. */
+static int32_t scalar_value(imp *im, const char *suffix, double v) {
+    int64_t one = 1;
+    ct c = ct_new(im, false, 1, &one);
+    c.v[0] = (float)v;
+    const char *name = ox_node_name(im, suffix);
+    ox_set_const(im, name, c);
+    return ox_gval(im, name);
+}
+
+/* Clip(x, min, max): max with the lower bound, then min with the upper,
+ * each present as an input (opset 11 on, a constant or run-time value) or
+ * an attribute (before 11); an absent bound clips nothing. */
+static int32_t import_clip(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t v = ox_gval(im, in_name(n, 0)), bound[2] = {-1, -1};
+    const char *attrs[2] = {"min", "max"};
+    for (int k = 0; k < 2; k++) {
+        if (in_name(n, (size_t)k + 1)) bound[k] = ox_gval(im, in_name(n, (size_t)k + 1));
+        else if (attr(n, attrs[k])) bound[k] = scalar_value(im, attrs[k], attr_float(n, attrs[k], 0));
+        else continue;
+        if (bound[k] < 0) return -1;
+    }
+    if (bound[0] >= 0 && v >= 0) v = ox_emit2(im, OP_MAX, v, bound[0], ox_node_name(im, bound[1] >= 0 ? "lower" : NULL));
+    if (bound[1] >= 0 && v >= 0) v = ox_emit2(im, OP_MIN, v, bound[1], ox_node_name(im, NULL));
+    return v;
+}
+
+/* HardSigmoid(x) = min(max(alpha x + beta, 0), 1) (ONNX's alpha 0.2 and
+ * beta 0.5 unless given); HardSwish(x) = x HardSigmoid(x) with alpha 1/6,
+ * beta 1/2, as PyTorch's hardswish. Each step is a graph op. */
+static int32_t import_hard_sigmoid(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    bool swish = op == OX_HardSwish;
+    double alpha = swish ? 1.0 / 6 : attr_float(n, "alpha", 0.2), beta = swish ? 0.5 : attr_float(n, "beta", 0.5);
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    int32_t v = ox_emit_scale(im, x, alpha, ox_node_name(im, "scaled"));
+    if (v >= 0) v = ox_emit2(im, OP_ADD, v, scalar_value(im, "beta", beta), ox_node_name(im, "shifted"));
+    if (v >= 0) v = ox_emit2(im, OP_MAX, v, scalar_value(im, "zero", 0), ox_node_name(im, "above0"));
+    if (v >= 0) v = ox_emit2(im, OP_MIN, v, scalar_value(im, "one", 1), ox_node_name(im, swish ? "gate" : NULL));
+    if (swish && v >= 0) v = ox_emit2(im, OP_MUL, x, v, ox_node_name(im, NULL));
+    return v;
+}
+
 /* A scale by 1/c for a scalar constant c, a multiply by reciprocals for a constant tensor. */
 static int32_t import_div(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;

@@ -109,6 +109,10 @@ float num_gelu_erf(float x);
     X(ABS, abs, ARITH, __VA_ARGS__) X(NEG, neg, ARITH, __VA_ARGS__)                             \
     X(SQRT, sqrt, GELU, __VA_ARGS__) X(RECIPROCAL, reciprocal, GELU, __VA_ARGS__)               \
     X(ERF, erf, GELU, __VA_ARGS__) X(SOFTPLUS, softplus, GELU, __VA_ARGS__)
+/* max and min as the vector unit's f32 max/min take them: a NaN operand
+ * gives NaN (so a clamp never hides one), -0 below +0. */
+float num_max(float a, float b);
+float num_min(float a, float b);
 #define X(id, name, ...)        \
     float num_##name(float x);  \
     double num_##name##_f64(double x);

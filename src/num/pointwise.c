@@ -15,6 +15,18 @@ float num_gelu(float x) {
 
 float num_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * (float)0.7071067811865476)); }
 
+float num_max(float a, float b) {
+    if (a != a || b != b) return a + b;  /* NaN */
+    if (a == b) return signbit(a) ? b : a; /* +0 above -0 */
+    return a > b ? a : b;
+}
+
+float num_min(float a, float b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return signbit(a) ? a : b;
+    return a < b ? a : b;
+}
+
 float num_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 float num_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 float num_tanh(float x) { return tanhf(x); }

@@ -586,6 +586,8 @@ static void ew_apply(kernel_ew_op op, float f0, const float *restrict a, const f
     case KERNEL_EW_ADD: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; return;
     case KERNEL_EW_SUB: for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i]; return;
     case KERNEL_EW_MUL: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; return;
+    case KERNEL_EW_MAX: for (size_t i = 0; i < n; i++) o[i] = num_max(a[i], b[i]); return;
+    case KERNEL_EW_MIN: for (size_t i = 0; i < n; i++) o[i] = num_min(a[i], b[i]); return;
     case KERNEL_EW_GELU: for (size_t i = 0; i < n; i++) o[i] = num_gelu(a[i]); return;
     case KERNEL_EW_GELU_ERF: for (size_t i = 0; i < n; i++) o[i] = num_gelu_erf(a[i]); return;
     case KERNEL_EW_GELU_GRAD: for (size_t i = 0; i < n; i++) o[i] = num_gelu_deriv(a[i]) * b[i]; return;
