@@ -230,7 +230,7 @@ static oval *val_put(imp *im, const char *name) {
     int32_t k;
     if (strmap_get(&im->names, name, &k)) return &im->vals.v[k];
     const char *key = arena_strdup(&im->a, name);
-    vec_push(&im->a, &im->vals, ((oval){.name = key, .gv = -1}));
+    vec_push(&im->a, &im->vals, ((oval){.name = key, .gv = -1, .rows = -1}));
     strmap_put(&im->names, key, im->vals.n - 1);
     return &im->vals.v[im->vals.n - 1];
 }
@@ -239,7 +239,7 @@ void ox_set_const(imp *im, const char *name, ct c) {
     oval *o = val_put(im, name);
     o->is_const = true;
     o->c = c;
-    o->gv = -1;
+    o->gv = o->rows = -1;
 }
 
 void ox_set_graph(imp *im, const char *name, int32_t v) {
@@ -247,6 +247,18 @@ void ox_set_graph(imp *im, const char *name, int32_t v) {
     oval *o = val_put(im, name);
     o->is_const = false;
     o->gv = v;
+    o->rows = -1;
+}
+
+void ox_set_rows(imp *im, const char *name, int32_t rows, int rank, const int64_t *dim, const char *back_name) {
+    if (im->err || rows < 0) return;
+    oval *o = val_put(im, name);
+    o->is_const = false;
+    o->gv = -1;
+    o->rows = rows;
+    o->back_rank = rank;
+    memcpy(o->back_dim, dim, sizeof(int64_t) * (size_t)rank);
+    o->back_name = arena_strdup(&im->a, back_name);
 }
 
 oval *ox_cval(imp *im, const char *name) {
@@ -267,6 +279,9 @@ int ox_shape_of(imp *im, const char *name, int *rank, int64_t *dim) {
     if (o->is_const) {
         *rank = o->c.rank;
         memcpy(dim, o->c.dim, sizeof(int64_t) * (size_t)o->c.rank);
+    } else if (o->gv < 0 && o->rows >= 0) {
+        *rank = o->back_rank;
+        memcpy(dim, o->back_dim, sizeof(int64_t) * (size_t)o->back_rank);
     } else {
         const graph_type *t = ox_gtype(im, o->gv);
         *rank = t->rank;
@@ -537,8 +552,9 @@ static int import_nodes(imp *im) {
         if (o->is_const) return ox_fail(im, "output '%s' is a constant; tessel compiles computations", nm);
         /* Outputs are named as in the model (files NAME.npy), so the last op
          * producing one is renamed after it when that name is free. */
-        outs[i] = o->gv;
+        outs[i] = ox_gval(im, nm);
     }
+    if (im->err) return -1;
     graph_add_output(im->g, outs, (int32_t)im->gp->n_output);
     return 0;
 }

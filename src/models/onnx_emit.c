@@ -72,20 +72,28 @@ int32_t ox_emit2(imp *im, graph_op_kind k, int32_t x, int32_t y, const char *nam
  * and out), not one small GEMM per batch (PyTorch's [T, 1, E]
  * in-projections). */
 int32_t ox_emit_matmul(imp *im, int32_t a, int32_t b, bool tb, const char *name) {
+    int rank;
+    int64_t back[GRAPH_MAX_RANK];
+    int32_t v = ox_emit_matmul_rows(im, a, b, tb, name, &rank, back);
+    return v < 0 || !rank ? v : ox_emit_reshape(im, v, rank, back, name);
+}
+
+int32_t ox_emit_matmul_rows(imp *im, int32_t a, int32_t b, bool tb, const char *name, int *rank, int64_t *back) {
+    *rank = 0;
     if (im->err) return -1;
     const graph_type ta = *ox_gtype(im, a), tbt = *ox_gtype(im, b);
     int64_t batches = 1;
     for (int i = 0; i + 2 < ta.rank; i++) batches *= ta.dim[i];
     if (ta.rank > 2 && tbt.rank == 2 && batches > 1) {
-        int64_t rows = 1, flat[2], back[GRAPH_MAX_RANK];
+        int64_t rows = 1, flat[2];
         for (int i = 0; i + 1 < ta.rank; i++) rows *= back[i] = ta.dim[i];
         flat[0] = rows, flat[1] = ta.dim[ta.rank - 1];
         back[ta.rank - 1] = tb ? tbt.dim[0] : tbt.dim[1];
         char rows_name[600];
         snprintf(rows_name, sizeof rows_name, "%s.rows", name);
         int32_t x = ox_emit_reshape(im, a, 2, flat, ox_node_name(im, "flat"));
-        int32_t y = x < 0 ? -1 : ox_emit_matmul(im, x, b, tb, rows_name);
-        return y < 0 ? -1 : ox_emit_reshape(im, y, ta.rank, back, name);
+        *rank = ta.rank;
+        return x < 0 ? -1 : ox_emit_matmul(im, x, b, tb, rows_name);
     }
     int32_t in[2] = {a, b};
     int32_t op = graph_begin_op(im->g, OP_MATMUL, in, 2);
@@ -170,5 +178,6 @@ int32_t ox_gval(imp *im, const char *name) {
     oval *o = name ? ox_val_get(im, name) : NULL;
     if (!o) return ox_fail(im, "input '%s' is not defined before its use", name ? name : "(missing)"), -1;
     if (o->is_const) return ox_const_value(im, o);
+    if (o->gv < 0 && o->rows >= 0) o->gv = ox_emit_reshape(im, o->rows, o->back_rank, o->back_dim, o->back_name);
     return o->gv;
 }

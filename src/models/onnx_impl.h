@@ -164,6 +164,13 @@ typedef struct oval {
     bool is_const;
     ct c;
     int32_t gv;                 /* graph value, or -1 */
+    /* A value still in a shared-weight GEMM's flattened rows (gv -1): the
+     * graph value of its rows, and the shape and name the reshape back
+     * gives it when an op first needs it as it is (ox_gval). */
+    int32_t rows;
+    int back_rank;
+    int64_t back_dim[GRAPH_MAX_RANK];
+    const char *back_name;
 } oval;
 
 typedef enum { RZ_NONE, RZ_ABSORBED, RZ_GELU_ERF, RZ_GELU_TANH, RZ_LAYER_NORM } raise_kind;
@@ -264,6 +271,8 @@ int ox_tensor_ct(imp *im, const Onnx__TensorProto *t, const raw_ref *raw, ct *ou
 oval *ox_val_get(imp *im, const char *name);
 void ox_set_const(imp *im, const char *name, ct c);
 void ox_set_graph(imp *im, const char *name, int32_t v);
+/* name is rows reshaped to (rank, dim), made when first used (ox_gval). */
+void ox_set_rows(imp *im, const char *name, int32_t rows, int rank, const int64_t *dim, const char *back_name);
 /* The constant behind an ONNX value name, or NULL. */
 oval *ox_cval(imp *im, const char *name);
 /* Whether name is a one-element constant, and its value. */
@@ -318,6 +327,9 @@ int32_t ox_finish(imp *im, int32_t op, const char *name, const graph_type *decla
 int32_t ox_emit1(imp *im, graph_op_kind k, int32_t x, const char *name);
 int32_t ox_emit2(imp *im, graph_op_kind k, int32_t x, int32_t y, const char *name);
 int32_t ox_emit_matmul(imp *im, int32_t a, int32_t b, bool tb, const char *name);
+/* The same, but a flattened GEMM's rows are returned as they are, with the
+ * shape of the product in (*rank, back); *rank 0: the product itself. */
+int32_t ox_emit_matmul_rows(imp *im, int32_t a, int32_t b, bool tb, const char *name, int *rank, int64_t *back);
 int32_t ox_emit_scale(imp *im, int32_t x, double by, const char *name);
 int32_t ox_emit_reshape(imp *im, int32_t x, int rank, const int64_t *dim, const char *name);
 int32_t ox_emit_transpose(imp *im, int32_t x, const int64_t *perm, int rank, const char *name);

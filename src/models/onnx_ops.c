@@ -53,10 +53,31 @@ int32_t ox_import_raised(imp *im, const raised *rz) {
 /* ---- arithmetic ----------------------------------------------------------------------- */
 
 /* Add, Sub, Mul; a multiply by a scalar constant is a scale. */
+/* Whether o waits as flattened rows and c, a constant of at most one axis,
+ * broadcasts onto the rows as onto the value they stand for. */
+static bool rows_and_vector(const oval *o, const oval *c) {
+    return o && c && !o->is_const && o->gv < 0 && o->rows >= 0 && c->is_const && c->c.rank <= 1 &&
+           (c->c.rank == 0 || c->c.dim[0] == 1 || c->c.dim[0] == o->back_dim[o->back_rank - 1]);
+}
+
 static int32_t import_binary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     graph_op_kind k = op == OX_Add ? OP_ADD : op == OX_Sub ? OP_SUB : OP_MUL;
     oval *ca = ox_cval(im, in_name(n, 0)), *cb = ox_cval(im, in_name(n, 1));
     double s;
+    /* A bias on a shared-weight GEMM's flattened rows: added to the rows,
+     * which stay flat (import_matmul). */
+    oval *va = ox_val_get(im, in_name(n, 0)), *vb = ox_val_get(im, in_name(n, 1));
+    if (k == OP_ADD && (rows_and_vector(va, vb) || rows_and_vector(vb, va))) {
+        const oval *r = rows_and_vector(va, vb) ? va : vb;
+        int32_t x = r == va ? r->rows : ox_gval(im, in_name(n, 0)), y = r == vb ? r->rows : ox_gval(im, in_name(n, 1));
+        const char *name = ox_node_name(im, NULL);
+        char rows_name[600];
+        snprintf(rows_name, sizeof rows_name, "%s.rows", name);
+        int32_t v = ox_emit2(im, OP_ADD, x, y, rows_name);
+        if (v < 0) return -1;
+        ox_set_rows(im, n->output[0], v, r->back_rank, r->back_dim, name);
+        return -2;
+    }
     /* x * c and x / c with a scalar c are scales. */
     if (k == OP_MUL && ((cb && cb->c.n == 1) || (ca && ca->c.n == 1))) {
         oval *c = cb && cb->c.n == 1 ? cb : ca;
@@ -196,7 +217,16 @@ static int32_t import_matmul(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t a = ox_gval(im, in_name(n, 0)), b = ox_gval(im, in_name(n, 1));
     if (a < 0 || b < 0) return -1;
     if (ox_gtype(im, a)->rank < 2 || ox_gtype(im, b)->rank < 2) return ox_fail(im, "MatMul of a vector is not supported"), -1;
-    return ox_emit_matmul(im, a, b, false, ox_node_name(im, NULL));
+    /* A shared weight's flattened rows stay flat until an op needs them as
+     * they are: the bias add that usually follows works on the rows, where
+     * the GEMM can take it (import_binary). */
+    int rank;
+    int64_t back[GRAPH_MAX_RANK];
+    const char *name = ox_node_name(im, NULL);
+    int32_t v = ox_emit_matmul_rows(im, a, b, false, name, &rank, back);
+    if (v < 0 || !rank) return v;
+    ox_set_rows(im, n->output[0], v, rank, back, name);
+    return -2;
 }
 
 /* A constant transposed on its last two axes (a Gemm weight with transB). */
