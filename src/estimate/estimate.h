@@ -82,4 +82,13 @@ void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_v
  * costs of src/place/tables.c). */
 double est_table_bytes(uint64_t sent_frags, uint64_t recv_frags);
 
+/* ---- bound.c: the least an op can cost (docs/search.md, "The bound") ---- */
+
+/* Cycles graph op `op` of g takes at least on m, one execution, whatever
+ * the plan: its multiply-adds at the AMP's peak on every tile, its vector
+ * work at the kernels' rates shared by every tile; no exchange. */
+double est_op_bound(const graph *g, int32_t op, const machine *m);
+/* Times op runs: the product of its enclosing repeats' counts. */
+int64_t est_op_executions(const graph *g, int32_t op);
+
 #endif

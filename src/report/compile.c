@@ -113,6 +113,25 @@ static void choice_reason(const search_op *so, double cycles, double peak, char 
                  so->runner_cycles, cycles);
 }
 
+/* Per op of g (the compiled graph) that costs anything, the least it can
+ * cost on m (est_op_bound), the plan's prediction and their ratio, one
+ * execution each; *bound receives the program's sum, repeats counted. */
+static json_t *bounds_json(const graph *g, const machine *m, const search_result *sr, double *bound) {
+    json_t *a = json_array();
+    *bound = 0;
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        double b = est_op_bound(g, i, m), p = sr->op_cycles ? sr->op_cycles[i] : 0;
+        if (b <= 0 && p <= 0) continue;
+        int64_t n = est_op_executions(g, i);
+        *bound += b * (double)n;
+        json_t *e = json_pack("{s:s, s:s, s:I, s:f, s:f}", "op", graph_op_name(g, i), "kind", graph_op_infos[graph_opr(g, i)->kind].name,
+                              "executions", (json_int_t)n, "bound_cycles", b, "predicted_cycles", p);
+        if (b > 0) json_object_set_new(e, "ratio", json_real(p / b));
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
 char *report_compile_json(const graph *model, const machine *m, const compile_info *info) {
     const search_result *sr = &info->search;
     const graph *g = driver_compiled_graph(model, info); /* the search's ops are the compiled graph's */
@@ -175,6 +194,8 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
                                                 "room_scale", info->failed[i].room_scale, "siblings",
                                                 info->failed[i].joined ? "joined" : "apart", "why", info->failed[i].why));
     const est_result *e = &sr->est;
+    double bound;
+    json_t *bounds = bounds_json(g, m, sr, &bound);
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:f, s:o, s:o, s:o, s:i, "
         "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}, "
@@ -209,6 +230,10 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
     json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
     json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
     json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
+    /* How far the plan is from what the machine allows (docs/search.md, "The bound"). */
+    json_object_set_new(j, "bounds", bounds);
+    json_object_set_new(j, "bound_cycles", json_real(bound));
+    if (bound > 0) json_object_set_new(j, "predicted_over_bound", json_real(e->cycles / bound));
 
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);

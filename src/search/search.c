@@ -758,6 +758,10 @@ static void describe_best(const state *st, est_cache *cache, bool reasons, searc
         memset(r->est.prim_cycles, 0, sizeof(double) * (size_t)(bm.prims.n + 1)); /* a repeat prim's own entries stay 0 */
         memset(r->est.prim_exchange, 0, sizeof(double) * (size_t)(bm.prims.n + 1));
         est_program(&bm, cache, &r->est);
+        r->op_cycles = arena_alloc(&r->arena, sizeof(double) * (size_t)(g->ops.n + 1));
+        memset(r->op_cycles, 0, sizeof(double) * (size_t)(g->ops.n + 1));
+        for (int32_t k = 0; k < bm.prims.n; k++)
+            if (mid_p(&bm, k)->origin >= 0 && mid_p(&bm, k)->origin < g->ops.n) r->op_cycles[mid_p(&bm, k)->origin] += r->est.prim_cycles[k];
         for (int32_t i = 0; i < g->ops.n; i++) {
             if (!graph_kind_has_gemm(graph_opr(g, i)->kind) || !best.has[i]) continue;
             search_op so = {.op = i, .chosen = best.gemm[i]};

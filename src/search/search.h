@@ -77,6 +77,8 @@ typedef struct search_result {
     VEC(search_op) ops;
     int64_t proposals, rejected_memory, rejected_slower, evaluations, beam_evaluations;
     int64_t copies_priced, copies_reused;
+    double *op_cycles;                   /* per op of the graph planned: its prims' predicted cycles, one
+                                            execution (arena; NULL without a best plan) */
     mid_cast_site *sites;                /* the best finalist's cast sites (arena), eligible or not, */
     int32_t nsites;                      /* `early` as it runs them */
     double seconds;
