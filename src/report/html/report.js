@@ -486,6 +486,19 @@
       { h: "ratio", n: 1, f: (v) => (v === null ? "-" : v.toFixed(3)) }, { h: "steps" }], rows2, { scroll: 1 });
     t2.id = "estimate-ops";
     s.appendChild(t2);
+    if (!P.bounds) return;
+    // The machine's bound per op (docs/search.md, "The bound"): where the
+    // plan's predicted cycles stand furthest above it, all executions counted.
+    s.appendChild(el("h3", { text: "against the machine's bound: " + int(P.predicted_cycles) + " predicted, " + int(P.bound_cycles) +
+      " at least (" + (P.predicted_over_bound ? P.predicted_over_bound.toFixed(2) + "x" : "-") + ")" }));
+    const rows3 = P.bounds.map((b) => [b.op, b.kind, b.executions, b.bound_cycles, b.predicted_cycles,
+      b.ratio === undefined ? null : b.ratio, (b.predicted_cycles - b.bound_cycles) * b.executions])
+      .sort((x, y) => y[6] - x[6]);
+    const t3 = table([{ h: "op" }, { h: "kind" }, { h: "executions", n: 1 }, { h: "bound", n: 1, f: int }, { h: "predicted", n: 1, f: int },
+      { h: "predicted / bound", n: 1, f: (v) => (v === null ? "-" : v.toFixed(2)) }, { h: "above the bound, all executions", n: 1, f: int }],
+      rows3, { scroll: 1 });
+    t3.id = "estimate-bounds";
+    s.appendChild(t3);
   })();
 
   // ---- 6. check ------------------------------------------------------------------
