@@ -538,7 +538,37 @@ static int import_node(imp *im, size_t i) {
     return 0;
 }
 
+/* Every node whose op the importer does not know, at once: the op types,
+ * each with its count and first node, in the order they first appear. */
+static int unknown_ops(imp *im) {
+    const char *types[64];
+    int count[64], ntypes = 0, nodes = 0;
+    size_t first[64];
+    for (size_t i = 0; i < im->gp->n_node; i++) {
+        const Onnx__NodeProto *n = im->gp->node[i];
+        bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0;
+        if (!n->op_type || (!foreign && ox_op_find(n->op_type))) continue;
+        nodes++;
+        int t = 0;
+        while (t < ntypes && strcmp(types[t], n->op_type) != 0) t++;
+        if (t == ntypes && ntypes < 64) types[ntypes] = n->op_type, count[ntypes] = 0, first[ntypes] = i, ntypes++;
+        if (t < ntypes) count[t]++;
+    }
+    if (!nodes) return 0;
+    char list[1536] = "";
+    size_t at = 0;
+    for (int t = 0; t < ntypes && at < sizeof list; t++) {
+        const Onnx__NodeProto *n = im->gp->node[first[t]];
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s%s%s (%d node%s, first '%s')", t ? ", " : "",
+                               n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 ? n->domain : "",
+                               n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 ? "." : "", types[t], count[t],
+                               count[t] == 1 ? "" : "s", n->name && n->name[0] ? n->name : "(unnamed)");
+    }
+    return ox_fail(im, "%d node%s use%s ops tessel does not import: %s", nodes, nodes == 1 ? "" : "s", nodes == 1 ? "s" : "", list);
+}
+
 static int import_nodes(imp *im) {
+    if (unknown_ops(im)) return -1;
     for (size_t i = 0; i < im->gp->n_node && !im->err; i++)
         if (import_node(im, i)) return -1;
     im->cur = NULL;
