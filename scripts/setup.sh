@@ -6,7 +6,7 @@ pkgs=(cmake make gcc pkg-config
       llvm-14-tools clang-14 libclang-rt-14-dev
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       python3 python3-numpy
-      python3-torch python3-torchvision python3-pytest  # the Python module's tests (tests/python)
+      python3-torch python3-torchvision python3-pytest python3-onnx  # the Python module's and ONNX tests
       chromium)  # opens the HTML report in tests (tests/lit/report)
 missing=()
 for p in "${pkgs[@]}"; do

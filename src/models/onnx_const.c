@@ -81,6 +81,9 @@ static int ct_binary(imp *im, ox_op_id op, ct *a, ct *b, ct *out) {
         case OX_Mul: z = x * y; break;
         case OX_Div: z = c.is_int ? (y == 0 ? 0 : trunc(x / y)) : x / y; break;
         case OX_Pow: z = pow(x, y); break;
+        case OX_Mod: /* fmod = 1: the dividend's sign (C's fmod); else the divisor's (Python's %) */
+            z = y == 0 ? 0 : attr_int(im->cur, "fmod", 0) ? fmod(x, y) : x - floor(x / y) * y;
+            break;
         case OX_Max: z = num_max((float)x, (float)y); break;
         case OX_Min: z = num_min((float)x, (float)y); break;
         case OX_Equal: z = x == y; break;
@@ -383,6 +386,15 @@ int const_fold_binary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     ct c;
     if (!a || !b) return ox_fail(im, "needs two inputs");
     if (ct_binary(im, op, &a->c, &b->c, &c)) return -1;
+    return folded(im, n, c);
+}
+
+/* Not of a boolean constant (any nonzero is true). */
+int const_fold_not(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    ct *a = first(im, n);
+    ct c = ct_new(im, true, a->rank, a->dim);
+    for (int64_t i = 0; i < c.n; i++) c.v[i] = ct_at(a, i) == 0;
     return folded(im, n, c);
 }
 

@@ -57,6 +57,7 @@ typedef enum {
     X(Flatten,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
     X(Gather,             CF_FIRST,  const_fold_gather,             import_gather,     OUT_ONE) \
     X(Gemm,               CF_NONE,   NULL,                          import_gemm,       OUT_ONE) \
+    X(GlobalAveragePool,  CF_NONE,   NULL,                          import_reduce,     OUT_ONE) \
     X(HardSigmoid,        CF_NONE,   NULL,                          import_hard_sigmoid, OUT_ONE) \
     X(HardSwish,          CF_NONE,   NULL,                          import_hard_sigmoid, OUT_ONE) \
     X(Identity,           CF_FIRST,  const_fold_identity,           import_identity,   OUT_ONE) \
@@ -65,8 +66,11 @@ typedef enum {
     X(MatMul,             CF_NONE,   NULL,                          import_matmul,     OUT_ONE) \
     X(Max,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
     X(Min,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
+    X(Mod,                CF_CONST,  const_fold_binary,             NULL,              OUT_ONE) \
     X(Mul,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
     X(Neg,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
+    X(Not,                CF_FIRST,  const_fold_not,                NULL,              OUT_ONE) \
+    X(Pad,                CF_NONE,   NULL,                          import_pad,        OUT_ONE) \
     X(Pow,                CF_CONST,  const_fold_binary,             import_pow,        OUT_ONE) \
     X(Range,              CF_CONST,  const_fold_range,              NULL,              OUT_ONE) \
     X(Reciprocal,         CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
@@ -295,7 +299,7 @@ int fold_const(imp *im, const ox_op *row, const Onnx__NodeProto *n);
 const_fold_fn const_fold_binary, const_fold_cast, const_fold_concat, const_fold_constant,
     const_fold_constant_of_shape, const_fold_expand, const_fold_gather, const_fold_identity, const_fold_range,
     const_fold_reshape, const_fold_shape, const_fold_slice, const_fold_transpose, const_fold_unary,
-    const_fold_where;
+    const_fold_where, const_fold_not;
 /* Shape rules the importers share with the folders. */
 ct ct_new(imp *im, bool is_int, int rank, const int64_t *dim);
 int ct_transpose(imp *im, ct *x, const int64_t *perm, ct *out);

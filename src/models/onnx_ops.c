@@ -360,6 +360,8 @@ static int32_t import_layer_norm(imp *im, const Onnx__NodeProto *n, ox_op_id op)
 }
 
 /* ReduceSum, ReduceMean: reduce_sum (keepdims as given), then a scale by 1/n for the mean. */
+/* ReduceSum, ReduceMean, and GlobalAveragePool (the mean over every axis
+ * after the first two, kept). */
 static int32_t import_reduce(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t x = ox_gval(im, in_name(n, 0));
     if (x < 0) return -1;
@@ -367,7 +369,11 @@ static int32_t import_reduce(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int64_t axes[CT_MAX_RANK];
     int na;
     const int64_t *aa = attr_ints(n, "axes", &na);
-    if (na >= 0) memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
+    bool global = op == OX_GlobalAveragePool;
+    if (global && t->rank < 3) return ox_fail(im, "GlobalAveragePool of a rank-%d input (it needs N, C and spatial axes)", t->rank), -1;
+    if (global)
+        for (na = 0; na + 2 < t->rank; na++) axes[na] = na + 2;
+    else if (na >= 0) memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
     else if (in_name(n, 1) && ox_const_ints(im, in_name(n, 1), axes, CT_MAX_RANK, &na)) return -1;
     if (na < 0) {
         na = t->rank;
@@ -378,16 +384,49 @@ static int32_t import_reduce(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
         if (ox_norm_axis(im, axes[i], t->rank, &axes[i])) return -1;
         count *= t->dim[axes[i]];
     }
-    bool mean = op == OX_ReduceMean;
+    bool mean = op == OX_ReduceMean || global;
     int32_t o = graph_begin_op(im->g, OP_REDUCE_SUM, &x, 1);
     graph_set_ints(im->g, o, ATTR_AXES, axes, na);
-    if (attr_int(n, "keepdims", 1)) graph_set_bool(im->g, o, ATTR_KEEPDIMS, true);
+    if (global || attr_int(n, "keepdims", 1)) graph_set_bool(im->g, o, ATTR_KEEPDIMS, true);
     graph_type decl = {.dtype = DT_F32};
     int32_t s = ox_finish(im, o, ox_node_name(im, mean ? "sum" : NULL), &decl);
     return mean ? ox_emit_scale(im, s, 1.0 / (double)count, ox_node_name(im, NULL)) : s;
 }
 
 /* ---- data movement ---------------------------------------------------------------------- */
+
+/* Pad in constant mode: pads and the value as constant inputs (opset 11 on;
+ * axes from 18) or attributes (before); negative pads (crops) refused. */
+static int32_t import_pad(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    int32_t x = ox_gval(im, in_name(n, 0));
+    if (x < 0) return -1;
+    const Onnx__AttributeProto *mode = attr(n, "mode");
+    if (mode && mode->s.len && !(mode->s.len == 8 && memcmp(mode->s.data, "constant", 8) == 0))
+        return ox_fail(im, "only mode 'constant' is supported, not '%.*s'", (int)mode->s.len, (const char *)mode->s.data), -1;
+    int r = ox_gtype(im, x)->rank, np, na = -1;
+    int64_t pads[2 * GRAPH_MAX_RANK], axes[GRAPH_MAX_RANK], lo[GRAPH_MAX_RANK] = {0}, hi[GRAPH_MAX_RANK] = {0};
+    const int64_t *ap = attr_ints(n, "pads", &np);
+    if (np >= 0 && np <= 2 * GRAPH_MAX_RANK) memcpy(pads, ap, sizeof(int64_t) * (size_t)np);
+    else if (!in_name(n, 1) || ox_const_ints(im, in_name(n, 1), pads, 2 * GRAPH_MAX_RANK, &np))
+        return im->err ? -1 : (ox_fail(im, "pads must be a constant"), -1);
+    if (in_name(n, 3) && ox_const_ints(im, in_name(n, 3), axes, GRAPH_MAX_RANK, &na)) return -1;
+    if (na < 0)
+        for (na = 0; na < r; na++) axes[na] = na;
+    if (np != 2 * na) return ox_fail(im, "%d pads for %d axes", np, na), -1;
+    for (int i = 0; i < na; i++) {
+        if (ox_norm_axis(im, axes[i], r, &axes[i])) return -1;
+        if (pads[i] < 0 || pads[na + i] < 0) return ox_fail(im, "negative pads (a crop) are not supported"), -1;
+        lo[axes[i]] = pads[i], hi[axes[i]] = pads[na + i];
+    }
+    double value = attr_float(n, "value", 0);
+    if (in_name(n, 2) && !ox_scalar_const(im, in_name(n, 2), &value)) return ox_fail(im, "constant_value must be a constant scalar"), -1;
+    int32_t o = graph_begin_op(im->g, OP_PAD, &x, 1);
+    graph_set_ints(im->g, o, ATTR_LOW, lo, r);
+    graph_set_ints(im->g, o, ATTR_HIGH, hi, r);
+    if (value != 0) graph_set_float(im->g, o, ATTR_VALUE, value);
+    return ox_finish(im, o, ox_node_name(im, NULL), NULL);
+}
 
 static int32_t import_transpose(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""The models users bring, tried as a user would: each exported by
+torch.onnx.export from Debian's PyTorch (random weights, fixed shapes,
+batch 1), then imported, compiled for c600, and checked against PyTorch's
+own output with `tessel check`. Prints one Markdown table row per model
+(docs/onnx.md keeps the table).
+
+    scripts/onnx_coverage.py TESSEL [--only NAME,...] [--precision f16|fp8] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torchvision
+
+
+class CausalBlock(torch.nn.Module):
+    """A GPT-style pre-LN decoder block, batch first, with its causal mask."""
+
+    def __init__(self, e=256, heads=4, t=64):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(e, heads, 4 * e, dropout=0.0, activation="gelu", batch_first=True,
+                                                      norm_first=True)
+        self.register_buffer("mask", torch.triu(torch.full((t, t), float("-inf")), 1))
+
+    def forward(self, x):
+        return self.layer(x, src_mask=self.mask)
+
+
+def vision(ctor, size=224):
+    def make():
+        torch.manual_seed(0)
+        m = ctor()
+        return m, torch.randn(1, 3, size, size)
+    return make
+
+
+def seq(ctor, shape):
+    def make():
+        torch.manual_seed(0)
+        return ctor(), torch.randn(*shape)
+    return make
+
+
+MODELS = {
+    "vit_b_16": vision(torchvision.models.vit_b_16),
+    "resnet18": vision(torchvision.models.resnet18),
+    "mobilenet_v3_small": vision(torchvision.models.mobilenet_v3_small),
+    "efficientnet_b0": vision(torchvision.models.efficientnet_b0),
+    "convnext_tiny": vision(torchvision.models.convnext_tiny),
+    "swin_t": vision(torchvision.models.swin_t),
+    "TransformerEncoderLayer (seq first, E=384, T=197)":
+        seq(lambda: torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, activation="gelu", norm_first=True),
+            (197, 1, 384)),
+    "TransformerEncoder, 2 layers (batch first, E=256, T=128)":
+        seq(lambda: torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True),
+                                                2), (1, 128, 256)),
+    "causal decoder block (E=256, T=64)": seq(CausalBlock, (1, 64, 256)),
+}
+
+
+def first_line(text):
+    for line in text.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
+    return text.strip().splitlines()[-1] if text.strip() else ""
+
+
+def run(argv, timeout=900):
+    t0 = time.time()
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return r, time.time() - t0
+
+
+def one(tessel, name, make, precision, work):
+    model, x = make()
+    model.eval()
+    base = os.path.join(work, "".join(c if c.isalnum() else "_" for c in name)[:40])
+    onnx = base + ".onnx"
+    with torch.no_grad():
+        y = model(x)
+    try:
+        torch.onnx.export(model, (x,), onnx, input_names=["x"], output_names=["y"], opset_version=17)
+    except Exception as e:  # the export itself can fail
+        return [name, "export fails: " + str(e).splitlines()[0][:120], "", "", "", ""]
+    np.save(base + ".in.npy", x.numpy().astype(np.float16))
+    np.save(base + ".out.npy", y.numpy().astype(np.float32))
+    r, _ = run([tessel, "graph", onnx, "--precision", precision])
+    if r.returncode != 0:
+        return [name, "no: " + first_line(r.stderr), "", "", "", ""]
+    r, secs = run([tessel, "check", onnx, "--precision", precision, "--json", "--input", "x=" + base + ".in.npy",
+                   "--expect", "y=" + base + ".out.npy"])
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        return [name, "yes", "no: " + first_line(r.stderr), "", "", ""]
+    if j.get("does_not_fit"):
+        return [name, "yes", "yes", "no: " + j["reason"].split("error:", 1)[-1].strip()[:160], "", ""]
+    verdict = ("exact, cosine %.4f against PyTorch" % j["expect_cosine"]) if j["pass"] else \
+        ("FAIL: exact %s, cosine %.4f against PyTorch" % (j["exact"], j.get("expect_cosine", float("nan"))))
+    return [name, "yes", "yes (%.0f s with the check)" % secs, "yes", verdict, "{:,}".format(j["cycles"])]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tessel")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--precision", default="f16")
+    ap.add_argument("--keep")
+    a = ap.parse_args()
+    work = a.keep or tempfile.mkdtemp(prefix="tessel-coverage-")
+    os.makedirs(work, exist_ok=True)
+    names = [n for n in MODELS if not a.only or any(o in n for o in a.only.split(","))]
+    print("| model (%s, batch 1) | imports | compiles | fits c600 | check | cycles |" % a.precision)
+    print("| --- | --- | --- | --- | --- | ---: |")
+    for name in names:
+        row = one(os.path.abspath(a.tessel), name, MODELS[name], a.precision, work)
+        print("| " + " | ".join(row) + " |", flush=True)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
