@@ -539,6 +539,38 @@ int const_fold_where(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return folded(im, n, c);
 }
 
+/* ScatterND (reduction none) of constants: data with each indexed slice
+ * replaced by its update, in order (swin_t's shifted-window masks). */
+int const_fold_scatter_nd(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
+    (void)op;
+    oval *d = ox_cval(im, in_name(n, 0)), *ix = ox_cval(im, in_name(n, 1)), *u = ox_cval(im, in_name(n, 2));
+    if (!d || !ix || !u) return ox_fail(im, "needs three inputs");
+    const Onnx__AttributeProto *red = attr(n, "reduction");
+    if (red && red->s.len && !(red->s.len == 4 && memcmp(red->s.data, "none", 4) == 0))
+        return ox_fail(im, "only reduction 'none' is supported");
+    const ct *data = &d->c, *ind = &ix->c, *upd = &u->c;
+    int q = ind->rank;
+    int64_t k = q ? ind->dim[q - 1] : 0;
+    if (q < 1 || k < 1 || k > data->rank || upd->rank != q - 1 + data->rank - (int)k)
+        return ox_fail(im, "indices of shape rank %d do not index data of rank %d with updates of rank %d", q, data->rank, upd->rank);
+    int64_t slice = 1, count = ind->n / k;
+    for (int a = (int)k; a < data->rank; a++) slice *= data->dim[a];
+    if (count * slice != upd->n) return ox_fail(im, "%lld updates of %lld elements for %lld values", (long long)count, (long long)slice, (long long)upd->n);
+    ct c = ct_new(im, data->is_int && upd->is_int, data->rank, data->dim);
+    for (int64_t i = 0; i < c.n; i++) c.v[i] = ct_at(data, i);
+    for (int64_t j = 0; j < count; j++) {
+        int64_t at = 0;
+        for (int a = 0; a < k; a++) {
+            int64_t x = (int64_t)ct_at(ind, j * k + a);
+            if (x < 0) x += data->dim[a];
+            if (x < 0 || x >= data->dim[a]) return ox_fail(im, "index %lld out of range on axis %d", (long long)x, a);
+            at = at * data->dim[a] + x;
+        }
+        for (int64_t e = 0; e < slice; e++) c.v[at * slice + e] = ct_at(upd, j * slice + e);
+    }
+    return folded(im, n, c);
+}
+
 int const_fold_range(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;
     oval *s = ox_cval(im, in_name(n, 0)), *l = ox_cval(im, in_name(n, 1)), *dl = ox_cval(im, in_name(n, 2));

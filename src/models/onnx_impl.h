@@ -78,6 +78,7 @@ typedef enum {
     X(ReduceMean,         CF_NONE,   NULL,                          import_reduce,     OUT_ONE) \
     X(ReduceSum,          CF_NONE,   NULL,                          import_reduce,     OUT_ONE) \
     X(Reshape,            CF_FIRST,  const_fold_reshape,            import_reshape,    OUT_ONE) \
+    X(ScatterND,          CF_CONST,  const_fold_scatter_nd,         NULL,              OUT_ONE) \
     X(Shape,              CF_ALWAYS, const_fold_shape,              NULL,              OUT_ONE) \
     X(Slice,              CF_FIRST,  const_fold_slice,              import_slice,      OUT_ONE) \
     X(Softmax,            CF_NONE,   NULL,                          import_softmax,    OUT_ONE) \
@@ -299,7 +300,7 @@ int fold_const(imp *im, const ox_op *row, const Onnx__NodeProto *n);
 const_fold_fn const_fold_binary, const_fold_cast, const_fold_concat, const_fold_constant,
     const_fold_constant_of_shape, const_fold_expand, const_fold_gather, const_fold_identity, const_fold_range,
     const_fold_reshape, const_fold_shape, const_fold_slice, const_fold_transpose, const_fold_unary,
-    const_fold_where, const_fold_not;
+    const_fold_where, const_fold_not, const_fold_scatter_nd;
 /* Shape rules the importers share with the folders. */
 ct ct_new(imp *im, bool is_int, int rank, const int64_t *dim);
 int ct_transpose(imp *im, ct *x, const int64_t *perm, ct *out);

@@ -3,8 +3,9 @@
 0.5 on the last two axes), ReLU, global average pooling, flattened, a Linear;
 plus OUT/pool.in.npy and OUT/pool.out.npy (PyTorch's output). And
 OUT/consts.onnx (onnx.helper): x[2] plus Cast(Mod([5, -7], [3, 3])) plus
-Cast(Not([true, false])), every value but x constant, with its expected
-output in OUT/consts.out.npy: [2+2+0, 2+2+1] for x = [2, 2] (Python's %: 5 % 3 = -7 % 3 = 2)."""
+Cast(Not([true, false])) plus ScatterND([0, 0], [[1]], [7]), every value but
+x constant, with its expected output in OUT/consts.out.npy: [2+2+0+0,
+2+2+1+7] for x = [2, 2] (Python's %: 5 % 3 = -7 % 3 = 2)."""
 import os
 import sys
 
@@ -40,12 +41,17 @@ def main(out):
              helper.make_node("Constant", [], ["t"], value=helper.make_tensor("t", TensorProto.BOOL, [2], [1, 0])),
              helper.make_node("Not", ["t"], ["n"]),
              helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["x", "mf"], ["s"]), helper.make_node("Add", ["s", "nf"], ["y"])]
+             helper.make_node("Constant", [], ["z"], value=helper.make_tensor("z", TensorProto.FLOAT, [2], [0, 0])),
+             helper.make_node("Constant", [], ["i"], value=helper.make_tensor("i", TensorProto.INT64, [1, 1], [1])),
+             helper.make_node("Constant", [], ["u"], value=helper.make_tensor("u", TensorProto.FLOAT, [1], [7])),
+             helper.make_node("ScatterND", ["z", "i", "u"], ["sc"]),
+             helper.make_node("Add", ["x", "mf"], ["s"]), helper.make_node("Add", ["s", "nf"], ["s2"]),
+             helper.make_node("Add", ["s2", "sc"], ["y"])]
     g = helper.make_graph(nodes, "consts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "consts.onnx"))
     np.save(os.path.join(out, "consts.in.npy"), np.array([2, 2], np.float16))
-    np.save(os.path.join(out, "consts.out.npy"), np.array([4, 5], np.float32))
+    np.save(os.path.join(out, "consts.out.npy"), np.array([4, 12], np.float32))
 
 
 if __name__ == "__main__":
