@@ -459,11 +459,65 @@ static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t x = ox_gval(im, in_name(n, 0));
     if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
     if (ox_slice_bounds(im, n, rank, dim, b, e, s)) return -1;
+    bool strided = false;
+    int64_t keep[CT_MAX_RANK] = {0}; /* per strided axis: the column of the window kept */
+    int64_t pad_lo[GRAPH_MAX_RANK] = {0}, pad_hi[GRAPH_MAX_RANK] = {0};
+    bool padded = false;
     for (int i = 0; i < rank; i++) {
-        if (s[i] != 1) return ox_fail(im, "Slice with a step other than 1 is not supported"), -1;
+        if (s[i] < 1) return ox_fail(im, "Slice with a step below 1 is not supported"), -1;
         if (e[i] <= b[i]) return ox_fail(im, "Slice is empty"), -1;
+        if (s[i] == 1) continue;
+        /* Every s-th element from b: a window of count s elements cut into
+         * count rows of s, of which one column is kept: the first, or (a
+         * window that would run past the end moved back by r <= b) the r-th. */
+        int64_t count = (e[i] - b[i] + s[i] - 1) / s[i];
+        if (count == 1) { /* one element: a plain slice */
+            e[i] = b[i] + 1, s[i] = 1;
+            continue;
+        }
+        int64_t r = b[i] + count * s[i] - dim[i];
+        r = r < 0 ? 0 : r;
+        if (r > b[i]) /* nor can it move back: the axis is padded at its end instead, with what is never kept */
+            pad_hi[i] = r, r = 0, padded = true;
+        if (rank + 1 > GRAPH_MAX_RANK) return ox_fail(im, "Slice with a step on a rank-%d value is not supported", rank), -1;
+        b[i] -= r;
+        e[i] = b[i] + count * s[i];
+        keep[i] = r;
+        strided = true;
     }
-    return ox_emit_slice(im, x, b, e, ox_node_name(im, NULL));
+    if (!strided) return ox_emit_slice(im, x, b, e, ox_node_name(im, NULL));
+    if (padded) {
+        int32_t o = graph_begin_op(im->g, OP_PAD, &x, 1);
+        graph_set_ints(im->g, o, ATTR_LOW, pad_lo, rank);
+        graph_set_ints(im->g, o, ATTR_HIGH, pad_hi, rank);
+        x = ox_finish(im, o, ox_node_name(im, "padded"), NULL);
+        if (x < 0) return -1;
+    }
+    int32_t v = ox_emit_slice(im, x, b, e, ox_node_name(im, "window"));
+    int64_t cur[GRAPH_MAX_RANK];
+    for (int i = 0; i < rank; i++) cur[i] = e[i] - b[i];
+    for (int a = 0; a < rank && v >= 0; a++) {
+        if (s[a] == 1) continue;
+        int64_t split[GRAPH_MAX_RANK], lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK];
+        for (int i = 0, k = 0; i < rank; i++) {
+            if (i == a) {
+                split[k] = cur[i] / s[a], lo[k] = 0, hi[k++] = cur[i] / s[a];
+                split[k] = s[a], lo[k] = keep[a], hi[k++] = keep[a] + 1;
+            } else {
+                split[k] = cur[i], lo[k] = 0, hi[k++] = cur[i];
+            }
+        }
+        char what[32];
+        snprintf(what, sizeof what, "rows%d", a);
+        v = ox_emit_reshape(im, v, rank + 1, split, ox_node_name(im, what));
+        snprintf(what, sizeof what, "every%d", a);
+        if (v >= 0) v = ox_emit_slice(im, v, lo, hi, ox_node_name(im, what));
+        cur[a] /= s[a];
+        bool last = true;
+        for (int j = a + 1; j < rank; j++) last &= s[j] == 1;
+        if (v >= 0) v = ox_emit_reshape(im, v, rank, cur, last ? ox_node_name(im, NULL) : ox_node_name(im, "strided"));
+    }
+    return v;
 }
 
 /* Gather with constant indices: one slice per index, joined; a scalar
