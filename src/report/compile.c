@@ -217,6 +217,13 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
     /* The epilogue fusion: every candidate, and what the package holds at once. */
     json_object_set_new(j, "fusions", report_fusion_json(driver_model_graph(model, info), &info->fusions, info->fusion_saved,
                                                          info->fusion_saved_names, info->fusion_proofs));
+    /* With a fusion made: the same plan unfused, as a recipe for the model
+     * (compile --no-fuse --recipe it --search-steps 0 replays it). */
+    if (graph_fuse_count(&info->fusions)) {
+        char *unfused = driver_unfused_recipe(model, m, info);
+        json_object_set_new(j, "unfused_recipe", json_loads(unfused, 0, NULL));
+        free(unfused);
+    }
     /* Sibling matmuls: the groups found, whether the plan joins them, and
      * the two searches' predictions that decided it (0: not searched both). */
     json_t *groups = json_array(), *joined = json_array();
