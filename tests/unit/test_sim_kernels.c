@@ -424,6 +424,8 @@ static float ew(const low_run *r, float a, float b) {
     case KERNEL_EW_RECIPROCAL: return 1.0f / a;
     case KERNEL_EW_ERF: return erff(a);
     case KERNEL_EW_SOFTPLUS: return a > 0.0f ? a + log1pf(expf(-a)) : log1pf(expf(a));
+    case KERNEL_EW_MAX: return isnan(a) || isnan(b) ? NAN : a == 0.0f && b == 0.0f ? (signbit(a) ? b : a) : fmaxf(a, b);
+    case KERNEL_EW_MIN: return isnan(a) || isnan(b) ? NAN : a == 0.0f && b == 0.0f ? (signbit(a) ? a : b) : fminf(a, b);
     default: return a;
     }
 }
