@@ -226,18 +226,18 @@ def _room(infos):
 
 # ---- models -----------------------------------------------------------------
 
-class Model:
-    """A model tessel can compile: from a torch.nn.Module, an .onnx or .tsl
-    file, ONNX bytes, or a zoo spec."""
+class _Handle:
+    """A library handle with inputs and outputs, freed with the object."""
 
-    def __init__(self, handle, name):
+    _count = _tensor = _free = None  # the library's functions for this kind of handle
+
+    def __init__(self, handle):
         self._h = handle
-        self.name = name
-        self.inputs, self.outputs = _infos(_lib.tessel_model_count, _lib.tessel_model_tensor, self._h)
+        self.inputs, self.outputs = _infos(type(self)._count, type(self)._tensor, self._h)
 
     def __del__(self):
         if getattr(self, "_h", None):
-            _lib.tessel_model_free(self._h)
+            type(self)._free(self._h)
             self._h = None
 
     @property
@@ -247,6 +247,17 @@ class Model:
     @property
     def output_names(self):
         return [o.name for o in self.outputs]
+
+
+class Model(_Handle):
+    """A model tessel can compile: from a torch.nn.Module, an .onnx or .tsl
+    file, ONNX bytes, or a zoo spec."""
+
+    _count, _tensor, _free = _lib.tessel_model_count, _lib.tessel_model_tensor, _lib.tessel_model_free
+
+    def __init__(self, handle, name):
+        super().__init__(handle)
+        self.name = name
 
 
 def _torch_onnx(module, example_inputs):
@@ -318,26 +329,14 @@ class Outputs(dict):
         self.by_kind = stats.get("cycles_by_kind", {})
 
 
-class Package:
+class Package(_Handle):
     """A compiled program: run it, check it, save it, report on it."""
 
+    _count, _tensor, _free = _lib.tessel_package_count, _lib.tessel_package_tensor, _lib.tessel_package_free
+
     def __init__(self, handle, model=None):
-        self._h = handle
+        super().__init__(handle)
         self.model = model  # the Model it was compiled from, when known (for check)
-        self.inputs, self.outputs = _infos(_lib.tessel_package_count, _lib.tessel_package_tensor, self._h)
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            _lib.tessel_package_free(self._h)
-            self._h = None
-
-    @property
-    def input_names(self):
-        return [i.name for i in self.inputs]
-
-    @property
-    def output_names(self):
-        return [o.name for o in self.outputs]
 
     @property
     def machine(self):

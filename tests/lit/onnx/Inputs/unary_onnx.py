@@ -13,37 +13,8 @@ import sys
 
 import numpy as np
 
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(num, value):
-    """One field: an int is a varint, bytes or str length-delimited."""
-    if isinstance(value, int):
-        return varint(num << 3) + varint(value)
-    if isinstance(value, str):
-        value = value.encode()
-    return varint(num << 3 | 2) + varint(len(value)) + value
-
-
-def tensor(name, a):  # TensorProto: dims 1, data_type 2 (FLOAT = 1), name 8, raw_data 9
-    return b"".join(field(1, d) for d in a.shape) + field(2, 1) + field(8, name) + field(9, a.astype("<f4").tobytes())
-
-
-def value_info(name, shape):  # ValueInfoProto: name 1, type 2 -> tensor_type 1 -> elem_type 1, shape 2 -> dim 1 -> dim_value 1
-    dims = b"".join(field(1, field(1, d)) for d in shape)
-    return field(1, name) + field(2, field(1, field(1, 1) + field(2, dims)))
-
-
-def node(op, inputs, outputs, name):  # NodeProto: input 1, output 2, name 3, op_type 4
-    return b"".join(field(1, i) for i in inputs) + b"".join(field(2, o) for o in outputs) + field(3, name) + field(4, op)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_bytes import field, model, node, tensor, value_info  # noqa: E402
 
 
 def main(out):
@@ -58,9 +29,8 @@ def main(out):
     graph = b"".join(field(1, node(op, ins, [o], "/" + o + "/" + op)) for op, ins, o in nodes)
     graph += field(2, "unary") + field(5, tensor("w", w))
     graph += field(11, value_info("x", x.shape)) + field(12, value_info("out", (4, 8)))
-    model = field(1, 7) + field(8, field(1, "") + field(2, 13)) + field(7, graph)  # ir_version 7, opset 13
     with open(os.path.join(out, "unary.onnx"), "wb") as f:
-        f.write(model)
+        f.write(model(graph, 13))
     y = x.astype(np.float64) @ w.astype(np.float64)
     t = np.tanh(y)
     erf = np.vectorize(math.erf)
