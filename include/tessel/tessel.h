@@ -24,11 +24,16 @@
  *   is made (*out is NULL) and no file is left half written.
  *
  *   Host tensors (tessel_tensor) are row-major and contiguous, in caller
- *   memory. An input's data may be of its own dtype, f16 for an f32 input,
- *   or f32 for an imported model's input compiled at f16 (the dtype the
- *   model declares); other conversions can lose information and are refused
- *   unless the options' convert flag is set. Outputs are written as f32.
- *   Inputs not given take the seeded defaults `tessel run` uses.
+ *   memory, of dtype f32, f16, bf16 or f64 (or the input's own). An input
+ *   takes data of its own dtype, f16 or bf16 for an f32 input, or f32 for an
+ *   imported model's input compiled at f16 (the dtype the model declares);
+ *   other conversions can lose information and are refused unless the
+ *   options' convert flag is set. Outputs are written as f32. Inputs not
+ *   given take the seeded defaults `tessel run` uses.
+ *
+ *   Process-wide state: progress lines (when asked for), the out-of-memory
+ *   handler, and jansson's allocator, which the library's first call sets
+ *   to its own (out of memory then reaches the handler, never a NULL).
  *
  *   Strings the library returns (names, JSON) live as long as their handle;
  *   strings it gives away (marked "caller frees") are freed with tessel_free.
@@ -133,7 +138,7 @@ typedef struct tessel_tensor_info {
 /* Host data for an input, or room for an output. */
 typedef struct tessel_tensor {
     const char *name;      /* the input or output it is */
-    tessel_dtype dtype;    /* of data: inputs f32, f16 or f64 (or the input's own); outputs f32 */
+    tessel_dtype dtype;    /* of data: inputs f32, f16, bf16 or f64 (or the input's own); outputs f32 */
     int rank;
     int64_t shape[TESSEL_MAX_RANK];
     void *data;            /* row-major; an input's is only read */
@@ -162,7 +167,8 @@ typedef struct tessel_model_options {
  * file or an .onnx file (opts NULL: the defaults). */
 tessel_status tessel_model_load(const char *spec, const tessel_model_options *opts, tessel_model **out, tessel_error *err);
 /* A model from an ONNX file's bytes (copied); name is used in messages and
- * may be NULL. External data is not supported from memory. */
+ * may be NULL ("model.onnx"). Tensors kept as external data are read from
+ * files next to name, as for a file. */
 tessel_status tessel_model_from_onnx(const void *bytes, size_t len, const char *name, const tessel_model_options *opts,
                                      tessel_model **out, tessel_error *err);
 void tessel_model_free(tessel_model *m);

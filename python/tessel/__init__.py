@@ -201,7 +201,7 @@ def _host_tensors(values, infos, what):
     tensors = (_Tensor * max(len(values), 1))()
     keep = []
     for k, (name, x) in enumerate(values.items()):
-        a = np.ascontiguousarray(_as_array(x))
+        a = np.require(_as_array(x), requirements="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
         if a.dtype not in _NUMPY:
             raise Error(f"tessel: error: {what[:-1]} '{name}' has dtype {a.dtype}; tessel takes float32, float16 or float64")
         if a.ndim > _MAX_RANK:
@@ -273,13 +273,13 @@ def _torch_onnx(module, example_inputs):
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     names = [p.name for p in params[:len(example_inputs)]]
     names += [f"input{k}" for k in range(len(names), len(example_inputs))]
-    with torch.no_grad():
-        outs = module(*example_inputs)
-    nout = len(outs) if isinstance(outs, (tuple, list)) else 1
     buf = io.BytesIO()
     was_training = module.training
-    module.eval()
+    module.eval()  # before any call: no dropout, and BatchNorm's statistics left as they are
     try:
+        with torch.no_grad():
+            outs = module(*example_inputs)
+        nout = len(outs) if isinstance(outs, (tuple, list)) else 1
         torch.onnx.export(module, tuple(example_inputs), buf, input_names=names,
                           output_names=["output"] + [f"output{k}" for k in range(1, nout)], opset_version=17,
                           do_constant_folding=True)
@@ -407,8 +407,9 @@ class CheckResult:
         return self.passed
 
     def __repr__(self):
-        return (f"CheckResult(passed={self.passed}, exact={self.exact}, cosine={self.cosine:.6f}"
-                + (f", expect_cosine={self.expect_cosine:.6f}" if self.expect_cosine is not None else "")
+        num = lambda v: "None" if v is None else f"{v:.6f}"  # noqa: E731 (null: a non-finite output)
+        return (f"CheckResult(passed={self.passed}, exact={self.exact}, cosine={num(self.cosine)}"
+                + (f", expect_cosine={num(self.expect_cosine)}" if "expect_cosine" in self.details else "")
                 + f", cycles={self.cycles})")
 
 

@@ -55,11 +55,15 @@ struct tessel_result {
 
 const char *tessel_version(void) { return TESSEL_VERSION; }
 
-static tessel_oom_handler user_oom;
+static _Atomic(tessel_oom_handler) user_oom;
 
+/* Out of host memory where no error path exists: the temporaries of files
+ * being written go, then the caller's handler runs; util's default aborts
+ * if it returns or there is none. */
 static void on_out_of_memory(size_t bytes) {
     util_remove_temporaries();
-    if (user_oom) user_oom(bytes); /* util's default aborts if it returns */
+    tessel_oom_handler h = user_oom;
+    if (h) h(bytes);
 }
 
 void tessel_set_oom_handler(tessel_oom_handler handler) {
@@ -67,10 +71,14 @@ void tessel_set_oom_handler(tessel_oom_handler handler) {
     util_set_oom_handler(on_out_of_memory);
 }
 
-/* Once per process, before any call does work: jansson allocates through
- * the library's allocator (counted, and never a NULL it would hand back). */
+/* Once per process, before any call does work: the out-of-memory path
+ * above, and jansson allocating through the library's allocator (counted,
+ * and never a NULL it would hand back). */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static void init_library(void) { json_set_alloc_funcs(xmalloc, free); }
+static void init_library(void) {
+    util_set_oom_handler(on_out_of_memory);
+    json_set_alloc_funcs(xmalloc, free);
+}
 static void lib_init(void) { pthread_once(&init_once, init_library); }
 
 void tessel_free(void *p) { free(p); }
@@ -115,7 +123,8 @@ static tessel_status spec_at(const char *what, const host_spec *ins, int32_t nin
                              tessel_role role, int i, tessel_tensor_info *out, tessel_error *err) {
     if (role != TESSEL_INPUT && role != TESSEL_OUTPUT) return fail_with(err, "tessel: error: %s: role %d is neither input nor output", what, (int)role);
     int32_t n = role == TESSEL_INPUT ? nin : nout;
-    if (!out || i < 0 || i >= n)
+    if (!out) return fail_with(err, "tessel: error: %s: no tessel_tensor_info to fill (out is NULL)", what);
+    if (i < 0 || i >= n)
         return fail_with(err, "tessel: error: %s has %d %ss; there is no %s %d", what, (int)n,
                          role == TESSEL_INPUT ? "input" : "output", role == TESSEL_INPUT ? "input" : "output", i);
     tensor_info(role == TESSEL_INPUT ? &ins[i] : &outs[i], out);
@@ -244,7 +253,7 @@ const char *tessel_machine_json(const tessel_machine *m) { return m ? m->json : 
 /* ---- compiling and packages ------------------------------------------------ */
 
 void tessel_compile_options_init(tessel_compile_options *o) {
-    *o = (tessel_compile_options){.search_steps = DRIVER_SEARCH_STEPS, .beam = SEARCH_BEAM};
+    if (o) *o = (tessel_compile_options){.search_steps = DRIVER_SEARCH_STEPS, .beam = SEARCH_BEAM};
 }
 
 /* A package handle taking pkg over. */

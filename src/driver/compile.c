@@ -427,9 +427,19 @@ static int package_best(const graph *g, const machine *m, const compile_options 
     return rc == 0 && !placed ? -1 : rc;
 }
 
+/* Whether s reads as UTF-8 (the package's metadata is JSON text). */
+static bool is_utf8(const char *s) {
+    json_t *j = s ? json_string(s) : NULL;
+    json_decref(j);
+    return !s || j != NULL;
+}
+
 int driver_compile(const graph *g, const machine *m, const compile_options *o, package *out, compile_info *info, diag *d) {
     double t0 = util_now_seconds();
     memset(info, 0, sizeof *info);
+    if (!is_utf8(o->model) || !is_utf8(g->name))
+        return diag_fail(d, "tessel compile: error: the model's name '%s' is not UTF-8 text; the package's metadata must be",
+                         is_utf8(o->model) ? g->name : o->model);
     if (o->print_after && !driver_pass_find(o->print_after, NULL)) {
         char names[1024];
         driver_pass_names(names, sizeof names);

@@ -148,7 +148,7 @@ host_spec *driver_graph_specs(const graph *g, bool outputs, int32_t *n);
 void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout);
 /* How host data of dtype `given` (f64: it was float64, f64_exact: every
  * value survived rounding to f32) enters input s: as it is, widened
- * exactly (f16 into f32), rounded to the dtype the input is computed in
+ * exactly (f16 or bf16 into f32), rounded to the dtype the input is computed in
  * because it is the one the model declares, or with a loss the caller must
  * ask for (the command's --convert). Never a silent loss. */
 typedef enum { HOST_AS_IS, HOST_WIDENED, HOST_DECLARED, HOST_LOSSY } host_entry;

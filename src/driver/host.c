@@ -55,7 +55,7 @@ void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_
 }
 
 host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact) {
-    bool exact = (given == s->dtype || (given == DT_F16 && s->dtype == DT_F32)) && (!f64 || f64_exact);
+    bool exact = (given == s->dtype || ((given == DT_F16 || given == DT_BF16) && s->dtype == DT_F32)) && (!f64 || f64_exact);
     if (exact) return given == s->dtype && !f64 ? HOST_AS_IS : HOST_WIDENED;
     if (s->declared != s->dtype && given == s->declared && !f64) return HOST_DECLARED;
     return HOST_LOSSY;

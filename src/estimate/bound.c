@@ -9,7 +9,7 @@
  *             only add; a layer norm by the cheaper of its whole-row and
  *             split forms); a cast nothing (any producer can write the
  *             8-bit result itself); other
- *             vector work (reductions, optimizer steps, casts) its
+ *             vector work (reductions, optimizer steps) its
  *             operands read once at the vector unit's rate on every tile;
  *             views and data movement (reshape, transpose, slice, pad,
  *             concat) nothing, as a layout could make them free; and an
@@ -34,14 +34,11 @@ static double numel(const graph_type *t) { return (double)graph_type_numel(t); }
 static double per_tile(double elems, const machine *m) { return elems / (double)m->tiles; }
 static double min2(double a, double b) { return a < b ? a : b; }
 
-/* 16-bit lanes of the widest of t's operands and result (f32: 2). */
+/* 16-bit lanes of the wider of o's result and first operand (f32: 2), as
+ * the kernels count them (a layer norm's f32 gamma and beta do not widen). */
 static uint64_t lanes(const graph *g, const graph_op *o) {
-    int w = dtype_bytes(graph_val(g, o->out[0])->type.dtype);
-    for (int32_t i = 0; i < o->nin; i++) {
-        int wi = dtype_bytes(graph_val(g, o->in[i])->type.dtype);
-        w = wi > w ? wi : w;
-    }
-    return w > 2 ? 2 : 1;
+    int w = dtype_bytes(graph_val(g, o->out[0])->type.dtype), wi = dtype_bytes(graph_val(g, o->in[0])->type.dtype);
+    return (wi > w ? wi : w) > 2 ? 2 : 1;
 }
 
 /* The AMP's best rate for operands of dtype t, per tile (0: none). */

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +50,23 @@ void util_cleanup_on_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The lists change under a lock (threads may write files at once: the
+ * library's calls on distinct handles) with this thread's SIGINT and
+ * SIGTERM held off, so its own handler never sees a half-made change. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void block_signals(sigset_t *old) {
     sigset_t s;
     sigemptyset(&s);
     sigaddset(&s, SIGINT);
     sigaddset(&s, SIGTERM);
-    sigprocmask(SIG_BLOCK, &s, old);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+    pthread_mutex_lock(&live_mu);
+}
+
+static void unblock_signals(const sigset_t *old) {
+    pthread_mutex_unlock(&live_mu);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 /* Appends path to a list the signal handler reads (live_tmp or live_dir). */
@@ -65,7 +77,7 @@ static void live_push(char **list, volatile sig_atomic_t *n, char *path) {
         list[*n] = path;
         *n = *n + 1;
     }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    unblock_signals(&old);
 }
 
 static void live_add(char *path) { live_push(live_tmp, &nlive, path); }
@@ -82,7 +94,7 @@ static void live_drop_dirs(char *const *dirs, int32_t n) {
                 nlive_dir = nlive_dir - 1;
                 break;
             }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    unblock_signals(&old);
 }
 
 static void live_remove(const char *path) {
@@ -94,7 +106,7 @@ static void live_remove(const char *path) {
             nlive = nlive - 1;
             break;
         }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    unblock_signals(&old);
 }
 
 int file_read_all(const char *path, char **data, size_t *len, diag *d) {

@@ -143,3 +143,17 @@ def test_save_load_and_reports(zoo_pkg, tmp_path):
     with pytest.raises(tessel.Error, match="nonexistent"):
         reported.report_html(tmp_path / "nonexistent" / "r.html")
     assert not os.path.exists(tmp_path / "nonexistent")
+
+
+def test_scalar_values(tmp_path):
+    """A rank-0 value (the model's; a package binding holds it as one
+    element) is taken as a rank-0 array, not reshaped on the way in."""
+    src = tmp_path / "sum.tsl"
+    src.write_text("graph sum\ninput %x : f16[4, 8]\n%s = reduce_sum(%x) {axes = [0, 1]} : f16[]\noutput %s\n")
+    model = tessel.load_model(str(src))
+    assert model.outputs[0].shape == ()
+    pkg = tessel.compile(model, search_steps=0)
+    x = np.arange(32, dtype=np.float16).reshape(4, 8) / 8
+    out = pkg.run({"x": x})
+    assert out["s"].size == 1 and float(out["s"].reshape(())) == float(x.astype(np.float64).sum())
+    assert tessel.check(str(src), example_inputs=(x,), expect=np.float32(x.astype(np.float64).sum()), search_steps=0).passed
