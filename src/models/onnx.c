@@ -223,7 +223,7 @@ int ox_fail(imp *im, const char *fmt, ...) {
 
 oval *ox_val_get(imp *im, const char *name) {
     int32_t k;
-    return strmap_get(&im->names, name, &k) ? &im->vals.v[k] : NULL;
+    return name && strmap_get(&im->names, name, &k) ? &im->vals.v[k] : NULL;
 }
 
 static oval *val_put(imp *im, const char *name) {
