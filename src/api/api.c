@@ -26,12 +26,17 @@ _Static_assert((int)TESSEL_PRECISION_F16 == MODELS_F16 && (int)TESSEL_PRECISION_
                    (int)TESSEL_PRECISION_F32 == MODELS_F32 && (int)TESSEL_PRECISION_FP8_ALL == MODELS_FP8_ALL,
                "tessel_precision follows models_precision");
 
-struct tessel_model {
-    graph *g;
-    char *name;                 /* the spec, or the ONNX bytes' name */
-    uint8_t *bytes;             /* ONNX bytes from memory (the graph's parameters point into them) */
+/* A model's or a package's inputs and outputs, as the host sees them. */
+typedef struct host_io {
+    char *name;                 /* what messages call it */
     host_spec *ins, *outs;
     int32_t nin, nout;
+} host_io;
+
+struct tessel_model {
+    host_io io;                 /* name: the spec, or the ONNX bytes' name */
+    graph *g;
+    uint8_t *bytes;             /* ONNX bytes from memory (the graph's parameters point into them) */
 };
 
 struct tessel_machine {
@@ -40,12 +45,10 @@ struct tessel_machine {
 };
 
 struct tessel_package {
+    host_io io;                 /* name: the file, or the model it was compiled from */
     package pkg;
-    char *name;                 /* the file, or the model it was compiled from */
     tessel_machine machine;
     char *recipe, *report;
-    host_spec *ins, *outs;
-    int32_t nin, nout;
 };
 
 struct tessel_result {
@@ -119,16 +122,24 @@ static void tensor_info(const host_spec *s, tessel_tensor_info *out) {
     for (int a = 0; a < s->rank; a++) out->shape[a] = s->dim[a];
 }
 
-static tessel_status spec_at(const char *what, const host_spec *ins, int32_t nin, const host_spec *outs, int32_t nout,
-                             tessel_role role, int i, tessel_tensor_info *out, tessel_error *err) {
+static int io_count(const host_io *io, tessel_role role) {
+    return role == TESSEL_INPUT ? io->nin : role == TESSEL_OUTPUT ? io->nout : 0;
+}
+
+static tessel_status io_tensor(const host_io *io, tessel_role role, int i, tessel_tensor_info *out, tessel_error *err) {
+    const char *what = io->name, *r = role == TESSEL_INPUT ? "input" : "output";
     if (role != TESSEL_INPUT && role != TESSEL_OUTPUT) return fail_with(err, "tessel: error: %s: role %d is neither input nor output", what, (int)role);
-    int32_t n = role == TESSEL_INPUT ? nin : nout;
     if (!out) return fail_with(err, "tessel: error: %s: no tessel_tensor_info to fill (out is NULL)", what);
-    if (i < 0 || i >= n)
-        return fail_with(err, "tessel: error: %s has %d %ss; there is no %s %d", what, (int)n,
-                         role == TESSEL_INPUT ? "input" : "output", role == TESSEL_INPUT ? "input" : "output", i);
-    tensor_info(role == TESSEL_INPUT ? &ins[i] : &outs[i], out);
+    int32_t n = io_count(io, role);
+    if (i < 0 || i >= n) return fail_with(err, "tessel: error: %s has %d %ss; there is no %s %d", what, (int)n, r, r, i);
+    tensor_info(role == TESSEL_INPUT ? &io->ins[i] : &io->outs[i], out);
     return ok(err);
+}
+
+static void io_free(host_io *io) {
+    free(io->ins);
+    free(io->outs);
+    free(io->name);
 }
 
 /* ---- models ---------------------------------------------------------------- */
@@ -147,10 +158,10 @@ static bool precision_valid(const tessel_model_options *o) {
 static tessel_model *model_new(graph *g, const char *name, uint8_t *bytes) {
     tessel_model *m = xcalloc(1, sizeof *m);
     m->g = g;
-    m->name = xstrdup(name);
+    m->io.name = xstrdup(name);
     m->bytes = bytes;
-    m->ins = driver_graph_specs(g, false, &m->nin);
-    m->outs = driver_graph_specs(g, true, &m->nout);
+    m->io.ins = driver_graph_specs(g, false, &m->io.nin);
+    m->io.outs = driver_graph_specs(g, true, &m->io.nout);
     return m;
 }
 
@@ -201,20 +212,16 @@ tessel_status tessel_model_from_onnx(const void *bytes, size_t len, const char *
 void tessel_model_free(tessel_model *m) {
     if (!m) return;
     graph_free(m->g);
-    free(m->ins);
-    free(m->outs);
+    io_free(&m->io);
     free(m->bytes);
-    free(m->name);
     free(m);
 }
 
-int tessel_model_count(const tessel_model *m, tessel_role role) {
-    return !m ? 0 : role == TESSEL_INPUT ? m->nin : role == TESSEL_OUTPUT ? m->nout : 0;
-}
+int tessel_model_count(const tessel_model *m, tessel_role role) { return m ? io_count(&m->io, role) : 0; }
 
 tessel_status tessel_model_tensor(const tessel_model *m, tessel_role role, int i, tessel_tensor_info *out, tessel_error *err) {
     if (!m) return fail_with(err, "tessel: error: tessel_model_tensor: the model is NULL");
-    return spec_at(m->name, m->ins, m->nin, m->outs, m->nout, role, i, out, err);
+    return io_tensor(&m->io, role, i, out, err);
 }
 
 /* ---- machines -------------------------------------------------------------- */
@@ -225,15 +232,7 @@ tessel_status tessel_machine_load(const char *spec, tessel_machine **out, tessel
     *out = NULL;
     diag d = {0};
     machine m;
-    bool file = spec && (strchr(spec, '/') || (strlen(spec) > 5 && strcmp(spec + strlen(spec) - 5, ".json") == 0));
-    if (spec && !file && machine_preset(spec, &m) != 0) {
-        char list[256] = "";
-        size_t k = 0;
-        for (int i = 0; machine_preset_name(i) && k < sizeof list; i++)
-            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", machine_preset_name(i));
-        return fail_with(err, "tessel: error: unknown machine '%s' (presets: %s; or a .json file)", spec, list);
-    }
-    if (machine_resolve(spec, &m, &d)) return fail(&d, err);
+    if (machine_resolve_for(spec, "tessel", NULL, &m, &d)) return fail(&d, err);
     *out = xcalloc(1, sizeof **out);
     (*out)->m = m;
     (*out)->json = machine_to_json(&m);
@@ -260,10 +259,10 @@ void tessel_compile_options_init(tessel_compile_options *o) {
 static tessel_package *package_new(package *pkg, const char *name) {
     tessel_package *p = xcalloc(1, sizeof *p);
     p->pkg = *pkg;
-    p->name = xstrdup(name);
+    p->io.name = xstrdup(name);
     p->machine.m = pkg->machine;
     p->machine.json = machine_to_json(&pkg->machine);
-    driver_package_specs(&p->pkg, &p->ins, &p->nin, &p->outs, &p->nout);
+    driver_package_specs(&p->pkg, &p->io.ins, &p->io.nin, &p->io.outs, &p->io.nout);
     return p;
 }
 
@@ -281,7 +280,7 @@ tessel_status tessel_compile(const tessel_model *model, const tessel_machine *ma
                          DRIVER_SEARCH_STEPS_MAX);
     if (o.beam < 0 || o.beam > SEARCH_BEAM_MAX)
         return fail_with(err, "tessel: error: beam %d is not a width from 0 to %d", o.beam, SEARCH_BEAM_MAX);
-    compile_options co = {.model = model->name, .recipe = o.recipe, .search_steps = o.search_steps, .beam = o.beam,
+    compile_options co = {.model = model->io.name, .recipe = o.recipe, .search_steps = o.search_steps, .beam = o.beam,
                           .quiet = !o.progress, .no_fuse = o.no_fuse, .no_siblings = o.no_siblings, .fusion_report = o.report};
     progress_quiet(!o.progress);
     diag d = {0};
@@ -293,11 +292,11 @@ tessel_status tessel_compile(const tessel_model *model, const tessel_machine *ma
         size_t n;
         uint8_t *img = package_image(&built, &n);
         package_free(&built);
-        rc = package_parse(img, n, model->name, &pkg, &d);
+        rc = package_parse(img, n, model->io.name, &pkg, &d);
         free(img);
     }
     if (rc == 0) {
-        *out = package_new(&pkg, model->name);
+        *out = package_new(&pkg, model->io.name);
         (*out)->recipe = xstrdup(ci.recipe);
         if (o.report) (*out)->report = report_compile_json(model->g, &mach->m, &ci);
     }
@@ -335,20 +334,16 @@ void tessel_package_free(tessel_package *p) {
     free(p->machine.json);
     free(p->recipe);
     free(p->report);
-    free(p->ins);
-    free(p->outs);
-    free(p->name);
+    io_free(&p->io);
     free(p);
 }
 
-int tessel_package_count(const tessel_package *p, tessel_role role) {
-    return !p ? 0 : role == TESSEL_INPUT ? p->nin : role == TESSEL_OUTPUT ? p->nout : 0;
-}
+int tessel_package_count(const tessel_package *p, tessel_role role) { return p ? io_count(&p->io, role) : 0; }
 
 tessel_status tessel_package_tensor(const tessel_package *p, tessel_role role, int i, tessel_tensor_info *out,
                                     tessel_error *err) {
     if (!p) return fail_with(err, "tessel: error: tessel_package_tensor: the package is NULL");
-    return spec_at(p->name, p->ins, p->nin, p->outs, p->nout, role, i, out, err);
+    return io_tensor(&p->io, role, i, out, err);
 }
 
 const char *tessel_package_recipe(const tessel_package *p) { return p ? p->recipe : NULL; }
@@ -359,14 +354,11 @@ const tessel_machine *tessel_package_machine(const tessel_package *p) { return p
 
 /* The spec called name among specs, or -1 with the message naming every one. */
 static int32_t find_spec(const char *where, const char *role, const host_spec *specs, int32_t n, const char *name, diag *d) {
-    for (int32_t j = 0; name && j < n; j++)
-        if (strcmp(specs[j].name, name) == 0) return j;
-    char known[1024] = "";
-    for (int32_t t = 0; t < n; t++) {
-        strncat(known, t ? ", " : "", sizeof known - strlen(known) - 1);
-        strncat(known, specs[t].name, sizeof known - strlen(known) - 1);
-    }
-    diag_fail(d, "%s: error: there is no %s '%s' (%ss: %s)", where, role, name ? name : "(null)", role, n ? known : "none");
+    int32_t j = host_find(specs, n, name);
+    if (j >= 0) return j;
+    char known[1024];
+    host_names(specs, n, known, sizeof known);
+    diag_fail(d, "%s: error: there is no %s '%s' (%ss: %s)", where, role, name ? name : "(null)", role, known);
     return -1;
 }
 
@@ -384,10 +376,12 @@ static int shape_error(const char *where, const char *role, const tessel_tensor 
     return diag_fail(d, "%s: error: %s '%s' is given with shape %s but is %s%s", where, role, s->name, got, dtype_name(s->dtype), want);
 }
 
-/* Host tensors given for specs into data[j] (f32, rounded to the input's
+/* Host tensors given for io's inputs into data[j] (f32, rounded to the input's
  * dtype); every input not given takes its seeded default. */
-static int take_inputs(const char *where, const host_spec *specs, int32_t n, const tessel_tensor *given, int ngiven,
-                       bool convert, float **data, diag *d) {
+static int take_inputs(const host_io *io, const tessel_tensor *given, int ngiven, bool convert, float **data, diag *d) {
+    const char *where = io->name;
+    const host_spec *specs = io->ins;
+    int32_t n = io->nin;
     if (ngiven < 0 || (ngiven > 0 && !given)) return diag_fail(d, "%s: error: %d inputs given but no array of them", where, ngiven);
     for (int k = 0; k < ngiven; k++) {
         const tessel_tensor *t = &given[k];
@@ -424,19 +418,14 @@ static int take_inputs(const char *where, const host_spec *specs, int32_t n, con
                              where, s->name, tessel_dtype_name(t->dtype), dtype_name(s->dtype));
         num_round_buf(s->dtype, s->scale, x, (size_t)numel);
     }
-    for (int32_t j = 0; j < n; j++) {
-        if (data[j]) continue;
-        int64_t numel = host_numel(&specs[j]);
-        data[j] = util_try_malloc((size_t)(numel ? numel : 1), sizeof(float), d, "%s: error: input '%s'", where, specs[j].name);
-        if (!data[j]) return -1;
-        graph_default_input_fill(j, specs[j].dtype, specs[j].scale, data[j], numel);
-    }
-    return 0;
+    return host_seed_missing(specs, n, data, where, d);
 }
 
 /* The caller's output tensors, checked before the run: which spec each is. */
-static int match_outputs(const char *where, const char *role, const host_spec *specs, int32_t n, const tessel_tensor *t, int nt,
-                         int32_t *which, diag *d) {
+static int match_outputs(const host_io *io, const tessel_tensor *t, int nt, int32_t *which, diag *d) {
+    const char *where = io->name, *role = "output";
+    const host_spec *specs = io->outs;
+    int32_t n = io->nout;
     if (nt < 0 || (nt > 0 && !t)) return diag_fail(d, "%s: error: %d %ss given but no array of them", where, nt, role);
     for (int k = 0; k < nt; k++) {
         int32_t j = find_spec(where, role, specs, n, t[k].name, d);
@@ -469,14 +458,14 @@ static sim_options run_options(const tessel_run_options *o, bool trace) {
 static int run_package(const tessel_package *p, const tessel_tensor *inputs, int ninputs, const tessel_run_options *o,
                        bool trace, float ***outputs, sim_stats *st, diag *d) {
     sim_options so = run_options(o, trace);
-    float **in = xcalloc((size_t)p->nin + 1, sizeof(float *));
-    *outputs = xcalloc((size_t)p->nout + 1, sizeof(float *));
+    float **in = xcalloc((size_t)p->io.nin + 1, sizeof(float *));
+    *outputs = xcalloc((size_t)p->io.nout + 1, sizeof(float *));
     progress_quiet(!o->progress);
     int rc = sim_host_check(&p->pkg.machine, so.max_host_bytes, "max_host_bytes", d);
-    if (rc == 0) rc = take_inputs(p->name, p->ins, p->nin, inputs, ninputs, o->convert, in, d);
+    if (rc == 0) rc = take_inputs(&p->io, inputs, ninputs, o->convert, in, d);
     if (rc == 0) rc = sim_run(&p->pkg, &so, in, *outputs, st, d);
     if (o->progress) progress_done();
-    free_all(in, p->nin);
+    free_all(in, p->io.nin);
     return rc;
 }
 
@@ -492,12 +481,12 @@ tessel_status tessel_run(const tessel_package *p, const tessel_tensor *inputs, i
     int32_t *which = xcalloc((size_t)(noutputs > 0 ? noutputs : 0) + 1, sizeof(int32_t));
     float **outs = NULL;
     sim_stats st = {0};
-    int rc = match_outputs(p->name, "output", p->outs, p->nout, outputs, noutputs, which, &d);
+    int rc = match_outputs(&p->io, outputs, noutputs, which, &d);
     if (rc == 0) rc = run_package(p, inputs, ninputs, opts, false, &outs, &st, &d);
     for (int k = 0; rc == 0 && k < noutputs; k++)
-        memcpy(outputs[k].data, outs[which[k]], sizeof(float) * (size_t)host_numel(&p->outs[which[k]]));
+        memcpy(outputs[k].data, outs[which[k]], sizeof(float) * (size_t)host_numel(&p->io.outs[which[k]]));
     free(which);
-    if (outs) free_all(outs, p->nout);
+    if (outs) free_all(outs, p->io.nout);
     if (rc) {
         sim_stats_free(&st);
         return fail(&d, err);
@@ -505,7 +494,7 @@ tessel_status tessel_run(const tessel_package *p, const tessel_tensor *inputs, i
     tessel_result *r = xcalloc(1, sizeof *r);
     r->st = st;
     json_t *j = report_sim_json(&st, &p->pkg.machine);
-    json_object_set_new(j, "package", json_string(p->name));
+    json_object_set_new(j, "package", json_string(p->io.name));
     json_object_set_new(j, "machine", json_string(p->pkg.machine.name));
     r->json = util_newline_terminated(json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS));
     json_decref(j);
@@ -539,7 +528,7 @@ tessel_status tessel_report_html(const tessel_package *p, const tessel_tensor *i
     if (rc == 0) {
         json_t *meta = json_loads(p->pkg.meta ? p->pkg.meta : "{}", 0, NULL);
         const char *model = json_string_value(json_object_get(meta, "model"));
-        report_html_input hi = {.pkg = &p->pkg, .path = p->name, .title = model ? model : p->name, .sim = &st,
+        report_html_input hi = {.pkg = &p->pkg, .path = p->io.name, .title = model ? model : p->io.name, .sim = &st,
                                 .plan = p->report ? json_loads(p->report, 0, NULL) : NULL};
         rc = report_html_write(f, &hi, &d);
         json_decref(hi.plan);
@@ -548,7 +537,7 @@ tessel_status tessel_report_html(const tessel_package *p, const tessel_tensor *i
     if (outset_close(&os, f, path, &d)) rc = -1;
     if (rc == 0) rc = outset_commit(&os, &d);
     else outset_abort(&os);
-    if (outs) free_all(outs, p->nout);
+    if (outs) free_all(outs, p->io.nout);
     sim_stats_free(&st);
     return rc ? fail(&d, err) : ok(err);
 }
@@ -558,11 +547,11 @@ tessel_status tessel_report_html(const tessel_package *p, const tessel_tensor *i
 /* The expected values given, per output of the model (NULL: none). */
 static int take_expected(const tessel_model *model, const tessel_check_options *o, float **expect, diag *d) {
     int32_t *which = xcalloc((size_t)(o->nexpect > 0 ? o->nexpect : 0) + 1, sizeof(int32_t));
-    int rc = match_outputs(model->name, "output", model->outs, model->nout, o->expect, o->nexpect, which, d);
+    int rc = match_outputs(&model->io, o->expect, o->nexpect, which, d);
     for (int k = 0; rc == 0 && k < o->nexpect; k++) {
-        size_t n = (size_t)host_numel(&model->outs[which[k]]);
-        expect[which[k]] = util_try_malloc(n ? n : 1, sizeof(float), d, "%s: error: expected output '%s'", model->name,
-                                           model->outs[which[k]].name);
+        size_t n = (size_t)host_numel(&model->io.outs[which[k]]);
+        expect[which[k]] = util_try_malloc(n ? n : 1, sizeof(float), d, "%s: error: expected output '%s'", model->io.name,
+                                           model->io.outs[which[k]].name);
         if (!expect[which[k]]) rc = -1;
         else memcpy(expect[which[k]], o->expect[k].data, n * sizeof(float));
     }
@@ -578,17 +567,17 @@ tessel_status tessel_check(const tessel_model *model, const tessel_package *p, c
     tessel_check_options z = {0};
     if (!opts) opts = &z;
     diag d = {0};
-    float **in = xcalloc((size_t)model->nin + 1, sizeof(float *)), **expect = xcalloc((size_t)model->nout + 1, sizeof(float *));
+    float **in = xcalloc((size_t)model->io.nin + 1, sizeof(float *)), **expect = xcalloc((size_t)model->io.nout + 1, sizeof(float *));
     check_result r = {0};
     check_proofs pv = {0};
-    int rc = driver_package_matches(model->g, &p->pkg, p->name, &d);
-    if (rc == 0) rc = take_inputs(model->name, model->ins, model->nin, inputs, ninputs, opts->run.convert, in, &d);
+    int rc = driver_package_matches(model->g, &p->pkg, p->io.name, &d);
+    if (rc == 0) rc = take_inputs(&model->io, inputs, ninputs, opts->run.convert, in, &d);
     if (rc == 0) rc = take_expected(model, opts, expect, &d);
     /* The proofs of a fresh analysis of the model: what the package shows. */
     if (rc == 0) rc = driver_check_proofs(model->g, NULL, &p->pkg, &pv, &d);
     if (rc == 0) {
         progress_quiet(!opts->run.progress);
-        check_options co = {.package = p->name, .inputs = in, .expect = expect, .sim = run_options(&opts->run, false),
+        check_options co = {.package = p->io.name, .inputs = in, .expect = expect, .sim = run_options(&opts->run, false),
                             .locate = opts->locate};
         rc = sim_host_check(&p->pkg.machine, co.sim.max_host_bytes, "max_host_bytes", &d);
         if (rc == 0) rc = driver_check(model->g, &p->pkg, &co, &r, &d);
@@ -596,8 +585,8 @@ tessel_status tessel_check(const tessel_model *model, const tessel_package *p, c
     }
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0 && json) {
-        json_t *nonfinite = report_nonfinite_json(model->g, model->ins, model->nin, in, NULL);
-        json_t *j = report_check_json(model->g, model->name, &p->pkg.machine, NULL, &r, &pv, nonfinite);
+        json_t *nonfinite = report_nonfinite_json(model->g, model->io.ins, model->io.nin, in, NULL);
+        json_t *j = report_check_json(model->g, model->io.name, &p->pkg.machine, NULL, &r, &pv, nonfinite);
         *json = util_newline_terminated(json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS));
         json_decref(j);
         json_decref(nonfinite);
@@ -605,13 +594,13 @@ tessel_status tessel_check(const tessel_model *model, const tessel_package *p, c
     bool pass = r.pass;
     check_proofs_free(&pv);
     check_result_free(&r);
-    free_all(in, model->nin);
-    free_all(expect, model->nout);
+    free_all(in, model->io.nin);
+    free_all(expect, model->io.nout);
     if (rc) return fail(&d, err);
     if (pass) return ok(err);
     if (err) {
         err->status = TESSEL_CHECK_FAILED;
-        snprintf(err->message, sizeof err->message, "%s: an output differs from a reference (see the check's JSON)\n", p->name);
+        snprintf(err->message, sizeof err->message, "%s: an output differs from a reference (see the check's JSON)\n", p->io.name);
     }
     return TESSEL_CHECK_FAILED;
 }

@@ -93,23 +93,10 @@ int cli_report(const diag *d) {
     return d->no_fit ? EXIT_NO_FIT : EXIT_USER;
 }
 
-/* A preset name that is not a preset: say what the presets are. Files
- * report their own errors with file:line:col. */
-static bool unknown_preset(const char *spec, char *list, size_t cap) {
-    machine m;
-    if (strchr(spec, '/') || (strlen(spec) > 5 && strcmp(spec + strlen(spec) - 5, ".json") == 0) || machine_preset(spec, &m) == 0)
-        return false;
-    size_t k = 0;
-    for (int i = 0; machine_preset_name(i); i++) k += (size_t)snprintf(list + k, cap - k, "%s%s", i ? ", " : "", machine_preset_name(i));
-    return true;
-}
-
 int cli_machine_spec(const cmd *c, const char *what, const char *spec, machine *m, diag *d) {
-    char list[128];
-    if (unknown_preset(spec, list, sizeof list))
-        return diag_fail(d, "tessel %s: error: %s%sunknown machine '%s' (presets: %s; or a .json file)", c->name,
-                         what ? what : "", what ? ": " : "", spec, list);
-    return machine_resolve(spec, m, d);
+    char who[64];
+    snprintf(who, sizeof who, "tessel %s", c->name);
+    return machine_resolve_for(spec, who, what, m, d);
 }
 
 /* The --precision given (-1: a value that is none). */

@@ -24,16 +24,11 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
         }
         char *name = arena_strndup(&scratch, a, (size_t)(eq - a));
         const char *bare = name[0] == '%' ? name + 1 : name;
-        int32_t j = 0;
-        while (j < n && strcmp(specs[j].name, bare) != 0) j++;
-        if (j == n) {
-            char known[512] = "";
-            for (int32_t t = 0; t < n; t++) {
-                strncat(known, t ? ", " : "", sizeof known - strlen(known) - 1);
-                strncat(known, specs[t].name, sizeof known - strlen(known) - 1);
-            }
-            diag_fail(d, "tessel %s: error: option '%s %s': there is no %s '%s' (%ss: %s)", c->name, opt, a, role, bare, role,
-                      n ? known : "none");
+        int32_t j = host_find(specs, n, bare);
+        if (j < 0) {
+            char known[512];
+            host_names(specs, n, known, sizeof known);
+            diag_fail(d, "tessel %s: error: option '%s %s': there is no %s '%s' (%ss: %s)", c->name, opt, a, role, bare, role, known);
             goto fail;
         }
         if (inputs[j]) {
@@ -97,18 +92,9 @@ int cli_load_expected(const cmd *c, const parsed *p, const host_spec *specs, int
 int cli_load_inputs(const cmd *c, const parsed *p, const host_spec *specs, int32_t n, float **inputs, const char **source,
                     diag *d) {
     if (load_named(c, p, "--input", "input", specs, n, inputs, source, d)) return -1;
-    for (int32_t j = 0; j < n; j++) {
-        if (inputs[j]) continue;
-        int64_t numel = host_numel(&specs[j]);
-        char shape[128];
-        fmt_dims(shape, sizeof shape, specs[j].rank, specs[j].dim);
-        inputs[j] = util_try_malloc((size_t)(numel ? numel : 1), sizeof(float), d, "tessel %s: error: input '%s' (%s%s)", c->name,
-                                    specs[j].name, dtype_name(specs[j].dtype), shape);
-        if (!inputs[j]) return -1;
-        graph_default_input_fill(j, specs[j].dtype, specs[j].scale, inputs[j], numel);
-        source[j] = NULL;
-    }
-    return 0;
+    char who[64];
+    snprintf(who, sizeof who, "tessel %s", c->name);
+    return host_seed_missing(specs, n, inputs, who, d); /* source[j] stays NULL: seeded */
 }
 
 int cli_outputs_open(cli_outputs *o, const char *dir, const host_spec *specs, int32_t n, const char *trace, diag *d) {

@@ -153,6 +153,14 @@ void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_
  * ask for (the command's --convert). Never a silent loss. */
 typedef enum { HOST_AS_IS, HOST_WIDENED, HOST_DECLARED, HOST_LOSSY } host_entry;
 host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact);
+/* The spec called name among s[0..n), or -1 (name NULL: -1). */
+int32_t host_find(const host_spec *s, int32_t n, const char *name);
+/* Their names, comma separated ("none" for none), for messages. */
+void host_names(const host_spec *s, int32_t n, char *buf, size_t cap);
+/* Every input whose data[j] is NULL gets room and its seeded default (what
+ * run and check use when none is given); who leads the out-of-memory
+ * message ("tessel run"). */
+int host_seed_missing(const host_spec *s, int32_t n, float **data, const char *who, diag *d);
 
 /* The first graph op, in program order, whose result differs from the
  * plan-exact reference (locate.c). */

@@ -54,6 +54,34 @@ void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_
     json_decref(meta);
 }
 
+int32_t host_find(const host_spec *s, int32_t n, const char *name) {
+    for (int32_t j = 0; name && j < n; j++)
+        if (strcmp(s[j].name, name) == 0) return j;
+    return -1;
+}
+
+void host_names(const host_spec *s, int32_t n, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", n ? "" : "none");
+    for (int32_t t = 0; t < n; t++) {
+        strncat(buf, t ? ", " : "", cap - strlen(buf) - 1);
+        strncat(buf, s[t].name, cap - strlen(buf) - 1);
+    }
+}
+
+int host_seed_missing(const host_spec *s, int32_t n, float **data, const char *who, diag *d) {
+    for (int32_t j = 0; j < n; j++) {
+        if (data[j]) continue;
+        int64_t numel = host_numel(&s[j]);
+        char shape[128];
+        fmt_dims(shape, sizeof shape, s[j].rank, s[j].dim);
+        data[j] = util_try_malloc((size_t)(numel ? numel : 1), sizeof(float), d, "%s: error: input '%s' (%s%s)", who, s[j].name,
+                                  dtype_name(s[j].dtype), shape);
+        if (!data[j]) return -1;
+        graph_default_input_fill(j, s[j].dtype, s[j].scale, data[j], numel);
+    }
+    return 0;
+}
+
 host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact) {
     bool exact = (given == s->dtype || ((given == DT_F16 || given == DT_BF16) && s->dtype == DT_F32)) && (!f64 || f64_exact);
     if (exact) return given == s->dtype && !f64 ? HOST_AS_IS : HOST_WIDENED;

@@ -560,13 +560,16 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int machine_resolve(const char *spec, machine *m, diag *d) {
+int machine_resolve(const char *spec, machine *m, diag *d) { return machine_resolve_for(spec, NULL, NULL, m, d); }
+
+int machine_resolve_for(const char *spec, const char *who, const char *what, machine *m, diag *d) {
     if (!spec) spec = PRESETS[0].name;
     if (ends_with(spec, ".json") || strchr(spec, '/')) return load_file(spec, m, d);
     if (machine_preset(spec, m) == 0) return 0;
     char list[128];
     preset_list(list, sizeof list);
-    return diag_fail(d, "error: unknown machine '%s' (presets: %s; or a .json file)", spec, list);
+    return diag_fail(d, "%s%serror: %s%sunknown machine '%s' (presets: %s; or a .json file)", who ? who : "", who ? ": " : "",
+                     what ? what : "", what ? ": " : "", spec, list);
 }
 
 /* ---- writing ---------------------------------------------------------- */

@@ -146,6 +146,9 @@ const char *machine_preset_name(int i);  /* i-th preset, NULL past the end */
  * machine file; NULL means the default preset. Errors name the file and the
  * line:col of the offending key. */
 int machine_resolve(const char *spec, machine *m, diag *d);
+/* The same, an unknown preset's message led by who ("tessel run") and what
+ * gave the spec ("option '--machine c700'"), either NULL for none. */
+int machine_resolve_for(const char *spec, const char *who, const char *what, machine *m, diag *d);
 /* Loads a machine from JSON text of len bytes (not necessarily
  * NUL-terminated), as a machine file would be; path names it in errors.
  * The package reader uses it for the machine a package carries. */

@@ -103,6 +103,17 @@ int32_t ox_emit_matmul_rows(imp *im, int32_t a, int32_t b, bool tb, const char *
     return ox_finish(im, op, name, &decl);
 }
 
+int32_t ox_emit_pad(imp *im, int32_t x, const int64_t *lo, const int64_t *hi, double value, const char *name) {
+    if (im->err) return -1;
+    int rank = ox_gtype(im, x)->rank;
+    const int64_t zero[GRAPH_MAX_RANK] = {0};
+    int32_t op = graph_begin_op(im->g, OP_PAD, &x, 1);
+    graph_set_ints(im->g, op, ATTR_LOW, lo ? lo : zero, rank);
+    graph_set_ints(im->g, op, ATTR_HIGH, hi, rank);
+    if (value != 0) graph_set_float(im->g, op, ATTR_VALUE, value);
+    return ox_finish(im, op, name, NULL);
+}
+
 int32_t ox_emit_scale(imp *im, int32_t x, double by, const char *name) {
     if (im->err) return -1;
     int32_t op = graph_begin_op(im->g, OP_SCALE, &x, 1);

@@ -339,6 +339,8 @@ int32_t ox_emit_scale(imp *im, int32_t x, double by, const char *name);
 int32_t ox_emit_reshape(imp *im, int32_t x, int rank, const int64_t *dim, const char *name);
 int32_t ox_emit_transpose(imp *im, int32_t x, const int64_t *perm, int rank, const char *name);
 int32_t ox_emit_slice(imp *im, int32_t x, const int64_t *start, const int64_t *end, const char *name);
+/* x padded by lo and hi elements per axis (lo NULL: none) with value. */
+int32_t ox_emit_pad(imp *im, int32_t x, const int64_t *lo, const int64_t *hi, double value, const char *name);
 int32_t ox_emit_concat(imp *im, const int32_t *xs, int n, int64_t axis, const char *name);
 /* A w-long f32 parameter filled with v (a layer norm's default scale or bias). */
 int32_t ox_emit_fill(imp *im, const char *name, int64_t w, float v);

@@ -52,7 +52,6 @@ int32_t ox_import_raised(imp *im, const raised *rz) {
 
 /* ---- arithmetic ----------------------------------------------------------------------- */
 
-/* Add, Sub, Mul; a multiply by a scalar constant is a scale. */
 /* Whether o waits as flattened rows and c, a constant of at most one axis,
  * broadcasts onto the rows as onto the value they stand for. */
 static bool rows_and_vector(const oval *o, const oval *c) {
@@ -60,6 +59,7 @@ static bool rows_and_vector(const oval *o, const oval *c) {
            (c->c.rank == 0 || c->c.dim[0] == 1 || c->c.dim[0] == o->back_dim[o->back_rank - 1]);
 }
 
+/* Add, Sub, Mul; a multiply by a scalar constant is a scale. */
 static int32_t import_binary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     graph_op_kind k = op == OX_Add ? OP_ADD : op == OX_Sub ? OP_SUB : OP_MUL;
     oval *ca = ox_cval(im, in_name(n, 0)), *cb = ox_cval(im, in_name(n, 1));
@@ -359,9 +359,9 @@ static int32_t import_layer_norm(imp *im, const Onnx__NodeProto *n, ox_op_id op)
     return ox_finish(im, o, ox_node_name(im, NULL), NULL);
 }
 
-/* ReduceSum, ReduceMean: reduce_sum (keepdims as given), then a scale by 1/n for the mean. */
-/* ReduceSum, ReduceMean, and GlobalAveragePool (the mean over every axis
- * after the first two, kept). */
+/* ReduceSum, ReduceMean: reduce_sum (keepdims as given), then a scale by
+ * 1/n for the mean; GlobalAveragePool the mean over every axis after the
+ * first two, kept. */
 static int32_t import_reduce(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t x = ox_gval(im, in_name(n, 0));
     if (x < 0) return -1;
@@ -421,11 +421,7 @@ static int32_t import_pad(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     }
     double value = attr_float(n, "value", 0);
     if (in_name(n, 2) && !ox_scalar_const(im, in_name(n, 2), &value)) return ox_fail(im, "constant_value must be a constant scalar"), -1;
-    int32_t o = graph_begin_op(im->g, OP_PAD, &x, 1);
-    graph_set_ints(im->g, o, ATTR_LOW, lo, r);
-    graph_set_ints(im->g, o, ATTR_HIGH, hi, r);
-    if (value != 0) graph_set_float(im->g, o, ATTR_VALUE, value);
-    return ox_finish(im, o, ox_node_name(im, NULL), NULL);
+    return ox_emit_pad(im, x, lo, hi, value, ox_node_name(im, NULL));
 }
 
 static int32_t import_transpose(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
@@ -452,6 +448,23 @@ static int32_t import_reshape(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
 }
 
 /* A slice with step 1. */
+/* Axis a of v (shape cur) cut into rows of step, column col kept: cur[a]
+ * becomes cur[a] / step. The last one is named after the node. */
+static int32_t keep_column(imp *im, int32_t v, int rank, int64_t *cur, int a, int64_t step, int64_t col, bool last) {
+    int64_t split[GRAPH_MAX_RANK], lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK];
+    for (int i = 0, k = 0; i < rank; i++) {
+        split[k] = i == a ? cur[i] / step : cur[i], lo[k] = 0, hi[k] = split[k], k++;
+        if (i == a) split[k] = step, lo[k] = col, hi[k] = col + 1, k++;
+    }
+    char what[32];
+    snprintf(what, sizeof what, "rows%d", a);
+    v = ox_emit_reshape(im, v, rank + 1, split, ox_node_name(im, what));
+    snprintf(what, sizeof what, "every%d", a);
+    if (v >= 0) v = ox_emit_slice(im, v, lo, hi, ox_node_name(im, what));
+    cur[a] /= step;
+    return v < 0 ? -1 : ox_emit_reshape(im, v, rank, cur, ox_node_name(im, last ? NULL : "strided"));
+}
+
 static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;
     int rank;
@@ -459,10 +472,8 @@ static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t x = ox_gval(im, in_name(n, 0));
     if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
     if (ox_slice_bounds(im, n, rank, dim, b, e, s)) return -1;
-    bool strided = false;
-    int64_t keep[CT_MAX_RANK] = {0}; /* per strided axis: the column of the window kept */
-    int64_t pad_lo[GRAPH_MAX_RANK] = {0}, pad_hi[GRAPH_MAX_RANK] = {0};
-    bool padded = false;
+    bool strided = false, padded = false;
+    int64_t keep[CT_MAX_RANK] = {0}, pad_hi[GRAPH_MAX_RANK] = {0}; /* per strided axis: the column kept, the padding */
     for (int i = 0; i < rank; i++) {
         if (s[i] < 1) return ox_fail(im, "Slice with a step below 1 is not supported"), -1;
         if (e[i] <= b[i]) return ox_fail(im, "Slice is empty"), -1;
@@ -486,37 +497,14 @@ static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
         strided = true;
     }
     if (!strided) return ox_emit_slice(im, x, b, e, ox_node_name(im, NULL));
-    if (padded) {
-        int32_t o = graph_begin_op(im->g, OP_PAD, &x, 1);
-        graph_set_ints(im->g, o, ATTR_LOW, pad_lo, rank);
-        graph_set_ints(im->g, o, ATTR_HIGH, pad_hi, rank);
-        x = ox_finish(im, o, ox_node_name(im, "padded"), NULL);
-        if (x < 0) return -1;
-    }
-    int32_t v = ox_emit_slice(im, x, b, e, ox_node_name(im, "window"));
+    if (padded) x = ox_emit_pad(im, x, NULL, pad_hi, 0, ox_node_name(im, "padded"));
+    int32_t v = x < 0 ? -1 : ox_emit_slice(im, x, b, e, ox_node_name(im, "window"));
     int64_t cur[GRAPH_MAX_RANK];
     for (int i = 0; i < rank; i++) cur[i] = e[i] - b[i];
-    for (int a = 0; a < rank && v >= 0; a++) {
-        if (s[a] == 1) continue;
-        int64_t split[GRAPH_MAX_RANK], lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK];
-        for (int i = 0, k = 0; i < rank; i++) {
-            if (i == a) {
-                split[k] = cur[i] / s[a], lo[k] = 0, hi[k++] = cur[i] / s[a];
-                split[k] = s[a], lo[k] = keep[a], hi[k++] = keep[a] + 1;
-            } else {
-                split[k] = cur[i], lo[k] = 0, hi[k++] = cur[i];
-            }
-        }
-        char what[32];
-        snprintf(what, sizeof what, "rows%d", a);
-        v = ox_emit_reshape(im, v, rank + 1, split, ox_node_name(im, what));
-        snprintf(what, sizeof what, "every%d", a);
-        if (v >= 0) v = ox_emit_slice(im, v, lo, hi, ox_node_name(im, what));
-        cur[a] /= s[a];
-        bool last = true;
-        for (int j = a + 1; j < rank; j++) last &= s[j] == 1;
-        if (v >= 0) v = ox_emit_reshape(im, v, rank, cur, last ? ox_node_name(im, NULL) : ox_node_name(im, "strided"));
-    }
+    int last = rank - 1;
+    while (s[last] == 1) last--;
+    for (int a = 0; a <= last && v >= 0; a++)
+        if (s[a] != 1) v = keep_column(im, v, rank, cur, a, s[a], keep[a], a == last);
     return v;
 }
 
