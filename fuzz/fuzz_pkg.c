@@ -27,9 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The first write may normalise (machine JSON layout, string offsets);
      * after that the image is a fixed point. */
     size_t len1, len2;
-    uint8_t *img1 = package_image(&p, &len1);
+    uint8_t *img1 = package_image(&p, &len1, "test", NULL);
     TS_ASSERT(package_parse(img1, len1, "again.tpk", &q, &d) == 0);
-    uint8_t *img2 = package_image(&q, &len2);
+    uint8_t *img2 = package_image(&q, &len2, "test", NULL);
     TS_ASSERT(len1 == len2 && memcmp(img1, img2, len1) == 0);
     free(img1);
     free(img2);

@@ -290,9 +290,9 @@ tessel_status tessel_compile(const tessel_model *model, const tessel_machine *ma
     package pkg;
     if (rc == 0) { /* what runs is what a file holds */
         size_t n;
-        uint8_t *img = package_image(&built, &n);
+        uint8_t *img = package_image(&built, &n, model->io.name, &d);
         package_free(&built);
-        rc = package_parse(img, n, model->io.name, &pkg, &d);
+        rc = img ? package_parse(img, n, model->io.name, &pkg, &d) : -1;
         free(img);
     }
     if (rc == 0) {

@@ -51,9 +51,9 @@ static int check_package(const cmd *c, const parsed *p, const graph *g, machine 
     co.no_siblings = cli_flag(c, p, "--no-siblings");
     if (driver_compile(g, m, &co, &built, ci, d)) return -1;
     size_t n;
-    uint8_t *img = package_image(&built, &n);
+    uint8_t *img = package_image(&built, &n, p->pos[0], d);
     package_free(&built);
-    int rc = package_parse(img, n, p->pos[0], pkg, d);
+    int rc = img ? package_parse(img, n, p->pos[0], pkg, d) : -1;
     free(img);
     return rc;
 }

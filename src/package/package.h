@@ -194,8 +194,11 @@ int package_write(const package *p, FILE *f, const char *path, diag *d);
 /* Parses and fully validates a package image; path names it in errors. */
 int package_parse(const void *bytes, size_t len, const char *path, package *out, diag *d);
 int package_load(const char *path, package *out, diag *d);
-/* The serialised image (malloc'd), for tests that corrupt it. */
-uint8_t *package_image(const package *p, size_t *len);
+/* The serialised image (malloc'd): what package_write writes, for a caller
+ * that parses it back in memory and for tests that corrupt it. NULL, with
+ * "PATH: error: the package image needs B bytes ..." in d, when the host
+ * cannot hold it (path names the package in that message). */
+uint8_t *package_image(const package *p, size_t *len, const char *path, diag *d);
 /* Rewrites the checksum of every section whose bounds lie inside img: for
  * tests and fuzzers that damage a section on purpose to reach the parser. */
 void package_fix_checksums(uint8_t *img, size_t len);

@@ -113,12 +113,19 @@ void package_fix_checksums(uint8_t *img, size_t len) {
     }
 }
 
-uint8_t *package_image(const package *p, size_t *len) {
+uint8_t *package_image(const package *p, size_t *len, const char *path, diag *d) {
     image_parts w;
     gather(p, &w);
     uint64_t total = PKG_HEADER_BYTES;
     for (int s = 0; s < SEC_COUNT; s++) total += PKG_SECTION_HEADER_BYTES + payload_bytes(&w, s);
-    uint8_t *img = xmalloc((size_t)total), *at = img;
+    uint8_t *img = total > SIZE_MAX ? NULL
+                                    : util_try_malloc((size_t)total, 1, d, "%s: error: the package image", path), *at = img;
+    if (!img) {
+        if (total > SIZE_MAX) diag_fail(d, "%s: error: the package image needs %llu bytes, more than this host addresses", path,
+                                        (unsigned long long)total);
+        release(&w);
+        return NULL;
+    }
     memcpy(at, pkg_magic, PKG_MAGIC_BYTES);
     at = put(at + PKG_MAGIC_BYTES, PACKAGE_VERSION, 4);
     at = put(at, SEC_COUNT, 4);
@@ -134,7 +141,8 @@ uint8_t *package_image(const package *p, size_t *len) {
 int package_write(const package *p, FILE *f, const char *path, diag *d) {
     if (pkg_check(p, path, d) != 0) return -1;
     size_t len;
-    uint8_t *img = package_image(p, &len);
+    uint8_t *img = package_image(p, &len, path, d);
+    if (!img) return -1;
     fwrite(img, 1, len, f); /* a short write sets the error flag outset_close reports */
     free(img);
     return 0;

@@ -184,7 +184,7 @@ static run compile_run_recipe(const graph *g, const machine *m, bool no_fuse, co
      * the same for a fused op as for its matmul (the same site), or the recipe's. */
     compile_options co = {.model = what, .recipe = recipe, .no_fuse = no_fuse, .search_steps = 0, .quiet = true};
     if (driver_compile(g, m, &co, &built, &r.ci, &d)) fail_msg("%s on %s: %s", what, m->name, d.text);
-    r.img = package_image(&built, &r.len);
+    r.img = package_image(&built, &r.len, "test", NULL);
     package_free(&built);
     if (package_parse(r.img, r.len, what, &r.p, &d)) fail_msg("%s", d.text);
     r.nout = graph_outputs(g, NULL, 0);

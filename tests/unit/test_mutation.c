@@ -3,7 +3,9 @@
  * receive row's destination pointer moved by 2 bytes, a send row's length
  * cut by 2 bytes, a send row moved to the next tile, which then sends it
  * from its own memory) and each kernel run's operands are moved by one
- * element, one at a time, in small f16 and fp8 models of every zoo family.
+ * element, and the top exponent bit of each weight segment's first element
+ * is flipped (its checksum written anew, as a forger would), one at a time,
+ * in small f16 and fp8 models of every zoo family.
  * A mutant the package loader refuses is caught there; one the loader
  * accepts is simulated, and if any output bit differs from the unmutated
  * run, the comparison tessel check makes (bit for bit against the
@@ -28,12 +30,12 @@
 #include "driver/driver.h"
 #include "models/models.h"
 
-typedef enum { MUT_RECV_DST, MUT_SEND_LEN, MUT_SEND_TILE, MUT_RUN_OPERAND } mut_kind;
-static const char *const MUT_NAMES[] = {"receive pointer", "send length", "send tile", "run operand"};
+typedef enum { MUT_RECV_DST, MUT_SEND_LEN, MUT_SEND_TILE, MUT_RUN_OPERAND, MUT_WEIGHT } mut_kind;
+static const char *const MUT_NAMES[] = {"receive pointer", "send length", "send tile", "run operand", "weight bit"};
 
 typedef struct mutation {
     mut_kind kind;
-    int32_t index;    /* run, or tile */
+    int32_t index;    /* run, tile, or weight segment */
     int32_t block;    /* tables: the tile's block */
     int32_t row;      /* tables: the send or receive row */
     int operand;      /* runs */
@@ -201,7 +203,7 @@ static void load(subject *s, const char *model, const char *mach) {
     if (driver_compile(s->g, &m, &co, &built, &ci, &d)) fail_msg("%s: %s", model, d.text);
     compile_info_free(&ci);
     size_t n;
-    uint8_t *img = package_image(&built, &n);
+    uint8_t *img = package_image(&built, &n, "test", NULL);
     package_free(&built);
     if (package_parse(img, n, model, &s->p, &d)) fail_msg("%s", d.text);
     free(img);
@@ -258,7 +260,7 @@ static void unload(subject *s) {
 static mutation *mutations(const package *p, int64_t *n) {
     tables_ed e;
     ed_decode(p, &e);
-    int64_t cap = LOW_MAX_OPERANDS * (int64_t)p->prog.runs.n + 1, k = 0;
+    int64_t cap = LOW_MAX_OPERANDS * (int64_t)p->prog.runs.n + p->segments.n + 1, k = 0;
     for (uint32_t t = 0; t < e.tiles; t++)
         for (uint32_t b = 0; b < e.t[t].nb; b++) cap += 2 * e.t[t].b[b].ns + e.t[t].b[b].nr;
     mutation *m = malloc(sizeof(mutation) * (size_t)cap);
@@ -274,6 +276,8 @@ static mutation *mutations(const package *p, int64_t *n) {
     for (int32_t i = 0; i < p->prog.runs.n; i++)
         for (int op = 0; op < LOW_MAX_OPERANDS; op++)
             if (low_run_uses(&p->prog.runs.v[i], op)) m[k++] = (mutation){MUT_RUN_OPERAND, i, 0, 0, op};
+    for (int32_t i = 0; i < p->segments.n; i++)
+        if (p->segments.v[i].bytes >= 2) m[k++] = (mutation){MUT_WEIGHT, i, 0, 0, 0};
     ed_free(&e);
     *n = k;
     return m;
@@ -291,8 +295,15 @@ static uint8_t *mutant_image(package *p, const mutation *m, int sign, size_t *le
         low_run *r = &p->prog.runs.v[m->index];
         low_run saved = *r;
         r->ptr[m->operand].off += (uint32_t)sign * element(r, m->operand);
-        uint8_t *img = package_image(p, len);
+        uint8_t *img = package_image(p, len, "test", NULL);
         *r = saved;
+        return img;
+    }
+    if (m->kind == MUT_WEIGHT) { /* byte 1 of an element holds an f16's exponent; of an f8 pair, the second */
+        uint8_t *at = p->blob + p->segments.v[m->index].blob_off + 1;
+        *at ^= 0x40;
+        uint8_t *img = package_image(p, len, "test", NULL);
+        *at ^= 0x40;
         return img;
     }
     tables_ed e;
@@ -311,7 +322,7 @@ static uint8_t *mutant_image(package *p, const mutation *m, int sign, size_t *le
     uint8_t *bytes;
     uint64_t *at;
     ed_encode(&e, p, &bytes, &at);
-    uint8_t *img = package_image(p, len);
+    uint8_t *img = package_image(p, len, "test", NULL);
     p->tables = saved;
     free(bytes);
     free(at);
@@ -336,7 +347,7 @@ static void try_one(subject *s, const mutation *m, tally *t, bool locate_it) {
     diag d = {0};
     bool loaded = false;
     for (int sign = 1; sign >= -1 && !loaded; sign -= 2) {
-        if (sign < 0 && m->kind == MUT_SEND_LEN) break;
+        if (sign < 0 && (m->kind == MUT_SEND_LEN || m->kind == MUT_WEIGHT)) break;
         size_t n;
         uint8_t *img = mutant_image(&s->p, m, sign, &n);
         memset(&d, 0, sizeof d);

@@ -247,7 +247,7 @@ static void expect_bad(mutator damage, const char *want) {
     build(&p);
     damage(&p);
     size_t len;
-    uint8_t *img = package_image(&p, &len);
+    uint8_t *img = package_image(&p, &len, "test", NULL);
     expect_refused(img, len, want);
     diag d = {0};
     char path[64];
@@ -283,7 +283,7 @@ static void put_u64(uint8_t *p, uint64_t v) {
 static uint8_t *good_image(size_t *len) {
     package p;
     build(&p);
-    uint8_t *img = package_image(&p, len);
+    uint8_t *img = package_image(&p, len, "test", NULL);
     package_free(&p);
     return img;
 }
@@ -335,14 +335,14 @@ static void test_round_trip(void **state) {
     package p, q, r;
     build(&p);
     size_t len1, len2, len3;
-    uint8_t *img1 = package_image(&p, &len1);
+    uint8_t *img1 = package_image(&p, &len1, "test", NULL);
     diag d = {0};
     if (parse_exact(img1, len1, &q, &d) != 0) fail_msg("%s", d.text);
     expect_equal(&p, &q);
     /* Binding names: "main" reused the label's offset, x and y were appended. */
     assert_true(q.bindings.v[1].name == q.prog.strings.v + L_MAIN);
     assert_int_equal(q.prog.strings.n, (int32_t)sizeof STRINGS + 4);
-    uint8_t *img2 = package_image(&q, &len2);
+    uint8_t *img2 = package_image(&q, &len2, "test", NULL);
     assert_int_equal(len1, len2);
     assert_memory_equal(img1, img2, len1);
 
@@ -352,7 +352,7 @@ static void test_round_trip(void **state) {
     if (package_save(&q, path, &d) != 0) fail_msg("%s", d.text);
     if (package_load(path, &r, &d) != 0) fail_msg("%s", d.text);
     expect_equal(&q, &r);
-    uint8_t *img3 = package_image(&r, &len3);
+    uint8_t *img3 = package_image(&r, &len3, "test", NULL);
     assert_int_equal(len1, len3);
     assert_memory_equal(img1, img3, len1);
     unlink(path);
@@ -384,7 +384,7 @@ static void test_documented_sizes(void **state) {
     package p;
     build(&p);
     size_t len;
-    uint8_t *img = package_image(&p, &len);
+    uint8_t *img = package_image(&p, &len, "test", NULL);
     char *json = machine_to_json(&p.machine);
     size_t steps = 4 + 4 * 9 + 2 * 5;              /* compute, repeat, compute, compute; exchange, end */
     size_t runs = 4 + (5 + 4 + 4 + 10)              /* fill: n[0], f[0], one operand */
@@ -418,7 +418,7 @@ static void test_empty(void **state) {
     package_init(&p);
     machine_preset("c600", &p.machine);
     size_t len;
-    uint8_t *img = package_image(&p, &len);
+    uint8_t *img = package_image(&p, &len, "test", NULL);
     diag d = {0};
     if (parse_exact(img, len, &q, &d) != 0) fail_msg("%s", d.text);
     assert_int_equal(q.machine.tiles, 1472);
@@ -844,6 +844,30 @@ static void test_bad_in_memory(void **state) {
     }
 }
 
+/* A package larger than the host's memory fails with a status and a
+ * message, writes nothing, and does not abort (the blob's length claims far
+ * more than it holds: the image is refused before a byte of it is read). */
+static void test_image_too_large(void **state) {
+    (void)state;
+    package p;
+    build(&p);
+    uint64_t held = p.blob_bytes;
+    p.blob_bytes = (uint64_t)1 << 50;
+    diag d = {0};
+    size_t len = 0;
+    assert_null(package_image(&p, &len, "big.tpk", &d));
+    assert_non_null(strstr(d.text, "big.tpk: error: the package image needs "));
+    assert_non_null(strstr(d.text, "bytes of host memory, more than this host has"));
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tessel-pkg-big-%ld.tpk", (long)getpid());
+    diag d2 = {0};
+    if (package_save(&p, path, &d2) == 0) fail_msg("a package of 2^50 bytes was saved");
+    assert_non_null(strstr(d2.text, "the package image needs "));
+    assert_int_not_equal(access(path, F_OK), 0);
+    p.blob_bytes = held;
+    package_free(&p);
+}
+
 /* Damage the writer cannot produce: a machine the reader refuses outright. */
 static void test_bad_machine_bytes(void **state) {
     (void)state;
@@ -870,6 +894,7 @@ int main(void) {
         cmocka_unit_test(test_bad_programs),
         cmocka_unit_test(test_bad_in_memory),
         cmocka_unit_test(test_bad_machine_bytes),
+        cmocka_unit_test(test_image_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

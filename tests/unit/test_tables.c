@@ -187,10 +187,10 @@ static void encode_and_compare(package *p) {
     assert_int_equal(na, nb);
     if (na) assert_memory_equal(want, got, sizeof(delivery) * na);
     size_t len, len2;
-    uint8_t *img = package_image(p, &len);
+    uint8_t *img = package_image(p, &len, "test", NULL);
     package q;
     if (package_parse(img, len, "t.tpk", &q, &d)) fail_msg("%s", d.text);
-    uint8_t *img2 = package_image(&q, &len2);
+    uint8_t *img2 = package_image(&q, &len2, "test", NULL);
     assert_int_equal(len, len2);
     assert_memory_equal(img, img2, len);
     package_free(&q);
