@@ -47,7 +47,9 @@ typedef enum {
     X(Concat,             CF_FIRST,  const_fold_concat,             import_concat,     OUT_ONE) \
     X(Constant,           CF_ALWAYS, const_fold_constant,           NULL,              OUT_ONE) \
     X(ConstantOfShape,    CF_FIRST,  const_fold_constant_of_shape,  NULL,              OUT_ONE) \
-    X(Conv,               CF_NONE,   NULL,                          import_conv,       OUT_ONE) \
+    X(AveragePool,        CF_NONE,   NULL,                          ox_import_pool,    OUT_ONE) \
+    X(BatchNormalization, CF_NONE,   NULL,                          ox_import_batch_norm, OUT_ONE) \
+    X(Conv,               CF_NONE,   NULL,                          ox_import_conv,    OUT_ONE) \
     X(Div,                CF_CONST,  const_fold_binary,             import_div,        OUT_ONE) \
     X(Dropout,            CF_NONE,   NULL,                          import_identity,   OUT_ANY) \
     X(Equal,              CF_CONST,  const_fold_binary,             NULL,              OUT_ONE) \
@@ -65,6 +67,7 @@ typedef enum {
     X(Log,                CF_FIRST,  const_fold_unary,              import_unary,      OUT_ONE) \
     X(MatMul,             CF_NONE,   NULL,                          import_matmul,     OUT_ONE) \
     X(Max,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
+    X(MaxPool,            CF_NONE,   NULL,                          ox_import_pool,    OUT_ANY) \
     X(Min,                CF_CONST,  const_fold_binary,             import_max_min,    OUT_ONE) \
     X(Mod,                CF_CONST,  const_fold_binary,             NULL,              OUT_ONE) \
     X(Mul,                CF_CONST,  const_fold_binary,             import_binary,     OUT_ONE) \
@@ -107,6 +110,8 @@ typedef struct imp imp;
 typedef int const_fold_fn(imp *im, const Onnx__NodeProto *n, ox_op_id op);
 /* Importer: the node's graph value, -2 when it set its outputs itself, -1 failed. */
 typedef int32_t ox_import_fn(imp *im, const Onnx__NodeProto *n, ox_op_id op);
+/* onnx_conv.c: the window ops (Conv, MaxPool, AveragePool) and BatchNormalization. */
+ox_import_fn ox_import_conv, ox_import_pool, ox_import_batch_norm;
 
 /* A plain unary op: its graph op and the double function constants fold with. */
 typedef struct ox_unary {

@@ -241,54 +241,6 @@ static oval *const_transposed(imp *im, oval *o) {
     return ox_val_get(im, nm);
 }
 
-/* Conv as a patch embedding: stride == kernel, no padding, no groups. */
-static int32_t import_conv(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
-    (void)op;
-    oval *w = ox_cval(im, in_name(n, 1));
-    int32_t x = ox_gval(im, in_name(n, 0));
-    if (x < 0) return -1;
-    int nk, ns, np, nd;
-    const int64_t *k = attr_ints(n, "kernel_shape", &nk), *s = attr_ints(n, "strides", &ns), *p = attr_ints(n, "pads", &np),
-                  *dl = attr_ints(n, "dilations", &nd);
-    const graph_type *t = ox_gtype(im, x);
-    if (!w || w->c.rank != 4 || t->rank != 4) return ox_fail(im, "only 2-D convolutions with constant weights are supported"), -1;
-    int64_t O = w->c.dim[0], C = w->c.dim[1], P = w->c.dim[2], Q = w->c.dim[3];
-    bool ok = attr_int(n, "group", 1) == 1 && C == t->dim[1] && (nk < 0 || (nk == 2 && k[0] == P && k[1] == Q)) && ns == 2 &&
-              s[0] == P && s[1] == Q;
-    for (int i = 0; ok && np > 0 && i < np; i++) ok = p[i] == 0;
-    for (int i = 0; ok && nd > 0 && i < nd; i++) ok = dl[i] == 1;
-    const char *ap = attr(n, "auto_pad") && attr(n, "auto_pad")->has_s ? (const char *)attr(n, "auto_pad")->s.data : NULL;
-    if (ap && attr(n, "auto_pad")->s.len && strncmp(ap, "NOTSET", attr(n, "auto_pad")->s.len) && strncmp(ap, "VALID", attr(n, "auto_pad")->s.len)) ok = false;
-    if (!ok) return ox_fail(im, "only patch embeddings (stride equal to the kernel, no padding, one group) are supported"), -1;
-    int64_t B = t->dim[0], H = t->dim[2] / P, W = t->dim[3] / Q;
-    if (H == 0 || W == 0) return ox_fail(im, "the image is smaller than one patch"), -1;
-    if (H * P != t->dim[2] || W * Q != t->dim[3]) { /* Conv drops the remainder */
-        int64_t st[4] = {0, 0, 0, 0}, en[4] = {B, C, H * P, W * Q};
-        x = ox_emit_slice(im, x, st, en, ox_node_name(im, "crop"));
-    }
-    /* [B, C, H, P, W, Q] -> [B, H, W, C, P, Q] in two rank-4 transposes. */
-    int64_t d1[4] = {B * C * H, P, W, Q}, p1[4] = {0, 2, 1, 3};
-    x = ox_emit_reshape(im, x, 4, d1, ox_node_name(im, "rows"));
-    x = ox_emit_transpose(im, x, p1, 4, ox_node_name(im, "rows_t"));
-    int64_t d2[4] = {B, C, H * W, P * Q};
-    x = ox_emit_reshape(im, x, 4, d2, ox_node_name(im, "patches_c"));
-    x = ox_emit_transpose(im, x, p1, 4, ox_node_name(im, "patches_t"));
-    int64_t d3[3] = {B, H * W, C * P * Q};
-    x = ox_emit_reshape(im, x, 3, d3, ox_node_name(im, "patches"));
-    /* Weight [O, C*P*Q] transposed into [C*P*Q, O]. */
-    int64_t wd[2] = {O, C * P * Q};
-    char nm[600];
-    snprintf(nm, sizeof nm, "%s.flat", w->name);
-    ox_set_const(im, nm, ct_reshaped(w->c, 2, wd));
-    oval *wt = const_transposed(im, ox_val_get(im, nm));
-    if (!wt) return ox_fail(im, "cannot transpose the weight"), -1;
-    int32_t y = ox_emit_matmul(im, x, ox_const_value(im, wt), false, ox_node_name(im, "embed"));
-    if (in_name(n, 2)) y = ox_emit2(im, OP_ADD, y, ox_gval(im, in_name(n, 2)), ox_node_name(im, "bias"));
-    int64_t pt[3] = {0, 2, 1}, od[4] = {B, O, H, W};
-    y = ox_emit_transpose(im, y, pt, 3, ox_node_name(im, "channels"));
-    return ox_emit_reshape(im, y, 4, od, ox_node_name(im, NULL));
-}
-
 /* matmul, with a constant B under transB transposed at import; scale for
  * alpha and beta, add for C. */
 static int32_t import_gemm(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
