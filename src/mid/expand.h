@@ -54,6 +54,7 @@ typedef struct gemm_plan {
                                         streaming: columns, the transposed result's rows) */
     bool swap;                       /* B streams (mid_gemm_plan.swap): columns are the inner grid
                                         axis and the reduction cuts them */
+    int32_t base;                    /* the grid's first tile */
 } gemm_plan;
 
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

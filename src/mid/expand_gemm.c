@@ -19,7 +19,7 @@ typedef struct role {
 } role;
 
 static layout grid_layout(const gemm_plan *gp, const role *roles, int rank, const int64_t *dim, int es, bool m_fine) {
-    layout l = {.rank = rank, .elem_bytes = es, .enc = ENC_ROW_MAJOR};
+    layout l = {.rank = rank, .elem_bytes = es, .enc = ENC_ROW_MAJOR, .tile_base = gp->base};
     bool has_b[LAYOUT_MAX_RANK] = {0}, has_m = false, has_n = false, has_k = false;
     /* Tiles: K parts innermost, then row blocks, then column blocks (with B
      * streaming columns, then rows, so the reduction's finer blocks of the
@@ -277,11 +277,18 @@ int ex_gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
     gp->R = cdiv(M, gp->bm), gp->C = cdiv(N, gp->bn), gp->Kp = cdiv(K, gp->bk);
     gp->swap = ch->swap;
     gp->sub = cdiv(gp->swap ? gp->bn : gp->bm, gp->Kp);
-    int64_t per_batch = gp->R * gp->C * gp->Kp;
+    int64_t per_batch = gp->R * gp->C * gp->Kp, grid = per_batch;
     for (int j = nb - 1, s = 1; j >= 0; j--) {
         gp->gstride[j] = (int32_t)(per_batch * s);
         s *= (int32_t)gp->gp[j];
+        grid *= gp->gp[j];
     }
+    /* A grid whose A is a weight (a convolution's [O, taps * C]) keeps a
+     * block of it on each of its tiles for the whole run: grids that leave
+     * tiles over start apart, by op, or every such weight would have a
+     * block on tile 0. (B weights stage apart instead, staged_layout.) */
+    int64_t room = (int64_t)x->m->tiles - grid;
+    if (site.a_param && room > 0) gp->base = (int32_t)((int64_t)op * 97 % (room + 1));
     return 0;
 }
 

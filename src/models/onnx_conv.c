@@ -5,8 +5,9 @@
  * its taps side by side along the channels (im2col) and multiplies by its
  * weight as one GEMM per group; a depthwise one multiplies each tap by its
  * per-channel weight and sums; a pool takes the max or the mean of the taps.
- * A patch embedding (stride equal to the kernel, no padding) keeps its own
- * shorter form: its taps do not overlap, so it is a reshape of the image.
+ * A patch embedding (stride equal to a kernel of more than one tap, no
+ * padding) keeps its own shorter form: its taps do not overlap, so it is a
+ * reshape of the image.
  * BatchNormalization with constant statistics is a per-channel scale and
  * shift. Everything is 1-D or 2-D over an N, C, spatial... layout. */
 #include "onnx_impl.h"
@@ -278,7 +279,8 @@ int32_t ox_import_conv(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     int32_t x = spatial_input(im, n, &nsp, sp);
     window win;
     if (x < 0 || read_window(im, n, nsp, sp, ks, &win)) return -1;
-    bool patches = nsp == 2 && groups == 1 && win.s[0] == win.k[0] && win.s[1] == win.k[1] && win.d[0] == 1 &&
+    /* (A 1x1 kernel is no patch: as one tap it needs neither transposes nor slices.) */
+    bool patches = nsp == 2 && groups == 1 && window_taps(&win) > 1 && win.s[0] == win.k[0] && win.s[1] == win.k[1] && win.d[0] == 1 &&
                    win.d[1] == 1 && !win.lo[0] && !win.lo[1] && !win.hi[0] && !win.hi[1];
     if (patches) return patch_embedding(im, n, x, w);
     int64_t ntaps = window_taps(&win), N = t0->dim[0], L = win.out[0] * win.out[1];
