@@ -45,7 +45,7 @@ typedef struct models_keep models_keep;
 void models_keep_free(void *keep);
 /* The flat f32 graph of an ONNX file (memory-mapped; external data resolved
  * next to it). Decomposed GeLU and layer norms are raised, shape chains
- * folded, Conv patch embeddings become matmuls. */
+ * folded, convolutions become their taps and GEMMs (onnx_conv.c). */
 graph *models_onnx_import(const char *path, FILE *report, diag *d);
 /* The same from a buffer the caller keeps alive (keep receives any maps). */
 graph *models_onnx_import_buffer(const char *path, const uint8_t *data, size_t len, models_keep *keep, FILE *report,
