@@ -334,7 +334,7 @@ static int ref_slice(rt *r, const graph_op *op, float **in, float **out) {
 static int ref_pad(rt *r, const graph_op *op, float **in, float **out) {
     const graph_type *ti = vtype(r, op->in[0]), *to = vtype(r, op->out[0]);
     int64_t si[GRAPH_MAX_RANK], so[GRAPH_MAX_RANK], base = 0, n = vnumel(r, op->out[0]);
-    float v = (float)graph_attr_float(op, ATTR_VALUE);
+    float v = num_clamp_finite(to->dtype, (float)graph_attr_float(op, ATTR_VALUE));
     /* An 8-bit tensor holds codes: the padding is the value as its code means. */
     if (dtype_is_f8(to->dtype) && !r->o->strip_precision) v = num_round(to->dtype, to->scale, v);
     for (int64_t i = 0; i < n; i++) out[0][i] = v;

@@ -837,7 +837,7 @@ static int expand_move(mx *x, const graph_op *o) {
         break;
     case OP_PAD: {
         int32_t pr = ex_emit(x, MID_FILL, NULL, 0, &out, 1);
-        mid_p(x->p, pr)->f[0] = (float)graph_attr_float(o, ATTR_VALUE);
+        mid_p(x->p, pr)->f[0] = num_clamp_finite(graph_val(x->g, o->out[0])->type.dtype, (float)graph_attr_float(o, ATTR_VALUE));
         for (int i = 0; i < rank; i++) off[i] = -o->attr[ATTR_LOW].ints.v[i];
         break;
     }

@@ -12,9 +12,13 @@
  * shift. Everything is 1-D or 2-D over an N, C, spatial... layout. */
 #include "onnx_impl.h"
 
+#include <float.h>
 #include <math.h>
 
 enum { WIN_AXES = 2 };
+/* Kernels, strides, dilations, pads and sizes beyond this are refused, so
+ * the window arithmetic below cannot overflow (a pad op's own limit). */
+#define WIN_MAX ((int64_t)1 << 40)
 
 /* Where a window op's taps lie on the spatial axes (1-D ops are 2-D ones
  * with a first spatial axis of 1). */
@@ -37,7 +41,9 @@ static int read_window(imp *im, const Onnx__NodeProto *n, int nsp, const int64_t
         return ox_fail(im, "strides, dilations and pads must have one entry per spatial axis (pads two)");
     const Onnx__AttributeProto *ap = attr(n, "auto_pad");
     char pad_mode[16] = "NOTSET";
-    if (ap && ap->s.len && ap->s.len < sizeof pad_mode) {
+    if (ap && ap->s.len >= sizeof pad_mode)
+        return ox_fail(im, "auto_pad '%.*s' is not one ONNX defines", (int)(ap->s.len > 64 ? 64 : ap->s.len), (const char *)ap->s.data);
+    if (ap && ap->s.len) {
         memcpy(pad_mode, ap->s.data, ap->s.len);
         pad_mode[ap->s.len] = 0;
     }
@@ -52,6 +58,10 @@ static int read_window(imp *im, const Onnx__NodeProto *n, int nsp, const int64_t
         w->d[a] = nd >= 0 ? dl[i] : 1;
         w->in[a] = in[i];
         if (w->k[a] < 1 || w->s[a] < 1 || w->d[a] < 1) return ox_fail(im, "kernel, strides and dilations must be positive");
+        if (w->k[a] > WIN_MAX || w->s[a] > WIN_MAX || w->d[a] > WIN_MAX || in[i] > WIN_MAX)
+            return ox_fail(im, "kernel, strides, dilations and sizes above 2^40 are not supported");
+        if (w->k[a] > 1 && w->d[a] > WIN_MAX / (w->k[a] - 1))
+            return ox_fail(im, "a window of %lld taps dilated by %lld is too wide", (long long)w->k[a], (long long)w->d[a]);
         int64_t span = w->d[a] * (w->k[a] - 1) + 1;
         if (same) { /* out = ceil(in / s), the padding split with the odd one at the end (UPPER) or start */
             int64_t o = (in[i] + w->s[a] - 1) / w->s[a], total = (o - 1) * w->s[a] + span - in[i];
@@ -62,6 +72,7 @@ static int read_window(imp *im, const Onnx__NodeProto *n, int nsp, const int64_t
             w->lo[a] = p[i], w->hi[a] = p[nsp + i];
         }
         if (w->lo[a] < 0 || w->hi[a] < 0) return ox_fail(im, "negative pads are not supported");
+        if (w->lo[a] > WIN_MAX || w->hi[a] > WIN_MAX) return ox_fail(im, "pads above 2^40 are not supported");
         int64_t room = w->in[a] + w->lo[a] + w->hi[a] - span;
         if (room < 0) return ox_fail(im, "the window (%lld wide) is larger than the padded input (%lld)", (long long)span,
                                      (long long)(w->in[a] + w->lo[a] + w->hi[a]));
@@ -310,10 +321,10 @@ int32_t ox_import_conv(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
 
 /* ---- pools ----------------------------------------------------------------------------- */
 
-/* The lowest finite f16: what a max pool pads with (the graph holds finite
- * values only), so a window whose real elements are all below it pools to
- * it rather than to them. */
-#define POOL_PAD_MAX (-65504.0)
+/* What a max pool pads with: the graph holds finite values only, and a pad
+ * value is limited to its tensor's finite range (the lowest f16, bf16 or
+ * f32), so no real element is below it. */
+#define POOL_PAD_MAX (-FLT_MAX)
 
 int32_t ox_import_pool(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     bool max = op == OX_MaxPool;
@@ -390,7 +401,10 @@ int32_t ox_import_batch_norm(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     const char *sn = new_const(im, "scale", t->rank - 1, dim, &s), *hn = sn ? new_const(im, "shift", t->rank - 1, dim, &sh) : NULL;
     if (!hn) return -1;
     for (int64_t c = 0; c < C; c++) {
-        s[c] = ct_at(&p[0]->c, c) / sqrt(ct_at(&p[3]->c, c) + eps);
+        double var = ct_at(&p[3]->c, c) + eps;
+        if (!(var > 0))
+            return ox_fail(im, "BatchNormalization: channel %lld's variance plus epsilon is %g, not positive", (long long)c, var), -1;
+        s[c] = ct_at(&p[0]->c, c) / sqrt(var);
         sh[c] = ct_at(&p[1]->c, c) - ct_at(&p[2]->c, c) * s[c];
     }
     int32_t y = ox_emit2(im, OP_MUL, x, const_value(im, sn), ox_node_name(im, "scaled"));

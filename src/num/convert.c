@@ -10,6 +10,7 @@
 #include "num.h"
 
 #include <immintrin.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -175,6 +176,12 @@ float f8_decode(dtype t, uint8_t code, int scale) {
 uint8_t f8_encode(dtype t, float x, int scale, bool saturate) {
     check_scale(scale);
     return (uint8_t)f8_encode_bits(&F8_FORMATS[f8_index(t)], f32_bits(x), scale, saturate);
+}
+
+float num_clamp_finite(dtype t, float x) {
+    float m = t == DT_F16 ? 65504.0f : t == DT_BF16 ? bf16_to_f32(0x7F7F) : t == DT_F32 ? FLT_MAX : 0;
+    if (m == 0 || !(x == x)) return x;
+    return x > m ? m : x < -m ? -m : x;
 }
 
 float f8_max(dtype t) {

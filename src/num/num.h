@@ -61,6 +61,10 @@ float f8_max(dtype t);                                       /* largest finite, 
  * range; the scale that keeps the most precision without saturating. */
 int f8_scale_for_max(dtype t, float maxabs);
 
+/* x limited to the finite range of float type t (f16: +-65504; bf16 and
+ * f32 their largest finite; 8-bit types and NaN: x as it is, their
+ * rounding saturates by itself). */
+float num_clamp_finite(dtype t, float x);
 /* x rounded to dtype t (with scale for 8-bit types): decode(encode(x)).
  * f32 returns x; i32 rounds to nearest even integer and saturates. */
 float num_round(dtype t, int scale, float x);

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes OUT/NAME.onnx (exported by PyTorch, opset 17), OUT/NAME.in.npy
-(f16) and OUT/NAME.out.npy (PyTorch's float32 output on those f16 values)
-for each window op case below, and OUT/cases.txt, one "NAME MACHINE" a line.
+(f16, or f32 for an f32 case) and OUT/NAME.out.npy (PyTorch's float32
+output on those values) for each window op case below, and OUT/cases.txt,
+one "NAME MACHINE PRECISION" a line.
 
     conv_onnx.py OUT [NAME...]
 """
@@ -29,7 +30,7 @@ def resnet18():
     return torchvision.models.resnet18()
 
 
-# name: (module factory, input shape, machine)
+# name: (module factory, input shape, machine[, precision, input offset])
 CASES = {
     "conv3x3": (lambda g: nn.Conv2d(8, 16, 3, padding=1), (1, 8, 12, 12), "tiny"),
     "conv3x3_s2": (lambda g: nn.Conv2d(8, 16, 3, stride=2, padding=1), (1, 8, 13, 13), "c600"),
@@ -47,24 +48,27 @@ CASES = {
                                  "tiny"),
     "batchnorm": (lambda g: nn.Sequential(batch_norm(8, g), nn.ReLU()), (1, 8, 6, 6), "tiny"),
     "resnet18_64": (lambda g: resnet18(), (1, 3, 64, 64), "c600"),
+    # In f32, values far below the lowest f16: the padding is below them all.
+    "maxpool_f32_low": (lambda g: nn.MaxPool2d(3, 2, 1), (1, 2, 6, 6), "tiny", "f32", -1e5),
 }
 
 
 def main(out, names):
     lines = []
     for name in names or CASES:
-        make, shape, machine = CASES[name]
+        make, shape, machine, precision, offset = (CASES[name] + ("f16", 0.0))[:5]
         g = torch.Generator().manual_seed(7)
         torch.manual_seed(1)
         model = make(g).eval()
-        x = torch.from_numpy(np.random.default_rng(5).standard_normal(shape).astype(np.float16)).float()
+        dt = np.float32 if precision == "f32" else np.float16
+        x = torch.from_numpy((np.random.default_rng(5).standard_normal(shape) * (1 + abs(offset) / 100) + offset).astype(dt)).float()
         with torch.no_grad():
             want = model(x).numpy()
         torch.onnx.export(model, (x,), os.path.join(out, name + ".onnx"), input_names=["x"], output_names=["y"],
                           opset_version=17)
-        np.save(os.path.join(out, name + ".in.npy"), x.numpy().astype(np.float16))
+        np.save(os.path.join(out, name + ".in.npy"), x.numpy().astype(dt))
         np.save(os.path.join(out, name + ".out.npy"), want.astype(np.float32))
-        lines.append("%s %s\n" % (name, machine))
+        lines.append("%s %s %s\n" % (name, machine, precision))
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.writelines(lines)
 
