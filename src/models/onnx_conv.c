@@ -79,6 +79,7 @@ static int read_window(imp *im, const Onnx__NodeProto *n, int nsp, const int64_t
         w->out[a] = (ceil_mode ? (room + w->s[a] - 1) / w->s[a] : room / w->s[a]) + 1;
         /* The last window starts inside the input or its leading padding. */
         if (ceil_mode && (w->out[a] - 1) * w->s[a] >= w->in[a] + w->lo[a]) w->out[a]--;
+        if (w->out[a] == 1) w->s[a] = 1; /* one window: no stride to sort by */
     }
     for (int a = 0; a < WIN_AXES - nsp; a++) w->k[a] = w->s[a] = w->d[a] = w->in[a] = w->out[a] = 1;
     return 0;
@@ -312,6 +313,9 @@ int32_t ox_import_conv(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     }
     if (in_name(n, 2) && y >= 0) { /* the bias [O], per channel */
         int32_t b = ox_gval(im, in_name(n, 2));
+        const graph_type *bt = b >= 0 ? ox_gtype(im, b) : NULL;
+        if (bt && (bt->rank != 1 || bt->dim[0] != O))
+            return ox_fail(im, "the bias must be a vector of the %lld output channels", (long long)O), -1;
         int64_t bd[3] = {O, 1, 1};
         if (b >= 0) b = ox_emit_reshape(im, b, 3, bd, ox_node_name(im, "bias_c"));
         y = b < 0 ? -1 : ox_emit2(im, OP_ADD, y, b, ox_node_name(im, "bias"));

@@ -4,6 +4,9 @@ onnx.helper: PyTorch would not export them):
   autopad_long   a MaxPool whose auto_pad is no value ONNX defines
   bn_negative    a BatchNormalization whose variance plus epsilon is negative
   huge_dilation  a MaxPool dilated by 2^62 (the window's width would overflow)
+  bias_length    a Conv with 8 outputs and a bias of 7
+and one it must take: one_window, a MaxPool of one window with a stride of
+10^6 (the stride of a single window is no stride).
 """
 import os
 import sys
@@ -18,8 +21,8 @@ def write(path, nodes, inits, out_shape):
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def const(name, values):
-    return helper.make_tensor(name, TensorProto.FLOAT, [len(values)], values)
+def const(name, values, shape=None):
+    return helper.make_tensor(name, TensorProto.FLOAT, shape or [len(values)], values)
 
 
 def main(out):
@@ -32,6 +35,10 @@ def main(out):
           [1, 4, 8, 8])
     write(os.path.join(out, "huge_dilation.onnx"),
           [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[1 << 62, 1])], [], [1, 4, 1, 7])
+    write(os.path.join(out, "bias_length.onnx"), [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+          [const("w", [0.1] * (8 * 4 * 9), [8, 4, 3, 3]), const("b", [0.0] * 7)], [1, 8, 8, 8])
+    write(os.path.join(out, "one_window.onnx"),
+          [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[8, 8], strides=[1000000, 1000000])], [], [1, 4, 1, 1])
 
 
 if __name__ == "__main__":
