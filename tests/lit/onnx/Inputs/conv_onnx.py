@@ -4,7 +4,7 @@
 output on those values) for each window op case below, and OUT/cases.txt,
 one "NAME MACHINE PRECISION" a line.
 
-    conv_onnx.py OUT [NAME...]
+    conv_onnx.py OUT [NAME...]   (no NAME: every case but resnet18_64)
 """
 import os
 import sys
@@ -55,7 +55,7 @@ CASES = {
 
 def main(out, names):
     lines = []
-    for name in names or CASES:
+    for name in names or [n for n in CASES if n != "resnet18_64"]:
         make, shape, machine, precision, offset = (CASES[name] + ("f16", 0.0))[:5]
         g = torch.Generator().manual_seed(7)
         torch.manual_seed(1)
