@@ -166,7 +166,7 @@ static int32_t spatial_output(imp *im, int32_t y, int nsp, const window *w) {
 }
 
 /* A constant of `rank` axes made at import, its values for the caller to
- * fill: its name, or NULL. */
+ * fill: its name (ox_gval makes it a graph value once filled), or NULL. */
 static const char *new_const(imp *im, const char *suffix, int rank, const int64_t *dim, double **values) {
     ct c = ct_new(im, false, rank, dim);
     if (im->err) return NULL;
@@ -175,9 +175,6 @@ static const char *new_const(imp *im, const char *suffix, int rank, const int64_
     ox_set_const(im, nm, c);
     return nm;
 }
-
-/* The graph value of constant nm (once its values are filled). */
-static int32_t const_value(imp *im, const char *nm) { return nm ? ox_const_value(im, ox_val_get(im, nm)) : -1; }
 
 /* ---- Conv ------------------------------------------------------------------------------ */
 
@@ -206,7 +203,7 @@ static int32_t patch_embedding(imp *im, const Onnx__NodeProto *n, int32_t x, ova
     char nm[600];
     snprintf(nm, sizeof nm, "%s.flat.T", w->name);
     ox_set_const(im, nm, wt);
-    int32_t y = ox_emit_matmul(im, x, ox_const_value(im, ox_val_get(im, nm)), false, ox_node_name(im, "embed"));
+    int32_t y = ox_emit_matmul(im, x, ox_gval(im, nm), false, ox_node_name(im, "embed"));
     if (in_name(n, 2)) y = ox_emit2(im, OP_ADD, y, ox_gval(im, in_name(n, 2)), ox_node_name(im, "bias"));
     int64_t pt[3] = {0, 2, 1}, od[4] = {B, O, H, W};
     y = ox_emit_transpose(im, y, pt, 3, ox_node_name(im, "channels"));
@@ -225,7 +222,7 @@ static int32_t depthwise(imp *im, const int32_t *taps, int64_t ntaps, const oval
         const char *wn = new_const(im, nm, 3, dim, &v);
         if (!wn) return -1;
         for (int64_t c = 0; c < C; c++) v[c] = ct_at(&w->c, c * ntaps + k);
-        int32_t wk = const_value(im, wn);
+        int32_t wk = ox_gval(im, wn);
         snprintf(nm, sizeof nm, "prod%lld", (long long)k);
         int32_t p = ox_emit2(im, OP_MUL, taps[k], wk, ox_node_name(im, nm));
         snprintf(nm, sizeof nm, "sum%lld", (long long)k);
@@ -267,7 +264,7 @@ static int32_t group_gemm(imp *im, const int32_t *taps, int64_t ntaps, const ova
     for (int64_t o = 0; o < Og; o++)
         for (int64_t k = 0; k < ntaps; k++)
             for (int64_t c = 0; c < Cg; c++) v[o * K + k * Cg + c] = ct_at(&w->c, ((g * Og + o) * Cg + c) * ntaps + k);
-    int32_t wv = const_value(im, wn);
+    int32_t wv = ox_gval(im, wn);
     snprintf(nm, sizeof nm, groups > 1 ? "g%lld_conv" : "conv", (long long)g);
     return wv < 0 || x < 0 ? -1 : ox_emit_matmul(im, wv, x, false, ox_node_name(im, nm));
 }
@@ -375,7 +372,7 @@ int32_t ox_import_pool(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
                 uniform &= v[o0 * win.out[1] + o1] == v[0];
             }
         y = uniform ? ox_emit_scale(im, y, v[0], ox_node_name(im, "mean"))
-                    : ox_emit2(im, OP_MUL, y, const_value(im, dn), ox_node_name(im, "mean"));
+                    : ox_emit2(im, OP_MUL, y, ox_gval(im, dn), ox_node_name(im, "mean"));
     }
     return spatial_output(im, y, nsp, &win);
 }
@@ -411,6 +408,6 @@ int32_t ox_import_batch_norm(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
         s[c] = ct_at(&p[0]->c, c) / sqrt(var);
         sh[c] = ct_at(&p[1]->c, c) - ct_at(&p[2]->c, c) * s[c];
     }
-    int32_t y = ox_emit2(im, OP_MUL, x, const_value(im, sn), ox_node_name(im, "scaled"));
-    return ox_emit2(im, OP_ADD, y, const_value(im, hn), ox_node_name(im, NULL));
+    int32_t y = ox_emit2(im, OP_MUL, x, ox_gval(im, sn), ox_node_name(im, "scaled"));
+    return ox_emit2(im, OP_ADD, y, ox_gval(im, hn), ox_node_name(im, NULL));
 }
