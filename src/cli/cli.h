@@ -110,6 +110,9 @@ typedef struct cli_pkg_run {
 int cli_pkg_run_open(const char *path, cli_pkg_run *r, diag *d);
 void cli_pkg_run_free(cli_pkg_run *r);
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note);
+/* Where input s's data came from: the file given (source), else the seeded
+ * default (graph_default_input_fill's). */
+const char *cli_input_source(const host_spec *s, const char *source);
 
 /* The commands. */
 int cmd_graph(const cmd *c, int argc, char **argv);

@@ -138,7 +138,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
         report_sim_summary(&r.sim, &m);
         for (int32_t j = 0; j < nin; j++) {
             char note[300];
-            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            snprintf(note, sizeof note, "from %s", cli_input_source(&specs[j], source[j]));
             cli_print_stats("input", &specs[j], inputs[j], note);
         }
         report_epilogue_summary(pv.gf, pv.fp, pv.proofs);

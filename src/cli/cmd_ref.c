@@ -69,7 +69,7 @@ int cmd_ref(const cmd *c, int argc, char **argv) {
         if (emulate) printf("plan-exact emulated reference: the numeric decisions of %s\n", emulate);
         for (int32_t j = 0; j < nin; j++) {
             char note[300];
-            snprintf(note, sizeof note, "from %s", source[j] ? source[j] : "seeded normal(0, 1)");
+            snprintf(note, sizeof note, "from %s", cli_input_source(&ins[j], source[j]));
             cli_print_stats("input", &ins[j], inputs[j], note);
         }
         for (int32_t j = 0; j < nout; j++) {

@@ -39,7 +39,7 @@ int cmd_run(const cmd *c, int argc, char **argv) {
         report_sim_summary(&r.st, &r.pkg.machine);
         for (int32_t j = 0; j < r.nin; j++) {
             char note[300];
-            snprintf(note, sizeof note, "from %s", r.source[j] ? r.source[j] : "seeded normal(0, 1)");
+            snprintf(note, sizeof note, "from %s", cli_input_source(&r.ins[j], r.source[j]));
             cli_print_stats("input", &r.ins[j], r.inputs[j], note);
         }
         for (int32_t j = 0; j < r.nout; j++) cli_print_stats("output", &r.outs[j], r.outputs[j], NULL);

@@ -48,8 +48,8 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
             goto fail;
         }
         /* Expected outputs are compared in f32 whatever they hold. */
-        host_entry how = is_input ? driver_host_entry(s, arr.dtype, arr.f64, arr.f64_exact) : HOST_AS_IS;
-        const char *held = arr.f64 ? "float64" : dtype_name(arr.dtype);
+        host_entry how = is_input ? driver_host_entry(s, arr.dtype, arr.wide, arr.wide_exact) : HOST_AS_IS;
+        const char *held = npy_held_name(&arr);
         if (how == HOST_DECLARED)
             fprintf(stderr, "tessel %s: note: input '%s': the model declares %s; rounded to the %s it is imported at (--precision)\n", c->name,
                     bare, dtype_name(s->declared), dtype_name(s->dtype));
@@ -62,8 +62,9 @@ static int load_named(const cmd *c, const parsed *p, const char *opt, const char
             goto fail;
         }
         if (how == HOST_WIDENED || how == HOST_LOSSY)
-            fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s\n", c->name, bare, how == HOST_WIDENED ? "widening" : "converting",
-                    held, dtype_name(s->dtype));
+            fprintf(stderr, "tessel %s: note: input '%s': %s %s to %s%s\n", c->name, bare,
+                    how == HOST_LOSSY ? "converting" : arr.wide ? "narrowing" : "widening", held, dtype_name(s->dtype),
+                    how == HOST_WIDENED && arr.wide ? " (every value fits)" : "");
         char shape[128];
         fmt_dims(shape, sizeof shape, s->rank, s->dim);
         inputs[j] = util_try_malloc((size_t)(arr.numel ? arr.numel : 1), sizeof(float), d, "tessel %s: error: %s '%s' (%s%s)",
@@ -148,9 +149,17 @@ int cli_outputs_commit(cli_outputs *o, const host_spec *specs, float *const *dat
                        const char *title, const report_html_input *html, diag *d) {
     int rc = 0;
     for (int32_t j = 0; j < o->n && rc == 0; j++) {
+        /* Floats as f32 whatever they are computed in; indices as i32. */
         npy_array a = {.dtype = DT_F32, .rank = specs[j].rank, .numel = host_numel(&specs[j]), .data = data[j]};
         for (int r = 0; r < specs[j].rank; r++) a.dim[r] = specs[j].dim[r];
-        rc = npy_write(o->files[j], &a);
+        int32_t *ints = NULL;
+        if (specs[j].dtype == DT_I32) {
+            if (!(ints = util_try_malloc((size_t)(a.numel ? a.numel : 1), sizeof(int32_t), d, "%s: error: output", o->paths[j]))) rc = -1;
+            else num_encode_buf(DT_I32, 0, data[j], ints, (size_t)a.numel);
+            a.dtype = DT_I32, a.data = ints;
+        }
+        if (rc == 0) rc = npy_write(o->files[j], &a);
+        free(ints);
         FILE *f = o->files[j];
         o->files[j] = NULL;
         if (outset_close(&o->set, f, o->paths[j], d)) rc = -1;
@@ -204,6 +213,10 @@ void cli_pkg_run_free(cli_pkg_run *r) {
     sim_stats_free(&r->st);
     package_free(&r->pkg);
     memset(r, 0, sizeof *r);
+}
+
+const char *cli_input_source(const host_spec *s, const char *source) {
+    return source ? source : s->dtype == DT_I32 ? "seeded normal(0, 64), integers" : "seeded normal(0, 1)";
 }
 
 void cli_print_stats(const char *role, const host_spec *s, const float *x, const char *note) {

@@ -146,13 +146,13 @@ host_spec *driver_graph_specs(const graph *g, bool outputs, int32_t *n);
 /* The package's input and output bindings, in order (an input's declared
  * dtype from the metadata); malloc'd. Names point into p. */
 void driver_package_specs(const package *p, host_spec **ins, int32_t *nin, host_spec **outs, int32_t *nout);
-/* How host data of dtype `given` (f64: it was float64, f64_exact: every
- * value survived rounding to f32) enters input s: as it is, widened
+/* How host data of dtype `given` (wide: it was float64 or int64, wide_exact:
+ * every value survived narrowing to f32 or i32) enters input s: as it is, widened
  * exactly (f16 or bf16 into f32), rounded to the dtype the input is computed in
  * because it is the one the model declares, or with a loss the caller must
  * ask for (the command's --convert). Never a silent loss. */
 typedef enum { HOST_AS_IS, HOST_WIDENED, HOST_DECLARED, HOST_LOSSY } host_entry;
-host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact);
+host_entry driver_host_entry(const host_spec *s, dtype given, bool wide, bool wide_exact);
 /* The spec called name among s[0..n), or -1 (name NULL: -1). */
 int32_t host_find(const host_spec *s, int32_t n, const char *name);
 /* Their names, comma separated ("none" for none), for messages. */

@@ -82,9 +82,9 @@ int host_seed_missing(const host_spec *s, int32_t n, float **data, const char *w
     return 0;
 }
 
-host_entry driver_host_entry(const host_spec *s, dtype given, bool f64, bool f64_exact) {
-    bool exact = (given == s->dtype || ((given == DT_F16 || given == DT_BF16) && s->dtype == DT_F32)) && (!f64 || f64_exact);
-    if (exact) return given == s->dtype && !f64 ? HOST_AS_IS : HOST_WIDENED;
-    if (s->declared != s->dtype && given == s->declared && !f64) return HOST_DECLARED;
+host_entry driver_host_entry(const host_spec *s, dtype given, bool wide, bool wide_exact) {
+    bool exact = (given == s->dtype || ((given == DT_F16 || given == DT_BF16) && s->dtype == DT_F32)) && (!wide || wide_exact);
+    if (exact) return given == s->dtype && !wide ? HOST_AS_IS : HOST_WIDENED;
+    if (s->declared != s->dtype && given == s->declared && !wide) return HOST_DECLARED;
     return HOST_LOSSY;
 }

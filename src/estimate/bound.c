@@ -11,6 +11,7 @@
  *             8-bit result itself); other
  *             vector work (reductions, optimizer steps) its
  *             operands read once at the vector unit's rate on every tile;
+ *             a gather its result's bytes at the on-tile copy rate;
  *             views and data movement (reshape, transpose, slice, pad,
  *             concat) nothing, as a layout could make them free; and an
  *             elementwise op a GEMM's reduction could take into its own
@@ -89,6 +90,8 @@ double est_op_bound(const graph *g, int32_t op, const machine *m) {
     switch (o->kind) {
     case OP_RESHAPE: case OP_TRANSPOSE: case OP_SLICE: case OP_PAD: case OP_CONCAT: return 0;
     case OP_CAST: return 0;
+    case OP_GATHER: /* the looked-up rows, copied once over every tile */
+        return (double)m->copy_run_cycles + per_tile(numel(out) * dtype_bytes(out->dtype), m) / (double)m->copy_bytes_per_cycle;
     case OP_SOFTMAX:
         return (double)m->softmax_run_cycles +
                per_tile(numel(out), m) * (double)(m->softmax_key_centi * lanes(g, o)) / (100.0 * (double)m->workers);

@@ -441,6 +441,10 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         }
         return runs;
     }
+    case MID_GATHER: { /* as lower.c's gather_shard: a row copy per index of this shard's columns */
+        uint64_t width = (uint64_t)ext[lo->rank - 1], rows = (uint64_t)elems / width;
+        return L + machine_copy_cycles(m, rows, rows * width * (uint64_t)ebytes_t(x, pr->out[0]), true);
+    }
     default: break;
     }
     /* Vector kernels over whole shards. */

@@ -67,7 +67,8 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     X(MATMUL_ADAMW,     matmul_adamw,     5,  5,  3, A(TRANSPOSE_A) | A(TRANSPOSE_B) | A(ACC) | A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR)) \
     NUM_UNARY_OPS(GRAPH_UNARY_ROW, X) /* relu .. erf: one operand, one result, no attributes */   \
     X(MAX,              max,              2,  2,  1, 0,                                                0)   \
-    X(MIN,              min,              2,  2,  1, 0,                                                0)
+    X(MIN,              min,              2,  2,  1, 0,                                                0)   \
+    X(GATHER,           gather,           2,  2,  1, 0,                                                0)
 #define GRAPH_UNARY_ROW(id, name, cost, X) X(id, name, 1, 1, 1, 0, 0)
 
 /* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion
@@ -438,6 +439,9 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
 /* The inputs and outputs of g in program order (value ids). */
 int32_t graph_inputs(const graph *g, int32_t *ids, int32_t cap);
 int32_t graph_outputs(const graph *g, int32_t *ids, int32_t cap);
+/* The table row a gather reads for index id of a table of v rows: negative
+ * ids count from the end; -1 when out of range (that row reads as zeros). */
+int64_t graph_gather_row(float id, int64_t v);
 
 /* ---- rewrite.c: the rewriter the graph passes share ----------------------
  *

@@ -164,6 +164,24 @@ static int infer_layer_norm(ictx *c) {
     return 0;
 }
 
+/* gather(table [V, E], ids i32[...]) -> [..., E]: row ids[i] of the table
+ * (an embedding lookup; docs/ir.md). */
+static int infer_gather(ictx *c) {
+    const graph_type *t = in_type(c, 0), *ids = in_type(c, 1);
+    if (!dtype_is_float(t->dtype)) return FAIL(c, "gather's table must be a float type, not %s", dtype_name(t->dtype));
+    if (t->rank != 2) return FAIL(c, "gather's table must have rank 2 ([rows, width]), got rank %d", t->rank);
+    if (t->dim[0] > (1 << 24)) /* every index a float holds exactly reaches every row */
+        return FAIL(c, "gather's table has %lld rows; at most 2^24 are supported", (long long)t->dim[0]);
+    if (ids->dtype != DT_I32) return FAIL(c, "gather's indices must be i32, not %s", dtype_name(ids->dtype));
+    if (ids->rank + 1 > GRAPH_MAX_RANK) return FAIL(c, "gather result rank exceeds %d", GRAPH_MAX_RANK);
+    graph_type r = *ids;
+    r.dtype = t->dtype;
+    r.scale = t->scale;
+    r.dim[r.rank++] = t->dim[1];
+    c->out[0] = r;
+    return 0;
+}
+
 static int infer_reshape(ictx *c) {
     const graph_type *x = in_type(c, 0);
     if (!c->declared) return FAIL(c, "reshape needs its result shape");

@@ -158,7 +158,9 @@ int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, di
 }
 
 void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n) {
-    graph_normal_fill(1000 + (uint64_t)k, 0.0, 1.0, out, n);
+    /* i32 inputs are indices: the same stream times 64, so a default lookup
+     * reads rows from both ends of a table (negative ids count from the end). */
+    graph_normal_fill(1000 + (uint64_t)k, 0.0, dt == DT_I32 ? 64.0 : 1.0, out, n);
     num_round_buf(dt, scale, out, (size_t)n);
 }
 

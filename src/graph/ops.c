@@ -31,7 +31,7 @@ const graph_attr_kind graph_attr_kinds[ATTR_COUNT] = {
 
 _Static_assert(ATTR_COUNT <= 64, "attribute sets are 64-bit masks");
 /* Adding an op other than a plain unary one (num.h) changes this count. */
-_Static_assert(OP_COUNT == 29 + NUM_UNARY_COUNT, "update docs/ir.md when adding an op");
+_Static_assert(OP_COUNT == 30 + NUM_UNARY_COUNT, "update docs/ir.md when adding an op");
 
 bool graph_op_lookup(const char *s, size_t n, graph_op_kind *out) {
     for (int k = 0; k < OP_COUNT; k++)

@@ -22,7 +22,7 @@ const low_kernel_fields low_kernel_used[LOW_K_COUNT] = {
 };
 
 _Static_assert(sizeof(num_moments) == LOW_MOMENTS_BYTES, "LN_MOMENTS writes num_moments as they are");
-_Static_assert(LOW_K_COUNT == 16, "a new kernel needs its extent here and its simulator function");
+_Static_assert(LOW_K_COUNT == 17, "a new kernel needs its extent here and its simulator function");
 
 int low_epilogue_base(const low_run *r) {
     return r->kernel == LOW_K_GEMM_EPI ? 2 : r->kernel == LOW_K_REDUCE_EPI ? 1 : -1;
@@ -150,6 +150,9 @@ uint64_t low_run_extent(const low_run *r, int i) {
     case LOW_K_REDUCE_EPI: return i == 0 ? (uint64_t)(n[0] - 1) * (uint64_t)r->stride[0][0] + n[1] * esize(r, 0) : n[1] * esize(r, i);
     case LOW_K_SUMSQ: return i == 0 ? 4 : n[0] * esize(r, 1);
     case LOW_K_CLIP_COEF: return i == 0 ? 4 : (uint64_t)n[0] * 4;
+    case LOW_K_GATHER:
+        if (i == 2) return (uint64_t)n[0] * 4;
+        return (uint64_t)((i == 0 ? n[0] : n[2]) - 1) * (uint64_t)r->stride[i][0] + n[1] * esize(r, i);
     case LOW_K_COUNT: break;
     }
     return 0;
@@ -187,7 +190,8 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     if (r->kernel >= LOW_K_COUNT) return why(w, cap, "unknown kernel");
     int nops = low_kernel_operands[r->kernel];
     for (int i = 0; i < nops; i++)
-        if (low_run_uses(r, i) && (r->dt[i] >= DT_COUNT || r->dt[i] == DT_I32)) return why(w, cap, "bad operand dtype");
+        if (low_run_uses(r, i) && (r->dt[i] >= DT_COUNT || (r->dt[i] == DT_I32) != (r->kernel == LOW_K_GATHER && i == 2)))
+            return why(w, cap, "bad operand dtype");
     for (int i = 0; i < nops; i++)
         if (low_run_uses(r, i) && dtype_is_f8((dtype)r->dt[i]) && (r->scale[i] < NUM_SCALE_MIN || r->scale[i] > NUM_SCALE_MAX))
             return why(w, cap, "8-bit scale out of range");
@@ -255,6 +259,11 @@ bool low_run_valid(const low_run *r, char *w, size_t cap) {
     case LOW_K_COPY:
         for (int d = 0; d < LOW_MAX_BOX; d++)
             if (!r->n[d]) return why(w, cap, "empty copy");
+        return true;
+    case LOW_K_GATHER:
+        if (!r->n[0] || !r->n[1] || !r->n[2]) return why(w, cap, "empty gather");
+        if (r->dt[0] != r->dt[1] || r->scale[0] != r->scale[1]) return why(w, cap, "a gather copies rows of its result's dtype");
+        if ((uint64_t)r->stride[0][0] < (uint64_t)r->n[1] * esize(r, 0) && r->n[0] > 1) return why(w, cap, "gathered rows overlap");
         return true;
     case LOW_K_CLIP_COEF:
         if (r->dt[1] != DT_F32) return why(w, cap, "norm state must be f32");

@@ -94,6 +94,10 @@
  *  REDUCE_EPI  reduce_epi  5  REDUCE's sum of in[j][e] (ptr0 = in, slices stride[0][0] apart; acc, j ascending),
  *                             rounded to `grad` (the gradient's dtype) and handed to the epilogue `op` with
  *                             operands 1..4, element e at ptr + e*bytes
+ *  GATHER      gather      3  per i<n[0]: r = ids[i] (i32 at ptr2 + i*4), plus n[2] when negative; the n[1]
+ *                             elements of row r of the table (ptr1 + r*stride[1][0], dt[1]) to ptr0 +
+ *                             i*stride[0][0] (dt[0] = dt[1], one scale), or zeros when r is outside
+ *                             [0, n[2]): this tile's columns of an embedding lookup (graph op gather)
  *  ADAMW_APPLY adamw_apply 4  per e<n[0], ADAMW's last line at step n[1]: w' = w (1 - lr wd) - (lr / bc1) m' /
  *                             (sqrt(v') / sqrt(bc2) + eps); ptr0 = w', ptr1 = w, ptr2 = m', ptr3 = v'; f as ADAMW
  *
@@ -128,7 +132,8 @@ enum { LOW_P_ACC = 1, LOW_P_OP = 2, LOW_P_GRAD = 4 };
     X(GEMM_EPI, gemm_epi, 6, 4, 0x222, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
     X(REDUCE_EPI, reduce_epi, 5, 2, 0x001, 3, LOW_P_ACC | LOW_P_OP | LOW_P_GRAD) \
     X(ADAMW_APPLY, adamw_apply, 4, 2, 0x000, 5, 0)                      \
-    X(LN_MOMENTS, ln_moments, 3, 3, 0x010, 0, 0)
+    X(LN_MOMENTS, ln_moments, 3, 3, 0x010, 0, 0)                       \
+    X(GATHER, gather, 3, 3, 0x011, 0, 0)
 
 typedef enum {
 #define X(id, name, nops, box, strides, floats, params) LOW_K_##id,

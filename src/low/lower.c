@@ -645,6 +645,32 @@ static void lower_clip_coef(lx *x, const mid_prim *pr) {
     end_compute(x, first, "clip_coef");
 }
 
+/* gather: per result shard (a block of the table's columns, every index),
+ * one run over the tile's own table columns and its replica of the indices;
+ * the result and the table are row-major, rows their blocks' width apart. */
+static void gather_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
+    const mid_prim *pr = ((flat_ctx *)vctx)->pr;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay, *lt = &mid_t(x->p, pr->in[0])->lay;
+    int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    layout_shard_extent(lo, s, lo_, hi);
+    low_run *r = new_run(x, LOW_K_GATHER, tile);
+    set_operand(x, r, 0, pr->out[0], 0);
+    set_operand(x, r, 1, pr->in[0], 0);
+    set_operand(x, r, 2, pr->in[1], 0);
+    r->n[0] = (uint32_t)(layout_block_elems(lo) / lo->block[lo->rank - 1]);
+    r->n[1] = (uint32_t)(hi[lo->rank - 1] - lo_[lo->rank - 1]);
+    r->n[2] = (uint32_t)lt->dim[0];
+    r->stride[0][0] = (int32_t)(lo->block[lo->rank - 1] * lo->elem_bytes);
+    r->stride[1][0] = (int32_t)(lt->block[1] * lt->elem_bytes);
+}
+
+static void lower_gather(lx *x, const mid_prim *pr) {
+    flat_ctx c = {pr};
+    uint32_t first = (uint32_t)x->out->runs.n;
+    each_shard(x, &mid_t(x->p, pr->out[0])->lay, gather_shard, &c);
+    end_compute(x, first, "gather");
+}
+
 /* reduce_sum: the input shard's box, with the result's strides 0 along the
  * summed axes. */
 static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
@@ -877,6 +903,7 @@ static int lower_prim_kind(lx *x, int32_t id) {
     case MID_ADAMW_APPLY: lower_flat(x, pr); return 0;
     case MID_GEMM_EPI: lower_gemm_epi(x, pr); return 0;
     case MID_CLIP_COEF: lower_clip_coef(x, pr); return 0;
+    case MID_GATHER: lower_gather(x, pr); return 0;
     case MID_REPEAT: {
         low_step st = {.kind = LOW_STEP_REPEAT, .iterations = (uint32_t)pr->count};
         label_step(x, &st, "repeat");

@@ -1116,6 +1116,29 @@ static int expand_clip(mx *x, const graph_op *o) {
 
 /* ---- structure ------------------------------------------------------------------------ */
 
+/* An embedding lookup (docs/lowering.md, "Embedding lookups"): the table's
+ * columns cut into the fewest blocks whose share of the table and of the
+ * result fits a quarter of a tile, one block per tile from tile 0; every
+ * such tile holds every index (replicated) and writes its columns of every
+ * looked-up row. No row crosses the exchange: only the indices do, and the
+ * result's consumer gathers its rows from the blocks. */
+static int expand_gather(mx *x, const graph_op *o) {
+    graph_type tt = vtype(x, o->in[0]), it = vtype(x, o->in[1]), ot = vtype(x, o->out[0]);
+    int64_t rows = graph_type_numel(&it), width = tt.dim[1], bytes = dtype_bytes(tt.dtype);
+    int64_t budget = (int64_t)machine_tile_bytes(x->m) / 4, parts = 1;
+    while (parts < width && parts < x->m->tiles && (tt.dim[0] + rows) * cdiv(width, parts) * bytes + rows * 4 > budget) parts++;
+    int last = ot.rank - 1;
+    layout lo = layout_single(ot.rank, ot.dim, (int)bytes), lt = layout_single(2, tt.dim, (int)bytes),
+           li = layout_single(it.rank, it.dim, 4);
+    layout_split(&lo, last, parts, 1);
+    layout_split(&lt, 1, parts, 1);
+    if (lo.parts[last] > 1) layout_replicate(&li, lo.parts[last], 1);
+    int32_t in[2] = {ex_want(x, o->in[0], &lt), ex_want(x, o->in[1], &li)};
+    int32_t out = ex_result(x, o->out[0], &lo);
+    ex_emit(x, MID_GATHER, in, 2, &out, 1);
+    return 0;
+}
+
 static int expand_block(mx *x, const graph_block *b);
 
 static int expand_repeat(mx *x, int32_t op_id) {
@@ -1238,6 +1261,7 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_SGD:
     case OP_ADAMW: return expand_optimizer(x, o);
     case OP_GLOBAL_NORM_CLIP: return expand_clip(x, o);
+    case OP_GATHER: return expand_gather(x, o);
     case OP_MATMUL_SGD:
     case OP_MATMUL_ADAMW: return ex_expand_matmul(x, o);
     case OP_COUNT: break;

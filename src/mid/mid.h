@@ -12,7 +12,8 @@
  *                         CLIP_COEF, REPEAT whose body is expanded once, and
  *                         the optimizer epilogue of a fused op: GEMM_EPI (or
  *                         REDUCE_EPI after K partials) writing the updated
- *                         states, ADAMW_APPLY AdamW's weight from them
+ *                         states, ADAMW_APPLY AdamW's weight from them, and
+ *                         GATHER, an embedding lookup of the tile's columns
  *           ── top        prim ids of the top level, in order
  *
  * A stacked parameter [L, ...] sliced by a repeat is one tensor holding L
@@ -52,7 +53,7 @@ typedef struct mid_tensor {
     X(REDUCE_SUM, reduce_sum) X(SGD, sgd) X(ADAMW, adamw)                \
     X(SUMSQ, sumsq) X(CLIP_COEF, clip_coef) X(REPEAT, repeat)        \
     X(GEMM_EPI, gemm_epi) X(REDUCE_EPI, reduce_epi)                  \
-    X(ADAMW_APPLY, adamw_apply) X(LN_MOMENTS, ln_moments)
+    X(ADAMW_APPLY, adamw_apply) X(LN_MOMENTS, ln_moments) X(GATHER, gather)
 
 typedef enum {
 #define X(id, name) MID_##id,

@@ -164,6 +164,39 @@ static int check_copy(verifier *v, int32_t id) {
     return 0;
 }
 
+/* What lower.c's gather_shard relies on: result and table row-major, cut
+ * only along the columns, in the same blocks on the same tiles, and every
+ * index on each of those tiles. */
+static int check_gather(verifier *v, int32_t id) {
+    const mid_prim *pr = mid_p(v->p, id);
+    if (pr->nin != 2 || pr->nout != 1) return fail_prim(v, id, "a gather reads a table and indices and writes one result");
+    const mid_tensor *t = mid_t(v->p, pr->in[0]), *ix = mid_t(v->p, pr->in[1]), *o = mid_t(v->p, pr->out[0]);
+    const layout *lt = &t->lay, *li = &ix->lay, *lo = &o->lay;
+    int last = lo->rank - 1;
+    if (lt->rank != 2 || !dtype_is_float(t->dtype) || ix->dtype != DT_I32 || o->dtype != t->dtype || o->scale != t->scale ||
+        lo->rank != li->rank + 1 || lo->dim[last] != lt->dim[1])
+        return fail_prim(v, id, "a gather reads a rank-2 float table by i32 indices into the table's dtype, indices' shape + its width");
+    bool ok = lo->enc == ENC_ROW_MAJOR && lt->enc == ENC_ROW_MAJOR && li->enc == ENC_ROW_MAJOR && lo->nrep == 0 && lt->nrep == 0 &&
+              lt->parts[0] == 1 && lt->parts[1] == lo->parts[last] && lt->block[1] == lo->block[last] &&
+              lt->tile_base == lo->tile_base && (lo->parts[last] == 1 || lt->tile_stride[1] == lo->tile_stride[last]);
+    for (int a = 0; a < last && ok; a++) ok = lo->parts[a] == 1 && li->dim[a] == lo->dim[a];
+    for (int a = 0; a < li->rank && ok; a++) ok = li->parts[a] == 1;
+    int64_t s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK] = {0}, e[LAYOUT_MAX_RANK] = {0}, n = ok ? layout_replicas(li) : 0;
+    int32_t *owners = ok ? xmalloc(sizeof(int32_t) * (size_t)n) : NULL;
+    if (ok) layout_owners(li, e, owners, n); /* the indices' tiles: one shard, every replica */
+    for (int64_t j = 0; j < lo->parts[last] && ok; j++) {
+        s[last] = j;
+        int32_t tile = layout_tile(lo, s, r);
+        ok = false;
+        for (int64_t k = 0; k < n && !ok; k++) ok = owners[k] == tile;
+    }
+    free(owners);
+    if (!ok)
+        return fail_prim(v, id, "a gather's result and table are row-major and cut only along their columns, in the same blocks "
+                                "on the same tiles, and every index is whole on each of those tiles");
+    return 0;
+}
+
 static int check_use(verifier *v, int32_t id, int32_t t, bool read, int k) {
     const char *what = read ? "operand" : "result";
     if (!tensor_ok(v->p, t)) return fail_prim(v, id, "%s %d is tensor %d, which does not exist", what, k, (int)t);
@@ -206,6 +239,7 @@ static int check_prim(verifier *v, int32_t id) {
     for (int k = 0; k < pr->nout; k++)
         if (check_use(v, id, pr->out[k], false, k)) return -1;
     if (pr->kind == MID_COPY && check_copy(v, id)) return -1;
+    if (pr->kind == MID_GATHER && check_gather(v, id)) return -1;
     for (int k = 0; k < pr->nout; k++) v->written[pr->out[k]] = true;
     return 0;
 }

@@ -493,9 +493,10 @@ static int import_inputs(imp *im) {
             return ox_fail(im, "input '%s' has no tensor type with a shape", vi->name);
         const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
         char tname[32];
-        if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16)
-            return ox_fail(im, "input '%s' has element type %s; only float inputs are supported", vi->name,
-                           ox_type_name(tt->elem_type, tname));
+        bool ints = tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+        if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 && !ints)
+            return ox_fail(im, "input '%s' has element type %s; only float and integer (int64, int32) inputs are supported",
+                           vi->name, ox_type_name(tt->elem_type, tname));
         int64_t dim[GRAPH_MAX_RANK];
         if (tt->shape->n_dim > GRAPH_MAX_RANK) return ox_fail(im, "input '%s' has rank %zu (at most %d)", vi->name, tt->shape->n_dim, GRAPH_MAX_RANK);
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
@@ -506,7 +507,8 @@ static int import_inputs(imp *im) {
                             dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dm->dim_param : "unknown");
             dim[k] = dm->dim_value;
         }
-        int32_t op = graph_add_input(im->g, ox_gname(im, vi->name, NULL), graph_type_make(DT_F32, (int)tt->shape->n_dim, dim));
+        /* Integer inputs (token ids) enter as i32: int64 data narrows exactly or is refused at the host. */
+        int32_t op = graph_add_input(im->g, ox_gname(im, vi->name, NULL), graph_type_make(ints ? DT_I32 : DT_F32, (int)tt->shape->n_dim, dim));
         ox_set_graph(im, vi->name, graph_result(im->g, op, 0));
     }
     return im->err ? -1 : 0;

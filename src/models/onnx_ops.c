@@ -460,8 +460,32 @@ static int32_t import_slice(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     return v;
 }
 
-/* Gather with constant indices: one slice per index, joined; a scalar
- * index drops its axis. */
+/* Gather along axis 0 with run-time indices (an embedding lookup): the
+ * graph's gather of rows of the data seen as [rows, the rest], its result
+ * shaped back to indices' shape + the rest. */
+static int32_t runtime_gather(imp *im, const Onnx__NodeProto *n, int32_t x, int rank, const int64_t *dim, int64_t ax) {
+    int32_t ids = ox_gval(im, in_name(n, 1));
+    if (ids < 0) return -1;
+    const graph_type *it = ox_gtype(im, ids);
+    if (it->dtype != DT_I32) return ox_fail(im, "Gather's run-time indices are %s, not integers", dtype_name(it->dtype)), -1;
+    if (ax != 0) return ox_fail(im, "Gather with run-time indices along axis %lld is not supported (only 0, a lookup of rows)", (long long)ax), -1;
+    if (rank < 1 || it->rank + rank - 1 > GRAPH_MAX_RANK) return ox_fail(im, "Gather of a rank-%d table by rank-%d indices is not supported", rank, it->rank), -1;
+    int64_t width = 1, td[2], od[GRAPH_MAX_RANK];
+    for (int i = 1; i < rank; i++) width *= dim[i];
+    td[0] = dim[0], td[1] = width;
+    int32_t t = rank == 2 ? x : ox_emit_reshape(im, x, 2, td, ox_node_name(im, "table"));
+    if (t < 0) return -1;
+    bool back = rank != 2;
+    int32_t v = ox_emit2(im, OP_GATHER, t, ids, back ? ox_node_name(im, "rows") : ox_node_name(im, NULL));
+    if (v < 0 || !back) return v;
+    int k = 0;
+    for (int i = 0; i < it->rank; i++) od[k++] = it->dim[i];
+    for (int i = 1; i < rank; i++) od[k++] = dim[i];
+    return ox_emit_reshape(im, v, k, od, ox_node_name(im, NULL));
+}
+
+/* Gather: with run-time indices a lookup of rows (runtime_gather); with
+ * constant ones, one slice per index, joined; a scalar index drops its axis. */
 static int32_t import_gather(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;
     int rank;
@@ -470,8 +494,8 @@ static int32_t import_gather(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     if (x < 0 || ox_shape_of(im, in_name(n, 0), &rank, dim)) return -1;
     oval *ind = ox_cval(im, in_name(n, 1));
     int64_t ax;
-    if (!ind) return ox_fail(im, "Gather with run-time indices is not supported"), -1;
     if (ox_norm_axis(im, attr_int(n, "axis", 0), rank, &ax)) return -1;
+    if (!ind) return runtime_gather(im, n, x, rank, dim, ax);
     if (ind->c.n > 64 || ind->c.n < 1 || ind->c.rank > 1) return ox_fail(im, "Gather of more than 64 or of 2-D indices is not supported"), -1;
     int32_t parts[64];
     for (int64_t j = 0; j < ind->c.n; j++) {

@@ -526,7 +526,7 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
         if (op->kind != OP_INPUT) continue;
         graph_type t = graph_val(g, op->out[0])->type;
         declared[nin++] = t.dtype;
-        t.dtype = act_dtype(&r);
+        if (dtype_is_float(t.dtype)) t.dtype = act_dtype(&r); /* indices stay i32 */
         changed |= t.dtype != declared[nin - 1];
         r.map[op->out[0]] = graph_result(out, graph_add_input(out, graph_val(g, op->out[0])->name, t), 0);
     }

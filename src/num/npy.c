@@ -24,8 +24,9 @@ enum { NPY_ALIGN = 64 }; /* bytes; numpy aligns the data start to this */
 static const struct {
     const char *descr;
     dtype t;
-} NPY_DTYPES[] = {{"<f4", DT_F32}, {"<f2", DT_F16}, {"<i4", DT_I32}, {"<f8", DT_F32} /* read into f32 (npy_array.f64) */};
-#define NPY_SUPPORTED "'<f4', '<f2', '<i4', '<f8'"
+} NPY_DTYPES[] = {{"<f4", DT_F32}, {"<f2", DT_F16}, {"<i4", DT_I32},
+                   {"<f8", DT_F32}, {"<i8", DT_I32} /* read into f32, i32 (npy_array.wide) */};
+#define NPY_SUPPORTED "'<f4', '<f2', '<i4', '<f8', '<i8'"
 
 /* ---- header parser ---------------------------------------------------- */
 
@@ -112,7 +113,7 @@ static int parse_descr(hdr_parser *h, npy_array *a) {
     for (size_t i = 0; i < TS_COUNT(NPY_DTYPES); i++) {
         if (is_word(s, n, NPY_DTYPES[i].descr)) {
             a->dtype = NPY_DTYPES[i].t;
-            a->f64 = is_word(s, n, "<f8");
+            a->wide = is_word(s, n, "<f8") || is_word(s, n, "<i8");
             return 0;
         }
     }
@@ -260,7 +261,7 @@ static int array_size(npy_array *a, const char *path, size_t *data_bytes, diag *
         numel *= a->dim[i];
     }
     a->numel = any_zero ? 0 : numel;
-    int64_t elem = a->f64 ? 8 : dtype_bytes(a->dtype);
+    int64_t elem = a->wide ? 8 : dtype_bytes(a->dtype);
     if (a->numel > INT64_MAX / elem || (uint64_t)(a->numel * elem) > SIZE_MAX)
         return diag_fail(d, "%s: error: the data size overflows 64 bits", path);
     *data_bytes = (size_t)(a->numel * elem);
@@ -278,27 +279,40 @@ int npy_parse(const void *bytes, size_t len, const char *path, npy_array *out, d
     size_t have = len - data_at;
     if (have != data_bytes)
         return diag_fail(d, "%s: error: data is %zu bytes but %lld elements of %s need %zu (file %s)", path, have,
-                         (long long)a.numel, a.f64 ? "float64" : dtype_name(a.dtype), data_bytes,
+                         (long long)a.numel, npy_held_name(&a), data_bytes,
                          have < data_bytes ? "truncated" : "has trailing bytes");
     char shape[160];
     fmt_dims(shape, sizeof shape, a.rank, a.dim);
-    size_t held = a.f64 ? data_bytes / 2 : data_bytes;
+    size_t held = a.wide ? data_bytes / 2 : data_bytes;
     a.data = util_try_malloc(held, 1, d, "%s: error: the array (%s%s)", path, dtype_name(a.dtype), shape);
     if (!a.data) return -1;
-    if (!a.f64 && data_bytes) memcpy(a.data, p + data_at, data_bytes);
+    if (!a.wide && data_bytes) memcpy(a.data, p + data_at, data_bytes);
     /* float64 (NumPy's default) rounded to f32 once: rounding that on to
      * f16, bf16 or 8 bits gives what rounding the float64 directly would
-     * (f32's 24 bits are at least twice theirs plus two). */
-    a.f64_exact = true;
-    for (int64_t i = 0; a.f64 && i < a.numel; i++) {
+     * (f32's 24 bits are at least twice theirs plus two). int64 (PyTorch's
+     * and NumPy's default integers) saturated to i32. */
+    a.wide_exact = true;
+    for (int64_t i = 0; a.wide && i < a.numel; i++) {
+        if (a.dtype == DT_I32) {
+            int64_t v;
+            memcpy(&v, p + data_at + 8 * (size_t)i, 8);
+            int32_t x = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+            memcpy((uint8_t *)a.data + 4 * (size_t)i, &x, 4);
+            a.wide_exact &= x == v;
+            continue;
+        }
         double v;
         memcpy(&v, p + data_at + 8 * (size_t)i, 8);
         float f = (float)v;
         ((float *)a.data)[i] = f;
-        a.f64_exact &= (double)f == v || v != v;
+        a.wide_exact &= (double)f == v || v != v;
     }
     *out = a;
     return 0;
+}
+
+const char *npy_held_name(const npy_array *a) {
+    return !a->wide ? dtype_name(a->dtype) : a->dtype == DT_I32 ? "int64" : "float64";
 }
 
 int npy_read(const char *path, npy_array *out, diag *d) {

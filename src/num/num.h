@@ -176,14 +176,16 @@ typedef struct npy_array {
     int64_t dim[NPY_MAX_RANK];     /* elements per axis */
     int64_t numel;                 /* product of dim */
     void *data;                    /* numel * dtype_bytes, malloc'd */
-    bool f64;                      /* the file held float64, rounded into f32 data */
-    bool f64_exact;                /* ... and every value survived that exactly */
+    bool wide;                     /* the file held float64 or int64, narrowed into f32 or i32 data */
+    bool wide_exact;               /* ... and every value survived that exactly */
 } npy_array;
 
 /* Parses a .npy image; `path` names it in errors. Rejects anything it cannot
  * read exactly: other dtypes, Fortran order, bad headers, wrong lengths. */
 int npy_parse(const void *bytes, size_t len, const char *path, npy_array *out, diag *d);
 int npy_read(const char *path, npy_array *out, diag *d);
+/* What the file held: "float64", "int64", else the dtype's name. */
+const char *npy_held_name(const npy_array *a);
 /* Writes a version 1.0 .npy image of the tensor to f. */
 int npy_write(FILE *f, const npy_array *a);
 void npy_free(npy_array *a);

@@ -353,8 +353,8 @@ static bool check_layout(const checker *c, const layout *l, dtype t, char *why, 
 /* Everything about binding b except its name. */
 static bool binding_ok(const checker *c, const pkg_binding *b, char *why, size_t cap) {
     const machine *m = c->m;
-    if ((uint32_t)b->dtype >= DT_COUNT || b->dtype == DT_I32) {
-        snprintf(why, cap, "dtype %u is not f32, f16, bf16 or an 8-bit float", (unsigned)b->dtype);
+    if ((uint32_t)b->dtype >= DT_COUNT) {
+        snprintf(why, cap, "dtype %u is not f32, f16, bf16, an 8-bit float or i32", (unsigned)b->dtype);
         return false;
     }
     bool b8 = dtype_is_f8(b->dtype);

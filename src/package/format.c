@@ -13,10 +13,10 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
  * appended at the end (EWISE gelu_erf = 7, then num.h's plain unary ops from 8 in their order,
  * relu .. erf = 8 .. 17, softplus = 18, max = 19, min = 20; the kernels gemm_epi = 12,
  * reduce_epi = 13, adamw_apply = 14, whose runs alone store a grad byte; the
- * kernel ln_moments = 15 (format 11); a reduce's residual operand and second float (format 12); ln_moments's own-slot operand and n[2] (format 13); the
+ * kernel ln_moments = 15 (format 11); a reduce's residual operand and second float (format 12); ln_moments's own-slot operand and n[2] (format 13); the kernel gather = 16 and i32 bindings (format 14); the
  * layout encodings row_major_t = 3, amp_left_t = 4)
  * keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 13 && PKG_PROBE == 2 && LOW_K_COUNT == 16 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
+_Static_assert(PACKAGE_VERSION == 14 && PKG_PROBE == 2 && LOW_K_COUNT == 17 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
                    KERNEL_EW_RELU == 8 && KERNEL_EW_ERF == 17 && KERNEL_EW_SOFTPLUS == 18 && KERNEL_EW_MAX == 19 && KERNEL_EW_MIN == 20 &&
                    KERNEL_EW_COUNT == 21 && LOW_STEP_END == 3 &&
                    DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && LOW_MAX_OPERANDS == 7 && LOW_MAX_BOX == 4 &&

@@ -31,7 +31,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 13 };
+enum { PACKAGE_VERSION = 14 };
 
 typedef struct pkg_segment {
     uint32_t tile;

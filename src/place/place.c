@@ -35,12 +35,12 @@ static int cmp_u32(const void *a, const void *b) {
 void place_code_bytes(const low_program *lp, const machine *m, uint32_t *code) {
     uint32_t tiles = m->tiles;
     memset(code, 0, sizeof(uint32_t) * tiles);
-    uint16_t *kernels = xcalloc(tiles, sizeof(uint16_t)); /* bit k: the tile runs kernel k */
-    _Static_assert(LOW_K_COUNT <= 16, "kernel bits");
+    uint32_t *kernels = xcalloc(tiles, sizeof(uint32_t)); /* bit k: the tile runs kernel k */
+    _Static_assert(LOW_K_COUNT <= 32, "kernel bits");
     for (int32_t i = 0; i < lp->runs.n; i++) {
         const low_run *r = &lp->runs.v[i];
         code[r->tile] += CODE_RUN_BYTES;
-        kernels[r->tile] |= (uint16_t)(1u << r->kernel);
+        kernels[r->tile] |= 1u << r->kernel;
     }
     for (uint32_t t = 0; t < tiles; t++)
         code[t] += (uint32_t)__builtin_popcount(kernels[t]) * CODE_KERNEL_BYTES + (uint32_t)lp->steps.n * CODE_STEP_BYTES;

@@ -773,6 +773,19 @@ static void run_copy(const low_run *r, uint8_t *const ptr[]) {
             }
 }
 
+/* An embedding lookup's rows, copied as they are stored (dtype and scale equal). */
+static void run_gather(const low_run *r, uint8_t *const ptr[]) {
+    size_t row = (size_t)r->n[1] * (size_t)dtype_bytes((dtype)r->dt[0]);
+    for (uint32_t i = 0; i < r->n[0]; i++) {
+        int32_t id;
+        memcpy(&id, ptr[2] + (size_t)i * 4, 4);
+        int64_t at = id < 0 ? (int64_t)id + r->n[2] : id;
+        uint8_t *out = ptr[0] + (size_t)i * (size_t)r->stride[0][0];
+        if (at >= 0 && at < (int64_t)r->n[2]) memmove(out, ptr[1] + (size_t)at * (size_t)r->stride[1][0], row);
+        else memset(out, 0, row);
+    }
+}
+
 /* ---- optimizers and norms ----------------------------------------------------------------- */
 
 /* Chunked over n[0]; every input of a chunk is read before any output of it is written, so an
@@ -952,6 +965,11 @@ static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *inte
     return machine_copy_cycles(m, spans, spans * r->n[3], inter(interleaved, 1));
 }
 
+/* An on-tile copy of one row per index (the index load rides in the span's step). */
+static uint64_t cycles_gather(const low_run *r, const machine *m, const bool *interleaved) {
+    return machine_copy_cycles(m, r->n[0], (uint64_t)r->n[0] * r->n[1] * ebytes(r, 0), inter(interleaved, 1));
+}
+
 static uint64_t cycles_sgd(const low_run *r, const machine *m, const bool *interleaved) {
     machine_vwork w = {.rows = 1};
     for (int i = 2; i < 5; i++)
@@ -1024,7 +1042,7 @@ typedef struct sim_kernel {
     uint64_t (*cycles)(const low_run *r, const machine *m, const bool *interleaved);
 } sim_kernel;
 
-_Static_assert(LOW_K_COUNT == 16, "a new kernel needs a run and a cycles function here");
+_Static_assert(LOW_K_COUNT == 17, "a new kernel needs a run and a cycles function here");
 static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
 #define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {run_##name, cycles_##name},
     LOW_KERNELS(X)

@@ -85,7 +85,7 @@ static void test_rejects(void **state) {
         const char *want;
     } cases[] = {
         {4, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", 12, "version 4.0 (supported: 1.0, 2.0, 3.0)"},
-        {1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }\n", 12, "unsupported dtype '>f4' (supported: '<f4', '<f2', '<i4', '<f8')"},
+        {1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }\n", 12, "unsupported dtype '>f4' (supported: '<f4', '<f2', '<i4', '<f8', '<i8')"},
         {1, "{'descr': '>f8', 'fortran_order': False, 'shape': (3,), }\n", 24, "unsupported dtype '>f8'"},
         {1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n", 12, "data is 12 bytes but 3 elements of float64 need 24"},
         {1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n", 3, "unsupported dtype '|u1'"},
@@ -295,6 +295,8 @@ static const char NUMPY_SCRIPT[] =
     "np.save(d + '/np_fortran.npy', np.asfortranarray(np.zeros((2, 3), np.float32)))\n"
     "np.save(d + '/np_f8.npy', np.array([0.5, -2.0, 1e300, 0.1, float('nan')]))\n"
     "np.save(d + '/np_f8_exact.npy', np.array([[0.5, -2.0], [3.0, 0.25]]))\n"
+    "np.save(d + '/np_i8.npy', np.array([[7, -3], [2**31 - 1, 0]], dtype=np.int64))\n"
+    "np.save(d + '/np_i8_wide.npy', np.array([1, 2**31, -2**31 - 1], dtype=np.int64))\n"
     "np.save(d + '/np_be.npy', np.zeros(3, dtype='>f4'))\n"
     "# What we wrote: numpy reads the same values and would write the same bytes.\n"
     "want = {'ours_f32.npy': (np.arange(24, dtype=np.float32) * np.float32(0.25) - 1).reshape(2, 3, 4),\n"
@@ -393,12 +395,22 @@ static void test_numpy_interop(void **state) {
     expect_read_fails("np_fortran.npy", "Fortran-order");
     /* float64, NumPy's default: rounded into f32 once, and said whether exactly. */
     a = read_theirs("np_f8.npy");
-    assert_true(a.dtype == DT_F32 && a.f64 && !a.f64_exact && a.numel == 5);
+    assert_true(a.dtype == DT_F32 && a.wide && !a.wide_exact && a.numel == 5);
     const float *v = a.data;
     assert_true(v[0] == 0.5f && v[1] == -2.0f && isinf(v[2]) && v[3] == (float)0.1 && isnan(v[4]));
     npy_free(&a);
     a = read_theirs("np_f8_exact.npy");
-    assert_true(a.dtype == DT_F32 && a.f64 && a.f64_exact && a.rank == 2 && ((float *)a.data)[3] == 0.25f);
+    assert_true(a.dtype == DT_F32 && a.wide && a.wide_exact && a.rank == 2 && ((float *)a.data)[3] == 0.25f);
+    npy_free(&a);
+    /* int64, PyTorch's ids: narrowed into i32, saturating, and said whether exactly. */
+    a = read_theirs("np_i8.npy");
+    assert_true(a.dtype == DT_I32 && a.wide && a.wide_exact && a.numel == 4 && strcmp(npy_held_name(&a), "int64") == 0);
+    const int32_t *iv = a.data;
+    assert_true(iv[0] == 7 && iv[1] == -3 && iv[2] == INT32_MAX && iv[3] == 0);
+    npy_free(&a);
+    a = read_theirs("np_i8_wide.npy");
+    iv = a.data;
+    assert_true(a.dtype == DT_I32 && a.wide && !a.wide_exact && iv[0] == 1 && iv[1] == INT32_MAX && iv[2] == INT32_MIN);
     npy_free(&a);
     expect_read_fails("np_be.npy", "unsupported dtype '>f4'");
 }

@@ -401,7 +401,7 @@ static void test_documented_sizes(void **state) {
     size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\15\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\16\0\0\0\13\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -489,7 +489,7 @@ static void test_header(void **state) {
     img[0] = 'T';
 
     put_u32(img + 8, 5);
-    expect_refused(img, len, "package format version 5, but this tessel reads only version 13");
+    expect_refused(img, len, "package format version 5, but this tessel reads only version 14");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
@@ -738,7 +738,7 @@ static void probe_before_output(package *p) {
     p->bindings.v[1].role = PKG_PROBE;
     p->bindings.v[1].step = 0;
 }
-static void binding_i32(package *p) { p->bindings.v[0].dtype = DT_I32; }
+static void binding_i32(package *p) { p->bindings.v[0].dtype = DT_I32; } /* token ids: 4-byte elements */
 static void binding_scale(package *p) { p->bindings.v[0].scale = 3; }
 static void binding_f8_scale(package *p) {
     p->bindings.v[1].dtype = DT_F8E4M3;
@@ -793,7 +793,7 @@ static const struct {
     {probe_past_program, "binding 3 ('y'): step 6 is not a step of the program"},
     {output_with_step, "binding 2 ('y'): step 0 is not -1 (only probes name a step)"},
     {probe_before_output, "binding 2 ('y'): an output after a probe (inputs, then outputs, then probes)"},
-    {binding_i32, "binding 0 ('x'): dtype 6 is not f32, f16, bf16 or an 8-bit float"},
+    {binding_i32, "binding 0 ('x'): layout element size 2 bytes is not the i32's 4"},
     {binding_scale, "binding 0 ('x'): scale 3 is not 0 (only 8-bit types are scaled)"},
     {binding_f8_scale, "binding 1 ('main'): scale 20 is not in -16..15"},
     {binding_elem, "binding 0 ('x'): layout element size 4 bytes is not the f16's 2"},

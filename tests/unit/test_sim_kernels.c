@@ -850,6 +850,53 @@ static void fill_copy_random(void **state) {
     }
 }
 
+/* ---- GATHER ------------------------------------------------------------------------------- */
+
+/* low.h's definition, element by element: row ids[i] (negative: from the end) or zeros. */
+static void ref_gather(const low_run *r, uint8_t *const p[]) {
+    uint32_t b = (uint32_t)bytes_of((dtype)r->dt[0]);
+    for (uint32_t i = 0; i < r->n[0]; i++) {
+        int32_t id;
+        memcpy(&id, p[2] + 4 * i, 4);
+        int64_t row = id < 0 ? (int64_t)id + r->n[2] : id;
+        for (uint32_t e = 0; e < r->n[1] * b; e++)
+            p[0][i * (uint32_t)r->stride[0][0] + e] =
+                row >= 0 && row < (int64_t)r->n[2] ? p[1][(uint32_t)row * (uint32_t)r->stride[1][0] + e] : 0;
+    }
+}
+
+static void gather_random(void **state) {
+    (void)state;
+    for (int c = 0; c < 100; c++) {
+        dtype t = PICK(FLOAT_TYPES);
+        low_run r = {.kernel = LOW_K_GATHER, .dt = {(uint8_t)t, (uint8_t)t, DT_I32},
+                     .n = {(uint32_t)rnd(1, 60), (uint32_t)rnd(1, 40), (uint32_t)rnd(1, 50)}};
+        r.scale[0] = r.scale[1] = (int8_t)rnd_scale(t);
+        for (int i = 0; i < 2; i++) r.stride[i][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(t));
+        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
+        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        off[1] = place(&im, &r, 1, true, 4.0f);
+        off[2] = image_alloc(&im, low_run_extent(&r, 2), 4);
+        for (uint32_t i = 0; i < r.n[0]; i++) { /* every row, both ends, and past them */
+            int32_t id = (int32_t)rnd(-(int)r.n[2] - 3, (int)r.n[2] + 3);
+            memcpy(im.mem + off[2] + 4 * i, &id, 4);
+        }
+        off[0] = place(&im, &r, 0, false, 0);
+        check_run(&im, &r, off, ref_gather);
+        image_free(&im);
+    }
+    /* One dtype for table and result, and rows that do not overlap. */
+    char why[128];
+    low_run bad = {.kernel = LOW_K_GATHER, .dt = {DT_F16, DT_F32, DT_I32}, .n = {2, 4, 8}, .stride = {{8}, {8}}};
+    assert_false(low_run_valid(&bad, why, sizeof why));
+    bad.dt[1] = DT_F16;
+    assert_true(low_run_valid(&bad, why, sizeof why));
+    bad.stride[0][0] = 6;
+    assert_false(low_run_valid(&bad, why, sizeof why));
+    bad.stride[0][0] = 8, bad.dt[2] = DT_F16; /* indices are i32 */
+    assert_false(low_run_valid(&bad, why, sizeof why));
+}
+
 /* ---- SGD, ADAMW, SUMSQ, CLIP_COEF --------------------------------------------------------- */
 
 static void ref_sgd(const low_run *r, uint8_t *const p[]) {
@@ -1219,6 +1266,7 @@ int main(void) {
         cmocka_unit_test(softmax_layer_norm_random),
         cmocka_unit_test(layer_norm_parts_random),
         cmocka_unit_test(fill_copy_random),
+        cmocka_unit_test(gather_random),
         cmocka_unit_test(optimizer_norm_random),
         cmocka_unit_test(threads_agree),
         cmocka_unit_test(cycles_gemm_shape),
