@@ -260,7 +260,8 @@ static int infer_concat(ictx *c) {
 static int infer_cast(ictx *c) {
     const graph_type *x = in_type(c, 0);
     dtype to = graph_attr_dtype(c->o, ATTR_TO);
-    if (!dtype_is_float(x->dtype) || !dtype_is_float(to)) return FAIL(c, "cast converts between float types only");
+    if (!dtype_is_float(to) || (!dtype_is_float(x->dtype) && x->dtype != DT_I32))
+        return FAIL(c, "cast converts to a float type, from a float type or i32 (not %s to %s)", dtype_name(x->dtype), dtype_name(to));
     int64_t s = graph_attr_int(c->o, ATTR_SCALE);
     if (dtype_is_f8(to)) {
         if (s < NUM_SCALE_MIN || s > NUM_SCALE_MAX)

@@ -204,10 +204,18 @@ static int32_t import_identity(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
 static int32_t import_cast(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;
     int64_t to = attr_int(n, "to", 1);
-    if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
-        to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
-        return ox_gval(im, in_name(n, 0)); /* precision comes from --precision */
-    return ox_fail(im, "a cast of run-time data to an integer type is not supported"), -1;
+    int32_t x = ox_gval(im, in_name(n, 0));
+    bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+                    to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    if (x < 0) return -1;
+    bool from_int = ox_gtype(im, x)->dtype == DT_I32;
+    if (to_float && !from_int) return x; /* precision comes from --precision */
+    if (!to_float) return from_int ? x : (ox_fail(im, "a cast of run-time floats to an integer type is not supported"), -1);
+    /* Integers (a mask from an int64 input) to floats: a graph cast, to the
+     * compiled precision's float type once the precision pass has run. */
+    int32_t c = graph_begin_op(im->g, OP_CAST, &x, 1);
+    graph_set_dtype(im->g, c, ATTR_TO, DT_F32);
+    return ox_finish(im, c, ox_node_name(im, NULL), NULL);
 }
 
 /* ---- matmuls -------------------------------------------------------------------------- */

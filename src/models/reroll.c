@@ -249,6 +249,7 @@ static int copy_op(rb *r, int32_t op, int32_t *in) {
         case ATTR_KIND_INTS: graph_set_ints(g, nop, (graph_attr_id)a, at->ints.v, at->ints.n); break;
         }
     }
+    if (o->kind == OP_CAST) graph_set_dtype(g, nop, ATTR_TO, act_dtype(r)); /* an imported cast: integers to floats */
     graph_type decl = graph_val(r->f->g, o->out[0])->type;
     decl.dtype = o->kind == OP_RESHAPE ? graph_val(g, in[0])->type.dtype : act_dtype(r);
     decl.scale = o->kind == OP_RESHAPE ? graph_val(g, in[0])->type.scale : 0;

@@ -895,6 +895,27 @@ static void gather_random(void **state) {
     assert_false(low_run_valid(&bad, why, sizeof why));
     bad.stride[0][0] = 8, bad.dt[2] = DT_F16; /* indices are i32 */
     assert_false(low_run_valid(&bad, why, sizeof why));
+
+    /* Integers become floats only through a cast (a mask from token data), each value rounded once. */
+    const int32_t ints[5] = {-5, 3, 70000, (1 << 24) + 1, INT32_MIN};
+    const float want16[5] = {-5.0f, 3.0f, INFINITY, INFINITY, -INFINITY}; /* past f16's 65504 */
+    for (int k = 0; k < 2; k++) {
+        dtype to = k ? DT_F32 : DT_F16;
+        low_run cast = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_CAST, .acc = DT_F32, .dt = {(uint8_t)to, DT_I32},
+                        .n = {1, 1, 1, 5}, .stride = {{0, 0, 0, (int32_t)bytes_of(to)}, {0, 0, 0, 4}}};
+        assert_true(low_run_valid(&cast, why, sizeof why));
+        uint8_t in[20], out[20];
+        memcpy(in, ints, sizeof in);
+        uint8_t *p[LOW_MAX_OPERANDS] = {out, in};
+        sim_kernel_run(&cast, p);
+        for (int i = 0; i < 5; i++) {
+            float got = ld(to, 0, out + i * bytes_of(to));
+            if (k) assert_true(got == (float)ints[i]);
+            else assert_true(got == want16[i]);
+        }
+        cast.op = KERNEL_EW_ADD; /* nothing else reads them */
+        assert_false(low_run_valid(&cast, why, sizeof why));
+    }
 }
 
 /* ---- SGD, ADAMW, SUMSQ, CLIP_COEF --------------------------------------------------------- */

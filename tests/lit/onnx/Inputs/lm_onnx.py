@@ -8,6 +8,9 @@ OUT/KIND.out.npy (PyTorch's output for them):
   gpt2  GPT-2-shaped: token and position embeddings, pre-LN decoder layers
         under a causal mask, a final layer norm and the LM head tied to the
         token embedding; the logits.
+  bertmask  the BERT with a second int64 input, attention_mask (1 keep, 0
+        pad; OUT/bertmask.mask.npy pads the last quarter), as Hugging Face
+        writes it: (1 - mask) * -10000 added to every head's scores.
   cols  columns of a weight picked by the ids (a Gather along axis 1),
         which tessel refuses by name.
 
@@ -42,6 +45,18 @@ class Bert(torch.nn.Module):
         return self.encoder(self.norm(h))
 
 
+class BertMask(Bert):
+    def __init__(self, vocab, e, heads, n, t):
+        super().__init__(vocab, e, heads, n, t)
+        self.heads = heads
+
+    def forward(self, ids, mask):
+        h = self.words(ids) + self.positions(self.position_ids) + self.types(self.type_ids)
+        b, t = mask.shape
+        add = ((1.0 - mask.float()) * -10000.0)[:, None, None, :].expand(b, self.heads, t, t).reshape(b * self.heads, t, t)
+        return self.encoder(self.norm(h), mask=add)
+
+
 class Gpt2(torch.nn.Module):
     def __init__(self, vocab, e, heads, n, t):
         super().__init__()
@@ -69,16 +84,22 @@ class Cols(torch.nn.Module):
 
 def main(out, kind, vocab, e, heads, n, t):
     torch.manual_seed(0)
-    model = {"bert": Bert, "gpt2": Gpt2, "cols": Cols}[kind](vocab, e, heads, n, t).eval()
+    model = {"bert": Bert, "bertmask": BertMask, "gpt2": Gpt2, "cols": Cols}[kind](vocab, e, heads, n, t).eval()
     with torch.no_grad():  # embeddings of unit scale, as trained ones are about
         for m in model.modules():
             if isinstance(m, torch.nn.Embedding):
                 m.weight.normal_(0.0, 0.5)
     ids = torch.from_numpy(np.random.default_rng(3).integers(0, vocab, (1, t)))
-    torch.onnx.export(model, (ids,), os.path.join(out, kind + ".onnx"), input_names=["ids"], output_names=["y"],
+    args, names = (ids,), ["ids"]
+    if kind == "bertmask":
+        mask = torch.ones(1, t, dtype=torch.long)
+        mask[:, t - t // 4:] = 0
+        args, names = (ids, mask), ["ids", "mask"]
+        np.save(os.path.join(out, kind + ".mask.npy"), mask.numpy())
+    torch.onnx.export(model, args, os.path.join(out, kind + ".onnx"), input_names=names, output_names=["y"],
                       opset_version=17)
     with torch.no_grad():
-        y = model(ids).numpy()
+        y = model(*args).numpy()
     np.save(os.path.join(out, kind + ".ids.npy"), ids.numpy())
     np.save(os.path.join(out, kind + ".out.npy"), y.astype(np.float32))
 
