@@ -74,6 +74,11 @@ MODELS = {
     "efficientnet_b0": vision(torchvision.models.efficientnet_b0),
     "convnext_tiny": vision(torchvision.models.convnext_tiny),
     "swin_t": vision(torchvision.models.swin_t),
+    "squeezenet1_1": vision(torchvision.models.squeezenet1_1),
+    "shufflenet_v2_x0_5": vision(torchvision.models.shufflenet_v2_x0_5),
+    "mnasnet0_5": vision(torchvision.models.mnasnet0_5),
+    "regnet_y_400mf": vision(torchvision.models.regnet_y_400mf),
+    "googlenet": vision(lambda: torchvision.models.googlenet(aux_logits=False, init_weights=True)),
     "TransformerEncoderLayer (seq first, E=384, T=197)":
         seq(lambda: torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, activation="gelu", norm_first=True),
             (197, 1, 384)),

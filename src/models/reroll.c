@@ -166,6 +166,9 @@ static dtype act_dtype(const rb *r) { return r->o->precision == MODELS_F32 ? DT_
  * The zoo's -5 (|x| < 7.5) measured no better on the test ViTs. */
 enum { ACT_SCALE = -3 };
 
+/* The fewest elements a GEMM weight has to be stored in FP8. */
+enum { FP8_MIN_WEIGHTS = 4096 };
+
 static const char *fresh(graph *g, const char *base, const char *suffix) {
     char buf[600];
     snprintf(buf, sizeof buf, "%s%s", base, suffix ? suffix : "");
@@ -454,7 +457,11 @@ graph *models_raise(graph *g, const models_options *o, diag *d) {
             int32_t at = f.users[v][u];
             w = at < f.n && graph_opr(g, f.ops[at])->kind == OP_MATMUL;
         }
-        r.is_weight[v] = w;
+        /* A small weight stays f16 (but with fp8-all): FP8 would save at most 4 KiB there, and
+         * narrow layers (16- to 64-channel 1x1 convolutions, squeeze-excitation
+         * gates) carry a network's signal through few channels, where each
+         * 8-bit rounding weighs most (docs/onnx.md, "FP8"). */
+        r.is_weight[v] = w && (o->precision == MODELS_FP8_ALL || graph_type_numel(&graph_val(g, v)->type) >= FP8_MIN_WEIGHTS);
     }
     /* The weights of projections that feed attention scores stay f16: the
      * softmax's exp turns their FP8 rounding into large relative errors. */
