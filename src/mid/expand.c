@@ -98,6 +98,11 @@ static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
         left /= l.parts[a];
     }
     ex_row_major_tiles(&l);
+    /* A small tensor (on under a quarter of the tiles) starts where its op's id
+     * puts it, so that a network of many small layers does not run every one
+     * of them, and keep every exchange table, on the first tiles. */
+    int64_t shards = layout_shards(&l);
+    if (shards * 4 < (int64_t)x->m->tiles) l.tile_base = (int32_t)((int64_t)x->origin * 97 % ((int64_t)x->m->tiles - shards + 1));
     return l;
 }
 
@@ -774,7 +779,11 @@ static bool reshape_back(const layout *h, const graph_type *it, const graph_type
 static int expand_reshape(mx *x, const graph_op *o) {
     graph_type it = vtype(x, o->in[0]), ot = vtype(x, o->out[0]);
     int32_t t = x->vt[o->in[0]];
-    layout src = mid_t(x->p, t)->placed ? mid_t(x->p, t)->lay : plan(x, &it, false), l;
+    /* An unplaced source (a parameter, a repeat's slice) takes the layout its
+     * result's consumer wants, through the reshape, where one aliases to it. */
+    layout src, l;
+    if (mid_t(x->p, t)->placed) src = mid_t(x->p, t)->lay;
+    else if (!x->hinted[o->out[0]] || !reshape_back(&x->hint[o->out[0]], &it, &ot, &src)) src = plan(x, &it, false);
     src.elem_bytes = dtype_bytes(it.dtype);
     if (!reshape_alias(&src, &it, &ot, &l)) {
         /* A copy is needed: into the layout whose alias its consumer wants, or else spread. */
