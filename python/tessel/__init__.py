@@ -202,8 +202,15 @@ def _host_tensors(values, infos, what):
     keep = []
     for k, (name, x) in enumerate(values.items()):
         a = np.require(_as_array(x), requirements="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
+        wants = {i.name: i.dtype for i in infos}
+        if a.dtype == np.int64 and wants.get(name) == "i32":  # PyTorch's token ids, when every value fits
+            narrow = a.astype(np.int32)
+            if not np.array_equal(narrow, a):
+                raise Error(f"tessel: error: {what[:-1]} '{name}' holds int64 values that do not fit 32 bits")
+            a = narrow
         if a.dtype not in _NUMPY:
-            raise Error(f"tessel: error: {what[:-1]} '{name}' has dtype {a.dtype}; tessel takes float32, float16 or float64")
+            raise Error(f"tessel: error: {what[:-1]} '{name}' has dtype {a.dtype}; "
+                        "tessel takes float32, float16, float64, int32 (and int64 for an i32 input)")
         if a.ndim > _MAX_RANK:
             raise Error(f"tessel: error: {what[:-1]} '{name}' has {a.ndim} axes; tessel takes at most {_MAX_RANK}")
         t = tensors[k]

@@ -85,6 +85,34 @@ def test_torch_module_in_fp8_matches_pytorch(torch_case):
     assert res.cycles == out.cycles
 
 
+class Embed(torch.nn.Module):
+    """Token ids (int64) to a block: an embedding lookup on the device."""
+
+    def __init__(self, vocab=500, width=64):
+        super().__init__()
+        self.words = torch.nn.Embedding(vocab, width)
+        self.block = Block(width)
+
+    def forward(self, ids):
+        return self.block(self.words(ids))
+
+
+def test_token_ids_from_pytorch():
+    torch.manual_seed(0)
+    model = Embed().eval()
+    ids = torch.randint(0, 500, (2, 16))
+    with torch.no_grad():
+        y = model(ids).numpy()
+    pkg = tessel.compile(model, example_inputs=(ids,), machine="c600")
+    assert pkg.inputs[0].dtype == "i32" and pkg.inputs[0].shape == (2, 16)
+    got = pkg.run({"ids": ids})[pkg.output_names[0]]
+    assert cosine(got, y) >= 0.999
+    res = pkg.check(inputs={"ids": ids.numpy()}, expect=y)
+    assert res.passed and res.exact
+    with pytest.raises(tessel.Error, match="int64 values that do not fit 32 bits"):
+        pkg.run({"ids": np.full((2, 16), 2**40, np.int64)})
+
+
 def test_check_fails_against_wrong_values(zoo_pkg):
     y = np.ones(zoo_pkg.outputs[0].shape, np.float32)
     res = zoo_pkg.check(expect=y)
