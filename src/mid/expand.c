@@ -98,11 +98,11 @@ static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
         left /= l.parts[a];
     }
     ex_row_major_tiles(&l);
-    /* A small tensor (on under a quarter of the tiles) starts where its op's id
+    /* A small tensor (on under a sixteenth of the tiles) starts where its op's id
      * puts it, so that a network of many small layers does not run every one
      * of them, and keep every exchange table, on the first tiles. */
     int64_t shards = layout_shards(&l);
-    if (shards * 4 < (int64_t)x->m->tiles) l.tile_base = (int32_t)((int64_t)x->origin * 97 % ((int64_t)x->m->tiles - shards + 1));
+    if (shards * 16 < (int64_t)x->m->tiles) l.tile_base = (int32_t)((int64_t)x->origin * 97 % ((int64_t)x->m->tiles - shards + 1));
     return l;
 }
 
