@@ -439,9 +439,6 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
 /* The inputs and outputs of g in program order (value ids). */
 int32_t graph_inputs(const graph *g, int32_t *ids, int32_t cap);
 int32_t graph_outputs(const graph *g, int32_t *ids, int32_t cap);
-/* The table row a gather reads for index id of a table of v rows: negative
- * ids count from the end; -1 when out of range (that row reads as zeros). */
-int64_t graph_gather_row(float id, int64_t v);
 
 /* ---- rewrite.c: the rewriter the graph passes share ----------------------
  *

@@ -132,19 +132,11 @@ static int ref_mul(rt *r, const graph_op *op, float **in, float **out) { return 
 static int ref_max(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
 static int ref_min(rt *r, const graph_op *op, float **in, float **out) { return ref_binary(r, op, in, out); }
 
-/* Row id of a table of v rows (negative ids count from the end), -1 when
- * out of range: its row reads as zeros (docs/ir.md, gather). */
-int64_t graph_gather_row(float id, int64_t v) {
-    int64_t i = (int64_t)id;
-    if (i < 0) i += v;
-    return i >= 0 && i < v ? i : -1;
-}
-
 static int ref_gather(rt *r, const graph_op *op, float **in, float **out) {
     const graph_type *t = vtype(r, op->in[0]);
     int64_t v = t->dim[0], e = t->dim[1], n = vnumel(r, op->in[1]);
     for (int64_t i = 0; i < n; i++) {
-        int64_t row = graph_gather_row(in[1][i], v);
+        int64_t row = num_index_row((int64_t)in[1][i], v); /* ids are whole (i32) values */
         if (row < 0) memset(out[0] + i * e, 0, sizeof(float) * (size_t)e);
         else memcpy(out[0] + i * e, in[0] + row * e, sizeof(float) * (size_t)e);
     }

@@ -189,13 +189,11 @@ static bool reduce_valid(const low_run *r, char *w, size_t cap) {
 bool low_run_valid(const low_run *r, char *w, size_t cap) {
     if (r->kernel >= LOW_K_COUNT) return why(w, cap, "unknown kernel");
     int nops = low_kernel_operands[r->kernel];
-    for (int i = 0; i < nops; i++)
-        if (low_run_uses(r, i) && r->dt[i] >= DT_COUNT) return why(w, cap, "bad operand dtype");
-    /* i32: a gather's indices, and what a cast converts to a float (a mask from token data). */
-    for (int i = 0; i < nops; i++)
-        if (low_run_uses(r, i) && r->dt[i] == DT_I32 &&
-            !((r->kernel == LOW_K_GATHER && i == 2) || (r->kernel == LOW_K_EWISE && r->op == KERNEL_EW_CAST && i == 1)))
-            return why(w, cap, "bad operand dtype");
+    /* i32 only as a gather's indices or what a cast makes floats of (a mask from token data). */
+    for (int i = 0; i < nops; i++) {
+        bool ints = (r->kernel == LOW_K_GATHER && i == 2) || (r->kernel == LOW_K_EWISE && r->op == KERNEL_EW_CAST && i == 1);
+        if (low_run_uses(r, i) && (r->dt[i] >= DT_COUNT || (r->dt[i] == DT_I32 && !ints))) return why(w, cap, "bad operand dtype");
+    }
     if (r->kernel == LOW_K_GATHER && r->dt[2] != DT_I32) return why(w, cap, "a gather's indices are i32");
     for (int i = 0; i < nops; i++)
         if (low_run_uses(r, i) && dtype_is_f8((dtype)r->dt[i]) && (r->scale[i] < NUM_SCALE_MIN || r->scale[i] > NUM_SCALE_MAX))

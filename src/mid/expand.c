@@ -102,7 +102,7 @@ static layout plan(const mx *x, const graph_type *t, bool rows_whole) {
      * puts it, so that a network of many small layers does not run every one
      * of them, and keep every exchange table, on the first tiles. */
     int64_t shards = layout_shards(&l);
-    if (shards * 16 < (int64_t)x->m->tiles) l.tile_base = (int32_t)((int64_t)x->origin * 97 % ((int64_t)x->m->tiles - shards + 1));
+    if (shards * 16 < (int64_t)x->m->tiles) l.tile_base = ex_spread_base(x->origin, (int64_t)x->m->tiles - shards);
     return l;
 }
 
@@ -245,11 +245,11 @@ static bool stack_home(const mx *x, const mid_tensor *slice, const layout *want_
     set_parts(home, last, spare > 0 ? min64(parts, spare) : parts);
     ex_row_major_tiles(home);
     if (spare > 0) {
-        home->tile_base = (int32_t)(first + (int64_t)st->param_op * 97 % (spare - home->parts[last] + 1));
+        home->tile_base = (int32_t)first + ex_spread_base(st->param_op, spare - home->parts[last]);
         return true;
     }
     int64_t room = x->m->tiles - home->parts[last];
-    home->tile_base = room > 0 ? (int32_t)((int64_t)st->param_op * 97 % (room + 1)) : 0;
+    home->tile_base = ex_spread_base(st->param_op, room);
     return true;
 }
 

@@ -67,6 +67,11 @@ int32_t ex_emit(mx *x, mid_kind k, const int32_t *in, int nin, const int32_t *ou
 void ex_emit_copy(mx *x, int32_t src, int32_t dst, const layout_view *view);
 /* Layout helpers: tiles in row-major order; l without replicas. */
 void ex_row_major_tiles(layout *l);
+/* The first tile of something on `used` tiles that leaves room tiles over,
+ * spread by key (an op id): key * 97 mod (room + 1), 0 without room. Small
+ * layouts, weight grids and stacked homes start apart so that they do not
+ * all pile onto tile 0. */
+static inline int32_t ex_spread_base(int64_t key, int64_t room) { return room > 0 ? (int32_t)(key * 97 % (room + 1)) : 0; }
 layout ex_unreplicated(layout l);
 /* Decides an unplaced tensor's layout. */
 void ex_place(mx *x, int32_t t, const layout *lay);

@@ -288,7 +288,7 @@ int ex_gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch) {
      * tiles over start apart, by op, or every such weight would have a
      * block on tile 0. (B weights stage apart instead, staged_layout.) */
     int64_t room = (int64_t)x->m->tiles - grid;
-    if (site.a_param && room > 0) gp->base = (int32_t)((int64_t)op * 97 % (room + 1));
+    if (site.a_param && room > 0) gp->base = ex_spread_base(op, room);
     return 0;
 }
 
@@ -336,7 +336,7 @@ static layout staged_layout(const mx *x, const gemm_plan *gp, const layout *lb, 
     /* Weights that leave tiles over start apart, by op, as stacked homes do:
      * not every one of them on tile 0. */
     int64_t room = x->m->tiles - l.parts[0] * l.parts[1];
-    l.tile_base = room > 0 ? (int32_t)((int64_t)param_op * 97 % (room + 1)) : 0;
+    l.tile_base = ex_spread_base(param_op, room);
     return l;
 }
 

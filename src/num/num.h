@@ -20,6 +20,14 @@
 
 #include "../util/util.h"
 
+/* The row a table of `rows` rows gives index id (a gather: the reference and
+ * the GATHER kernel alike): a negative id counts from the end; -1 when out of
+ * range, whose row reads as zeros. */
+static inline int64_t num_index_row(int64_t id, int64_t rows) {
+    if (id < 0) id += rows;
+    return id >= 0 && id < rows ? id : -1;
+}
+
 /*        id       name      bytes  float  bits8 */
 #define NUM_DTYPES(X)                            \
     X(F32,    "f32",    4, 1, 0)                 \

@@ -779,9 +779,9 @@ static void run_gather(const low_run *r, uint8_t *const ptr[]) {
     for (uint32_t i = 0; i < r->n[0]; i++) {
         int32_t id;
         memcpy(&id, ptr[2] + (size_t)i * 4, 4);
-        int64_t at = id < 0 ? (int64_t)id + r->n[2] : id;
+        int64_t at = num_index_row(id, r->n[2]);
         uint8_t *out = ptr[0] + (size_t)i * (size_t)r->stride[0][0];
-        if (at >= 0 && at < (int64_t)r->n[2]) memmove(out, ptr[1] + (size_t)at * (size_t)r->stride[1][0], row);
+        if (at >= 0) memmove(out, ptr[1] + (size_t)at * (size_t)r->stride[1][0], row);
         else memset(out, 0, row);
     }
 }
