@@ -7,8 +7,13 @@
  * through Box-Muller: u1 = ((h(2k) >> 11) + 1) * 2^-53, u2 = (h(2k+1) >> 11) * 2^-53,
  * r = sqrt(-2 ln u1), element 2k = mean + std * r cos(2 pi u2),
  * element 2k+1 = mean + std * r sin(2 pi u2), computed in double, stored as f32.
+ * ln, sin and cos are this file's own series (normal_block), good to a few
+ * units in the last place of a double, so the f32 values equal those of
+ * glibc's log and sincos but for the rare one on a rounding edge; written to
+ * run in vector lanes, since a zoo model has hundreds of millions of
+ * weights; pure arithmetic (no FMA contraction), so the same bits on every
+ * machine.
  */
-#define _GNU_SOURCE /* sincos */
 #include "graph.h"
 
 #include <math.h>
@@ -28,18 +33,71 @@ typedef struct normal_job {
     float *out;        /* receives element first + i at out[i] */
 } normal_job;
 
+enum { NORMAL_BLOCK = 256 }; /* pairs per pass: the arithmetic runs over arrays, in vector lanes */
+
+/* Box-Muller for pairs [k0, k0 + NORMAL_BLOCK) in two passes. The first, on
+ * integers, makes each pair's words and splits u1 = m 2^e with m in
+ * [sqrt(1/2), sqrt(2)). The second, branch-free, takes
+ *   ln u1 = e ln 2 + 2 atanh(s) = e ln 2 + 2 (s + s^3/3 + ... + s^19/19), s = (m - 1) / (m + 1),
+ *     |s| <= 0.1716, so the series' tail is below 10^-16 of its sum;
+ *   sin and cos of 2 pi u2 from 4 u2 = q + r, q the nearest whole number of
+ *     quarter turns, the angle past them f = r pi/2, |f| <= pi/4, where the
+ *     Taylor series to f^15 (sine) and f^16 (cosine) are exact to 10^-16,
+ *     summed from the inside out: sin f = f (1 - f^2/(2*3) (1 - f^2/(4*5) (...))).
+ * Results: r, cos and sin per pair. */
+static void normal_block(uint64_t key, int64_t k0, double *rr, double *c, double *s) {
+    double m[NORMAL_BLOCK], e[NORMAL_BLOCK], f[NORMAL_BLOCK], swap[NORMAL_BLOCK], neg_s[NORMAL_BLOCK], neg_c[NORMAL_BLOCK];
+    for (int i = 0; i < NORMAL_BLOCK; i++) {
+        uint64_t k = (uint64_t)(k0 + i);
+        uint64_t a = mix64(key + (2 * k + 1) * 0x9e3779b97f4a7c15ull);
+        uint64_t b = mix64(key + (2 * k + 2) * 0x9e3779b97f4a7c15ull);
+        double u1 = (double)(int64_t)((a >> 11) + 1) * 0x1p-53; /* in (0, 1], a normal double */
+        uint64_t bits;
+        memcpy(&bits, &u1, sizeof bits);
+        /* m = u1's significand in [1, 2), halved (one off its exponent field)
+         * where above sqrt(2), compared as bits (0x3ff6a09e667f3bcd = sqrt(2)). */
+        uint64_t mb = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull, over = mb > 0x3ff6a09e667f3bcdull;
+        mb -= over << 52;
+        memcpy(&m[i], &mb, sizeof mb);
+        e[i] = (double)((int64_t)(bits >> 52) - 1023 + (int64_t)over);
+        /* u2 = w 2^-53, so 4 u2 = w 2^-51: q = round(w 2^-51), r = (w - q 2^51) 2^-51, exactly. */
+        int64_t w = (int64_t)(b >> 11), q = (w + (1ll << 50)) >> 51;
+        f[i] = (double)(w - (q << 51)) * 0x1p-51 * 1.57079632679489661923;
+        /* q quarter turns on from (sin f, cos f): each takes (s, c) to (c, -s). */
+        swap[i] = (double)(q & 1);
+        neg_s[i] = (q & 2) ? 1.0 : 0.0;
+        neg_c[i] = ((q + 1) & 2) ? 1.0 : 0.0;
+    }
+    for (int i = 0; i < NORMAL_BLOCK; i++) {
+        double sl = (m[i] - 1.0) / (m[i] + 1.0), s2 = sl * sl, p = 1.0 / 19;
+        p = p * s2 + 1.0 / 17, p = p * s2 + 1.0 / 15, p = p * s2 + 1.0 / 13, p = p * s2 + 1.0 / 11;
+        p = p * s2 + 1.0 / 9, p = p * s2 + 1.0 / 7, p = p * s2 + 1.0 / 5, p = p * s2 + 1.0 / 3, p = p * s2 + 1.0;
+        rr[i] = sqrt(-2.0 * (e[i] * 0.69314718055994530942 + 2.0 * sl * p));
+        double f2 = f[i] * f[i];
+        double sf = 1.0 - f2 * (1.0 / (14 * 15));
+        sf = 1.0 - f2 * (1.0 / (12 * 13)) * sf, sf = 1.0 - f2 * (1.0 / (10 * 11)) * sf, sf = 1.0 - f2 * (1.0 / (8 * 9)) * sf;
+        sf = 1.0 - f2 * (1.0 / (6 * 7)) * sf, sf = 1.0 - f2 * (1.0 / (4 * 5)) * sf, sf = f[i] * (1.0 - f2 * (1.0 / (2 * 3)) * sf);
+        double cf = 1.0 - f2 * (1.0 / (15 * 16));
+        cf = 1.0 - f2 * (1.0 / (13 * 14)) * cf, cf = 1.0 - f2 * (1.0 / (11 * 12)) * cf, cf = 1.0 - f2 * (1.0 / (9 * 10)) * cf;
+        cf = 1.0 - f2 * (1.0 / (7 * 8)) * cf, cf = 1.0 - f2 * (1.0 / (5 * 6)) * cf, cf = 1.0 - f2 * (1.0 / (3 * 4)) * cf;
+        cf = 1.0 - f2 * (1.0 / (1 * 2)) * cf;
+        double sn = swap[i] != 0.0 ? cf : sf, cs = swap[i] != 0.0 ? sf : cf;
+        s[i] = neg_s[i] != 0.0 ? -sn : sn;
+        c[i] = neg_c[i] != 0.0 ? -cs : cs;
+    }
+}
+
 static void normal_pairs(void *ctx, int64_t begin, int64_t end) {
     const normal_job *j = ctx;
-    const double two_pi = 6.283185307179586476925;
-    for (int64_t k = j->first / 2 + begin; k < j->first / 2 + end; k++) {
-        uint64_t a = mix64(j->key + (uint64_t)(2 * k + 1) * 0x9e3779b97f4a7c15ull);
-        uint64_t b = mix64(j->key + (uint64_t)(2 * k + 2) * 0x9e3779b97f4a7c15ull);
-        double u1 = (double)((a >> 11) + 1) * 0x1p-53, u2 = (double)(b >> 11) * 0x1p-53;
-        double r = sqrt(-2.0 * log(u1)), t = two_pi * u2, sn, cs;
-        sincos(t, &sn, &cs); /* glibc: the bits of sin() and cos(), in one reduction */
-        int64_t e0 = 2 * k - j->first, e1 = e0 + 1;
-        if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r * cs);
-        if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r * sn);
+    double r[NORMAL_BLOCK], c[NORMAL_BLOCK], s[NORMAL_BLOCK];
+    for (int64_t k0 = j->first / 2 + begin; k0 < j->first / 2 + end; k0 += NORMAL_BLOCK) {
+        normal_block(j->key, k0, r, c, s);
+        int64_t nk = j->first / 2 + end - k0 < NORMAL_BLOCK ? j->first / 2 + end - k0 : NORMAL_BLOCK;
+        for (int64_t i = 0; i < nk; i++) {
+            int64_t e0 = 2 * (k0 + i) - j->first, e1 = e0 + 1;
+            if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r[i] * c[i]);
+            if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r[i] * s[i]);
+        }
     }
 }
 
