@@ -50,7 +50,10 @@ struct est_cache {
     pthread_mutex_t lock;
     copy_cost *bucket[CACHE_BUCKETS];
     int64_t priced, reused;
+    bool every_replica; /* est_cache_walk_every_replica */
 };
+
+void est_cache_walk_every_replica(est_cache *c) { c->every_replica = true; }
 
 est_cache *est_cache_new(const machine *m) {
     est_cache *c = xcalloc(1, sizeof *c);
@@ -119,6 +122,11 @@ typedef struct copy_walk {
     bool counted;
     int64_t *rep_of;
     int32_t *first;
+    /* Walking each destination shard once for all its replicas (by_shard):
+     * shard_at[tile]: the shard whose replica 0 is there; its replicas' tiles
+     * are rep_tiles[shard * nrep ...]. */
+    int64_t *shard_at, nrep;
+    int32_t *rep_tiles;
 } copy_walk;
 
 static uint64_t splits(const machine *m, int64_t bytes) { return (uint64_t)cdiv(bytes, m->max_send_bytes); }
@@ -171,6 +179,34 @@ static int copy_run(void *ctx, const layout_run *r) {
     return 0;
 }
 
+/* A run of replica 0 of a destination shard is the same run, byte for byte,
+ * on every other replica's tile (the source is not replicated, so nothing
+ * picks a nearer source): each gets it as if walked on its own. */
+static int copy_run_replicas(void *ctx, const layout_run *r) {
+    copy_walk *w = ctx;
+    const int32_t *tiles = &w->rep_tiles[w->shard_at[r->dst_tile] * w->nrep];
+    for (int64_t j = 0; j < w->nrep; j++) {
+        layout_run x = *r;
+        x.dst_tile = tiles[j];
+        copy_run(ctx, &x);
+    }
+    return 0;
+}
+
+/* The on-tile runs in tile order, each tile's in the order they came: the
+ * order layout_runs gives when it walks every replica itself (one
+ * destination shard per tile). */
+static void locals_by_tile(copy_walk *w, uint32_t tiles) {
+    int64_t *at = arena_alloc(w->a, sizeof(int64_t) * (tiles + 1));
+    memset(at, 0, sizeof(int64_t) * (tiles + 1));
+    for (int64_t i = 0; i < w->nlocal; i++) at[w->local[i].dst_tile + 1]++;
+    for (uint32_t t = 0; t < tiles; t++) at[t + 1] += at[t];
+    layout_run *sorted = arena_alloc(w->a, sizeof(layout_run) * (size_t)(w->nlocal ? w->nlocal : 1));
+    for (int64_t i = 0; i < w->nlocal; i++) sorted[at[w->local[i].dst_tile]++] = w->local[i];
+    w->local = sorted;
+    w->lcap = w->nlocal;
+}
+
 /* A send (layout_fragments): the source tile pays for it once. */
 static void send(void *ctx, const layout_fragment *f) {
     copy_walk *w = ctx;
@@ -181,29 +217,47 @@ static void send(void *ctx, const layout_fragment *f) {
 }
 
 /* Prices c; its per-tile tables are c's own, the walk's arrays scratch in sa. */
-static void price_copy(const machine *m, copy_cost *c, arena *sa) {
+static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_replica) {
     uint32_t tiles = m->tiles;
     copy_walk w = {.m = m, .a = sa, .t = arena_alloc(sa, sizeof(walk_tile) * tiles), .counted = c->dst.nrep == 0 || c->src.nrep == 0};
+    bool by_shard = false;
     if (c->dst.nrep > 0 && c->src.nrep == 0) {
-        /* Replicas of one shard on distinct tiles (layout_check). */
+        /* Replicas of one shard on distinct tiles (layout_check); walked
+         * once per shard when no tile holds two (shard, replica) pairs. */
         w.rep_of = arena_alloc(sa, sizeof(int64_t) * tiles);
         w.first = arena_alloc(sa, sizeof(int32_t) * tiles);
         const layout *d = &c->dst;
         int64_t ns = layout_shards(d), nr = layout_replicas(d), sh[LAYOUT_MAX_RANK], rp[LAYOUT_MAX_RANK];
+        w.shard_at = arena_alloc(sa, sizeof(int64_t) * tiles);
+        w.rep_tiles = arena_alloc(sa, sizeof(int32_t) * (size_t)(ns * nr));
+        w.nrep = nr;
+        uint8_t *held = arena_alloc(sa, tiles);
+        memset(held, 0, tiles);
+        by_shard = !every_replica;
         for (int64_t i = 0; i < ns; i++) {
             for (int64_t k = i, a = d->rank - 1; a >= 0; a--) sh[a] = k % d->parts[a], k /= d->parts[a];
             memset(rp, 0, sizeof rp);
             int32_t t0 = layout_tile(d, sh, rp);
+            w.shard_at[t0] = i;
             for (int64_t j = 0; j < nr; j++) {
                 for (int64_t k = j, a = d->nrep - 1; a >= 0; a--) rp[a] = k % d->rep[a], k /= d->rep[a];
                 int32_t t = layout_tile(d, sh, rp);
                 w.rep_of[t] = j;
                 w.first[t] = t0;
+                w.rep_tiles[i * nr + j] = t;
+                if (held[t]++) by_shard = false;
             }
         }
     }
     for (uint32_t i = 0; i < tiles; i++) w.t[i].last_dst_end = -1;
-    layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
+    if (by_shard) {
+        layout d0 = c->dst;
+        d0.nrep = 0;
+        layout_runs(&c->src, &d0, c->has_view ? &c->view : NULL, copy_run_replicas, &w);
+        locals_by_tile(&w, tiles);
+    } else {
+        layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
+    }
     if (c->patch & EST_OWN) { /* lower.c's leave_own_partials: whole own partials stay for the reduce */
         int32_t *slot = arena_alloc(sa, sizeof(int32_t) * tiles);
         int64_t *off = arena_alloc(sa, sizeof(int64_t) * tiles);
@@ -257,7 +311,7 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     c->patch = patch;
     arena scratch; /* the walk's, released whole once the copy is priced */
     arena_init(&scratch);
-    price_copy(cache->m, c, &scratch);
+    price_copy(cache->m, c, &scratch, cache->every_replica);
     arena_free(&scratch);
     pthread_mutex_lock(&cache->lock);
     c->next = cache->bucket[h % CACHE_BUCKETS];
@@ -269,7 +323,12 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
 
 void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_view *view, est_copy_info *out) {
     const copy_cost *cc = copy_priced(c, src, dst, view, 0);
-    *out = (est_copy_info){cc->frags, cc->busiest, cc->local};
+    *out = (est_copy_info){cc->frags, cc->busiest, cc->local, 0, 0, 0};
+    for (uint32_t i = 0; i < c->m->tiles; i++) {
+        out->table_sum += cc->table[i];
+        if (cc->table[i] > out->table_max) out->table_max = cc->table[i];
+        out->moved_sum += cc->tile[i].sent + cc->tile[i].recv;
+    }
 }
 
 /* ---- compute ------------------------------------------------------------------------------- */

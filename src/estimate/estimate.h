@@ -74,8 +74,14 @@ typedef struct est_copy_info {
     uint64_t fragments;
     uint64_t busiest;
     uint64_t local;
+    uint64_t table_sum, table_max;  /* exchange-table bytes over every tile, on the fullest tile */
+    uint64_t moved_sum;             /* bytes sent and received, over every tile */
 } est_copy_info;
 void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_view *view, est_copy_info *out);
+/* For tests: price copies into a replicated destination by walking every
+ * replica on its own, the definition the one walk per destination shard
+ * (estimate.c, by_shard) must equal. Call before the cache prices anything. */
+void est_cache_walk_every_replica(est_cache *c);
 
 /* Exchange-table bytes of one tile's part of a phase: a header, a send row
  * per fragment it sends, a receive row per fragment it receives (the row

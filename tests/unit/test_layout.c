@@ -693,6 +693,59 @@ static void test_fragments_match_oracle(void **state) {
     print_message("%d pairs: %llu fragments, estimate equal on every one\n", PAIRS, (unsigned long long)total);
 }
 
+/* A copy into a replicated destination from an unreplicated source is priced
+ * by walking each destination shard once and handing its runs to every
+ * replica (estimate.c, by_shard): every figure must equal walking each
+ * replica on its own, on random pairs (views, encodings, blocks, up to two
+ * replica axes) and a few machine send sizes. */
+static void test_replicas_walked_once(void **state) {
+    (void)state;
+    static const int sizes[3] = {1, 2, 4};
+    static const uint32_t sends[3] = {256, 16, 8};
+    machine m;
+    assert_int_equal(machine_preset("c600", &m), 0);
+    m.tiles = PROP_TILES;
+    enum { PAIRS = 500 };
+    int locals = 0;
+    for (int pair = 0; pair < PAIRS; pair++) {
+        int srank = 1 + (int)rng_below(4), drank;
+        int64_t sdim[LAYOUT_MAX_RANK], ddim[LAYOUT_MAX_RANK];
+        for (int a = 0; a < srank; a++) sdim[a] = random_dim();
+        layout_view view;
+        const layout_view *v = random_view(&view, srank, sdim, &drank, ddim);
+        int eb = sizes[rng_below(3)];
+        m.max_send_bytes = sends[rng_below(3)];
+        layout src = random_layout(srank, sdim, eb, NULL);
+        layout dst = random_layout(drank, ddim, eb, !v && rng_below(2) ? &src : NULL);
+        if (product(srank, sdim) > 3000 || product(drank, ddim) > 3000 || src.nrep || !dst.nrep) {
+            pair--;
+            continue;
+        }
+        est_cache *once = est_cache_new(&m), *each = est_cache_new(&m);
+        est_cache_walk_every_replica(each);
+        est_copy_info a, b;
+        est_copy(once, &src, &dst, v, &a);
+        est_copy(each, &src, &dst, v, &b);
+        est_cache_free(once);
+        est_cache_free(each);
+        locals += b.local != 0;
+        if (memcmp(&a, &b, sizeof a) != 0) {
+            print_message("pair %d: once per shard %llu fragments, %llu busiest, %llu local, %llu/%llu table, %llu moved;"
+                          " every replica %llu, %llu, %llu, %llu/%llu, %llu\n",
+                          pair, (unsigned long long)a.fragments, (unsigned long long)a.busiest, (unsigned long long)a.local,
+                          (unsigned long long)a.table_sum, (unsigned long long)a.table_max, (unsigned long long)a.moved_sum,
+                          (unsigned long long)b.fragments, (unsigned long long)b.busiest, (unsigned long long)b.local,
+                          (unsigned long long)b.table_sum, (unsigned long long)b.table_max, (unsigned long long)b.moved_sum);
+            print_layout("src", &src);
+            print_layout("dst", &dst);
+            fail();
+        }
+    }
+    /* Some pairs must copy on-tile too: their runs are reordered by tile. */
+    assert_true(locals > PAIRS / 10);
+    print_message("%d pairs (%d with on-tile runs): the same figures walked once per shard\n", PAIRS, locals);
+}
+
 /* The seed's worked case: an FP8 [2, 74, 192] tensor held one row per tile
  * (148 tiles) re-tiled into one AMP-left shard of six 32-byte panels of 148
  * rows on another tile: every row lands as six separate 32-byte pieces, 888
@@ -855,7 +908,8 @@ int main(void) {
         cmocka_unit_test(test_runs_identity),     cmocka_unit_test(test_runs_transpose),
         cmocka_unit_test(test_runs_pad_and_panels), cmocka_unit_test(test_runs_stop_early),
         cmocka_unit_test(test_runs_match_oracle), cmocka_unit_test(test_runs_at_scale),
-        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_fragments_seed_case),
+        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_replicas_walked_once),
+        cmocka_unit_test(test_fragments_seed_case),
         cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
