@@ -84,23 +84,64 @@ static uint8_t *put(uint8_t *at, uint64_t v, int bytes) {
     return at + bytes;
 }
 
-static uint8_t *put_section(uint8_t *at, const image_parts *w, int s) {
-    const pkg_record *rec = pkg_sections[s].rec;
-    uint8_t *head = at, *body = at + PKG_SECTION_HEADER_BYTES;
-    uint64_t bytes = payload_bytes(w, s);
-    at = put(at, pkg_sections[s].tag, 4);
-    at = put(at, 0, 4);  /* the checksum, once the payload is written */
-    at = put(at, bytes, 8);
-    if (!rec) {
-        if (w->n[s]) memcpy(at, w->data[s], w->n[s]);
-        at += w->n[s];
-    } else {
-        uint64_t rec_bytes = pkg_record_file_bytes(rec);
-        for (uint64_t i = 0; i < w->n[s]; i++, at += rec_bytes)
-            pkg_encode(at, rec, (const uint8_t *)w->data[s] + i * rec->mem_bytes, &w->offsets);
+/* Where an image's bytes go, in order: memory (package_image) or a file
+ * (package_write, which never holds the whole image: a SigLIP package is
+ * 421 MiB of parameters already in memory once). */
+typedef struct image_sink {
+    uint8_t *at; /* memory: the next byte */
+    FILE *f;     /* else the file */
+} image_sink;
+
+static void sink_bytes(image_sink *k, const void *b, size_t n) {
+    if (!n) return;
+    if (k->f) {
+        fwrite(b, 1, n, k->f); /* a short write sets the error flag outset_close reports */
+        return;
     }
-    pkg_put_le(head + 4, util_crc32c(body, (size_t)bytes), 4);
-    return at;
+    memcpy(k->at, b, n);
+    k->at += n;
+}
+
+/* A section: its header (tag, the payload's checksum, length), then the
+ * payload; record sections are encoded first, to checksum them. */
+static int emit_section(image_sink *k, const image_parts *w, int s, const char *path, diag *d) {
+    const pkg_record *rec = pkg_sections[s].rec;
+    uint64_t bytes = payload_bytes(w, s);
+    const uint8_t *body = w->data[s];
+    uint8_t *encoded = NULL;
+    if (rec) {
+        uint64_t rec_bytes = pkg_record_file_bytes(rec);
+        if (bytes > SIZE_MAX)
+            return diag_fail(d, "%s: error: the package's %s section needs %llu bytes, more than this host addresses", path,
+                             pkg_sections[s].name, (unsigned long long)bytes);
+        encoded = util_try_malloc((size_t)(bytes ? bytes : 1), 1, d, "%s: error: the package's %s section", path,
+                                  pkg_sections[s].name);
+        if (!encoded) return -1;
+        for (uint64_t i = 0; i < w->n[s]; i++)
+            pkg_encode(encoded + i * rec_bytes, rec, (const uint8_t *)w->data[s] + i * rec->mem_bytes, &w->offsets);
+        body = encoded;
+    }
+    uint8_t head[PKG_SECTION_HEADER_BYTES], *at = head;
+    at = put(at, pkg_sections[s].tag, 4);
+    at = put(at, util_crc32c(bytes ? (const void *)body : head, (size_t)bytes), 4); /* an empty payload's checksum is a constant */
+    put(at, bytes, 8);
+    sink_bytes(k, head, sizeof head);
+    sink_bytes(k, body, (size_t)bytes);
+    free(encoded);
+    return 0;
+}
+
+static int emit_image(image_sink *k, const package *p, const image_parts *w, const char *path, diag *d) {
+    uint8_t head[PKG_HEADER_BYTES], *at = head;
+    memcpy(at, pkg_magic, PKG_MAGIC_BYTES);
+    at = put(at + PKG_MAGIC_BYTES, PACKAGE_VERSION, 4);
+    at = put(at, SEC_COUNT, 4);
+    at = put(at, machine_fingerprint(&p->machine), 8);
+    TS_ASSERT(at == head + PKG_HEADER_BYTES);
+    sink_bytes(k, head, sizeof head);
+    for (int s = 0; s < SEC_COUNT; s++)
+        if (emit_section(k, w, s, path, d)) return -1;
+    return 0;
 }
 
 void package_fix_checksums(uint8_t *img, size_t len) {
@@ -118,21 +159,21 @@ uint8_t *package_image(const package *p, size_t *len, const char *path, diag *d)
     gather(p, &w);
     uint64_t total = PKG_HEADER_BYTES;
     for (int s = 0; s < SEC_COUNT; s++) total += PKG_SECTION_HEADER_BYTES + payload_bytes(&w, s);
-    uint8_t *img = total > SIZE_MAX ? NULL
-                                    : util_try_malloc((size_t)total, 1, d, "%s: error: the package image", path), *at = img;
+    uint8_t *img = total > SIZE_MAX ? NULL : util_try_malloc((size_t)total, 1, d, "%s: error: the package image", path);
     if (!img) {
         if (total > SIZE_MAX) diag_fail(d, "%s: error: the package image needs %llu bytes, more than this host addresses", path,
                                         (unsigned long long)total);
         release(&w);
         return NULL;
     }
-    memcpy(at, pkg_magic, PKG_MAGIC_BYTES);
-    at = put(at + PKG_MAGIC_BYTES, PACKAGE_VERSION, 4);
-    at = put(at, SEC_COUNT, 4);
-    at = put(at, machine_fingerprint(&p->machine), 8);
-    for (int s = 0; s < SEC_COUNT; s++) at = put_section(at, &w, s);
-    TS_ASSERT(at == img + total);
+    image_sink k = {img, NULL};
+    int rc = emit_image(&k, p, &w, path, d);
+    TS_ASSERT(rc != 0 || k.at == img + total);
     release(&w);
+    if (rc) {
+        free(img);
+        return NULL;
+    }
     *len = (size_t)total;
     return img;
 }
@@ -140,12 +181,12 @@ uint8_t *package_image(const package *p, size_t *len, const char *path, diag *d)
 /* Checked first: the compiler never writes a package the simulator refuses. */
 int package_write(const package *p, FILE *f, const char *path, diag *d) {
     if (pkg_check(p, path, d) != 0) return -1;
-    size_t len;
-    uint8_t *img = package_image(p, &len, path, d);
-    if (!img) return -1;
-    fwrite(img, 1, len, f); /* a short write sets the error flag outset_close reports */
-    free(img);
-    return 0;
+    image_parts w;
+    gather(p, &w);
+    image_sink k = {NULL, f};
+    int rc = emit_image(&k, p, &w, path, d);
+    release(&w);
+    return rc;
 }
 
 int package_save(const package *p, const char *path, diag *d) {

@@ -21,7 +21,7 @@ typedef struct placer {
     uint32_t *addr;      /* per buffer */
     int32_t *tensor_of;  /* buffer -> its storage tensor */
     diag *d;
-    uint8_t *blob;       /* parameter bytes being gathered (malloc'd) */
+    uint8_t *blob;       /* parameter bytes being gathered, in the package's arena (never copied) */
     uint64_t blob_bytes, blob_cap;
 } placer;
 
@@ -329,8 +329,9 @@ static void encode_span(void *ctx, const int64_t *s, int64_t off, int64_t elem, 
 
 static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
     if (p->blob_bytes + n > p->blob_cap) {
+        uint64_t old = p->blob_cap;
         while (p->blob_bytes + n > p->blob_cap) p->blob_cap = p->blob_cap ? p->blob_cap * 2 : 1 << 20;
-        p->blob = xrealloc(p->blob, p->blob_cap);
+        p->blob = arena_grow(&p->pkg->arena, p->blob, (size_t)old, (size_t)p->blob_cap);
     }
     memcpy(p->blob + p->blob_bytes, b, n);
     p->blob_bytes += n;
@@ -452,10 +453,10 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
                 rc = add_param(&p, t);
             }
         if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
-        /* The package owns its blob through its arena, as a loaded one does. */
-        out->blob = arena_alloc(&out->arena, p.blob_bytes);
+        /* The package owns its blob through its arena, as a loaded one does:
+         * it was gathered there (a SigLIP blob is 421 MiB; no second copy). */
+        out->blob = p.blob ? p.blob : arena_alloc(&out->arena, 0);
         out->blob_bytes = p.blob_bytes;
-        if (p.blob_bytes) memcpy(out->blob, p.blob, p.blob_bytes);
         for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], mid_t(mp, mp->inputs.v[i])->value, PKG_INPUT, -1);
         int32_t nout = graph_outputs(mp->g, NULL, 0), *vals = xmalloc(sizeof(int32_t) * ((size_t)nout + 1));
         graph_outputs(mp->g, vals, nout);
@@ -468,7 +469,6 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
     place_tables_free(p.xt);
     free(p.addr);
     free(p.tensor_of);
-    free(p.blob);
     if (rc) package_free(out);
     return rc;
 }
