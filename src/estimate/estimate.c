@@ -140,6 +140,22 @@ static void local_box(void *ctx, const layout_copy_box *b) {
     t->local_bytes += spans * (uint64_t)b->len;
 }
 
+/* A remote run received on dst_tile (a fragment group's sender pays once:
+ * layout_fragments' multicast). */
+static void count_remote(copy_walk *w, const layout_run *r, int32_t dst_tile, bool sender, uint64_t n) {
+    walk_tile *t = &w->t[dst_tile];
+    t->recv += (uint64_t)r->bytes;
+    t->frecv += n;
+    if (t->last_dst_end != r->dst_off) t->rows_recv++;
+    t->last_dst_end = r->dst_off + r->bytes;
+    if (sender) {
+        walk_tile *s = &w->t[r->src_tile];
+        s->sent += (uint64_t)r->bytes;
+        s->fsent += n;
+        w->frags += n;
+    }
+}
+
 static int copy_run(void *ctx, const layout_run *r) {
     copy_walk *w = ctx;
     if (r->src_tile == r->dst_tile) {
@@ -151,25 +167,15 @@ static int copy_run(void *ctx, const layout_run *r) {
         w->local[w->nlocal++] = *r;
         return 0;
     }
-    walk_tile *t = &w->t[r->dst_tile];
     uint64_t n = splits(w->m, r->bytes);
-    t->recv += (uint64_t)r->bytes;
-    t->frecv += n;
-    if (t->last_dst_end != r->dst_off) t->rows_recv++;
-    t->last_dst_end = r->dst_off + r->bytes;
     if (w->counted) {
         /* A view maps destination elements to distinct source elements, so
          * runs of different destination shards never share a source span. */
         int64_t rep = w->rep_of ? w->rep_of[r->dst_tile] : 0;
-        bool sender = rep == 0 || (rep == 1 && w->first[r->dst_tile] == r->src_tile);
-        if (sender) {
-            walk_tile *s = &w->t[r->src_tile];
-            s->sent += (uint64_t)r->bytes;
-            s->fsent += n;
-            w->frags += n;
-        }
+        count_remote(w, r, r->dst_tile, rep == 0 || (rep == 1 && w->first[r->dst_tile] == r->src_tile), n);
         return 0;
     }
+    count_remote(w, r, r->dst_tile, false, n);
     if (w->nsends == w->cap) {
         int64_t cap = w->cap ? 2 * w->cap : 1024;
         w->sends = arena_grow(w->a, w->sends, sizeof(layout_run) * (size_t)w->cap, sizeof(layout_run) * (size_t)cap);
@@ -185,10 +191,16 @@ static int copy_run(void *ctx, const layout_run *r) {
 static int copy_run_replicas(void *ctx, const layout_run *r) {
     copy_walk *w = ctx;
     const int32_t *tiles = &w->rep_tiles[w->shard_at[r->dst_tile] * w->nrep];
+    uint64_t n = splits(w->m, r->bytes);
     for (int64_t j = 0; j < w->nrep; j++) {
-        layout_run x = *r;
-        x.dst_tile = tiles[j];
-        copy_run(ctx, &x);
+        int32_t t = tiles[j];
+        if (t == r->src_tile) { /* copy_run's on-tile case */
+            layout_run x = *r;
+            x.dst_tile = t;
+            copy_run(ctx, &x);
+            continue;
+        }
+        count_remote(w, r, t, j == 0 || (j == 1 && tiles[0] == r->src_tile), n); /* as copy_run counts it */
     }
     return 0;
 }
