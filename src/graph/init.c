@@ -35,9 +35,9 @@ typedef struct normal_job {
 
 enum { NORMAL_BLOCK = 256 }; /* pairs per pass: the arithmetic runs over arrays, in vector lanes */
 
-/* Box-Muller for pairs [k0, k0 + NORMAL_BLOCK) in two passes. The first, on
- * integers, makes each pair's words and splits u1 = m 2^e with m in
- * [sqrt(1/2), sqrt(2)). The second, branch-free, takes
+/* Box-Muller for pairs [k0, k0 + NORMAL_BLOCK) in two branch-free passes,
+ * both in vector lanes. The first, on integers, makes each pair's words and
+ * splits u1 = m 2^e with m in [sqrt(1/2), sqrt(2)). The second takes
  *   ln u1 = e ln 2 + 2 atanh(s) = e ln 2 + 2 (s + s^3/3 + ... + s^19/19), s = (m - 1) / (m + 1),
  *     |s| <= 0.1716, so the series' tail is below 10^-16 of its sum;
  *   sin and cos of 2 pi u2 from 4 u2 = q + r, q the nearest whole number of
@@ -47,24 +47,39 @@ enum { NORMAL_BLOCK = 256 }; /* pairs per pass: the arithmetic runs over arrays,
  * Results: r, cos and sin per pair. */
 static void normal_block(uint64_t key, int64_t k0, double *rr, double *c, double *s) {
     double m[NORMAL_BLOCK], e[NORMAL_BLOCK], f[NORMAL_BLOCK], swap[NORMAL_BLOCK], neg_s[NORMAL_BLOCK], neg_c[NORMAL_BLOCK];
+    /* Integer to double without a conversion instruction AVX2 lacks (so this
+     * pass runs in vector lanes too): v + 2^52 has v as its significand
+     * bits for 0 <= v < 2^52, and v + 1.5 2^52 for |v| < 2^51; both exact. */
+    const uint64_t two52 = 0x4330000000000000ull, three51 = 0x4338000000000000ull;
     for (int i = 0; i < NORMAL_BLOCK; i++) {
         uint64_t k = (uint64_t)(k0 + i);
         uint64_t a = mix64(key + (2 * k + 1) * 0x9e3779b97f4a7c15ull);
         uint64_t b = mix64(key + (2 * k + 2) * 0x9e3779b97f4a7c15ull);
-        double u1 = (double)(int64_t)((a >> 11) + 1) * 0x1p-53; /* in (0, 1], a normal double */
-        uint64_t bits;
+        /* u1 = x 2^-53, x = (a >> 11) + 1 in [1, 2^53]: x's halves are exact
+         * doubles, so is their sum, and u1 is a normal double in (0, 1]. */
+        uint64_t x = (a >> 11) + 1, hi_bits = two52 | x >> 26, lo_bits = two52 | (x & 0x3ffffff), bits;
+        double hi, lo;
+        memcpy(&hi, &hi_bits, sizeof hi);
+        memcpy(&lo, &lo_bits, sizeof lo);
+        double u1 = ((hi - 0x1p52) * 0x1p26 + (lo - 0x1p52)) * 0x1p-53;
         memcpy(&bits, &u1, sizeof bits);
         /* m = u1's significand in [1, 2), halved (one off its exponent field)
-         * where above sqrt(2), compared as bits (0x3ff6a09e667f3bcd = sqrt(2)). */
+         * where above sqrt(2), compared as bits (0x3ff6a09e667f3bcd = sqrt(2));
+         * e = u1's exponent, plus one where halved, as 2^52 + 1024 + e - (2^52 + 1024). */
         uint64_t mb = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull, over = mb > 0x3ff6a09e667f3bcdull;
         mb -= over << 52;
+        uint64_t eb = two52 | ((bits >> 52) + 1 + over);
+        double ed;
         memcpy(&m[i], &mb, sizeof mb);
-        e[i] = (double)((int64_t)(bits >> 52) - 1023 + (int64_t)over);
+        memcpy(&ed, &eb, sizeof ed);
+        e[i] = ed - (0x1p52 + 1024);
         /* u2 = w 2^-53, so 4 u2 = w 2^-51: q = round(w 2^-51), r = (w - q 2^51) 2^-51, exactly. */
-        int64_t w = (int64_t)(b >> 11), q = (w + (1ll << 50)) >> 51;
-        f[i] = (double)(w - (q << 51)) * 0x1p-51 * 1.57079632679489661923;
+        uint64_t w = b >> 11, q = (w + (1ull << 50)) >> 51, rb = three51 + (w - (q << 51));
+        double r;
+        memcpy(&r, &rb, sizeof r);
+        f[i] = (r - 0x1.8p52) * 0x1p-51 * 1.57079632679489661923;
         /* q quarter turns on from (sin f, cos f): each takes (s, c) to (c, -s). */
-        swap[i] = (double)(q & 1);
+        swap[i] = (q & 1) ? 1.0 : 0.0;
         neg_s[i] = (q & 2) ? 1.0 : 0.0;
         neg_c[i] = ((q + 1) & 2) ? 1.0 : 0.0;
     }
