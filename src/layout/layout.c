@@ -66,13 +66,6 @@ void layout_replicate(layout *l, int64_t n, int32_t tile_stride) {
 int64_t layout_shards(const layout *l) { return product(l->rank, l->parts); }
 int64_t layout_replicas(const layout *l) { return product(l->nrep, l->rep); }
 
-bool layout_transposed(const layout *l) { return l->enc == ENC_ROW_MAJOR_T || l->enc == ENC_AMP_LEFT_T; }
-
-layout_encoding layout_base_encoding(layout_encoding e) {
-    return e == ENC_ROW_MAJOR_T ? ENC_ROW_MAJOR : e == ENC_AMP_LEFT_T ? ENC_AMP_LEFT : e;
-}
-
-int layout_panel_axis(const layout *l) { return layout_transposed(l) ? l->rank - 2 : l->rank - 1; }
 
 /* The logical axis at storage position i: the identity, with the last two
  * swapped when the shard is stored transposed. Position rank-1 is the panel
@@ -82,15 +75,6 @@ static int storage_axis(const layout *l, int i) {
     return i == l->rank - 2 ? l->rank - 1 : l->rank - 2;
 }
 
-int64_t layout_panel_width(const layout *l) {
-    switch (layout_base_encoding(l->enc)) {
-    case ENC_ROW_MAJOR: return l->block[layout_panel_axis(l)];
-    case ENC_AMP_LEFT: return LAYOUT_AMP_PANEL_BYTES / l->elem_bytes;
-    case ENC_AMP_OUT: return LAYOUT_AMP_OUT_COLS;
-    default: break;
-    }
-    TS_UNREACHABLE();
-}
 
 /* Rows of one shard's storage: the product of every block but the panel axis's. */
 static int64_t shard_rows(const layout *l) {
@@ -105,12 +89,6 @@ int64_t layout_shard_bytes(const layout *l) {
     return ceil_div(l->block[layout_panel_axis(l)], pw) * shard_rows(l) * pw * l->elem_bytes;
 }
 
-int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r) {
-    int64_t t = l->tile_base;
-    for (int a = 0; a < l->rank; a++) t += s[a] * l->tile_stride[a];
-    for (int k = 0; k < l->nrep; k++) t += r[k] * l->rep_stride[k];
-    return (int32_t)t;
-}
 
 int64_t layout_offset(const layout *l, const int64_t *e) {
     int pa = layout_panel_axis(l);

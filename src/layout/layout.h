@@ -76,9 +76,11 @@ bool layout_equal(const layout *a, const layout *b);
 /* Whether shards are stored transposed (ROW_MAJOR_T, AMP_LEFT_T); the
  * encoding's untransposed form; the axis the panels cut (the last, or
  * rank-2 when transposed). */
-bool layout_transposed(const layout *l);
-layout_encoding layout_base_encoding(layout_encoding e);
-int layout_panel_axis(const layout *l);
+static inline bool layout_transposed(const layout *l) { return l->enc == ENC_ROW_MAJOR_T || l->enc == ENC_AMP_LEFT_T; }
+static inline layout_encoding layout_base_encoding(layout_encoding e) {
+    return e == ENC_ROW_MAJOR_T ? ENC_ROW_MAJOR : e == ENC_AMP_LEFT_T ? ENC_AMP_LEFT : e;
+}
+static inline int layout_panel_axis(const layout *l) { return layout_transposed(l) ? l->rank - 2 : l->rank - 1; }
 
 /* Where a copy from src into AMP-left panels dst is better staged: src
  * packed into panels on its own tiles first (a local strided copy), so the
@@ -90,10 +92,24 @@ bool layout_amp_left_stage(const layout *src, const layout *dst, layout *stage);
 
 int64_t layout_shards(const layout *l);        /* product of parts */
 int64_t layout_replicas(const layout *l);      /* product of rep */
-int64_t layout_panel_width(const layout *l);   /* pw, elements */
+/* pw, elements (inline: the copy walks ask it per row). */
+static inline int64_t layout_panel_width(const layout *l) {
+    switch (layout_base_encoding(l->enc)) {
+    case ENC_ROW_MAJOR: return l->block[layout_panel_axis(l)];
+    case ENC_AMP_LEFT: return LAYOUT_AMP_PANEL_BYTES / l->elem_bytes;
+    case ENC_AMP_OUT: return LAYOUT_AMP_OUT_COLS;
+    default: break;
+    }
+    TS_UNREACHABLE();
+}
 int64_t layout_shard_bytes(const layout *l);   /* storage of one shard, padding included */
 /* Tile of the shard with per-axis index s, replica with per-axis index r. */
-int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r);
+static inline int32_t layout_tile(const layout *l, const int64_t *s, const int64_t *r) {
+    int64_t t = l->tile_base;
+    for (int a = 0; a < l->rank; a++) t += s[a] * l->tile_stride[a];
+    for (int k = 0; k < l->nrep; k++) t += r[k] * l->rep_stride[k];
+    return (int32_t)t;
+}
 /* Byte offset of element e (global coordinates) inside the shard holding it. */
 int64_t layout_offset(const layout *l, const int64_t *e);
 /* Tiles holding element e (every replica): returns the count, fills tiles
