@@ -921,16 +921,17 @@ static int cmp_ev(const void *a, const void *b) {
 /* The tiles holding a shard of l, each once per replica (a replica on one
  * tile twice is twice the bytes), into out; returns how many. */
 static int64_t layout_tile_list(const layout *l, uint32_t tiles, int32_t *out) {
-    int64_t ns = layout_shards(l), nr = layout_replicas(l), s[LAYOUT_MAX_RANK], r[LAYOUT_MAX_RANK], n = 0;
+    int64_t ns = layout_shards(l), nr = layout_replicas(l), s[LAYOUT_MAX_RANK] = {0}, r[LAYOUT_MAX_RANK], n = 0;
+    /* Shards and replicas in row-major order, their indices counted up
+     * (an odometer per set of axes) rather than divided out. */
     for (int64_t i = 0; i < ns; i++) {
-        int64_t k = i;
-        for (int a = l->rank - 1; a >= 0; a--) s[a] = k % l->parts[a], k /= l->parts[a];
+        memset(r, 0, sizeof r);
         for (int64_t j = 0; j < nr; j++) {
-            int64_t q = j;
-            for (int a = l->nrep - 1; a >= 0; a--) r[a] = q % l->rep[a], q /= l->rep[a];
             int32_t t = layout_tile(l, s, r);
             if (t >= 0 && (uint32_t)t < tiles) out[n++] = t;
+            for (int a = l->nrep - 1; a >= 0 && ++r[a] == l->rep[a]; a--) r[a] = 0;
         }
+        for (int a = l->rank - 1; a >= 0 && ++s[a] == l->parts[a]; a--) s[a] = 0;
     }
     return n;
 }
@@ -994,10 +995,16 @@ static void live_add(arena *a, tile_live *tl, int64_t size) {
 }
 
 static void live_remove(tile_live *tl, int64_t size) {
-    int32_t i = 0;
-    while (i < tl->n && tl->size[i] != size) i++;
-    TS_ASSERT(i < tl->n);
-    for (; i + 1 < tl->n; i++) tl->size[i] = tl->size[i + 1];
+    /* Sizes run largest first: the first not larger is one of size (which
+     * of equal ones leaves the same list). */
+    int32_t lo = 0, hi = tl->n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (tl->size[mid] > size) lo = mid + 1;
+        else hi = mid;
+    }
+    TS_ASSERT(lo < tl->n && tl->size[lo] == size);
+    memmove(&tl->size[lo], &tl->size[lo + 1], sizeof(int64_t) * (size_t)(tl->n - lo - 1));
     tl->n--;
     tl->payload -= size;
 }
