@@ -73,6 +73,26 @@ static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t
     }
 }
 
+/* x rounded to f16 and back, as f32_to_f16 and f16_to_f32 do (VCVTPS2PH's RNE). */
+static inline __m256 round_f16_v(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+/* tot += one K part's chains, as mm_rows's scalar loop does it, eight lanes
+ * at a time: scaled, stored as the partials' dtype (f16 or f32 here), added
+ * in the reduction's chain. */
+static void mm_sum_partial(const mm_job *j, float acc[MM_ROWS][MM_COLS], float tot[MM_ROWS][MM_COLS]) {
+    const graph_gemm_plan *pl = j->pl;
+    __m256 post = _mm256_set1_ps(j->post);
+    for (int r = 0; r < MM_ROWS; r++)
+        for (int q = 0; q < MM_COLS; q += 8) {
+            __m256 x = _mm256_loadu_ps(&acc[r][q]);
+            if (j->post != 1.0f) x = _mm256_mul_ps(x, post);
+            if (pl->partials == DT_F16) x = round_f16_v(x);
+            __m256 t = _mm256_add_ps(_mm256_loadu_ps(&tot[r][q]), x);
+            if (pl->acc == DT_F16) t = round_f16_v(t);
+            _mm256_storeu_ps(&tot[r][q], t);
+        }
+}
+
 static void mm_rows(void *ctx, int64_t b, int64_t e) {
     const mm_job *j = ctx;
     const graph_gemm_plan *pl = j->pl;
@@ -83,6 +103,10 @@ static void mm_rows(void *ctx, int64_t b, int64_t e) {
             memset(tot, 0, sizeof tot);
             for (int32_t p = 0; p < pl->nk; p++) {
                 mm_chain(j, i, jp, pl->k_bounds[p], pl->k_bounds[p + 1], acc);
+                if (pl->nk > 1 && (pl->partials == DT_F16 || pl->partials == DT_F32)) {
+                    mm_sum_partial(j, acc, tot);
+                    continue;
+                }
                 for (int r = 0; r < MM_ROWS; r++)
                     for (int q = 0; q < MM_COLS; q++) {
                         float x = acc[r][q];

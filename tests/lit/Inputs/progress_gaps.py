@@ -1,7 +1,8 @@
 # progress_gaps.py MAX CMD...: runs CMD with stderr to a pipe (not a
 # terminal), prints each stderr line with its time, and fails unless every
 # stretch without a line (from the start to the end) is at most MAX seconds
-# and at least one progress line came (tests/lit/e2e/progress.test).
+# and at least one progress line came; the run must outlast MAX, or the
+# gaps prove nothing (tests/lit/e2e/progress.test).
 import subprocess, sys, time
 limit = float(sys.argv[1])
 t0 = time.time(); last = t0; worst = (0.0, ''); lines = 0
@@ -15,6 +16,7 @@ p.wait(); now = time.time()
 if now - last > worst[0]: worst = (now - last, '(end)')
 print(f"exit {p.returncode} after {now - t0:.1f}s; longest silence {worst[0]:.1f}s before: {worst[1]}")
 assert p.returncode == 0, p.returncode
-assert lines >= 2, "no progress lines"
+assert now - t0 > limit, f"the run took {now - t0:.1f}s, not more than {limit}s: too short to test (a bigger model)"
+assert lines >= 1, "no progress lines"
 assert worst[0] <= limit, worst
 print("progress ok")
