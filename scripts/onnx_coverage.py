@@ -5,11 +5,15 @@ batch 1), then imported, compiled for c600, and checked against PyTorch's
 own output with `tessel check`. Prints one Markdown table row per model
 (docs/onnx.md keeps the table).
 
-    scripts/onnx_coverage.py TESSEL [--only NAME,...] [--precision f16|fp8] [--keep DIR]
+    scripts/onnx_coverage.py TESSEL [--only NAME,...] [--precision f16|fp8] [--keep DIR] [--import-only]
+
+--import-only stops after the import (`tessel graph`), which is what
+tests/lit/onnx/torchvision_import.test runs over every model here.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,7 +106,7 @@ def run(argv, timeout=900):
     return r, time.time() - t0
 
 
-def one(tessel, name, make, precision, work):
+def one(tessel, name, make, precision, work, import_only=False):
     model, x = make()
     model.eval()
     x = x.half().float()  # what the f16 input file holds, so PyTorch sees the same values
@@ -119,6 +123,9 @@ def one(tessel, name, make, precision, work):
     r, _ = run([tessel, "graph", onnx, "--precision", precision])
     if r.returncode != 0:
         return [name, "no: " + first_line(r.stderr), "", "", "", ""]
+    if import_only:
+        ops = re.search(r"(\d+) graph ops", r.stderr)
+        return [name, "yes (%s graph ops)" % (ops.group(1) if ops else "?"), "", "", "", ""]
     r, secs = run([tessel, "check", onnx, "--precision", precision, "--json", "--input", "x=" + base + ".in.npy",
                    "--expect", "y=" + base + ".out.npy"])
     try:
@@ -138,14 +145,16 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--precision", default="f16")
     ap.add_argument("--keep")
+    ap.add_argument("--import-only", action="store_true")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="tessel-coverage-")
     os.makedirs(work, exist_ok=True)
+    exe = os.path.abspath(a.tessel) if os.sep in a.tessel else shutil.which(a.tessel)  # a path, or a name on PATH
     names = [n for n in MODELS if not a.only or any(o in n for o in a.only.split(","))]
     print("| model (%s, batch 1) | imports | compiles | fits c600 | check | cycles |" % a.precision)
     print("| --- | --- | --- | --- | --- | ---: |")
     for name in names:
-        row = one(os.path.abspath(a.tessel), name, MODELS[name], a.precision, work)
+        row = one(exe, name, MODELS[name], a.precision, work, a.import_only)
         print("| " + " | ".join(row) + " |", flush=True)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
