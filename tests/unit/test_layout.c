@@ -650,29 +650,38 @@ static uint64_t oracle_fragments(quad_list *q, int64_t eb, int64_t max_send) {
     return frags;
 }
 
-static void test_fragments_match_oracle(void **state) {
-    (void)state;
+/* A random copy for the estimate's tests: a view (NULL: the identity),
+ * layouts of at most 3000 elements on each side, an element size, and the
+ * machine's send size (m->max_send_bytes). */
+static const layout_view *random_copy(machine *m, layout *src, layout *dst, layout_view *view) {
     static const int sizes[3] = {1, 2, 4};
     static const uint32_t sends[3] = {256, 16, 8};
+    for (;;) {
+        int srank = 1 + (int)rng_below(4), drank;
+        int64_t sdim[LAYOUT_MAX_RANK], ddim[LAYOUT_MAX_RANK];
+        for (int a = 0; a < srank; a++) sdim[a] = random_dim();
+        const layout_view *v = random_view(view, srank, sdim, &drank, ddim);
+        if (product(srank, sdim) > 3000 || product(drank, ddim) > 3000) continue;
+        int eb = sizes[rng_below(3)];
+        m->max_send_bytes = sends[rng_below(3)];
+        *src = random_layout(srank, sdim, eb, NULL);
+        *dst = random_layout(drank, ddim, eb, !v && rng_below(2) ? src : NULL);
+        return v;
+    }
+}
+
+static void test_fragments_match_oracle(void **state) {
+    (void)state;
     machine m;
     assert_int_equal(machine_preset("c600", &m), 0);
     m.tiles = PROP_TILES;
     uint64_t total = 0;
     enum { PAIRS = 400 };
     for (int pair = 0; pair < PAIRS; pair++) {
-        int srank = 1 + (int)rng_below(4), drank;
-        int64_t sdim[LAYOUT_MAX_RANK], ddim[LAYOUT_MAX_RANK];
-        for (int a = 0; a < srank; a++) sdim[a] = random_dim();
+        layout src, dst;
         layout_view view;
-        const layout_view *v = random_view(&view, srank, sdim, &drank, ddim);
-        if (product(srank, sdim) > 3000 || product(drank, ddim) > 3000) {
-            pair--;
-            continue;
-        }
-        int eb = sizes[rng_below(3)];
-        m.max_send_bytes = sends[rng_below(3)];
-        layout src = random_layout(srank, sdim, eb, NULL);
-        layout dst = random_layout(drank, ddim, eb, !v && rng_below(2) ? &src : NULL);
+        const layout_view *v = random_copy(&m, &src, &dst, &view);
+        int eb = src.elem_bytes;
         quad_list q = {0};
         oracle(&src, &dst, v, &q);
         uint64_t want = oracle_fragments(&q, eb, m.max_send_bytes);
@@ -700,24 +709,16 @@ static void test_fragments_match_oracle(void **state) {
  * replica axes) and a few machine send sizes. */
 static void test_replicas_walked_once(void **state) {
     (void)state;
-    static const int sizes[3] = {1, 2, 4};
-    static const uint32_t sends[3] = {256, 16, 8};
     machine m;
     assert_int_equal(machine_preset("c600", &m), 0);
     m.tiles = PROP_TILES;
     enum { PAIRS = 500 };
     int locals = 0;
     for (int pair = 0; pair < PAIRS; pair++) {
-        int srank = 1 + (int)rng_below(4), drank;
-        int64_t sdim[LAYOUT_MAX_RANK], ddim[LAYOUT_MAX_RANK];
-        for (int a = 0; a < srank; a++) sdim[a] = random_dim();
+        layout src, dst;
         layout_view view;
-        const layout_view *v = random_view(&view, srank, sdim, &drank, ddim);
-        int eb = sizes[rng_below(3)];
-        m.max_send_bytes = sends[rng_below(3)];
-        layout src = random_layout(srank, sdim, eb, NULL);
-        layout dst = random_layout(drank, ddim, eb, !v && rng_below(2) ? &src : NULL);
-        if (product(srank, sdim) > 3000 || product(drank, ddim) > 3000 || src.nrep || !dst.nrep) {
+        const layout_view *v = random_copy(&m, &src, &dst, &view);
+        if (src.nrep || !dst.nrep) {
             pair--;
             continue;
         }
