@@ -57,4 +57,9 @@ typedef enum {
 
 extern const char *const kernel_epi_names[KERNEL_EPI_COUNT];
 
+/* The GeLU a K-partials reduction may take after its sum (the REDUCE
+ * prim's and run's f[0]; the package stores these numbers): none, the tanh
+ * form (num_gelu), the erf form (num_gelu_erf, PyTorch's nn.GELU). */
+enum { KERNEL_REDUCE_NO_GELU = 0, KERNEL_REDUCE_GELU = 1, KERNEL_REDUCE_GELU_ERF = 2 };
+
 #endif

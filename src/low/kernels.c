@@ -171,8 +171,9 @@ static bool reduce_valid(const low_run *r, char *w, size_t cap) {
         ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
          (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
         return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
-    if (r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f && r->f[0] != 1.0f)
-        return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1)");
+    if (r->kernel == LOW_K_REDUCE && r->f[0] != KERNEL_REDUCE_NO_GELU && r->f[0] != KERNEL_REDUCE_GELU &&
+        r->f[0] != KERNEL_REDUCE_GELU_ERF)
+        return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1: tanh form, 2: erf form)");
     if (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f &&
         (r->f[1] != 1.0f || r->f[0] != 0.0f || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
         return why(w, cap, "a residual is added to a plain row-major sum of its own dtype");

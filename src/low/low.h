@@ -49,9 +49,10 @@
  *                             c = stride[0][2] elements: out[e] at ptr0 + ((e%c)/w)*stride[0][1]
  *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand).
  *                             With op = j + 1 > 0, partial j is read from ptr3 instead (the tile's
- *                             own, where its GEMM wrote it). With f[0] = 1 a GeLU follows (a GeLU done
+ *                             own, where its GEMM wrote it). With f[0] = 1 (2) a GeLU follows (a GeLU done
  *                             by the reduction): the value rounds to the sum's dtype (dt[2] with a bias,
- *                             else `grad`), out = num_gelu of it, rounded to f16 first when out is 8-bit.
+ *                             else `grad`), out = num_gelu (num_gelu_erf) of it, rounded to f16 first when
+ *                             out is 8-bit (kern.h's KERNEL_REDUCE_GELU, _GELU_ERF).
  *                             With f[1] = 1 a residual follows (a residual add done by the reduction;
  *                             not with a GeLU, out row-major): the value rounds to out's dtype, then
  *                             out = that + res[e] (ptr4, out's dtype, e*bytes), rounded again

@@ -522,7 +522,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
         r->n[2] = 0; /* no bias */
         r->grad = (uint8_t)pr->grad; /* f32 (none) unless a bias or a cast was folded in (expand.c) */
-        r->f[0] = pr->f[0];          /* 1: a GeLU folded in (absorb.c's gelu rewrite) */
+        r->f[0] = pr->f[0];          /* a GeLU folded in (absorb.c's gelu rewrite, kern.h's KERNEL_REDUCE_GELU*) */
         if (lo->enc == ENC_AMP_LEFT) { /* the next GEMM's panels (absorb.c's panels rewrite) */
             r->stride[0][1] = (int32_t)layout_panel_stride(lo);
             r->stride[0][2] = (int32_t)lo->block[lo->rank - 1];

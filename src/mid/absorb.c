@@ -126,12 +126,13 @@ static bool absorb_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, in
     return true;
 }
 
-/* A GeLU of a K-partials REDUCE's result (its bias added or not), in the
+/* A GeLU (tanh or erf form) of a K-partials REDUCE's result (its bias added or not), in the
  * same row-major partition, writing its own dtype or, rounded to f16 first,
  * an 8-bit one: the reduction rounds the value to the temporary's dtype (the
  * bias's, or prim.grad without one), takes the GeLU, and writes it. */
 static bool absorb_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
-    if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_GELU || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->nout != 1)
+    if (cp->kind != MID_EWISE || (cp->ew != KERNEL_EW_GELU && cp->ew != KERNEL_EW_GELU_ERF) || pp->kind != MID_REDUCE ||
+        pp->f[0] != KERNEL_REDUCE_NO_GELU || pp->nout != 1)
         return false;
     const mid_tensor *mt = mid_t(p, t), *mu = mid_t(p, cp->out[0]);
     bool bias = mid_reduce_has_bias(pp);
@@ -141,7 +142,7 @@ static bool absorb_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_
     if (bias ? mid_t(p, pp->in[1])->dtype != mt->dtype : pp->grad != DT_F32) return false;
     if (!bias) pp->grad = mt->dtype;
     pp->out[0] = cp->out[0];
-    pp->f[0] = 1.0f;
+    pp->f[0] = cp->ew == KERNEL_EW_GELU_ERF ? KERNEL_REDUCE_GELU_ERF : KERNEL_REDUCE_GELU;
     return true;
 }
 

@@ -537,7 +537,10 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
     }
     if (r->f[0] != 0.0f) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (low.h) */
         num_round_buf((dtype)(r->n[2] ? r->dt[2] : r->grad), 0, acc, n);
-        for (size_t e = 0; e < n; e++) acc[e] = num_gelu(acc[e]);
+        if (r->f[0] == KERNEL_REDUCE_GELU_ERF)
+            for (size_t e = 0; e < n; e++) acc[e] = num_gelu_erf(acc[e]);
+        else
+            for (size_t e = 0; e < n; e++) acc[e] = num_gelu(acc[e]);
         if (dtype_is_f8((dtype)r->dt[0])) num_round_buf(DT_F16, 0, acc, n);
     }
     if (r->f[1] != 0.0f) { /* a residual add done by the reduction: the value in out's dtype, plus the residual */
