@@ -524,7 +524,8 @@ static int import_node(imp *im, size_t i) {
     const raised *rz = &im->rz[i];
     if (rz->kind == RZ_ABSORBED) return 0;
     if (rz->kind != RZ_NONE) {
-        ox_set_graph(im, n->output[0], ox_import_raised(im, rz));
+        int32_t v = ox_import_raised(im, rz);
+        if (v != -2) ox_set_graph(im, n->output[0], v); /* -2: the output waits as rows (unary_on_rows) */
         return 0;
     }
     const ox_op *row = ox_op_find(n->op_type);

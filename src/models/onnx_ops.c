@@ -10,16 +10,37 @@
 
 /* ---- raised patterns ---------------------------------------------------------------- */
 
+/* A pointwise op of one operand on a value that waits as a shared-weight
+ * GEMM's flattened rows (import_matmul): it runs on the rows, which stay
+ * flat (a reshape commutes with it), so the GeLU after an MLP's first GEMM
+ * meets the GEMM's reduction (absorb.c) in a sequence-first block as in a
+ * batch-first one. -2: done, `out` waits as rows; -3: x is no such value. */
+static int32_t unary_on_rows(imp *im, graph_op_kind kind, const char *x, const char *out, const char *name) {
+    oval *o = x ? ox_val_get(im, x) : NULL;
+    if (!o || o->is_const || o->gv >= 0 || o->rows < 0) return -3;
+    char rows_name[600];
+    snprintf(rows_name, sizeof rows_name, "%s.rows", name);
+    int32_t v = ox_emit1(im, kind, o->rows, rows_name);
+    if (v < 0) return -1;
+    ox_set_rows(im, out, v, o->back_rank, o->back_dim, name);
+    return -2;
+}
+
 int32_t ox_import_raised(imp *im, const raised *rz) {
-    int32_t x = ox_gval(im, rz->x);
-    if (x < 0) return -1;
-    const graph_type *t = ox_gtype(im, x);
     char scope[600];
     snprintf(scope, sizeof scope, "%s/%s", rz->scope, rz->kind == RZ_LAYER_NORM ? "LayerNormalization" : "Gelu");
     const char *name = ox_gname(im, scope, NULL);
     int32_t oi;
     if (strmap_get(&im->outputs, im->cur->output[0], &oi)) name = ox_gname(im, im->cur->output[0], NULL);
-    if (rz->kind != RZ_LAYER_NORM) return ox_emit1(im, rz->kind == RZ_GELU_ERF ? OP_GELU_ERF : OP_GELU, x, name);
+    graph_op_kind gelu = rz->kind == RZ_GELU_ERF ? OP_GELU_ERF : OP_GELU;
+    if (rz->kind != RZ_LAYER_NORM) {
+        int32_t r = unary_on_rows(im, gelu, rz->x, im->cur->output[0], name);
+        if (r != -3) return r;
+    }
+    int32_t x = ox_gval(im, rz->x);
+    if (x < 0) return -1;
+    const graph_type *t = ox_gtype(im, x);
+    if (rz->kind != RZ_LAYER_NORM) return ox_emit1(im, gelu, x, name);
     /* The mean must run over the last axis. */
     const Onnx__NodeProto *mean = NULL;
     for (size_t i = 0; i < im->gp->n_node && !mean; i++)
@@ -192,7 +213,10 @@ const ox_unary *ox_unary_of(ox_op_id op) {
 
 /* A plain unary op of run-time data: the graph's op of the same name. */
 static int32_t import_unary(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
-    return ox_emit1(im, ox_unary_of(op)->kind, ox_gval(im, in_name(n, 0)), ox_node_name(im, NULL));
+    const char *name = ox_node_name(im, NULL);
+    int32_t r = unary_on_rows(im, ox_unary_of(op)->kind, in_name(n, 0), n->output[0], name);
+    if (r != -3) return r;
+    return ox_emit1(im, ox_unary_of(op)->kind, ox_gval(im, in_name(n, 0)), name);
 }
 
 /* Identity, Dropout (inference: nothing); a float Cast (precision comes later). */
@@ -222,7 +246,25 @@ static int32_t import_cast(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
 
 static int32_t import_matmul(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
     (void)op;
-    int32_t a = ox_gval(im, in_name(n, 0)), b = ox_gval(im, in_name(n, 1));
+    /* Rows that wait flat (a GeLU after the first GEMM of an MLP) times a
+     * shared weight: the next GEMM on the same rows, with no reshape back and
+     * forth between them. */
+    oval *ra = ox_val_get(im, in_name(n, 0));
+    bool flat = ra && !ra->is_const && ra->gv < 0 && ra->rows >= 0;
+    int32_t w = flat ? ox_gval(im, in_name(n, 1)) : -1;
+    if (w >= 0 && ox_gtype(im, w)->rank == 2 && ox_gtype(im, w)->dim[0] == ra->back_dim[ra->back_rank - 1]) {
+        const char *name = ox_node_name(im, NULL);
+        char rows_name[600];
+        snprintf(rows_name, sizeof rows_name, "%s.rows", name);
+        int64_t back[GRAPH_MAX_RANK];
+        memcpy(back, ra->back_dim, sizeof(int64_t) * (size_t)ra->back_rank);
+        back[ra->back_rank - 1] = ox_gtype(im, w)->dim[1];
+        int32_t v = ox_emit_matmul(im, ra->rows, w, false, rows_name);
+        if (v < 0) return -1;
+        ox_set_rows(im, n->output[0], v, ra->back_rank, back, name);
+        return -2;
+    }
+    int32_t a = ox_gval(im, in_name(n, 0)), b = flat ? w : ox_gval(im, in_name(n, 1));
     if (a < 0 || b < 0) return -1;
     if (ox_gtype(im, a)->rank < 2 || ox_gtype(im, b)->rank < 2) return ox_fail(im, "MatMul of a vector is not supported"), -1;
     /* A shared weight's flattened rows stay flat until an op needs them as
