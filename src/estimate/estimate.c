@@ -243,8 +243,7 @@ static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_rep
         w.shard_at = arena_alloc(sa, sizeof(int64_t) * tiles);
         w.rep_tiles = arena_alloc(sa, sizeof(int32_t) * (size_t)(ns * nr));
         w.nrep = nr;
-        uint8_t *held = arena_alloc(sa, tiles);
-        memset(held, 0, tiles);
+        uint8_t *held = arena_alloc(sa, tiles); /* zeroed */
         by_shard = !every_replica;
         for (int64_t i = 0; i < ns; i++) {
             for (int64_t k = i, a = d->rank - 1; a >= 0; a--) sh[a] = k % d->parts[a], k /= d->parts[a];

@@ -279,7 +279,7 @@ int ox_shape_of(imp *im, const char *name, int *rank, int64_t *dim) {
     if (o->is_const) {
         *rank = o->c.rank;
         memcpy(dim, o->c.dim, sizeof(int64_t) * (size_t)o->c.rank);
-    } else if (o->gv < 0 && o->rows >= 0) {
+    } else if (ox_waits_as_rows(o)) {
         *rank = o->back_rank;
         memcpy(dim, o->back_dim, sizeof(int64_t) * (size_t)o->back_rank);
     } else {

@@ -189,6 +189,6 @@ int32_t ox_gval(imp *im, const char *name) {
     oval *o = name ? ox_val_get(im, name) : NULL;
     if (!o) return ox_fail(im, "input '%s' is not defined before its use", name ? name : "(missing)"), -1;
     if (o->is_const) return ox_const_value(im, o);
-    if (o->gv < 0 && o->rows >= 0) o->gv = ox_emit_reshape(im, o->rows, o->back_rank, o->back_dim, o->back_name);
+    if (ox_waits_as_rows(o)) o->gv = ox_emit_reshape(im, o->rows, o->back_rank, o->back_dim, o->back_name);
     return o->gv;
 }

@@ -183,6 +183,9 @@ typedef struct oval {
     const char *back_name;
 } oval;
 
+/* Whether o is a run-time value that waits as flattened rows (oval.rows). */
+static inline bool ox_waits_as_rows(const oval *o) { return o && !o->is_const && o->gv < 0 && o->rows >= 0; }
+
 typedef enum { RZ_NONE, RZ_ABSORBED, RZ_GELU_ERF, RZ_GELU_TANH, RZ_LAYER_NORM } raise_kind;
 
 /* A node that ends a decomposed pattern, or lies inside one (absorbed). */

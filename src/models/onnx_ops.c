@@ -17,7 +17,7 @@
  * batch-first one. -2: done, `out` waits as rows; -3: x is no such value. */
 static int32_t unary_on_rows(imp *im, graph_op_kind kind, const char *x, const char *out, const char *name) {
     oval *o = x ? ox_val_get(im, x) : NULL;
-    if (!o || o->is_const || o->gv >= 0 || o->rows < 0) return -3;
+    if (!ox_waits_as_rows(o)) return -3;
     char rows_name[600];
     snprintf(rows_name, sizeof rows_name, "%s.rows", name);
     int32_t v = ox_emit1(im, kind, o->rows, rows_name);
@@ -76,7 +76,7 @@ int32_t ox_import_raised(imp *im, const raised *rz) {
 /* Whether o waits as flattened rows and c, a constant of at most one axis,
  * broadcasts onto the rows as onto the value they stand for. */
 static bool rows_and_vector(const oval *o, const oval *c) {
-    return o && c && !o->is_const && o->gv < 0 && o->rows >= 0 && c->is_const && c->c.rank <= 1 &&
+    return ox_waits_as_rows(o) && c && c->is_const && c->c.rank <= 1 &&
            (c->c.rank == 0 || c->c.dim[0] == 1 || c->c.dim[0] == o->back_dim[o->back_rank - 1]);
 }
 
@@ -250,7 +250,7 @@ static int32_t import_matmul(imp *im, const Onnx__NodeProto *n, ox_op_id op) {
      * shared weight: the next GEMM on the same rows, with no reshape back and
      * forth between them. */
     oval *ra = ox_val_get(im, in_name(n, 0));
-    bool flat = ra && !ra->is_const && ra->gv < 0 && ra->rows >= 0;
+    bool flat = ox_waits_as_rows(ra);
     int32_t w = flat ? ox_gval(im, in_name(n, 1)) : -1;
     if (w >= 0 && ox_gtype(im, w)->rank == 2 && ox_gtype(im, w)->dim[0] == ra->back_dim[ra->back_rank - 1]) {
         const char *name = ox_node_name(im, NULL);
