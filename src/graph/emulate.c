@@ -11,6 +11,7 @@
  * ref.c, after the kernel), 8-bit GEMM operands unscaled and the finished
  * chain multiplied by 2^(sa+sb), f16 accumulators rounded after every step. */
 #include "emulate.h"
+#include "../num/chain.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -40,37 +41,43 @@ typedef struct mm_job {
 
 enum { MM_ROWS = 6, MM_COLS = 16 };
 
-/* acc[r][j] over k in [k0, k1) for rows i..i+5 (clamped) of one panel. */
-static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[MM_ROWS][MM_COLS]) {
-    const float *rows[MM_ROWS];
-    for (int r = 0; r < MM_ROWS; r++) rows[r] = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K;
-    __m256 c[MM_ROWS][2];
-    for (int r = 0; r < MM_ROWS; r++) c[r][0] = c[r][1] = _mm256_setzero_ps();
+/* acc[r][j] over k in [k0, k1) for rows i..i+5 (clamped) of one panel, each
+ * chain stepped by num_chain_step with the job's choices folded in (the twelve
+ * accumulators stay in registers). */
+static inline __attribute__((always_inline)) void mm_chain_as(const mm_job *j, int64_t i, int64_t jp, int64_t k0,
+                                                              int64_t k1, float acc[MM_ROWS][MM_COLS], bool exact,
+                                                              bool f16) {
+    const float *row0, *row1, *row2, *row3, *row4, *row5;
+#define MM_ROW(r) row##r = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K;
+    MM_ROW(0) MM_ROW(1) MM_ROW(2) MM_ROW(3) MM_ROW(4) MM_ROW(5)
+#undef MM_ROW
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
     const float *b = j->bp + jp * j->K * MM_COLS;
-    bool f16 = j->pl->acc == DT_F16;
     for (int64_t k = k0; k < k1; k++) {
         __m256 b0 = _mm256_loadu_ps(b + k * MM_COLS), b1 = _mm256_loadu_ps(b + k * MM_COLS + 8);
-        for (int r = 0; r < MM_ROWS; r++) {
-            __m256 a = _mm256_set1_ps(rows[r][k]);
-            /* acc + a*b, the product rounded first; when every product is
-             * exact an FMA gives the same bits, faster. */
-            if (j->exact) {
-                c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
-                c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
-            } else {
-                c[r][0] = _mm256_add_ps(c[r][0], _mm256_mul_ps(a, b0));
-                c[r][1] = _mm256_add_ps(c[r][1], _mm256_mul_ps(a, b1));
-            }
-            if (f16) {
-                c[r][0] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][0], _MM_FROUND_TO_NEAREST_INT));
-                c[r][1] = _mm256_cvtph_ps(_mm256_cvtps_ph(c[r][1], _MM_FROUND_TO_NEAREST_INT));
-            }
-        }
+#define MM_STEP(r)                                                                                   \
+    {                                                                                                \
+        __m256 a = _mm256_broadcast_ss(row##r + k);                                                    \
+        c##r##0 = num_chain_step(c##r##0, a, b0, exact, f16);                                        \
+        c##r##1 = num_chain_step(c##r##1, a, b1, exact, f16);                                        \
     }
-    for (int r = 0; r < MM_ROWS; r++) {
-        _mm256_storeu_ps(acc[r], c[r][0]);
-        _mm256_storeu_ps(acc[r] + 8, c[r][1]);
+        MM_STEP(0) MM_STEP(1) MM_STEP(2) MM_STEP(3) MM_STEP(4) MM_STEP(5)
+#undef MM_STEP
     }
+#define MM_STORE(r)                           \
+    _mm256_storeu_ps(acc[r], c##r##0);        \
+    _mm256_storeu_ps(acc[r] + 8, c##r##1);
+    MM_STORE(0) MM_STORE(1) MM_STORE(2) MM_STORE(3) MM_STORE(4) MM_STORE(5)
+#undef MM_STORE
+}
+
+static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[MM_ROWS][MM_COLS]) {
+    bool f16 = j->pl->acc == DT_F16;
+    if (j->exact && f16) mm_chain_as(j, i, jp, k0, k1, acc, true, true);
+    else if (j->exact) mm_chain_as(j, i, jp, k0, k1, acc, true, false);
+    else if (f16) mm_chain_as(j, i, jp, k0, k1, acc, false, true);
+    else mm_chain_as(j, i, jp, k0, k1, acc, false, false);
 }
 
 /* x rounded to f16 and back, as f32_to_f16 and f16_to_f32 do (VCVTPS2PH's RNE). */

@@ -38,6 +38,7 @@
  * threads never share memory and a run allocates only when a buffer has to grow.
  */
 #include "sim_kernels.h"
+#include "../num/chain.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -237,14 +238,6 @@ static void box_walk(const box *b, uint8_t *const base[BOX_MAX_OPS], row_fn *fn,
  * the chain's own values, so chunking changes nothing. */
 enum { GEMM_MR = 6, GEMM_NR = 16, GEMM_KC = 256 };
 
-/* One step of an output element's chain: exact products may fuse (same result), others
- * round the product first; an f16 accumulator rounds after the add. */
-static inline __attribute__((always_inline)) __m256 gemm_step(__m256 c, __m256 a, __m256 b, bool exact, bool f16acc) {
-    c = exact ? _mm256_fmadd_ps(a, b, c) : _mm256_add_ps(c, _mm256_mul_ps(a, b));
-    if (f16acc) c = _mm256_cvtph_ps(_mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT));
-    return c;
-}
-
 /* Where a register block reads A: rows of decoded floats, or (8-bit operands) the raw codes
  * looked up in a 256-entry table, so A is never decoded into scratch. */
 typedef struct gemm_a {
@@ -278,8 +271,8 @@ static inline __attribute__((always_inline)) void gemm_block(const gemm_a *a, in
 #define GEMM_ROW(r)                                                                                      \
     {                                                                                                    \
         __m256 ar = coded ? _mm256_broadcast_ss(table + cp[ro##r + kk]) : _mm256_broadcast_ss(ap + r * w + kk); \
-        c##r##0 = gemm_step(c##r##0, ar, b0, exact, f16acc);                                             \
-        c##r##1 = gemm_step(c##r##1, ar, b1, exact, f16acc);                                             \
+        c##r##0 = num_chain_step(c##r##0, ar, b0, exact, f16acc);                                             \
+        c##r##1 = num_chain_step(c##r##1, ar, b1, exact, f16acc);                                             \
     }
             GEMM_ROW(0) GEMM_ROW(1) GEMM_ROW(2) GEMM_ROW(3) GEMM_ROW(4) GEMM_ROW(5)
 #undef GEMM_ROW
