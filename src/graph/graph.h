@@ -330,6 +330,9 @@ int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, di
 /* Elements [first, first + n) of the same values (row-major), so a stacked
  * parameter can be generated one layer at a time. */
 int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t first, int64_t n, float *out, diag *d);
+/* Whether graph_param_values_at makes a window of op's values without
+ * reading the whole (no .npy file behind it, which is read whole each time). */
+bool graph_param_windows_cheaply(const graph *g, int32_t op);
 /* Default data for input value k (0-based, in program order): normal(0, 1) with
  * seed 1000 + k, rounded to the input's dtype. */
 void graph_input_default(const graph *g, int32_t value, int k, float *out);

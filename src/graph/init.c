@@ -226,6 +226,15 @@ int graph_param_values_at(const graph *g, int32_t op, bool keep_f32, int64_t fir
     return 0;
 }
 
+static bool init_windows_cheaply(const graph_init *in) {
+    if (in->kind == INIT_NPY) return false;
+    for (int32_t k = 0; in->kind == INIT_CONCAT && k < in->ncat; k++)
+        if (!init_windows_cheaply(&in->cat[k])) return false;
+    return true;
+}
+
+bool graph_param_windows_cheaply(const graph *g, int32_t op) { return init_windows_cheaply(&graph_opr(g, op)->init); }
+
 int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d) {
     return graph_param_values_at(g, op, keep_f32, 0, graph_type_numel(&graph_val(g, graph_opr(g, op)->out[0])->type), out, d);
 }

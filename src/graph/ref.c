@@ -23,6 +23,7 @@ typedef struct rt {
     diag *d;
     float **buf;         /* per value: its data while live */
     bool *owned;         /* per value: buf is ours to free (slices are views) */
+    bool *streamed;      /* per value: a stacked parameter made one repeat iteration at a time */
     int32_t *last_user;  /* per value: last op of its block that uses it; -1 none */
     float **yield_to;    /* the open repeat's next carried buffers */
     float **outputs;     /* the caller's output slots */
@@ -537,6 +538,14 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
             if (k < op->ncarry) {
                 r->buf[a] = carried[k];
                 r->owned[a] = true;
+            } else if (r->streamed[op->in[k]]) { /* this iteration's layer, made now */
+                int64_t n = vnumel(r, a);
+                if (r->last_user[a] < 0) continue;
+                if (!(r->buf[a] = value_buf(r, a))) rc = -1;
+                r->owned[a] = r->buf[a] != NULL;
+                if (rc == 0)
+                    rc = graph_param_values_at(r->g, graph_val(r->g, op->in[k])->def, r->o->strip_precision, it * n, n,
+                                               r->buf[a], r->d);
             } else {
                 r->buf[a] = r->buf[op->in[k]] + it * vnumel(r, a);
                 r->owned[a] = false;
@@ -545,7 +554,7 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
         }
         for (int32_t k = 0; k < op->ncarry; k++) next[k] = NULL;
         r->yield_to = next;
-        rc = exec_block(r, &op->body, inputs, input_k);
+        if (rc == 0) rc = exec_block(r, &op->body, inputs, input_k);
         /* The body's arguments own this iteration's carried buffers. */
         for (int32_t k = 0; k < op->nargs; k++)
             if (r->buf[op->args[k]]) release(r, op->args[k]);
@@ -580,6 +589,7 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
     }
     case OP_PARAM: {
         int32_t v = op->out[0];
+        if (r->streamed[v]) return 0; /* made by the repeats that slice it */
         if (!(r->buf[v] = value_buf(r, v))) return -1;
         r->owned[v] = true;
         return graph_param_values(r->g, op_id, r->o->strip_precision, r->buf[v], r->d);
@@ -637,6 +647,29 @@ static int64_t count_work(const graph *g, const graph_block *b) {
     return n;
 }
 
+/* A stacked parameter that only repeats slice (a layer's weights) is never
+ * whole: each iteration makes its own layer (graph_param_values_at), so a
+ * model's parameters are not all resident at once. */
+static void stream_params(rt *r) {
+    const graph *g = r->g;
+    bool *other = xcalloc((size_t)g->values.n + 1, sizeof(bool)), *sliced = xcalloc((size_t)g->values.n + 1, sizeof(bool));
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        const graph_op *op = graph_opr(g, i);
+        for (int32_t k = 0; k < op->nin; k++) {
+            if (op->kind == OP_REPEAT && k >= op->ncarry && k < op->nargs) sliced[op->in[k]] = true;
+            else other[op->in[k]] = true;
+        }
+    }
+    for (int32_t i = 0; i < g->ops.n; i++) {
+        const graph_op *op = graph_opr(g, i);
+        if (op->kind != OP_PARAM) continue;
+        int32_t v = op->out[0];
+        r->streamed[v] = sliced[v] && !other[v] && graph_param_windows_cheaply(g, i);
+    }
+    free(other);
+    free(sliced);
+}
+
 int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **outputs, diag *d) {
     for (int32_t v = 0; v < g->values.n; v++) {
         const graph_type *t = &graph_val(g, v)->type;
@@ -648,10 +681,11 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
                                  graph_val(g, v)->name);
     }
     size_t nv = (size_t)(g->values.n ? g->values.n : 1);
-    rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xmalloc(nv * sizeof(int32_t)), NULL,
-            outputs, 0, {0}, 0, {0}, 0, false};
+    rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xcalloc(nv, sizeof(bool)),
+            xmalloc(nv * sizeof(int32_t)), NULL, outputs, 0, {0}, 0, {0}, 0, false};
     for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
     plan_block(&r, &g->body, -1);
+    stream_params(&r);
     progress_begin(&r.prog, o->what ? o->what : "reference", count_work(g, &g->body), o->quiet);
     int input_k = 0;
     int rc = exec_block(&r, &g->body, inputs, &input_k);
@@ -666,6 +700,7 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
     }
     free(r.buf);
     free(r.owned);
+    free(r.streamed);
     free(r.last_user);
     return rc;
 }

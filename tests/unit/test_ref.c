@@ -307,6 +307,39 @@ static void repeat_semantics(void **state) {
     free_out(g, out);
 }
 
+/* A stacked parameter only repeats slice is made one iteration's layer at a
+ * time (never whole): each iteration reads its own layer, as when the whole
+ * stack is made first (here it is, being an output too). */
+static void stacked_params_streamed(void **state) {
+    (void)state;
+    const char *body = "graph g\ninput %x : f32[5]\n"
+                       "param %w : f32[3, 5] = normal(0.0, 1.0, seed = 7)\n"
+                       "param %u : f32[3, 5] = normal(0.0, 1.0, seed = 8)\n"
+                       "%y = repeat 3 carry(%h = %x) slice(%wl = %w, %ul = %u) {\n"
+                       "  %h1 = add(%h, %wl) : f32[5]\n"
+                       "  yield %h1\n"
+                       "}\n";
+    char streamed[1024], whole[1024];
+    snprintf(streamed, sizeof streamed, "%soutput %%y\n", body);
+    snprintf(whole, sizeof whole, "%soutput %%y, %%w\n", body);
+    graph *g1, *g2;
+    float x[5] = {1, 2, 3, 4, 5};
+    float *in1[1] = {x}, *in2[1] = {x};
+    float **a = run(streamed, in1, false, &g1), **b = run(whole, in2, false, &g2);
+    float w[15];
+    diag d = {0};
+    assert_int_equal(graph_param_values(g1, graph_val(g1, graph_lookup(g1, "w"))->def, false, w, &d), 0);
+    for (int i = 0; i < 5; i++) {
+        float want = x[i];
+        for (int l = 0; l < 3; l++) want = want + w[l * 5 + i];
+        assert_true(a[0][i] == want);
+        assert_true(b[0][i] == want);
+    }
+    assert_memory_equal(b[1], w, sizeof w);
+    free_out(g1, a);
+    free_out(g2, b);
+}
+
 /* The splitmix64 finaliser (docs/ir.md's mix). */
 static uint64_t splitmix_finish(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -413,6 +446,7 @@ int main(void) {
         cmocka_unit_test(pad_of_8bit_rounds_its_value),
         cmocka_unit_test(optimizer_ops_follow_pytorch),
         cmocka_unit_test(repeat_semantics),
+        cmocka_unit_test(stacked_params_streamed),
         cmocka_unit_test(param_initializers),
         cmocka_unit_test(compare_figures),
     };
