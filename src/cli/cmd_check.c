@@ -96,6 +96,9 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
     if (rc == 0) rc = cli_outputs_open_html(&files, html, &d);
+    /* The pure FP32 reference needs no package: it runs beside the compile. */
+    driver_pure *pure = rc == 0 ? driver_pure_start(g, inputs, json || cli_flag(c, &p, "--quiet"), &d) : NULL;
+    if (!pure) rc = -1;
     if (rc == 0) rc = check_package(c, &p, g, &m, host_limit, &pkg, &ci, &compiled, &d);
     bool have_pkg = rc == 0; /* until the trace is written: its events name the package's strings */
     check_proofs pv = {0};
@@ -106,9 +109,12 @@ int cmd_check(const cmd *c, int argc, char **argv) {
                             .inputs = inputs,
                             .expect = expect,
                             .sim = {.trace = trace || html, .quiet = json || cli_flag(c, &p, "--quiet"), .max_host_bytes = host_limit},
-                            .locate = cli_flag(c, &p, "--locate")};
+                            .locate = cli_flag(c, &p, "--locate"),
+                            .pure = pure};
+        pure = NULL; /* driver_check's now */
         rc = driver_check(g, &pkg, &co, &r, &d);
     }
+    driver_pure_cancel(pure); /* not used: the check stopped before it */
     if (rc == 0 && pv.fail) r.pass = false;
     if (rc == 0) {
         /* The page shows the check as --json prints it, and the compile report when this compiled. */

@@ -17,7 +17,9 @@ const char *__asan_default_options(void) { return "allocator_may_return_null=1";
 
 /* Out of host memory for a buffer the program sized itself (input-sized
  * buffers fail with a diagnostic before this): a user error, not a crash.
- * No output is left half-written: every temporary goes, then exit 2. */
+ * No output is left half-written: every temporary goes, then _exit 2. Not
+ * exit: other threads (check's references, the simulator's workers) may be
+ * running, and exit's handlers would tear down what they still use. */
 static void on_out_of_memory(size_t bytes) {
     static int exiting;
     if (__atomic_exchange_n(&exiting, 1, __ATOMIC_SEQ_CST))
@@ -25,7 +27,8 @@ static void on_out_of_memory(size_t bytes) {
     util_remove_temporaries();
     fflush(stdout);
     fprintf(stderr, "tessel: error: out of host memory (allocating %zu bytes)\n", bytes);
-    exit(EXIT_USER);
+    fflush(stderr);
+    _exit(EXIT_USER);
 }
 
 #define PLAN_OPTS                                                                                                    \

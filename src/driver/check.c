@@ -3,6 +3,8 @@
 #include "driver.h"
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,37 +61,148 @@ static bool has_fp8(const graph *g) {
     return false;
 }
 
-int driver_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
-    float *const *given = co->inputs;
-    memset(r, 0, sizeof *r);
-    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
-    int32_t *in_ids = xcalloc((size_t)nin + 1, sizeof(int32_t)), *out_ids = xcalloc((size_t)nout + 1, sizeof(int32_t));
-    graph_inputs(g, in_ids, nin);
-    graph_outputs(g, out_ids, nout);
+/* A reference run on a thread of its own. A job it stops early (cancel,
+ * read at every op result) ends with rc 1. */
+typedef struct ref_job {
+    const graph *g;
+    ref_options o;
+    float **inputs;
+    float **out;
+    int rc;
+    double seconds; /* its own wall time */
+    diag d;
+    pthread_t th;
+    bool threaded, finished;
+    atomic_bool cancel;
+} ref_job;
+
+static void *run_ref(void *arg) {
+    ref_job *j = arg;
+    double t0 = util_now_seconds();
+    j->rc = ref_run(j->g, &j->o, j->inputs, j->out, &j->d);
+    j->seconds = util_now_seconds() - t0;
+    return NULL;
+}
+
+static int ref_cancelled(void *ctx, int32_t value, const int64_t *iters, int depth, const float *data, int64_t n) {
+    (void)value, (void)iters, (void)depth, (void)data, (void)n;
+    return atomic_load(&((ref_job *)ctx)->cancel) ? 1 : 0;
+}
+
+static void ref_start(ref_job *j) {
+    j->o.on_value = ref_cancelled;
+    j->o.on_value_ctx = j;
+    atomic_init(&j->cancel, false);
+    j->threaded = pthread_create(&j->th, NULL, run_ref, j) == 0;
+}
+
+/* Waits for the job (or runs it here when no thread could be had): its
+ * outputs are there when rc is 0, its error in d otherwise. */
+static void ref_finish(ref_job *j) {
+    if (j->finished) return;
+    if (j->threaded) pthread_join(j->th, NULL);
+    else run_ref(j);
+    j->finished = true;
+}
+
+static void ref_cancel(ref_job *j) {
+    atomic_store(&j->cancel, true);
+    ref_finish(j);
+}
+
+static void free_inputs(const graph *g, float **inputs) {
+    for (int32_t k = 0, nin = graph_inputs(g, NULL, 0); inputs && k < nin; k++) free(inputs[k]);
+    free(inputs);
+}
+
+/* Every graph input's data: the given, or the seeded default. NULL with a
+ * diagnostic when the host cannot hold one. */
+static float **check_inputs(const graph *g, float *const *given, diag *d) {
+    int32_t nin = graph_inputs(g, NULL, 0);
+    int32_t *ids = xcalloc((size_t)nin + 1, sizeof(int32_t));
+    graph_inputs(g, ids, nin);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
-    float **got = xcalloc((size_t)nout + 1, sizeof(float *)), **pure = xcalloc((size_t)nout + 1, sizeof(float *));
-    float **emu = xcalloc((size_t)nout + 1, sizeof(float *));
     int rc = 0;
     for (int32_t k = 0; k < nin && rc == 0; k++) {
-        const graph_value *x = graph_val(g, in_ids[k]);
+        const graph_value *x = graph_val(g, ids[k]);
         size_t n = (size_t)graph_type_numel(&x->type);
         char ty[160];
         graph_type_str(&x->type, ty, sizeof ty);
         inputs[k] = util_try_malloc(n ? n : 1, sizeof(float), d, "tessel check: error: input '%s' (%s)", x->name, ty);
         if (!inputs[k]) rc = -1;
         else if (given && given[k]) memcpy(inputs[k], given[k], sizeof(float) * n);
-        else graph_input_default(g, in_ids[k], k, inputs[k]);
+        else graph_input_default(g, ids[k], k, inputs[k]);
     }
+    free(ids);
+    if (rc) free_inputs(g, inputs);
+    return rc ? NULL : inputs;
+}
+
+/* The pure FP32 model needs no package: check from scratch starts it before
+ * the compile (driver_pure_start) and driver_check takes it over. */
+struct driver_pure {
+    ref_job job;
+    float **pure;
+};
+
+static driver_pure *pure_new(const graph *g, float **inputs, bool quiet) {
+    driver_pure *p = xcalloc(1, sizeof *p);
+    int32_t nout = graph_outputs(g, NULL, 0);
+    p->pure = xcalloc((size_t)nout + 1, sizeof(float *));
+    p->job = (ref_job){.g = g, .o = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32)"},
+                       .inputs = inputs, .out = p->pure};
+    ref_start(&p->job);
+    return p;
+}
+
+driver_pure *driver_pure_start(const graph *g, float *const *given, bool quiet, diag *d) {
+    float **inputs = check_inputs(g, given, d);
+    return inputs ? pure_new(g, inputs, quiet) : NULL;
+}
+
+static void pure_free(driver_pure *p) {
+    ref_cancel(&p->job); /* a no-op when it finished */
+    const graph *g = p->job.g;
+    for (int32_t j = 0, nout = graph_outputs(g, NULL, 0); j < nout; j++) free(p->pure[j]);
+    free(p->pure);
+    free_inputs(g, p->job.inputs);
+    free(p);
+}
+
+void driver_pure_cancel(driver_pure *p) {
+    if (p) pure_free(p);
+}
+
+int driver_check(const graph *g, const package *p, const check_options *co, check_result *r, diag *d) {
+    memset(r, 0, sizeof *r);
+    int32_t nout = graph_outputs(g, NULL, 0);
+    int32_t *out_ids = xcalloc((size_t)nout + 1, sizeof(int32_t));
+    graph_outputs(g, out_ids, nout);
+    float **got = xcalloc((size_t)nout + 1, sizeof(float *)), **emu = xcalloc((size_t)nout + 1, sizeof(float *));
+    driver_pure *pure = co->pure; /* started before the compile, or here */
+    float **inputs = pure ? pure->job.inputs : check_inputs(g, co->inputs, d);
+    int rc = inputs ? 0 : -1;
     graph_numerics plan = {0};
     if (rc == 0) rc = graph_numerics_parse(g, p->meta, co->package, &plan, d);
     if (rc == 0) {
-        rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
+        /* The references need nothing of the simulation or of each other: each
+         * runs on a thread of its own beside the simulation (the FP32 one is
+         * mostly one core's work, the others use both cores in bursts) and
+         * writes only its own outputs, so nothing depends on the overlap. */
         double t0 = util_now_seconds();
-        ref_options po = {.strip_precision = true, .quiet = co->sim.quiet, .what = "reference (FP32)"},
-                    eo = {.plan = &plan, .quiet = co->sim.quiet, .what = "reference (plan-exact)"};
-        if (rc == 0) rc = ref_run(g, &po, inputs, pure, d);
-        if (rc == 0) rc = ref_run(g, &eo, inputs, emu, d);
-        r->ref_seconds = util_now_seconds() - t0;
+        if (!pure) pure = pure_new(g, inputs, co->sim.quiet);
+        ref_job exact = {.g = g, .o = {.plan = &plan, .quiet = co->sim.quiet, .what = "reference (plan-exact)"},
+                         .inputs = inputs, .out = emu};
+        ref_start(&exact);
+        rc = sim_run(p, &co->sim, inputs, got, &r->sim, d);
+        if (rc) ref_cancel(&exact), ref_cancel(&pure->job);
+        ref_finish(&exact);
+        ref_finish(&pure->job);
+        if (rc == 0 && pure->job.rc) *d = pure->job.d, rc = -1;
+        if (rc == 0 && exact.rc) *d = exact.d, rc = -1;
+        r->ref_seconds = util_now_seconds() - t0; /* beside the simulation: at most its time and theirs */
+        r->pure_seconds = pure->job.seconds;
+        r->exact_seconds = exact.seconds;
     }
     if (rc == 0) {
         r->fp8 = has_fp8(g);
@@ -101,7 +214,7 @@ int driver_check(const graph *g, const package *p, const check_options *co, chec
             check_output *o = &r->out[j];
             size_t n = (size_t)graph_type_numel(&graph_val(g, out_ids[j])->type);
             o->name = graph_val(g, out_ids[j])->name;
-            o->pure = num_compare(got[j], pure[j], n);
+            o->pure = num_compare(got[j], pure->pure[j], n);
             o->exact = num_mismatches(got[j], emu[j], n);
             o->min_cosine = r->fp8 ? 0.99 : 0.999;
             o->pass_refs = o->pure.nonfinite == 0 && o->pure.cosine >= o->min_cosine && o->exact.count == 0;
@@ -128,17 +241,14 @@ int driver_check(const graph *g, const package *p, const check_options *co, chec
         }
     }
     if (plan.op) graph_numerics_free(&plan);
-    for (int32_t k = 0; k < nin; k++) free(inputs[k]);
+    if (pure) pure_free(pure); /* the inputs with it */
+    else free_inputs(g, inputs);
     for (int32_t j = 0; j < nout; j++) {
         free(got[j]);
-        free(pure[j]);
         free(emu[j]);
     }
-    free(inputs);
     free(got);
-    free(pure);
     free(emu);
-    free(in_ids);
     free(out_ids);
     return rc;
 }

@@ -207,10 +207,20 @@ typedef struct check_result {
     double max_abs_err;   /* worst output, against the pure model */
     bool has_expect;      /* some output had expected values */
     double expect_cosine, expect_max_abs_err; /* worst of those outputs against them */
-    double ref_seconds;
+    double ref_seconds;   /* from the simulation's start to the last reference's end (they run beside it) */
+    double pure_seconds, exact_seconds; /* each reference's own wall time (the FP32 one may start before the compile) */
     bool located;         /* loc holds a search for the first differing op result */
     locate_result loc;
 } check_result;
+
+/* The pure FP32 reference needs no package: check from scratch starts it on
+ * a thread of its own before compiling (driver_pure_start, on the inputs
+ * driver_check will use: given, or the seeded default) and hands it to
+ * driver_check; driver_pure_cancel stops and frees one that is not used.
+ * NULL with a diagnostic when the host cannot hold the inputs. */
+typedef struct driver_pure driver_pure;
+driver_pure *driver_pure_start(const graph *g, float *const *given, bool quiet, diag *d);
+void driver_pure_cancel(driver_pure *p);
 
 typedef struct check_options {
     const char *package;    /* names the package in messages */
@@ -218,6 +228,8 @@ typedef struct check_options {
     float *const *expect;   /* per graph output, values it must also match (e.g. PyTorch's); NULL entries: none */
     sim_options sim;        /* trace, quiet */
     bool locate;            /* find the first differing op result even when the outputs agree */
+    driver_pure *pure;      /* the FP32 reference already running on these inputs (driver_pure_start), or NULL;
+                               driver_check takes it over and frees it */
 } check_options;
 
 /* Runs p on the inputs, then the pure FP32 model and the plan-exact

@@ -195,6 +195,8 @@ json_t *report_check_json(const graph *g, const char *model, const machine *m, c
         json_object_set_new(j, "tile_bytes_placed", json_integer(ci->place.tile_bytes));
     }
     json_object_set_new(j, "ref_seconds", json_real(r->ref_seconds));
+    json_object_set_new(j, "fp32_ref_seconds", json_real(r->pure_seconds));
+    json_object_set_new(j, "exact_ref_seconds", json_real(r->exact_seconds));
     if (r->located) json_object_set_new(j, "located", locate_json(g, &r->loc));
     json_object_set_new(j, "fusions", report_fusion_json(pv->gf, pv->fp, NULL, NULL, pv->proofs));
     json_object_set_new(j, "peak_live_bytes", json_integer((json_int_t)pv->peak.bytes));
@@ -203,6 +205,8 @@ json_t *report_check_json(const graph *g, const char *model, const machine *m, c
 }
 
 void report_check_summary(const graph *g, const check_result *r, const char *const *expect_src) {
+    printf("  references  FP32 %.2f s, plan-exact %.2f s, each on a thread beside the simulation\n", r->pure_seconds,
+           r->exact_seconds);
     for (int32_t i = 0; i < r->n; i++) {
         const check_output *o = &r->out[i];
         char exact[200];

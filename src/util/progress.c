@@ -17,6 +17,9 @@ static bool all_quiet, beating;
 static char now_what[64], now_detail[200];
 static double now_since;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* On a terminal: whose bar is drawn, and since when. */
+static char bar_what[64];
+static double bar_at;
 
 /* Whether a line is due now: PROGRESS_LOG_SECONDS since the last one (or
  * since the command started). Under mu. */
@@ -27,8 +30,12 @@ static bool log_due(double now) {
     return true;
 }
 
-static void set_doing(const char *what, const char *detail) {
-    if (strcmp(now_what, what) != 0) now_since = util_now_seconds();
+/* since: when the work under way began (0: now, if it is new). Several
+ * progresses may run at once (check's references beside the simulation):
+ * each says its own time. */
+static void set_doing(const char *what, const char *detail, double since) {
+    if (since > 0) now_since = since;
+    else if (strcmp(now_what, what) != 0) now_since = util_now_seconds();
     snprintf(now_what, sizeof now_what, "%s", what);
     snprintf(now_detail, sizeof now_detail, "%s", detail ? detail : "");
 }
@@ -80,7 +87,7 @@ void progress_begin(progress *p, const char *what, int64_t total, bool quiet) {
     p->drawn = false;
     if (quiet) return;
     pthread_mutex_lock(&mu);
-    set_doing(what, "starting");
+    set_doing(what, "starting", p->start_s);
     if (!p->tty && log_due(p->start_s)) {
         fprintf(stderr, "%s: starting\n", what);
         fflush(stderr);
@@ -91,7 +98,7 @@ void progress_begin(progress *p, const char *what, int64_t total, bool quiet) {
 void progress_stage(const char *what, const char *detail) {
     pthread_mutex_lock(&mu);
     if (!all_quiet) {
-        set_doing(what, detail);
+        set_doing(what, detail, 0);
         /* A whole line, on a terminal too (over a bar being redrawn, if any). */
         if (log_due(util_now_seconds())) {
             fprintf(stderr, "%s%s: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", what, detail);
@@ -111,8 +118,10 @@ void progress_step(progress *p, int64_t done, const char *detail) {
     pthread_mutex_lock(&mu);
     char d[200];
     snprintf(d, sizeof d, "%lld/%lld %s", (long long)done, (long long)p->total, detail ? detail : "");
-    set_doing(p->what, d);
-    bool due = p->tty || log_due(now);
+    set_doing(p->what, d, p->start_s);
+    /* On a terminal, one bar at a time: another progress's bar is redrawn
+     * over at most once a second, so concurrent work does not flicker. */
+    bool due = p->tty ? !(bar_what[0] && strcmp(bar_what, p->what) != 0 && now - bar_at < 1.0) : log_due(now);
     if (due && p->tty) last_line = now; /* a redrawn bar is a line the heartbeat need not repeat */
     if (!due) {
         pthread_mutex_unlock(&mu);
@@ -126,6 +135,8 @@ void progress_step(progress *p, int64_t done, const char *detail) {
         fprintf(stderr, "] %lld/%lld %.1fs %s", (long long)done, (long long)p->total, now - p->start_s,
                 detail ? detail : "");
         p->drawn = true;
+        if (strcmp(bar_what, p->what) != 0) bar_at = now;
+        snprintf(bar_what, sizeof bar_what, "%s", p->what);
     } else {
         fprintf(stderr, "%s: %lld/%lld after %.1fs %s\n", p->what, (long long)done, (long long)p->total,
                 now - p->start_s, detail ? detail : "");
@@ -138,6 +149,7 @@ void progress_end(progress *p) {
     pthread_mutex_lock(&mu);
     if (p->tty && p->drawn) fprintf(stderr, "\r\033[K");
     p->drawn = false;
+    if (strcmp(bar_what, p->what ? p->what : "") == 0) bar_what[0] = 0;
     if (strcmp(now_what, p->what ? p->what : "") == 0) now_what[0] = 0; /* nothing to repeat until the next stage */
     pthread_mutex_unlock(&mu);
 }

@@ -14,7 +14,7 @@ import json, re, subprocess, sys, tempfile, zlib, struct, os
 
 CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
             "--enable-logging=stderr", "--v=0"]
-TIMING = {"host_seconds", "kernel_seconds", "compile_seconds", "ref_seconds", "seconds"}
+TIMING = {"host_seconds", "kernel_seconds", "compile_seconds", "ref_seconds", "fp32_ref_seconds", "exact_ref_seconds", "seconds"}
 
 
 def fail(why):
