@@ -199,11 +199,21 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
     for (int32_t k = 0; k < nb; k++) live += b[k].hi - b[k].lo;
     sf->need += live;
     PUT("%" PRId32 " buffers live then hold %" PRIu64 " bytes", nb, live);
-    int shown = 0;
-    for (int32_t k = 0; k < nb && shown < 6; k++, shown++)
-        PUT("%s'%s' 0x%" PRIx64 "+%" PRIu64, k ? ", " : " (", req[b[k].req].name ? req[b[k].req].name : "?", b[k].lo,
-            b[k].hi - b[k].lo);
-    if (nb) PUT("%s)", nb > shown ? ", ..." : "");
+    /* The largest of them (what to shrink first), each at its address. */
+    int32_t shown[6];
+    int ns = 0;
+    for (; ns < 6 && ns < nb; ns++) {
+        int32_t best = -1;
+        for (int32_t k = 0; k < nb; k++) {
+            bool taken = false;
+            for (int t = 0; t < ns; t++) taken |= shown[t] == k;
+            if (!taken && (best < 0 || b[k].hi - b[k].lo > b[best].hi - b[best].lo)) best = k;
+        }
+        shown[ns] = best;
+        PUT("%s'%s' 0x%" PRIx64 "+%" PRIu64, ns ? ", " : ", the largest (", req[b[best].req].name ? req[b[best].req].name : "?",
+            b[best].lo, b[best].hi - b[best].lo);
+    }
+    if (nb) PUT("%s)", nb > ns ? ", ..." : "");
     PUT("; free:");
     uint64_t lo = ord->lo, end = il->hi > ord->hi ? il->hi : ord->hi;
     int gaps = 0;
