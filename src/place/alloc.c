@@ -151,13 +151,26 @@ static bool place_in(const place_req *q, const region *r, const busy *b, int32_t
  * Ties go to the longer lifetime, then to request order. Where an order
  * keeping partners apart places everything but leaves some request in a
  * partner's memory element, it runs again with those requests first
- * (place_assign), up to PROMOTE_ROUNDS times. */
-enum { ORDERS = 3, PROMOTE_ROUNDS = 4 };
+ * (place_assign), up to PROMOTE_ROUNDS times. When all six fail, a last
+ * order splits the regions as the estimate's memory model does (the
+ * largest buffers interleaved, where they waste least, leaving the packed
+ * region to the small ones, which whole elements would waste most on):
+ * order 0 without the apart rule, a request that wastes at most an eighth
+ * in whole elements kept out of the ordinary region. */
+enum { ORDERS = 3, PROMOTE_ROUNDS = 4, ALL_ORDERS = 2 * ORDERS + 1 };
 
 /* Bytes a request would waste rounded up to whole logical elements. */
 static int64_t element_waste(const place_req *q, uint64_t unit) {
     uint64_t need = q->payload + q->tail;
     return unit ? (int64_t)(align_up(need ? need : 1, unit) - need) : 0;
+}
+
+/* Whole interleaved elements would waste at most an eighth of what the
+ * request reserves there: the order of last resort (ORDERS below) keeps it
+ * out of the packed region, as the estimate's memory model does. */
+static bool il_fits_well(const place_req *q, uint64_t unit) {
+    uint64_t need = q->payload + q->tail;
+    return unit && (uint64_t)element_waste(q, unit) * 8 <= align_up(need ? need : 1, unit);
 }
 
 typedef struct order_key {
@@ -266,10 +279,10 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
     elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
     int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
-    for (int mode = 0; mode < 2 * ORDERS && rc; mode++) { /* the orders keeping requests apart, then without */
+    for (int mode = 0; mode < ALL_ORDERS && rc; mode++) { /* the orders keeping requests apart, then without, then split */
         if (mode) {
             char what[64];
-            snprintf(what, sizeof what, "buffer order %d of %d", mode + 1, 2 * ORDERS);
+            snprintf(what, sizeof what, "buffer order %d of %d", mode + 1, ALL_ORDERS);
             progress_stage("place", what);
         }
         int32_t f = -1, placed = 0, nunclear = 0;
@@ -280,7 +293,7 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
             furthest = placed;
             *failed = f;
             if (shortfall) *shortfall = sf;
-            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, 2 * ORDERS);
+            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, ALL_ORDERS);
         }
         if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, req, n, mode, slot, unclear, nunclear);
     }
@@ -292,8 +305,8 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
                            place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
                            int32_t *nunclear, char *why, size_t cap, place_shortfall *sf) {
     region ord = *ordp, il = *ilp;
-    bool apart = mode < ORDERS;
-    mode %= ORDERS;
+    bool apart = mode < ORDERS, split = mode >= 2 * ORDERS;
+    mode = split ? 0 : mode % ORDERS;
     order_key *order = xmalloc(sizeof(order_key) * (size_t)(n + 1));
     bool *done = xcalloc((size_t)n + 1, sizeof(bool));
     busy *b = xmalloc(sizeof(busy) * (size_t)(n + 1));
@@ -314,6 +327,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
          * (whole interleaved elements round up; packing does not), the
          * interleaved one on a tie; then the best-fitting gap there. */
         const region *cand[2] = {q->region != PLACE_ORDINARY ? &il : NULL, q->region != PLACE_INTERLEAVED ? &ord : NULL};
+        if (split && cand[0] && il_fits_well(q, il.unit)) cand[1] = NULL; /* the packed region is for the small ones */
         bool ok = false;
         uint64_t best_waste = UINT64_MAX, avoid = 0;
         bool best_clear = false;

@@ -166,6 +166,28 @@ static void exclusive_then_reused(void **state) {
     assert_non_null(strstr(why, "free:"));
 }
 
+/* A temporary just under a whole interleaved element, placed first (the
+ * largest), takes the packed region where it wastes nothing; eight small
+ * ones after it then need four whole elements of the three there are, in
+ * every one of the six orders. The last order splits the regions as the
+ * estimate's memory model does: the large one interleaved (it wastes 8 %
+ * there), the small ones packed, and all fit. */
+static void split_order_of_last_resort(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[10];
+    char why[2048];
+    place_req r[10] = {rq("long", 1000, 0, 20, PLACE_ANY), rq("big", 30000, 5, 6, PLACE_ANY)};
+    static const char *names[8] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"};
+    for (int i = 0; i < 8; i++) r[2 + i] = rq(names[i], 8000, 5, 6, PLACE_ANY);
+    if (assign(&m, 0x4c000, r, 10, s, why)) fail_msg("%s", why);
+    assert_true(s[1].addr >= IB);                          /* the large one interleaved */
+    for (int i = 0; i < 10; i++)
+        if (i != 1) assert_true(s[i].addr + s[i].reserved <= IB); /* the rest packed */
+    for (int i = 0; i < 10; i++)
+        for (int j = i + 1; j < 10; j++) assert_false(overlap(&s[i], &s[j]));
+}
+
 /* Whole elements everywhere but the last: a buffer a few bytes over one
  * element takes two; at an interior free element it is refused rather
  * than clipped, even though the element plus the gap's slack would hold it. */
@@ -429,6 +451,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loading_boundary),
         cmocka_unit_test(exclusive_then_reused),
+        cmocka_unit_test(split_order_of_last_resort),
         cmocka_unit_test(apart_elements),
         cmocka_unit_test(apart_small_first),
         cmocka_unit_test(no_clipping_at_an_ordinary_gap),
