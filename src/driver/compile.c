@@ -4,6 +4,7 @@
 #include "driver.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,13 +417,25 @@ static int search_graphs(const graph *g, const machine *m, const compile_options
  * search found a plan that fits (then the chosen has the smaller peak). */
 static int package_best(const graph *g, const machine *m, const compile_options *o, compile_info *info, mid_plan *start,
                         compile_info *alt, mid_plan *as, bool searched, package *out, diag *d) {
+    /* Tests: refuse the first N plans placement is given, or ("searched") every searched one. */
     const char *refuse = getenv("TESSEL_REFUSE_FINALISTS");
-    int nrefuse = refuse ? atoi(refuse) : 0, tried = 0;
+    bool refuse_searched = refuse && strcmp(refuse, "searched") == 0;
+    int nrefuse = refuse_searched ? INT_MAX : refuse ? atoi(refuse) : 0, tried = 0;
     bool placed = false, chosen_fit = info->search.finalists_fit; /* when searched: both graphs' first searches */
     int rc = place_plans(g, m, o, info, start, searched, nrefuse, &tried, out, &placed, d);
     if (rc == 0 && !placed && alt->search.nfinalists && (alt->search.finalists_fit || chosen_fit)) {
         swap_setup(info, alt, start, as);
         rc = place_plans(g, m, o, info, start, true, nrefuse, &tried, out, &placed, d);
+    }
+    if (rc == 0 && !placed && chosen_fit && o->search_steps != 0) {
+        /* The estimate said the searched plans fit and placement found
+         * otherwise: the start plan (each matmul's best-scored grid, what
+         * --search-steps 0 gives) spreads memory differently. */
+        compile_options so = *o;
+        so.search_steps = 0;
+        search_result_free(&info->search);
+        rc = place_plans(g, m, &so, info, start, false, refuse_searched ? 0 : nrefuse, &tried, out, &placed, d);
+        info->start_plan_fallback = placed;
     }
     return rc == 0 && !placed ? -1 : rc;
 }

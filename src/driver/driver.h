@@ -78,6 +78,7 @@ typedef struct compile_info {
     int finalist;             /* the finalist that was packaged */
     compile_failure failed[2 * SEARCH_FINALISTS * COMPILE_ATTEMPTS]; /* two graphs: siblings joined and apart */
     int nfailed;
+    bool start_plan_fallback; /* every searched plan failed placement; the start plan (--search-steps 0's) placed */
     char *recipe;             /* the packaged plan as a recipe (JSON text) */
     /* The optimizer epilogue fusion (docs/epilogue.md): every candidate, and
      * the graph the search and expansion compiled (g with the fused ops;

@@ -237,6 +237,8 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
     json_object_set_new(pl, "peak_live_tile", json_integer(info->peak.tile));
     json_object_set_new(pl, "peak_live_step", json_integer(info->peak.step));
     json_object_set_new(pl, "peak_live_payload_bytes", json_integer((json_int_t)info->peak.payload));
+    /* Every searched plan failed placement and the start plan was packaged. */
+    json_object_set_new(j, "start_plan_fallback", json_boolean(info->start_plan_fallback));
     /* How far the plan is from what the machine allows (docs/search.md, "The bound"). */
     json_object_set_new(j, "bounds", bounds);
     json_object_set_new(j, "bound_cycles", json_real(bound));

@@ -34,6 +34,8 @@ void report_search_summary(const graph *model, const compile_info *ci) {
             (long long)sr->beam_evaluations, (long long)sr->proposals, (int)sr->steps.n, sr->est.cycles, sr->est.compute,
             sr->est.exchange, ci->finalist + 1, sr->nfinalists);
     if (ci->nfailed) fprintf(stderr, " (%d failed placement)", ci->nfailed);
+    if (ci->start_plan_fallback)
+        fprintf(stderr, "; every searched plan failed placement, so this is the start plan (each matmul's best-scored grid)");
     fprintf(stderr, "\n");
     if (!sr->nsites) return;
     /* Where the 8-bit casts run (docs/lowering.md, "Cast ordering"). */
