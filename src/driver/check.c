@@ -73,11 +73,13 @@ typedef struct ref_job {
     diag d;
     pthread_t th;
     bool threaded, finished;
+    bool background; /* at a lower priority (started before the compile, which should not wait for it) */
     atomic_bool cancel;
 } ref_job;
 
 static void *run_ref(void *arg) {
     ref_job *j = arg;
+    if (j->background) util_thread_background();
     double t0 = util_now_seconds();
     j->rc = ref_run(j->g, &j->o, j->inputs, j->out, &j->d);
     j->seconds = util_now_seconds() - t0;
@@ -101,7 +103,7 @@ static void ref_start(ref_job *j) {
 static void ref_finish(ref_job *j) {
     if (j->finished) return;
     if (j->threaded) pthread_join(j->th, NULL);
-    else run_ref(j);
+    else j->background = false, run_ref(j); /* here, on the caller's thread: at its priority */
     j->finished = true;
 }
 
@@ -145,19 +147,19 @@ struct driver_pure {
     float **pure;
 };
 
-static driver_pure *pure_new(const graph *g, float **inputs, bool quiet) {
+static driver_pure *pure_new(const graph *g, float **inputs, bool quiet, bool background) {
     driver_pure *p = xcalloc(1, sizeof *p);
     int32_t nout = graph_outputs(g, NULL, 0);
     p->pure = xcalloc((size_t)nout + 1, sizeof(float *));
     p->job = (ref_job){.g = g, .o = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32)"},
-                       .inputs = inputs, .out = p->pure};
+                       .inputs = inputs, .out = p->pure, .background = background};
     ref_start(&p->job);
     return p;
 }
 
 driver_pure *driver_pure_start(const graph *g, float *const *given, bool quiet, diag *d) {
     float **inputs = check_inputs(g, given, d);
-    return inputs ? pure_new(g, inputs, quiet) : NULL;
+    return inputs ? pure_new(g, inputs, quiet, true) : NULL;
 }
 
 static void pure_free(driver_pure *p) {
@@ -190,7 +192,7 @@ int driver_check(const graph *g, const package *p, const check_options *co, chec
          * mostly one core's work, the others use both cores in bursts) and
          * writes only its own outputs, so nothing depends on the overlap. */
         double t0 = util_now_seconds();
-        if (!pure) pure = pure_new(g, inputs, co->sim.quiet);
+        if (!pure) pure = pure_new(g, inputs, co->sim.quiet, false);
         ref_job exact = {.g = g, .o = {.plan = &plan, .quiet = co->sim.quiet, .what = "reference (plan-exact)"},
                          .inputs = inputs, .out = emu};
         ref_start(&exact);

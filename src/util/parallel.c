@@ -1,10 +1,13 @@
 /* parallel.c: split an index range over host threads. Callers make results
  * independent of the split, so any thread count gives the same bytes. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall */
 #include "util.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct job {
@@ -48,4 +51,10 @@ void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t b
     run_job(&jobs[0]);
     for (int i = 1; i < t; i++)
         if (started[i]) pthread_join(th[i], NULL);
+}
+
+void util_thread_background(void) {
+#ifdef __linux__
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10); /* best effort: a refusal leaves it as it was */
+#endif
 }

@@ -194,6 +194,10 @@ int util_threads(void);
 /* Runs fn over [0, n) in contiguous chunks of at least min_chunk, one chunk
  * per thread, and returns when all are done. */
 void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
+/* Lowers the calling thread's scheduling priority (on Linux, where nice is
+ * per thread; elsewhere nothing): work it does takes the cores only when the
+ * rest of the process leaves them idle. */
+void util_thread_background(void);
 
 /* ---- progress.c ------------------------------------------------------- */
 
