@@ -427,14 +427,21 @@ static int package_best(const graph *g, const machine *m, const compile_options 
         swap_setup(info, alt, start, as);
         rc = place_plans(g, m, o, info, start, true, nrefuse, &tried, out, &placed, d);
     }
-    if (rc == 0 && !placed && chosen_fit && o->search_steps != 0) {
-        /* The estimate said the searched plans fit and placement found
-         * otherwise: the start plan (each matmul's best-scored grid, what
-         * --search-steps 0 gives) spreads memory differently. */
-        compile_options so = *o;
-        so.search_steps = 0;
+    /* No searched plan placed: the start plan (each matmul's best-scored
+     * grid, what --search-steps 0 gives) spreads memory differently, and
+     * where the estimate says it fits it is placed, the graph in info
+     * first, then the other one when both were searched. */
+    compile_options so = *o;
+    so.search_steps = 0;
+    for (int k = 0; rc == 0 && !placed && o->search_steps != 0 && k < (searched ? 2 : 1); k++) {
+        if (k == 1) swap_setup(info, alt, start, as);
         search_result_free(&info->search);
-        rc = place_plans(g, m, &so, info, start, false, refuse_searched ? 0 : nrefuse, &tried, out, &placed, d);
+        search_options sopt = {.quiet = o->quiet, .room_scale = 1.0, .reasons = o->fusion_report};
+        double ts = util_now_seconds();
+        rc = search_plan(driver_compiled_graph(g, info), m, start, &sopt, &info->search, d);
+        info->search_seconds += util_now_seconds() - ts;
+        if (rc == 0 && info->search.finalists_fit)
+            rc = place_plans(g, m, &so, info, start, true, refuse_searched ? 0 : nrefuse, &tried, out, &placed, d);
         info->start_plan_fallback = placed;
     }
     return rc == 0 && !placed ? -1 : rc;
