@@ -539,8 +539,8 @@ static int exec_repeat(rt *r, int32_t op_id, float *const *inputs, int *input_k)
                 r->buf[a] = carried[k];
                 r->owned[a] = true;
             } else if (r->streamed[op->in[k]]) { /* this iteration's layer, made now */
+                if (r->last_user[a] < 0) continue; /* the body never reads it */
                 int64_t n = vnumel(r, a);
-                if (r->last_user[a] < 0) continue;
                 if (!(r->buf[a] = value_buf(r, a))) rc = -1;
                 r->owned[a] = r->buf[a] != NULL;
                 if (rc == 0)

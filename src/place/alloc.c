@@ -166,7 +166,7 @@ static int64_t element_waste(const place_req *q, uint64_t unit) {
 }
 
 /* Whole interleaved elements would waste at most an eighth of what the
- * request reserves there: the order of last resort (ORDERS below) keeps it
+ * request reserves there: the order of last resort (the seventh, ALL_ORDERS) keeps it
  * out of the packed region, as the estimate's memory model does. */
 static bool il_fits_well(const place_req *q, uint64_t unit) {
     uint64_t need = q->payload + q->tail;
