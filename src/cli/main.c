@@ -141,7 +141,7 @@ static const cmd commands[] = {
      "Casts round to their dtype and parameters hold values of their dtype;\n"
      "everything else computes in f32.",
      ref_opts, cmd_ref, "run MODEL on the FP32 reference interpreter"},
-    {"machine", "[NAME|FILE.json]", "Print a machine description: a preset (c600, mk2, tiny) or a JSON file.", machine_opts,
+    {"machine", "[NAME|FILE.json]", "Print a machine description: a preset (c600, mk2, tiny; c600x2, c600x4: several chips) or a JSON file.", machine_opts,
      cmd_machine, "print a machine description (a preset or a JSON file)"},
     {"zoo", "", "List the built-in models and their parameters.", zoo_opts, cmd_zoo, "list the built-in models and their parameters"},
     {"inspect", "PKG [options]",

@@ -466,6 +466,9 @@ int driver_compile(const graph *g, const machine *m, const compile_options *o, p
         return diag_fail(d, "tessel compile: error: option '--print-after=%s': no pass is called '%s' (%s)", o->print_after,
                          o->print_after, names);
     }
+    if (m->chips != 1)
+        return diag_fail(d, "tessel compile: error: machine '%s' has %u chips; driver_compile plans one chip "
+                            "(the caller splits the model over chips first)", m->name, (unsigned)m->chips);
     mid_plan start, as;   /* the search's start (a recipe's choices), for the chosen graph and the other */
     compile_info alt = {0};
     bool searched = false;

@@ -30,7 +30,7 @@ static const field_info FIELDS[MACHINE_FIELD_COUNT] = {
 
 /* Adding a field means a value in every preset below and a row in
  * docs/machine.md; this assert is the reminder. */
-_Static_assert(MACHINE_FIELD_COUNT == 66, "new machine field: update the presets and docs/machine.md");
+_Static_assert(MACHINE_FIELD_COUNT == 70, "new machine field: update the presets and docs/machine.md");
 
 static uint32_t *u32_at(machine *m, int i) { return (uint32_t *)((char *)m + FIELDS[i].offset); }
 static uint32_t u32_of(const machine *m, int i) { return *(const uint32_t *)((const char *)m + FIELDS[i].offset); }
@@ -41,6 +41,32 @@ static const char *str_of(const machine *m, int i) { return (const char *)m + FI
 
 const char *machine_field_name(int field) {
     return field >= 0 && field < MACHINE_FIELD_COUNT ? FIELDS[field].name : NULL;
+}
+
+bool machine_field_present(const machine *m, int field) {
+    return field < MACHINE_F_chips || m->chips > 1;
+}
+
+/* A one-chip machine has no link: the chip fields are cleared so a round
+ * trip through JSON (which leaves them out) gives an equal machine. */
+static void normalise(machine *m) {
+    if (m->chips != 1) return;
+    m->link_bytes_per_cycle = 0;
+    m->link_latency_cycles = 0;
+    m->chip_sync_cycles = 0;
+}
+
+machine machine_one_chip(const machine *m, const char *name) {
+    machine one = *m;
+    one.chips = 1;
+    normalise(&one);
+    if (name) {
+        snprintf(one.name, sizeof one.name, "%s", name);
+    } else {
+        char *x = strrchr(one.name, 'x');
+        if (x && x > one.name && x[1] && strspn(x + 1, "0123456789") == strlen(x + 1)) *x = 0;
+    }
+    return one;
 }
 
 /* The canonical text of a value, as machine_to_json writes it (strings
@@ -124,7 +150,11 @@ static const machine C600 = {
     .ln_apply_row_cycles = 456,
     .ln_apply_grain_instrs = 24,
     .ln_part_cycles = 60,                /* not measured: docs/machine.md */
+    .chips = 1,
 };
+
+/* The links of the c600xN presets: docs/machine.md, "Several chips". */
+enum { C600_LINK_BYTES_PER_CYCLE = 42, C600_LINK_LATENCY_CYCLES = 1500, C600_CHIP_SYNC_CYCLES = 1000 };
 
 static void preset_c600(machine *m) { *m = C600; }
 
@@ -151,6 +181,21 @@ static void preset_tiny(machine *m) {
     m->table_budget_bytes = 16 * 1024;
 }
 
+/* n chips of one preset in a ring, named "<name>x<n>". */
+static void with_chips(machine *m, uint32_t n) {
+    char base[MACHINE_NAME_CAP];
+    snprintf(base, sizeof base, "%s", m->name);
+    snprintf(m->name, sizeof m->name, "%.40sx%" PRIu32, base, n);
+    m->chips = n;
+    m->link_bytes_per_cycle = C600_LINK_BYTES_PER_CYCLE;
+    m->link_latency_cycles = C600_LINK_LATENCY_CYCLES;
+    m->chip_sync_cycles = C600_CHIP_SYNC_CYCLES;
+}
+static void preset_c600x2(machine *m) { preset_c600(m); with_chips(m, 2); }
+static void preset_c600x4(machine *m) { preset_c600(m); with_chips(m, 4); }
+static void preset_tinyx2(machine *m) { preset_tiny(m); with_chips(m, 2); }
+static void preset_tinyx4(machine *m) { preset_tiny(m); with_chips(m, 4); }
+
 static const struct {
     const char *name;
     void (*fill)(machine *m);
@@ -158,6 +203,10 @@ static const struct {
     {"c600", preset_c600},
     {"mk2", preset_mk2},
     {"tiny", preset_tiny},
+    {"c600x2", preset_c600x2},
+    {"c600x4", preset_c600x4},
+    {"tinyx2", preset_tinyx2},
+    {"tinyx4", preset_tinyx4},
 };
 
 const char *machine_preset_name(int i) {
@@ -175,7 +224,7 @@ int machine_preset(const char *name, machine *m) {
     return -1;
 }
 
-/* "c600, mk2, tiny" for error messages. */
+/* "c600, mk2, tiny, ..." for error messages. */
 static void preset_list(char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
@@ -221,7 +270,7 @@ static bool name_ok(const char *s, size_t min_len) {
 #define NONE (-1)
 
 /* Tile ids must stay far inside int32 and per-tile tables affordable. */
-enum { MAX_TILES = 1 << 20 };
+enum { MAX_TILES = 1 << 20, MAX_CHIPS = 64 };
 
 static int check(const machine *m, problem *p) {
     /* Per-field floors, straight from the table. */
@@ -245,6 +294,12 @@ static int check(const machine *m, problem *p) {
             break;
         }
     }
+    if (m->chips > MAX_CHIPS)
+        return fail(p, F(chips), NONE, NONE, "chips must be at most %d (got %" PRIu32 ")", MAX_CHIPS, m->chips);
+    if (m->chips > 1 && m->link_bytes_per_cycle == 0)
+        return fail(p, F(link_bytes_per_cycle), F(chips), NONE,
+                    "link_bytes_per_cycle must be at least 1 when chips is %" PRIu32 " (chips are joined by links)",
+                    m->chips);
     if (m->tiles > MAX_TILES)
         return fail(p, F(tiles), NONE, NONE, "tiles must be at most %d (got %" PRIu32 ")", MAX_TILES, m->tiles);
 
@@ -470,6 +525,7 @@ static int load_object(const src_text *s, json_t *root, machine *m, diag *d) {
         return diag_fail_at(d, s, line, col, "a machine file holds one JSON object, not %s", json_kind(root));
     }
     memset(m, 0, sizeof *m);
+    m->chips = 1;
     json_t *base = json_object_get(root, "base");
     if (base) {
         if (!json_is_string(base)) {
@@ -499,7 +555,7 @@ static int load_object(const src_text *s, json_t *root, machine *m, diag *d) {
     if (!base) {
         int missing = 0, first = -1;
         for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
-            if (given[i]) continue;
+            if (given[i] || i >= MACHINE_F_chips) continue;  /* the chip fields default to one chip */
             if (first < 0) first = i;
             missing++;
         }
@@ -512,6 +568,7 @@ static int load_object(const src_text *s, json_t *root, machine *m, diag *d) {
                                 FIELDS[first].name, missing > 1 ? " and others" : "");
         }
     }
+    normalise(m);
     problem p;
     if (check(m, &p) != 0) {
         for (int k = 0; k < 3 && p.field[k] != NONE; k++)
@@ -591,13 +648,15 @@ char *machine_to_json(const machine *m) {
     FILE *f = open_memstream(&buf, &len);
     TS_ASSERT(f);
     fputs("{\n", f);
-    for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
+    int last = MACHINE_FIELD_COUNT - 1;
+    while (!machine_field_present(m, last)) last--;
+    for (int i = 0; i <= last; i++) {
         fprintf(f, "  \"%s\": ", FIELDS[i].name);
         value_text(m, i, val, sizeof val);
         if (FIELDS[i].kind == K_STR) put_json_string(f, str_of(m, i));
         else if (FIELDS[i].kind == K_ADDR) fprintf(f, "\"%s\"", val);
         else fputs(val, f);
-        fputs(i + 1 < MACHINE_FIELD_COUNT ? ",\n" : "\n", f);
+        fputs(i < last ? ",\n" : "\n", f);
     }
     fputs("}\n", f);
     TS_ASSERT(fclose(f) == 0);
@@ -612,6 +671,7 @@ uint64_t machine_fingerprint(const machine *m) {
     size_t n = 0;
     for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
         if (FIELDS[i].kind == K_STR) continue;  /* a name is a label, not a property */
+        if (!machine_field_present(m, i)) continue;
         uint64_t v = 0;
         if (FIELDS[i].kind == K_F64) {
             double x = f64_of(m, i);
@@ -706,6 +766,7 @@ void machine_print(FILE *f, const machine *m) {
     int wname = 0, wval = 0, wunit = 0;
     char val[128];
     for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
+        if (!machine_field_present(m, i)) continue;
         value_shown(m, i, val, sizeof val);
         int a = (int)strlen(FIELDS[i].name), b = (int)strlen(val), c = (int)strlen(FIELDS[i].unit);
         wname = a > wname ? a : wname;
@@ -715,6 +776,7 @@ void machine_print(FILE *f, const machine *m) {
     fprintf(f, "machine %.*s (fingerprint %016" PRIx64 ")\n", MACHINE_NAME_CAP - 1, m->name,
             machine_fingerprint(m));
     for (int i = 0; i < MACHINE_FIELD_COUNT; i++) {
+        if (!machine_field_present(m, i)) continue;
         value_shown(m, i, val, sizeof val);
         fprintf(f, "  %-*s  %-*s  %-*s  %s\n", wname, FIELDS[i].name, wval, val, wunit, FIELDS[i].unit,
                 FIELDS[i].doc);
@@ -743,4 +805,8 @@ void machine_print(FILE *f, const machine *m) {
             machine_peak_flops(m, DT_F32) / 1e12, machine_peak_flops(m, DT_F16) / 1e12, f8);
     fprintf(f, "  exchange         %.2f TB/s aggregate (%" PRIu32 " B/cycle x tiles x clock)\n",
             (double)m->exchange_bytes_per_cycle * m->tiles * m->clock_hz / 1e12, m->exchange_bytes_per_cycle);
+    if (m->chips > 1)
+        fprintf(f, "  chips            %" PRIu32 " in a ring, figures above per chip; links %.1f GB/s each way "
+                   "(%" PRIu32 " B/cycle x clock)\n",
+                m->chips, (double)m->link_bytes_per_cycle * m->clock_hz / 1e9, m->link_bytes_per_cycle);
 }

@@ -31,6 +31,14 @@
  *
  * for a run of `rows` output rows, inner dimension K and C output columns.
  *
+ * Several chips: `tiles` and every rate above are one chip's; `chips` chips
+ * are joined in a ring by IPU-Links (each chip to its two neighbours), a
+ * transfer to a neighbour costs link_latency_cycles plus its bytes at
+ * link_bytes_per_cycle, and a sync across chips chip_sync_cycles. The chip
+ * fields (chips onwards) exist only when chips > 1: a one-chip machine
+ * leaves them out of its JSON, its print and its fingerprint, so it is the
+ * same machine, byte for byte, as before they existed.
+ *
  * Every field is declared once in MACHINE_FIELDS; the struct, JSON loading
  * and writing, machine_print, machine_fingerprint and machine_equal are all
  * derived from that table. docs/machine.md gives the source of each value.
@@ -112,7 +120,11 @@
     X(U32,  ln_apply_run_cycles,              0, "cycles/run",               "setup of a layer norm from statistics")     \
     X(U32,  ln_apply_row_cycles,              0, "cycles/row",               "worker launches per row part")              \
     X(U32,  ln_apply_grain_instrs,            0, "instructions/grain",       "normalise and affine, per grain")           \
-    X(U32,  ln_part_cycles,                   0, "cycles/row",               "joining one more part's statistics")
+    X(U32,  ln_part_cycles,                   0, "cycles/row",               "joining one more part's statistics")      \
+    X(U32,  chips,                            1, "chips",                    "chips joined by IPU-Links in a ring")       \
+    X(U32,  link_bytes_per_cycle,             0, "bytes/cycle",              "IPU-Link payload to a neighbour, each way") \
+    X(U32,  link_latency_cycles,              0, "cycles/transfer",          "one hop: first byte sent to last landed")   \
+    X(U32,  chip_sync_cycles,                 0, "cycles/sync",              "a sync across every chip (Sync-Link)")
 
 enum { MACHINE_NAME_CAP = 64 };  /* bytes of `name`, including the NUL */
 
@@ -138,7 +150,8 @@ enum {
 /* ---- machine.c -------------------------------------------------------- */
 
 /* Fills m with a built-in machine: "c600" (the default), "mk2" (no 8-bit
- * AMP, 1.33 GHz) or "tiny" (16 tiles of 128 KiB, for tests). -1 if unknown. */
+ * AMP, 1.33 GHz), "tiny" (16 tiles of 128 KiB, for tests), or "c600x2",
+ * "c600x4", "tinyx2", "tinyx4" (that many chips in a ring). -1 if unknown. */
 int machine_preset(const char *name, machine *m);
 const char *machine_preset_name(int i);  /* i-th preset, NULL past the end */
 
@@ -170,6 +183,11 @@ void machine_print(FILE *f, const machine *m);
 uint64_t machine_fingerprint(const machine *m);
 
 bool machine_equal(const machine *a, const machine *b);  /* every field, name included */
+/* Whether field (MACHINE_F_*) belongs to m: the chip fields only when chips > 1. */
+bool machine_field_present(const machine *m, int field);
+/* One chip of m: chips 1, the link fields cleared, the name given (NULL:
+ * m's name with its "xN" suffix removed, as "c600x4" -> "c600"). */
+machine machine_one_chip(const machine *m, const char *name);
 const char *machine_field_name(int field);               /* MACHINE_F_* -> "tiles" */
 
 /* ---- derived figures -------------------------------------------------- */

@@ -67,7 +67,7 @@ static void test_presets(void **state) {
         assert_int_equal(machine_resolve(name, &b, &d), 0);
         assert_true(machine_equal(&a, &b));
     }
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 7);
 
     machine m, def;
     diag d = {0};
@@ -118,7 +118,7 @@ static void test_unknown_preset(void **state) {
     machine m;
     diag d = {0};
     assert_int_equal(machine_resolve("x", &m, &d), -1);
-    assert_string_equal(d.text, "error: unknown machine 'x' (presets: c600, mk2, tiny; or a .json file)\n");
+    assert_string_equal(d.text, "error: unknown machine 'x' (presets: c600, mk2, tiny, c600x2, c600x4, tinyx2, tinyx4; or a .json file)\n");
 }
 
 static void test_validate_programmatic(void **state) {
@@ -244,8 +244,8 @@ static const bad_case BAD[] = {
      "unknown field 'tile_memroy_end' (did you mean 'tile_memory_end'?)"},
     {"{\n  \"base\": \"c600\",\n  \"Tiles\": 1\n}\n", "3:3", "unknown field 'Tiles' (did you mean 'tiles'?)"},
     {"{\n  \"base\": \"c600\",\n  \"zzzzzzzz\": 1\n}\n", "3:3", "unknown field 'zzzzzzzz'\n"},
-    {"{\n  \"base\": \"c700\"\n}\n", "2:3", "unknown base machine 'c700' (presets: c600, mk2, tiny)"},
-    {"{\n  \"base\": 5\n}\n", "2:3", "base must be a preset name (c600, mk2, tiny), not an integer"},
+    {"{\n  \"base\": \"c700\"\n}\n", "2:3", "unknown base machine 'c700' (presets: c600, mk2, tiny, c600x2, c600x4, tinyx2, tinyx4)"},
+    {"{\n  \"base\": 5\n}\n", "2:3", "base must be a preset name (c600, mk2, tiny, c600x2, c600x4, tinyx2, tinyx4), not an integer"},
     /* types */
     {"{\n  \"base\": \"c600\",\n  \"tiles\": \"16\"\n}\n", "3:3", "tiles must be an integer, not a string"},
     {"{\n  \"base\": \"c600\",\n  \"tiles\": 16.5\n}\n", "3:3", "tiles must be an integer, not a real number"},
@@ -353,11 +353,20 @@ static void test_fingerprint(void **state) {
 #define SAME_ADDR false
 #define SAME_U32 false
 #define SAME_F64 false
-#define X(kind, field, lo, unit, doc)                          \
-    {                                                          \
-        machine m = c600;                                      \
-        MUTATE_##kind(field);                                  \
-        expect_fingerprint(#field, fp, &m, SAME_##kind);       \
+    /* On one chip the link fields do not exist; on several each counts. */
+    machine x4;
+    machine_preset("c600x4", &x4);
+    uint64_t fp4 = machine_fingerprint(&x4);
+    assert_true(fp4 != fp);
+#define X(kind, field, lo, unit, doc)                                                      \
+    {                                                                                      \
+        machine m = c600;                                                                  \
+        MUTATE_##kind(field);                                                              \
+        bool link = MACHINE_F_##field > MACHINE_F_chips;                                   \
+        expect_fingerprint(#field, fp, &m, SAME_##kind || link);                           \
+        m = x4;                                                                            \
+        MUTATE_##kind(field);                                                              \
+        expect_fingerprint(#field " (4 chips)", fp4, &m, SAME_##kind);                     \
     }
     MACHINE_FIELDS(X)
 #undef X
@@ -390,9 +399,68 @@ static void test_print(void **state) {
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(buf, want[i])) fail_msg("print lacks '%s':\n%s", want[i], buf);
-    /* Every field appears once, by name. */
-    for (int i = 0; i < MACHINE_FIELD_COUNT; i++) assert_non_null(strstr(buf, machine_field_name(i)));
+    /* Every field of a one-chip machine appears, by name; no chip field does. */
+    for (int i = 0; i < MACHINE_F_chips; i++) assert_non_null(strstr(buf, machine_field_name(i)));
+    for (int i = MACHINE_F_chips; i < MACHINE_FIELD_COUNT; i++) assert_null(strstr(buf, machine_field_name(i)));
     free(buf);
+
+    f = open_memstream(&buf, &len);
+    machine_preset("c600x4", &m);
+    machine_print(f, &m);
+    fclose(f);
+    for (int i = 0; i < MACHINE_FIELD_COUNT; i++) assert_non_null(strstr(buf, machine_field_name(i)));
+    if (!strstr(buf, "chips            4 in a ring")) fail_msg("print lacks the chips line:\n%s", buf);
+    free(buf);
+}
+
+/* ---- several chips ---------------------------------------------------- */
+
+static void test_chips(void **state) {
+    (void)state;
+    machine one, x4, back;
+    diag d = {0};
+    machine_preset("c600", &one);
+    machine_preset("c600x4", &x4);
+    assert_int_equal(one.chips, 1);
+    assert_int_equal(x4.chips, 4);
+    assert_true(x4.link_bytes_per_cycle > 0 && x4.link_latency_cycles > 0 && x4.chip_sync_cycles > 0);
+    assert_int_equal(x4.tiles, one.tiles);
+
+    /* One chip of c600x4 is c600, name and fingerprint included. */
+    back = machine_one_chip(&x4, NULL);
+    assert_true(machine_equal(&back, &one));
+    back = machine_one_chip(&x4, "chip0");
+    assert_string_equal(back.name, "chip0");
+    assert_true(machine_fingerprint(&back) == machine_fingerprint(&one));
+
+    /* A one-chip machine's JSON has no chip field; loading it gives one chip. */
+    char *text = machine_to_json(&one);
+    assert_null(strstr(text, "chips"));
+    assert_null(strstr(text, "link_"));
+    free(text);
+    text = machine_to_json(&x4);
+    assert_non_null(strstr(text, "\"chips\": 4"));
+    free(text);
+
+    /* A file may make a preset several chips, but not without links; and a
+     * one-chip machine's link figures are dropped, not kept half-meaningful. */
+    const char *path = write_file("x3.json", "{\"base\": \"c600x2\", \"chips\": 3}");
+    assert_int_equal(machine_resolve(path, &back, &d), 0);
+    assert_int_equal(back.chips, 3);
+    assert_int_equal(back.link_bytes_per_cycle, x4.link_bytes_per_cycle);
+    path = write_file("nolink.json", "{\"base\": \"c600\",\n \"chips\": 2}");
+    assert_int_equal(machine_resolve(path, &back, &d), -1);
+    if (!strstr(d.text, "nolink.json:2:") || !strstr(d.text, "link_bytes_per_cycle must be at least 1"))
+        fail_msg("%s", d.text);
+    d = (diag){0};
+    path = write_file("one.json", "{\"base\": \"c600x4\", \"chips\": 1}");
+    assert_int_equal(machine_resolve(path, &back, &d), 0);
+    assert_int_equal(back.link_bytes_per_cycle, 0);
+    assert_true(machine_fingerprint(&back) == machine_fingerprint(&one));
+    path = write_file("many.json", "{\"base\": \"c600x4\", \"chips\": 65}");
+    assert_int_equal(machine_resolve(path, &back, &d), -1);
+    if (!strstr(d.text, "chips must be at most 64")) fail_msg("%s", d.text);
+    d = (diag){0};
 }
 
 int main(void) {
@@ -407,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_error_caret),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_chips),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
