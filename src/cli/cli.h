@@ -114,6 +114,13 @@ void cli_print_stats(const char *role, const host_spec *s, const float *x, const
  * default (graph_default_input_fill's). */
 const char *cli_input_source(const host_spec *s, const char *source);
 
+/* chips.c: the commands on a machine of several chips (docs/chips.md). */
+int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
+                      const char *save, const char *report, diag *d);
+int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d);
+int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine *m, float *const *inputs, bool *pass,
+                    diag *d);
+
 /* The commands. */
 int cmd_graph(const cmd *c, int argc, char **argv);
 int cmd_report(const cmd *c, int argc, char **argv);

@@ -45,6 +45,12 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
     co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;
+    if (m.chips > 1) {
+        if (after) rc = diag_fail(&d, "tessel compile: error: option '--print-after': not for a machine of several chips yet");
+        else rc = cli_compile_chips(p.pos[0], g, &m, &co, out, save, report, &d);
+        graph_free(g);
+        return rc ? cli_report(&d) : 0;
+    }
     /* Every output exists as a temporary from the start: an unwritable path
      * fails before the work, and an interrupted compile leaves nothing. */
     outset os = {0};

@@ -12,6 +12,7 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     int rc = cli_parse(c, argc, argv, 1, 1, &p);
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
+    if (pkg_chips_file(p.pos[0])) return cli_run_chips(c, &p, p.pos[0], &d) ? cli_report(&d) : 0;
     cli_pkg_run r;
     if (cli_pkg_run_open(p.pos[0], &r, &d)) return cli_report(&d);
     bool json = cli_flag(c, &p, "--json");

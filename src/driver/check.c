@@ -246,7 +246,8 @@ int driver_check(const graph *g, const package *p, const check_options *co, chec
     if (pure) pure_free(pure); /* the inputs with it */
     else free_inputs(g, inputs);
     for (int32_t j = 0; j < nout; j++) {
-        free(got[j]);
+        if (rc == 0 && co->outputs) co->outputs[j] = got[j];
+        else free(got[j]);
         free(emu[j]);
     }
     free(got);

@@ -225,6 +225,7 @@ static int setup(const graph *g, bool join, const machine *m, const compile_opti
     mid_plan_free(start);
     mid_plan_init(start, gc);
     start->casts_all_early = !o->recipe; /* the search starts with every cast at its source */
+    if (o->recipe_text) return search_recipe_parse(o->recipe_text, strlen(o->recipe_text), o->recipe, gc, m, start, d);
     return o->recipe ? search_recipe_load(o->recipe, gc, m, start, d) : 0;
 }
 

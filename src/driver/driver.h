@@ -20,6 +20,7 @@ typedef struct compile_options {
     const char *print_after;  /* a pass (driver_pass_find) whose result goes to print_to, or NULL */
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
+    const char *recipe_text;  /* its text, already read (a stage's of a recipe for several chips); recipe names it */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
     int beam;                 /* the beam's width (0: none) */
     bool quiet;               /* no progress line */
@@ -231,6 +232,7 @@ typedef struct check_options {
     bool locate;            /* find the first differing op result even when the outputs agree */
     driver_pure *pure;      /* the FP32 reference already running on these inputs (driver_pure_start), or NULL;
                                driver_check takes it over and frees it */
+    float **outputs;        /* non-NULL: receives the simulated outputs, per graph output (malloc'd, caller frees) */
 } check_options;
 
 /* Runs p on the inputs, then the pure FP32 model and the plan-exact
@@ -255,5 +257,54 @@ typedef struct check_proofs {
 } check_proofs;
 int driver_check_proofs(const graph *g, const compile_info *ci, const package *pkg, check_proofs *pv, diag *d);
 void check_proofs_free(check_proofs *pv);
+
+/* ---- chips.c: a model over several chips (docs/chips.md) ----------------
+ *
+ * One pipeline stage per chip (graph_split_stages), each compiled for one
+ * chip of the machine by driver_compile; stage s hands its carried values
+ * to stage s + 1 over the link between neighbouring chips. */
+enum { CHIPS_MAX = 64 };
+
+/* A pipeline's time, from each stage's cycles and the bytes each hands on:
+ * a link costs link_latency_cycles + bytes / link_bytes_per_cycle +
+ * chip_sync_cycles; a stage is busy with its batch until its result has
+ * left. The first micro-batch takes `latency`, each further one `interval`
+ * (the busiest stage) more. */
+typedef struct chips_timing {
+    int32_t n;
+    int64_t micro_batches;
+    uint64_t stage[CHIPS_MAX];       /* per stage: its cycles */
+    uint64_t link_bytes[CHIPS_MAX];  /* to the next stage */
+    uint64_t link[CHIPS_MAX];        /* their cycles */
+    uint64_t latency;                /* one micro-batch through every stage and link */
+    uint64_t interval;               /* steady state: one micro-batch leaves every interval cycles */
+    uint64_t cycles;                 /* the run: latency + (micro_batches - 1) x interval */
+    double bubble;                   /* share of chip-cycles idle over the run: fill, drain and imbalance */
+    double imbalance;                /* share idle in the steady state: stages slower than others */
+} chips_timing;
+void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t *link_bytes, int32_t n,
+                         int64_t micro_batches, chips_timing *t);
+
+typedef struct chips_compiled {
+    graph_stages stages;
+    machine one;            /* the machine's one chip: each stage's package is for it */
+    int32_t ncompiled;
+    package *pkg;           /* per stage */
+    compile_info *info;     /* per stage */
+    char *manifest;         /* JSON text (pkg_chips) */
+    char *recipe;           /* {"chips": N, "machine": .., "stages": [each stage's recipe]} */
+    chips_timing predicted; /* from the stages' predicted cycles */
+    double seconds;
+} chips_compiled;
+/* g over machine m's chips (m->chips > 1). The error of a stage that does
+ * not fit names its chip and layers. */
+int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d);
+void chips_compiled_free(chips_compiled *c);
+
+/* Runs every chip's stage in order, stage 0 on the host inputs, each next
+ * one on the outputs it is handed; outputs receive the last stage's. st
+ * holds one sim_stats per chip (caller frees each). */
+int driver_run_chips(const pkg_chips *pc, const char *path, const sim_options *so, float *const *inputs, float **outputs,
+                     sim_stats *st, chips_timing *t, diag *d);
 
 #endif

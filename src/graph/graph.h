@@ -179,6 +179,8 @@ struct graph_init {
     graph_init_kind kind;
     double mean, std;   /* normal */
     uint64_t seed;      /* normal */
+    int64_t skip;       /* normal: elements of the seeded stream before the first value
+                           (a window of a larger parameter, as a pipeline stage's layers) */
     const char *path;   /* npy: as written, relative to the .tsl file */
     /* data (imported models only): the values as little-endian f32 in nparts
      * equal row-major pieces (a stacked parameter: one per layer), owned by
@@ -479,6 +481,23 @@ int32_t graph_rw_finish_as(graph_rw *rw, int32_t op, const char *name, const gra
 void graph_rw_end_repeat(graph_rw *rw, int32_t id, int32_t op);
 /* The new graph, verified, or NULL (d says why); the rewriter is spent. */
 graph *graph_rw_finish_graph(graph_rw *rw);
+
+/* ---- stages.c: a model cut into pipeline stages (docs/chips.md) ---------
+ *
+ * Stage s runs iterations [first[s], first[s] + count[s]) of the model's one
+ * top-level repeat, stage 0 also what precedes it, the last stage what
+ * follows; the stages split the iterations as evenly as they go, the first
+ * ones taking one more. Every stage but the last outputs the carried values,
+ * named "<repeat result>.after<k>", and the next takes them as inputs of the
+ * same names. Stacked parameters become windows of the same values. The
+ * stage graphs share g's imported data: g must outlive them. */
+typedef struct graph_stages {
+    int32_t n;
+    graph **g;
+    int64_t *first, *count;
+} graph_stages;
+int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag *d);
+void graph_stages_free(graph_stages *s);
 
 /* ---- siblings.c: matmuls that read one operand become one ----------------
  *

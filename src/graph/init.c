@@ -168,7 +168,7 @@ static int init_values_at(const graph *g, int32_t op, const graph_init *in, cons
     case INIT_ONES:
         for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
         break;
-    case INIT_NORMAL: graph_normal_fill_at(in->seed, in->mean, in->std, first, out, n); break;
+    case INIT_NORMAL: graph_normal_fill_at(in->seed, in->mean, in->std, in->skip + first, out, n); break;
     case INIT_DATA: {
         if (!in->parts) /* parsed from a mid file, which carries no values */
             return diag_fail(d, "%s: error: parameter '%s' holds imported data the text does not carry", g->path,

@@ -495,6 +495,16 @@ static int parse_init(parser *ps, graph_init *init, bool piece) {
         if (parse_int(ps, &seed)) return -1;
         if (seed < 0) return fail_at(ps, sb, "seed must be >= 0");
         init->seed = (uint64_t)seed;
+        if (eat(ps, ',')) { /* a window of the stream: a pipeline stage's layers of a stacked parameter */
+            int64_t skip;
+            if (!word(ps, &w, &n) || !word_is(w, n, "skip")) return expected(ps, "'skip = N'");
+            if (expect(ps, '=', "'=' after skip")) return -1;
+            skip_ws(ps);
+            sb = ps->p;
+            if (parse_int(ps, &skip)) return -1;
+            if (skip < 0 || skip > GRAPH_MAX_NUMEL) return fail_at(ps, sb, "skip must be 0..2^48");
+            init->skip = skip;
+        }
         return expect(ps, ')', "')' after the seed");
     }
     return fail_at(ps, b, "unknown initializer '%.*s' (normal, zeros, ones, npy)", (int)n, w); /* concat: pass-made, not listed */

@@ -97,7 +97,9 @@ static void put_init(sbuf *b, const graph_init *in) {
         put_double(b, in->mean);
         sb_str(b, ", ");
         put_double(b, in->std);
-        sb_printf(b, ", seed = %llu)", (unsigned long long)in->seed);
+        sb_printf(b, ", seed = %llu", (unsigned long long)in->seed);
+        if (in->skip) sb_printf(b, ", skip = %lld", (long long)in->skip);
+        sb_str(b, ")");
         break;
     case INIT_NPY:
         sb_str(b, "npy(\"");

@@ -235,4 +235,25 @@ typedef struct package_peak {
 /* -1 with d when the tables do not decode. */
 int package_live_peak(const package *p, package_peak *out, diag *d);
 
+/* ---- chips.c: a package for several chips (docs/chips.md) -------------
+ * The machine of several chips, a manifest (JSON: the model, each chip's
+ * stage) and one ordinary package per chip, for that machine's one chip. */
+typedef struct pkg_chips {
+    machine machine;       /* chips > 1 */
+    int32_t n;             /* chips, one package each */
+    char *manifest;        /* JSON text */
+    package *pkg;          /* per chip; only those loaded are filled */
+    bool *loaded;
+} pkg_chips;
+/* Writes the machine, manifest and n packages to f, deterministically. */
+int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, FILE *f, const char *path,
+                    diag *d);
+/* Reads a package for several chips from size bytes, every header field
+ * checked; parses the packages of the chips want selects (NULL: all). */
+int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool *want, pkg_chips *out, diag *d);
+int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d);
+bool pkg_chips_magic(const void *bytes, size_t len);  /* the bytes start like one */
+bool pkg_chips_file(const char *path);                /* the file starts like one */
+void pkg_chips_free(pkg_chips *p);
+
 #endif

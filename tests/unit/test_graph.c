@@ -476,9 +476,84 @@ static void shortest_float_text(void **state) {
     }
 }
 
+/* A model cut into stages computes what the model computes: each stacked
+ * parameter's window holds the model's values for its layers, and the
+ * reference run stage after stage, each on the last one's outputs, gives
+ * the model's outputs bit for bit. */
+static void stages_compute_the_model(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = models_load("zoo:vit:layers=5,width=32,heads=2,mlp=48,image=16,patch=4", &d);
+    if (!g) fail_msg("%s", d.text);
+    graph_stages st;
+    if (graph_split_stages(g, 3, &st, &d)) fail_msg("%s", d.text);
+    assert_int_equal(st.n, 3);
+    int64_t want_first[] = {0, 2, 4}, want_count[] = {2, 2, 1};
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(st.first[s], want_first[s]);
+        assert_int_equal(st.count[s], want_count[s]);
+    }
+    /* Windows: every stacked parameter of every stage against the model's layers. */
+    for (int s = 0; s < 3; s++) {
+        const graph *gs = st.g[s];
+        int32_t windows = 0;
+        for (int32_t op = 0; op < gs->ops.n; op++) {
+            const graph_op *o = graph_opr(gs, op);
+            if (o->kind != OP_PARAM) continue;
+            const graph_value *v = graph_val(gs, o->out[0]);
+            int32_t w = graph_lookup(g, v->name);
+            assert_true(w >= 0);
+            const graph_type *whole = &graph_val(g, w)->type;
+            int64_t n = graph_type_numel(&v->type), skip = 0;
+            if (whole->dim[0] != v->type.dim[0]) skip = st.first[s] * (graph_type_numel(whole) / whole->dim[0]), windows++;
+            float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+            assert_int_equal(graph_param_values(gs, op, false, a, &d), 0);
+            assert_int_equal(graph_param_values_at(g, graph_val(g, w)->def, false, skip, n, b, &d), 0);
+            assert_memory_equal(a, b, sizeof(float) * (size_t)n);
+            free(a);
+            free(b);
+        }
+        assert_int_equal(windows, 16);  /* the sixteen stacked parameters of a layer */
+    }
+    /* The stage texts parse back to themselves (skip = N included). */
+    for (int s = 0; s < 3; s++) {
+        char *text = graph_print(st.g[s]);
+        graph *back = graph_parse("stage.tsl", text, strlen(text), &d);
+        if (!back) fail_msg("%s", d.text);
+        char *again = graph_print(back);
+        assert_string_equal(text, again);
+        free(text), free(again);
+        graph_free(back);
+    }
+    /* The reference, stage after stage. */
+    float *x = malloc(sizeof(float) * 16 * 48), *whole_out[1] = {0}, *mid[1] = {0}, *mid2[1] = {0}, *last[1] = {0};
+    graph_input_default(g, graph_lookup(g, "patches"), 0, x);
+    ref_options ro = {.quiet = true};
+    assert_int_equal(ref_run(g, &ro, &x, whole_out, &d), 0);
+    assert_int_equal(ref_run(st.g[0], &ro, &x, mid, &d), 0);
+    assert_int_equal(ref_run(st.g[1], &ro, mid, mid2, &d), 0);
+    assert_int_equal(ref_run(st.g[2], &ro, mid2, last, &d), 0);
+    assert_memory_equal(whole_out[0], last[0], sizeof(float) * 16 * 32);
+    assert_true(graph_lookup(st.g[1], "encoded.after2") >= 0 && graph_lookup(st.g[1], "encoded.after4") >= 0);
+    free(x), free(whole_out[0]), free(mid[0]), free(mid2[0]), free(last[0]);
+    graph_stages_free(&st);
+
+    /* Refusals: more chips than layers; a model without a repeat. */
+    assert_int_equal(graph_split_stages(g, 6, &st, &d), -1);
+    if (!strstr(d.text, "6 chips need at least 6 layers")) fail_msg("%s", d.text);
+    graph_free(g);
+    d = (diag){0};
+    g = models_load("zoo:mlp:tokens=8,width=16,hidden=32", &d);
+    assert_non_null(g);
+    assert_int_equal(graph_split_stages(g, 2, &st, &d), -1);
+    if (!strstr(d.text, "through its repeat")) fail_msg("%s", d.text);
+    graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(example_parses_with_its_structure),
+        cmocka_unit_test(stages_compute_the_model),
         cmocka_unit_test(trivia_round_trips),
         cmocka_unit_test(builder_output_round_trips),
         cmocka_unit_test(verifier_rejects_broken_graphs),

@@ -1,0 +1,299 @@
+/* chips.c: the commands on a machine of several chips (docs/chips.md):
+ * compile writes a package for several chips, run and check run its
+ * chips' stages in order and time them as a pipeline. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../report/report.h"
+#include "cli.h"
+
+static void print_timing(FILE *f, const char *what, const machine *m, const chips_timing *t) {
+    for (int32_t s = 0; s < t->n; s++) {
+        fprintf(f, "  chip %d  %12llu cycles", (int)s, (unsigned long long)t->stage[s]);
+        if (s + 1 < t->n)
+            fprintf(f, "  then %llu bytes to chip %d: %llu cycles", (unsigned long long)t->link_bytes[s], (int)s + 1,
+                    (unsigned long long)t->link[s]);
+        fputc('\n', f);
+    }
+    double hz = m->clock_hz;
+    fprintf(f, "  %s: one batch through every chip %llu cycles (%.3f ms); pipelined, one batch every %llu cycles "
+               "(%.1f batches/s), the busiest stage\n",
+            what, (unsigned long long)t->latency, (double)t->latency / hz * 1e3, (unsigned long long)t->interval,
+            t->interval ? hz / (double)t->interval : 0.0);
+    fprintf(f, "  bubble: %.1f %% of chip time idle for one batch alone (fill and drain); %.1f %% in the steady state "
+               "(stages unequal)\n",
+            100 * t->bubble, 100 * t->imbalance);
+}
+
+static json_t *timing_json(const chips_timing *t, const machine *m) {
+    json_t *st = json_array();
+    for (int32_t s = 0; s < t->n; s++)
+        json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I}", "chip", (int)s, "cycles", (json_int_t)t->stage[s],
+                                            "link_bytes", (json_int_t)t->link_bytes[s], "link_cycles",
+                                            (json_int_t)t->link[s]));
+    return json_pack("{s:o, s:I, s:I, s:f, s:f, s:f}", "stages", st, "latency_cycles", (json_int_t)t->latency,
+                     "interval_cycles", (json_int_t)t->interval, "batches_per_second",
+                     t->interval ? m->clock_hz / (double)t->interval : 0.0, "bubble", t->bubble, "steady_state_idle",
+                     t->imbalance);
+}
+
+int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
+                      const char *save, const char *report, diag *d) {
+    outset os = {0};
+    FILE *f = outset_open(&os, out, d), *fr = NULL, *fp = NULL;
+    if (f && save && !(fr = outset_open(&os, save, d))) f = NULL;
+    if (f && report && !(fp = outset_open(&os, report, d))) f = NULL;
+    if (!f) {
+        outset_abort(&os);
+        return -1;
+    }
+    chips_compiled cc;
+    int rc = driver_compile_chips(g, m, co, &cc, d);
+    if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, f, out, d);
+    if (outset_close(&os, f, out, d)) rc = -1;
+    if (rc == 0 && fr && (fputs(cc.recipe, fr) < 0 || outset_close(&os, fr, save, d))) rc = -1;
+    if (rc == 0 && fp) {
+        json_t *stages = json_array();
+        for (int32_t s = 0; s < cc.stages.n; s++) {
+            char *text = report_compile_json(cc.stages.g[s], &cc.one, &cc.info[s]);
+            json_array_append_new(stages, json_loads(text, 0, NULL));
+            free(text);
+        }
+        json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "format", "tessel-chips-report", "model", model, "machine",
+                              m->name, "chips", (int)m->chips, "predicted", timing_json(&cc.predicted, m), "stages", stages);
+        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(j);
+        if (fputs(text, fp) < 0 || fputc('\n', fp) < 0 || outset_close(&os, fp, report, d)) rc = -1;
+        free(text);
+    }
+    if (rc == 0) rc = outset_commit(&os, d);
+    else outset_abort(&os);
+    if (rc == 0) {
+        progress_done();
+        printf("compiled %s for %s: %d chips, one pipeline stage each, in %.1f s\n", model, m->name, (int)m->chips,
+               cc.seconds);
+        for (int32_t s = 0; s < cc.stages.n; s++) {
+            const compile_info *ci = &cc.info[s];
+            printf("  chip %d: layers %lld..%lld, %lld steps, peak tile %.1f KiB of %.1f%s\n", (int)s,
+                   (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1),
+                   (long long)ci->steps, ci->place.tile_bytes / 1024.0, machine_tile_bytes(&cc.one) / 1024.0,
+                   ci->start_plan_fallback ? " (the start plan: no searched plan placed)" : "");
+        }
+        print_timing(stdout, "predicted", m, &cc.predicted);
+        printf("  package %s\n", out);
+    }
+    if (rc == 0 || cc.pkg) chips_compiled_free(&cc);
+    return rc;
+}
+
+int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
+    pkg_chips pc;
+    if (pkg_chips_load(path, NULL, &pc, d)) return -1;
+    if (cli_opt(c, p, "--trace")) {
+        pkg_chips_free(&pc);
+        return diag_fail(d, "tessel run: error: option '--trace': a package for several chips has no trace yet");
+    }
+    bool json = cli_flag(c, p, "--json");
+    sim_options so = {.quiet = json};
+    host_spec *ins, *outs, *ins_last, *outs_first;
+    int32_t nin, nout, n1, n2;
+    driver_package_specs(&pc.pkg[0], &ins, &nin, &outs_first, &n1);
+    driver_package_specs(&pc.pkg[pc.n - 1], &ins_last, &n2, &outs, &nout);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    sim_stats *st = xcalloc((size_t)pc.n, sizeof(sim_stats));
+    chips_timing t;
+    cli_outputs files = {0};
+    int rc = cli_max_host_memory(c, p, &so.max_host_bytes, d);
+    if (rc == 0) rc = sim_host_check(&pc.pkg[0].machine, so.max_host_bytes, "--max-host-memory", d);
+    if (rc == 0) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
+    if (rc == 0) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
+    if (rc == 0) rc = driver_run_chips(&pc, path, &so, inputs, outputs, st, &t, d);
+    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st[pc.n - 1], &pc.pkg[pc.n - 1], path, NULL, d);
+    else cli_outputs_abort(&files);
+    if (rc == 0 && json) {
+        json_t *j = timing_json(&t, &pc.machine);
+        json_object_set_new(j, "package", json_string(path));
+        json_object_set_new(j, "machine", json_string(pc.machine.name));
+        json_object_set_new(j, "cycles", json_integer((json_int_t)t.latency));
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(s);
+        free(s);
+        json_decref(j);
+    } else if (rc == 0) {
+        progress_done();
+        printf("ran %s on %s: %d chips, one stage each\n", path, pc.machine.name, (int)pc.n);
+        print_timing(stdout, "simulated", &pc.machine, &t);
+        for (int32_t j = 0; j < nin; j++) {
+            char note[300];
+            snprintf(note, sizeof note, "from %s", cli_input_source(&ins[j], source[j]));
+            cli_print_stats("input", &ins[j], inputs[j], note);
+        }
+        for (int32_t j = 0; j < nout; j++) cli_print_stats("output", &outs[j], outputs[j], NULL);
+    }
+    for (int32_t s = 0; s < pc.n; s++) sim_stats_free(&st[s]);
+    free(st);
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    for (int32_t j = 0; j < nout; j++) free(outputs[j]);
+    free(inputs), free(outputs), free(source);
+    free(ins), free(outs), free(ins_last), free(outs_first);
+    pkg_chips_free(&pc);
+    return rc;
+}
+
+/* Stage s's inputs, in its graph's order, from the values named by the
+ * previous stage's graph outputs. */
+static void stage_inputs(const graph *prev, float **prev_out, const graph *g, float **in) {
+    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(prev, NULL, 0);
+    int32_t *iv = xcalloc((size_t)nin + 1, sizeof(int32_t)), *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
+    graph_inputs(g, iv, nin);
+    graph_outputs(prev, ov, nout);
+    for (int32_t k = 0; k < nin; k++)
+        for (int32_t j = 0; j < nout; j++)
+            if (strcmp(graph_val(g, iv[k])->name, graph_val(prev, ov[j])->name) == 0) in[k] = prev_out[j];
+    free(iv);
+    free(ov);
+}
+
+int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine *m, float *const *inputs, bool *pass,
+                    diag *d) {
+    bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
+    const char *given = cli_opt(c, p, "--package");
+    chips_compiled cc = {0};
+    pkg_chips pc = {0};
+    const package *pkgs;
+    if (given) { /* a saved package: the model cut as its manifest says it was */
+        if (cli_opt(c, p, "--machine"))
+            return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
+        if (pkg_chips_load(given, NULL, &pc, d)) return -1;
+        m = &pc.machine;
+        int rc = graph_split_stages(g, pc.n, &cc.stages, d);
+        json_t *man = rc == 0 ? json_loads(pc.manifest, 0, NULL) : NULL, *stages = json_object_get(man, "stages");
+        for (int32_t s = 0; s < pc.n && rc == 0; s++) {
+            char name[1024];
+            snprintf(name, sizeof name, "%s (chip %d)", given, (int)s);
+            json_t *st = json_array_get(stages, (size_t)s);
+            json_int_t first = json_integer_value(json_object_get(st, "first_layer"));
+            json_int_t count = json_integer_value(json_object_get(st, "layers"));
+            if (first != cc.stages.first[s] || count != cc.stages.count[s])
+                rc = diag_fail(d, "%s: error: chip %d runs layers %lld..%lld of the model it was compiled from; %s cut "
+                                  "over %d chips gives it layers %lld..%lld",
+                               given, (int)s, (long long)first, (long long)(first + count - 1), p->pos[0], (int)pc.n,
+                               (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1));
+            if (rc == 0) rc = driver_package_matches(cc.stages.g[s], &pc.pkg[s], name, d);
+        }
+        json_decref(man);
+        if (rc) {
+            graph_stages_free(&cc.stages);
+            pkg_chips_free(&pc);
+            return -1;
+        }
+        pkgs = pc.pkg;
+    } else {
+        compile_options co;
+        if (cli_plan_options(c, p, p->pos[0], quiet, &co, d)) return -1;
+        co.no_fuse = cli_flag(c, p, "--no-fuse");
+        co.no_siblings = cli_flag(c, p, "--no-siblings");
+        if (driver_compile_chips(g, m, &co, &cc, d)) return -1;
+        pkgs = cc.pkg;
+    }
+    int32_t n = cc.stages.n, nout = graph_outputs(g, NULL, 0);
+    check_result *r = xcalloc((size_t)n, sizeof(check_result));
+    float ***outs = xcalloc((size_t)n, sizeof(float **));
+    float **pure = xcalloc((size_t)nout + 1, sizeof(float *));
+    int rc = 0;
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    for (int32_t s = 0; s < n && rc == 0; s++) {
+        const graph *gs = cc.stages.g[s];
+        int32_t sin = graph_inputs(gs, NULL, 0), sout = graph_outputs(gs, NULL, 0);
+        float **in = xcalloc((size_t)sin + 1, sizeof(float *));
+        if (s == 0) memcpy(in, inputs, sizeof(float *) * (size_t)sin);
+        else stage_inputs(cc.stages.g[s - 1], outs[s - 1], gs, in);
+        /* Through the file format and its reader, as check does on one chip. */
+        size_t len;
+        uint8_t *img = package_image(&pkgs[s], &len, p->pos[0], d);
+        package pk;
+        rc = img ? package_parse(img, len, p->pos[0], &pk, d) : -1;
+        free(img);
+        outs[s] = xcalloc((size_t)sout + 1, sizeof(float *));
+        char name[256];
+        snprintf(name, sizeof name, "%s (chip %d)", given ? given : p->pos[0], (int)s);
+        check_options o = {.package = name, .inputs = in, .sim = {.quiet = quiet}, .outputs = outs[s]};
+        if (rc == 0) {
+            rc = driver_check(gs, &pk, &o, &r[s], d);
+            link[s] = 0;
+            for (int32_t b = 0; s + 1 < n && b < pk.bindings.n; b++)
+                if (pk.bindings.v[b].role == PKG_OUTPUT)
+                    link[s] += (uint64_t)sim_binding_numel(&pk.bindings.v[b]) * (uint64_t)dtype_bytes(pk.bindings.v[b].dtype);
+            package_free(&pk);
+        }
+        if (rc == 0) stage[s] = r[s].sim.cycles;
+        free(in);
+    }
+    /* The whole model in FP32 against the last chip's outputs. */
+    ref_options ro = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32, whole model)"};
+    if (rc == 0) rc = ref_run(g, &ro, inputs, pure, d);
+    chips_timing t;
+    double cosine = 1, max_abs = 0;
+    int64_t differing = 0;
+    bool fp8 = false, ok = rc == 0;
+    if (rc == 0) {
+        driver_chips_timing(m, stage, link, n, 1, &t);
+        int32_t *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
+        graph_outputs(g, ov, nout);
+        for (int32_t s = 0; s < n; s++) ok &= r[s].pass, differing += r[s].differing, fp8 |= r[s].fp8;
+        for (int32_t j = 0; j < nout; j++) {
+            num_diff df = num_compare(outs[n - 1][j], pure[j], (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
+            if (!(df.cosine >= cosine)) cosine = df.cosine;
+            if (!(df.max_abs_err <= max_abs)) max_abs = df.max_abs_err;
+            ok &= df.nonfinite == 0;
+        }
+        ok &= cosine >= (fp8 ? 0.99 : 0.999);
+        free(ov);
+    }
+    if (rc == 0) {
+        progress_done();
+        if (json) {
+            json_t *st = json_array();
+            for (int32_t s = 0; s < n; s++)
+                json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "chip", (int)s, "first_layer",
+                                                    (json_int_t)cc.stages.first[s], "layers", (json_int_t)cc.stages.count[s],
+                                                    "differing", (json_int_t)r[s].differing, "pass", r[s].pass,
+                                                    "cosine_stage_fp32", r[s].cosine));
+            json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", m->name,
+                                  "chips", (int)n, "stages", st, "simulated", timing_json(&t, m), "differing",
+                                  (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
+            char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+            puts(s);
+            free(s);
+            json_decref(j);
+        } else {
+            if (given) printf("checked %s against %s on %s: %d chips, one pipeline stage each\n", given, p->pos[0], m->name, (int)n);
+            else printf("checked %s on %s: %d chips, one pipeline stage each\n", p->pos[0], m->name, (int)n);
+            for (int32_t s = 0; s < n; s++)
+                printf("  chip %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
+                       "cosine %.6f against the stage in FP32\n",
+                       (int)s, (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1),
+                       (unsigned long long)r[s].sim.cycles, r[s].differing ? "NOT bit-exact" : "bit-exact",
+                       (long long)r[s].differing, r[s].cosine);
+            print_timing(stdout, "simulated", m, &t);
+            printf("  outputs against the whole model in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", cosine, max_abs,
+                   fp8 ? 0.99 : 0.999);
+            printf("%s\n", ok ? "PASS" : "FAIL");
+        }
+    }
+    *pass = ok;
+    for (int32_t s = 0; s < n; s++) {
+        int32_t sout = graph_outputs(cc.stages.g[s], NULL, 0);
+        for (int32_t j = 0; outs[s] && j < sout; j++) free(outs[s][j]);
+        free(outs[s]);
+        check_result_free(&r[s]);
+    }
+    for (int32_t j = 0; j < nout; j++) free(pure[j]);
+    free(pure), free(outs), free(r);
+    if (given) graph_stages_free(&cc.stages), pkg_chips_free(&pc);
+    else chips_compiled_free(&cc);
+    return rc;
+}
