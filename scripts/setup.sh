@@ -7,6 +7,7 @@ pkgs=(cmake make gcc pkg-config
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       python3 python3-numpy
       python3-torch python3-torchvision python3-pytest python3-onnx  # the Python module's and ONNX tests
+      openmpi-bin libopenmpi-dev  # tessel run under mpirun (docs/chips.md)
       chromium)  # opens the HTML report in tests (tests/lit/report)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,6 +2,7 @@
  * compile writes a package for several chips, run and check run its
  * chips' stages in order and time them as a pipeline. */
 #include <jansson.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,32 +89,62 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
     return rc;
 }
 
+const chips_transport *cli_transport; /* set by main() under mpirun (src/cli/mpi.c) */
+
+/* An error every rank meets alike: said once, by rank 0. */
+static int uniform_fail(diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int uniform_fail(diag *d, const char *fmt, ...) {
+    if (cli_transport && cli_transport->rank != 0) {
+        *d = (diag){.set = true};
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = diag_vfail(d, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
+    const chips_transport *tp = cli_transport;
+    int rank = tp ? tp->rank : 0, ranks = tp ? tp->ranks : 1;
     pkg_chips pc;
-    if (pkg_chips_load(path, NULL, &pc, d)) return -1;
+    /* Each rank reads only its own chips' programs. */
+    bool want[CHIPS_MAX] = {0};
+    {
+        int32_t n;
+        if (pkg_chips_count(path, &n, d)) return -1;
+        if (ranks > n)
+            return uniform_fail(d, "tessel run: error: %d MPI ranks for %d chips: run with at most %d (mpirun -np %d)", ranks,
+                             (int)n, (int)n, (int)n);
+        for (int32_t s = driver_chips_first(n, rank, ranks); s < driver_chips_first(n, rank + 1, ranks); s++) want[s] = true;
+    }
+    if (pkg_chips_load(path, want, &pc, d)) return -1;
     if (cli_opt(c, p, "--trace")) {
         pkg_chips_free(&pc);
         return diag_fail(d, "tessel run: error: option '--trace': a package for several chips has no trace yet");
     }
-    bool json = cli_flag(c, p, "--json");
-    sim_options so = {.quiet = json};
-    host_spec *ins, *outs, *ins_last, *outs_first;
-    int32_t nin, nout, n1, n2;
-    driver_package_specs(&pc.pkg[0], &ins, &nin, &outs_first, &n1);
-    driver_package_specs(&pc.pkg[pc.n - 1], &ins_last, &n2, &outs, &nout);
+    int32_t first = driver_chips_first(pc.n, rank, ranks);
+    bool json = cli_flag(c, p, "--json"), has_last = want[pc.n - 1], last = false;
+    sim_options so = {.quiet = json || !has_last};
+    host_spec *ins = NULL, *outs = NULL, *other = NULL;
+    int32_t nin = 0, nout = 0, nother;
+    if (first == 0) driver_package_specs(&pc.pkg[0], &ins, &nin, &other, &nother), free(other);
+    if (has_last) driver_package_specs(&pc.pkg[pc.n - 1], &other, &nother, &outs, &nout), free(other);
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     sim_stats *st = xcalloc((size_t)pc.n, sizeof(sim_stats));
     chips_timing t;
     cli_outputs files = {0};
     int rc = cli_max_host_memory(c, p, &so.max_host_bytes, d);
-    if (rc == 0) rc = sim_host_check(&pc.pkg[0].machine, so.max_host_bytes, "--max-host-memory", d);
-    if (rc == 0) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
-    if (rc == 0) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
-    if (rc == 0) rc = driver_run_chips(&pc, path, &so, inputs, outputs, st, &t, d);
-    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &st[pc.n - 1], &pc.pkg[pc.n - 1], path, NULL, d);
-    else cli_outputs_abort(&files);
-    if (rc == 0 && json) {
+    if (rc == 0) rc = sim_host_check(&pc.pkg[first].machine, so.max_host_bytes, "--max-host-memory", d);
+    if (rc == 0 && has_last) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
+    if (rc == 0 && first == 0) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
+    if (rc == 0) rc = driver_run_chips(&pc, path, tp, &so, inputs, outputs, st, &t, &last, d);
+    else driver_chips_hand_on_failure(&pc, tp, d); /* the next rank fails saying why, instead of waiting */
+    if (rc == 0 && last) rc = cli_outputs_commit(&files, outs, outputs, &st[pc.n - 1], &pc.pkg[pc.n - 1], path, NULL, d);
+    else if (has_last) cli_outputs_abort(&files);
+    if (rc == 0 && last && json) {
         json_t *j = timing_json(&t, &pc.machine);
         json_object_set_new(j, "package", json_string(path));
         json_object_set_new(j, "machine", json_string(pc.machine.name));
@@ -122,15 +153,12 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
         puts(s);
         free(s);
         json_decref(j);
-    } else if (rc == 0) {
+    } else if (rc == 0 && last) {
         progress_done();
         printf("ran %s on %s: %d chips, one stage each\n", path, pc.machine.name, (int)pc.n);
         print_timing(stdout, "simulated", &pc.machine, &t);
-        for (int32_t j = 0; j < nin; j++) {
-            char note[300];
-            snprintf(note, sizeof note, "from %s", cli_input_source(&ins[j], source[j]));
-            cli_print_stats("input", &ins[j], inputs[j], note);
-        }
+        /* Outputs only: under mpirun the inputs are another rank's, and the
+         * report is the same whatever the number of ranks. */
         for (int32_t j = 0; j < nout; j++) cli_print_stats("output", &outs[j], outputs[j], NULL);
     }
     for (int32_t s = 0; s < pc.n; s++) sim_stats_free(&st[s]);
@@ -138,7 +166,7 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
     for (int32_t j = 0; j < nout; j++) free(outputs[j]);
     free(inputs), free(outputs), free(source);
-    free(ins), free(outs), free(ins_last), free(outs_first);
+    free(ins), free(outs);
     pkg_chips_free(&pc);
     return rc;
 }

@@ -118,6 +118,12 @@ const char *cli_input_source(const host_spec *s, const char *source);
 int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d);
 int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d);
+/* The ranks of an mpirun launch (src/cli/mpi.c sets it in main); NULL: one process. */
+extern const chips_transport *cli_transport;
+/* mpi.c (the tessel command only): under mpirun, MPI_Init and cli_transport
+ * for several ranks; cli_mpi_end finalises. */
+int cli_mpi_start(int *argc, char ***argv, diag *d);
+void cli_mpi_end(void);
 int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine *m, float *const *inputs, bool *pass,
                     diag *d);
 

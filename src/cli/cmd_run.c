@@ -13,6 +13,12 @@ int cmd_run(const cmd *c, int argc, char **argv) {
     if (rc || p.help) return rc ? rc : (cli_help(c, stdout), 0);
     diag d = {0};
     if (pkg_chips_file(p.pos[0])) return cli_run_chips(c, &p, p.pos[0], &d) ? cli_report(&d) : 0;
+    if (cli_transport) { /* said once, by rank 0 */
+        if (cli_transport->rank == 0)
+            fprintf(stderr, "tessel run: error: %s is a package for one chip: it runs in one process, not over %d MPI "
+                            "ranks\n", p.pos[0], cli_transport->ranks);
+        return EXIT_USER;
+    }
     cli_pkg_run r;
     if (cli_pkg_run_open(p.pos[0], &r, &d)) return cli_report(&d);
     bool json = cli_flag(c, &p, "--json");

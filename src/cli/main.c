@@ -185,12 +185,23 @@ int main(int argc, char **argv) {
         print_main_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USER : 0;
     }
+    diag d = {0};
+    if (cli_mpi_start(&argc, &argv, &d)) return cli_report(&d);
+    if (cli_transport && strcmp(argv[1], "run") != 0) {
+        if (cli_transport->rank == 0)
+            fprintf(stderr, "tessel %s: error: only 'tessel run' runs over MPI ranks (launched as %d)\n", argv[1],
+                    cli_transport->ranks);
+        cli_mpi_end();
+        return EXIT_USER;
+    }
     for (size_t i = 0; i < TS_COUNT(commands); i++)
         if (strcmp(commands[i].name, argv[1]) == 0) {
             int rc = commands[i].run(&commands[i], argc - 2, argv + 2);
             progress_done();
+            cli_mpi_end();
             return rc;
         }
+    cli_mpi_end();
     fprintf(stderr, "tessel: error: unknown command '%s' (see 'tessel --help')\n", argv[1]);
     return EXIT_USER;
 }

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* chips.c: a model over several chips (docs/chips.md). The model is cut
  * through its layers into one pipeline stage per chip (graph_split_stages);
  * each stage is compiled, placed and packaged for one chip by the one-chip
@@ -178,63 +179,275 @@ void chips_compiled_free(chips_compiled *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* The bindings of package p with role `role`, by name, into the values of
- * `from` (bindings of q with role PKG_OUTPUT): stage s + 1's inputs are
- * stage s's outputs of the same names. */
-static int hand_over(const package *q, float **from, const package *p, float **to, const char *path, int32_t chip, diag *d) {
+/* ---- running ----------------------------------------------------------- */
+
+/* What a rank hands the next one: whether it went well, every chip so far's
+ * cycles and link bytes, and the last chip's outputs by name (or, when it
+ * failed, why). Little-endian, as the package. */
+typedef struct handover {
+    bool ok;
+    int32_t chips;                  /* chips done so far */
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    int32_t n;                      /* tensors */
+    const char **name;
+    int64_t *numel;
+    float **data;                   /* owned */
+    char why[2048];
+} handover;
+
+static void put(FILE *b, const void *p, size_t n) { TS_ASSERT(fwrite(p, 1, n, b) == n); }
+static void put32(FILE *b, uint32_t v) {
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    put(b, x, 4);
+}
+static void put64(FILE *b, uint64_t v) {
+    put32(b, (uint32_t)v);
+    put32(b, (uint32_t)(v >> 32));
+}
+
+static uint8_t *handover_bytes(const handover *h, size_t *len) {
+    char *buf = NULL;
+    FILE *b = open_memstream(&buf, len);
+    TS_ASSERT(b);
+    put32(b, h->ok);
+    put32(b, (uint32_t)h->chips);
+    for (int32_t s = 0; s < h->chips; s++) put64(b, h->stage[s]), put64(b, h->link[s]);
+    if (!h->ok) {
+        put32(b, (uint32_t)strlen(h->why));
+        put(b, h->why, strlen(h->why));
+    } else {
+        put32(b, (uint32_t)h->n);
+        for (int32_t k = 0; k < h->n; k++) {
+            put32(b, (uint32_t)strlen(h->name[k]));
+            put(b, h->name[k], strlen(h->name[k]));
+            put64(b, (uint64_t)h->numel[k]);
+            for (int64_t e = 0; e < h->numel[k]; e++) {
+                uint32_t w;
+                memcpy(&w, &h->data[k][e], 4);
+                put32(b, w);
+            }
+        }
+    }
+    TS_ASSERT(fclose(b) == 0);
+    return (uint8_t *)buf;
+}
+
+typedef struct reader {
+    const uint8_t *p, *end;
+    bool bad;
+} reader;
+static uint32_t get32(reader *r) {
+    if (r->end - r->p < 4) return r->bad = true, 0;
+    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return v;
+}
+static uint64_t get64(reader *r) {
+    uint64_t lo = get32(r);
+    return lo | (uint64_t)get32(r) << 32;
+}
+
+/* Reads what the previous rank sent (untrusted: every length checked);
+ * names point into bytes, which must outlive h. */
+static int handover_parse(const uint8_t *bytes, size_t len, handover *h, const char *from, diag *d) {
+    memset(h, 0, sizeof *h);
+    reader r = {bytes, bytes + len, false};
+    h->ok = get32(&r);
+    h->chips = (int32_t)get32(&r);
+    if (h->chips < 0 || h->chips > CHIPS_MAX) r.bad = true;
+    for (int32_t s = 0; s < h->chips && !r.bad; s++) h->stage[s] = get64(&r), h->link[s] = get64(&r);
+    if (!r.bad && !h->ok) {
+        uint32_t n = get32(&r);
+        if (n >= sizeof h->why || (size_t)(r.end - r.p) < n) r.bad = true;
+        else memcpy(h->why, r.p, n), h->why[n] = 0, r.p += n;
+    } else if (!r.bad) {
+        h->n = (int32_t)get32(&r);
+        if (h->n < 0 || (size_t)h->n > len / 16) r.bad = true;
+        if (!r.bad) {
+            h->name = xcalloc((size_t)h->n + 1, sizeof(char *));
+            h->numel = xcalloc((size_t)h->n + 1, sizeof(int64_t));
+            h->data = xcalloc((size_t)h->n + 1, sizeof(float *));
+        }
+        for (int32_t k = 0; k < h->n && !r.bad; k++) {
+            uint32_t nl = get32(&r);
+            if ((size_t)(r.end - r.p) < nl) {
+                r.bad = true;
+                break;
+            }
+            char *name = xmalloc(nl + 1);
+            memcpy(name, r.p, nl);
+            name[nl] = 0;
+            r.p += nl;
+            h->name[k] = name;
+            uint64_t ne = get64(&r);
+            if (r.bad || ne > (uint64_t)(r.end - r.p) / 4) {
+                r.bad = true;
+                break;
+            }
+            h->numel[k] = (int64_t)ne;
+            h->data[k] = xmalloc(sizeof(float) * (ne ? ne : 1));
+            for (uint64_t e = 0; e < ne; e++) {
+                uint32_t w = get32(&r);
+                memcpy(&h->data[k][e], &w, 4);
+            }
+        }
+    }
+    if (r.bad || r.p != r.end) return diag_fail(d, "error: the handover from %s is malformed", from);
+    return 0;
+}
+
+static void handover_free(handover *h) {
+    for (int32_t k = 0; h->name && k < h->n; k++) free((char *)h->name[k]), free(h->data[k]);
+    free(h->name);
+    free(h->numel);
+    free(h->data);
+    h->name = NULL, h->numel = NULL, h->data = NULL;
+}
+
+/* Stage `chip`'s inputs (its package's input bindings, in order) from the
+ * tensors of h by name, checking each one's size. */
+static int inputs_from(const handover *h, const package *p, float **to, const char *path, int32_t chip, diag *d) {
     int32_t k = 0;
     for (int32_t b = 0; b < p->bindings.n; b++) {
         const pkg_binding *in = &p->bindings.v[b];
         if (in->role != PKG_INPUT) continue;
-        int32_t j = 0, found = -1;
-        for (int32_t c = 0; c < q->bindings.n; c++) {
-            const pkg_binding *o = &q->bindings.v[c];
-            if (o->role != PKG_OUTPUT) continue;
-            if (strcmp(o->name, in->name) == 0 && o->dtype == in->dtype && o->scale == in->scale &&
-                sim_binding_numel(o) == sim_binding_numel(in))
-                found = j;
-            j++;
-        }
+        int32_t found = -1;
+        for (int32_t j = 0; j < h->n && found < 0; j++)
+            if (strcmp(h->name[j], in->name) == 0 && h->numel[j] == sim_binding_numel(in)) found = j;
         if (found < 0)
             return diag_fail(d, "%s: error: chip %d's input '%s' is no output of chip %d", path, (int)chip, in->name,
                              (int)chip - 1);
-        to[k++] = from[found];
+        to[k++] = h->data[found];
     }
     return 0;
 }
 
-int driver_run_chips(const pkg_chips *pc, const char *path, const sim_options *so, float *const *inputs, float **outputs,
-                     sim_stats *st, chips_timing *t, diag *d) {
-    int32_t n = pc->n;
-    float ***outs = xcalloc((size_t)n, sizeof(float **));
-    int32_t *nouts = xcalloc((size_t)n, sizeof(int32_t));
-    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+/* Chip s's outputs as a handover (data borrowed from outs). */
+static void handover_of(const package *p, float **outs, handover *h) {
+    h->n = 0;
+    h->name = xcalloc((size_t)p->bindings.n + 1, sizeof(char *));
+    h->numel = xcalloc((size_t)p->bindings.n + 1, sizeof(int64_t));
+    h->data = xcalloc((size_t)p->bindings.n + 1, sizeof(float *));
+    for (int32_t b = 0; b < p->bindings.n; b++) {
+        const pkg_binding *o = &p->bindings.v[b];
+        if (o->role != PKG_OUTPUT) continue;
+        h->name[h->n] = o->name;
+        h->numel[h->n] = sim_binding_numel(o);
+        h->data[h->n] = outs[h->n];
+        h->n++;
+    }
+}
+
+static int next_rank(int32_t n, const chips_transport *tp) {
+    int next = tp->rank + 1;
+    while (driver_chips_first(n, next, tp->ranks) == driver_chips_first(n, next + 1, tp->ranks)) next++;
+    return next;
+}
+
+static int send_failure(const chips_transport *tp, int to, int32_t chips_done, const diag *d) {
+    handover give = {.ok = false, .chips = chips_done};
+    snprintf(give.why, sizeof give.why, "%s", d->set ? d->text : "error: an earlier rank failed");
+    size_t k = strlen(give.why), blen;
+    if (k && give.why[k - 1] == '\n') give.why[k - 1] = 0;
+    uint8_t *b = handover_bytes(&give, &blen);
+    diag sd = {0};
+    int rc = tp->send(tp->ctx, to, b, blen, &sd);
+    free(b);
+    return rc;
+}
+
+void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp, const diag *d) {
+    if (!tp || tp->ranks <= 1) return;
+    int32_t n = pc->n, end = driver_chips_first(n, tp->rank + 1, tp->ranks);
+    if (end < n) send_failure(tp, next_rank(n, tp), 0, d);
+}
+
+int32_t driver_chips_first(int32_t chips, int rank, int ranks) {
+    return (int32_t)((int64_t)chips * rank / ranks);
+}
+
+int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
+                     float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d) {
+    static const chips_transport alone = {.rank = 0, .ranks = 1};
+    if (!tp) tp = &alone;
+    int32_t n = pc->n, first = driver_chips_first(n, tp->rank, tp->ranks), end = driver_chips_first(n, tp->rank + 1, tp->ranks);
+    *last = end == n;
+    handover got = {.ok = true}, give = {.ok = true};
+    bool relayed = false;  /* an earlier rank's failure, passed on */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
     int rc = 0;
-    for (int32_t s = 0; s < n && rc == 0; s++) {
+    char from[64];
+    if (first > 0) { /* the chips before ours ran on another rank */
+        int prev = 0;
+        while (driver_chips_first(n, prev + 1, tp->ranks) <= first - 1) prev++;
+        snprintf(from, sizeof from, "rank %d (chip %d)", prev, (int)first - 1);
+        rc = tp->recv(tp->ctx, prev, &bytes, &len, d);
+        if (rc == 0) rc = handover_parse(bytes, len, &got, from, d);
+        if (rc == 0 && !got.ok) {
+            /* The failing rank said why; the last rank says the run has no
+             * outputs, the ranks between pass the message on silently. */
+            if (end == n) diag_fail(d, "tessel run: error: no outputs: an earlier rank failed (%s)", got.why);
+            else *d = (diag){.set = true};
+            int32_t done = got.chips;
+            if (end < n) {
+                diag why = {.set = true};
+                snprintf(why.text, sizeof why.text, "%s", got.why);
+                send_failure(tp, next_rank(n, tp), done, &why);
+                relayed = true;
+            }
+            rc = -1;
+        }
+        if (rc == 0 && got.chips != first) rc = diag_fail(d, "error: %s handed over %d chips' results, not %d", from, got.chips, first);
+    }
+    give.chips = first;
+    memcpy(give.stage, got.stage, sizeof give.stage);
+    memcpy(give.link, got.link, sizeof give.link);
+    float **prev_out = NULL;
+    int32_t prev_n = 0;
+    for (int32_t s = first; s < end && rc == 0; s++) {
         const package *p = &pc->pkg[s];
         TS_ASSERT(pc->loaded[s]);
         int32_t nin = 0, nout = 0;
         for (int32_t b = 0; b < p->bindings.n; b++) nin += p->bindings.v[b].role == PKG_INPUT, nout += p->bindings.v[b].role == PKG_OUTPUT;
         float **in = xcalloc((size_t)nin + 1, sizeof(float *));
         if (s == 0) memcpy(in, inputs, sizeof(float *) * (size_t)nin);
-        else rc = hand_over(&pc->pkg[s - 1], outs[s - 1], p, in, path, s, d);
-        outs[s] = s + 1 == n ? outputs : xcalloc((size_t)nout + 1, sizeof(float *));
-        nouts[s] = nout;
-        if (rc == 0) rc = sim_run(p, so, in, outs[s], &st[s], d);
+        else if (s == first) rc = inputs_from(&got, p, in, path, s, d);
+        else {
+            handover h = {0};
+            handover_of(&pc->pkg[s - 1], prev_out, &h);
+            rc = inputs_from(&h, p, in, path, s, d);
+            free(h.name), free(h.numel), free(h.data);
+        }
+        float **out = s + 1 == n ? outputs : xcalloc((size_t)nout + 1, sizeof(float *));
+        if (rc == 0) rc = sim_run(p, so, in, out, &st[s], d);
         free(in);
+        for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
+        free(prev_out);
+        prev_out = s + 1 == n ? NULL : out, prev_n = nout;
         if (rc == 0) {
-            stage[s] = st[s].cycles;
-            link[s] = 0;
+            give.stage[s] = st[s].cycles;
+            give.link[s] = 0;
             for (int32_t b = 0; s + 1 < n && b < p->bindings.n; b++)
-                if (p->bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&p->bindings.v[b]);
+                if (p->bindings.v[b].role == PKG_OUTPUT) give.link[s] += binding_bytes(&p->bindings.v[b]);
+            give.chips = s + 1;
         }
     }
-    for (int32_t s = 0; s + 1 < n; s++) {
-        for (int32_t j = 0; outs[s] && j < nouts[s]; j++) free(outs[s][j]);
-        free(outs[s]);
+    if (end < n && rc && !relayed) {
+        send_failure(tp, next_rank(n, tp), give.chips, d); /* the next rank fails saying why */
+    } else if (end < n && rc == 0) { /* hand our last chip's outputs to the next rank */
+        handover_of(&pc->pkg[end - 1], prev_out, &give);
+        size_t blen;
+        uint8_t *b = handover_bytes(&give, &blen);
+        rc = tp->send(tp->ctx, next_rank(n, tp), b, blen, d);
+        free(b);
+        free(give.name), free(give.numel), free(give.data);
+    } else if (rc == 0) {
+        driver_chips_timing(&pc->machine, give.stage, give.link, n, 1, t);
     }
-    free(outs);
-    free(nouts);
-    if (rc == 0) driver_chips_timing(&pc->machine, stage, link, n, 1, t);
+    for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
+    free(prev_out);
+    handover_free(&got);
+    free(bytes);
     return rc;
 }

@@ -301,10 +301,31 @@ typedef struct chips_compiled {
 int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d);
 void chips_compiled_free(chips_compiled *c);
 
-/* Runs every chip's stage in order, stage 0 on the host inputs, each next
- * one on the outputs it is handed; outputs receive the last stage's. st
- * holds one sim_stats per chip (caller frees each). */
-int driver_run_chips(const pkg_chips *pc, const char *path, const sim_options *so, float *const *inputs, float **outputs,
-                     sim_stats *st, chips_timing *t, diag *d);
+/* How the chips' stages are spread over processes: rank `rank` of `ranks`
+ * runs chips [driver_chips_first(n, rank, ranks), driver_chips_first(n,
+ * rank + 1, ranks)) and hands its last chip's outputs to the next rank that
+ * has chips through send; recv waits for the handover to its first chip.
+ * Both must give up with a message, never hang (src/cli/mpi.c: MPI, with a
+ * timeout on every wait). NULL: one process runs every chip. */
+typedef struct chips_transport {
+    int rank, ranks;
+    int (*send)(void *ctx, int to, const uint8_t *bytes, size_t len, diag *d);
+    int (*recv)(void *ctx, int from, uint8_t **bytes, size_t *len, diag *d);  /* *bytes malloc'd */
+    void *ctx;
+} chips_transport;
+int32_t driver_chips_first(int32_t chips, int rank, int ranks);
+
+/* Runs this rank's chips' stages in order: chip 0 on the host inputs, each
+ * next one on the outputs it is handed (in this process, or from the
+ * previous rank with every earlier chip's cycles). On the rank with the
+ * last chip (*last), outputs receive its outputs and t the whole
+ * pipeline's timing, the same whatever the number of ranks; st holds one
+ * sim_stats per chip, filled for this rank's (caller frees each). A rank
+ * that fails hands its error on, so every later rank fails saying why. */
+int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
+                     float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d);
+/* A rank that failed before it could run (its error in d): hands the error
+ * to the next rank, so it fails saying why instead of waiting. */
+void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp, const diag *d);
 
 #endif

@@ -134,6 +134,18 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d) 
     return rc;
 }
 
+int pkg_chips_count(const char *path, int32_t *n, diag *d) {
+    FILE *f = fopen(path, "rb");
+    uint8_t head[16];
+    bool ok = f && fread(head, 1, 16, f) == 16 && pkg_chips_magic(head, 8);
+    if (f) fclose(f);
+    if (!ok) return diag_fail(d, "%s: error: not a package for several chips", path);
+    uint32_t c = get_u32(head + 12);
+    if (c < 1 || c > MAX_CHIPS) return diag_fail(d, "%s: error: the package claims %u chips (1..%d)", path, c, MAX_CHIPS);
+    *n = (int32_t)c;
+    return 0;
+}
+
 bool pkg_chips_file(const char *path) {
     FILE *f = fopen(path, "rb");
     char head[8];

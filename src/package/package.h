@@ -254,6 +254,7 @@ int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool
 int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d);
 bool pkg_chips_magic(const void *bytes, size_t len);  /* the bytes start like one */
 bool pkg_chips_file(const char *path);                /* the file starts like one */
+int pkg_chips_count(const char *path, int32_t *n, diag *d); /* its chips, from the header alone */
 void pkg_chips_free(pkg_chips *p);
 
 #endif

@@ -15,6 +15,15 @@ config.environment["PATH"] = os.pathsep.join(
 # plain build only, its smaller cases staying in a test the sanitizers see.
 if getattr(config, "sanitized", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("sanitized")
+# tessel run under mpirun (tests/lit/e2e/chips_mpi.test): OpenMPI refuses
+# root (CI runs as root) unless told, and two cores take four ranks only
+# with --oversubscribe. The sanitizers report OpenMPI's own leaks, so a
+# sanitized build leaves it to test_chips, which plays the ranks in one process.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.substitutions.append(("%python3", config.python3))
 config.substitutions.append(("%inputs", os.path.join(os.path.dirname(__file__), "Inputs")))
 config.substitutions.append(("%srcroot", config.source_root))

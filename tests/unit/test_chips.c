@@ -1,0 +1,172 @@
+/* test_chips.c: a model over several chips, with the ranks of a
+ * distributed run played in one process through a transport that keeps
+ * what is sent (docs/chips.md): spread over 1, 2, 3 or 4 ranks the outputs
+ * and the timing are the same, bit for bit; a rank that fails makes the
+ * last one fail saying why; a damaged handover or package is refused. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "models/models.h"
+
+#define MODEL "zoo:vit:layers=5,width=32,heads=2,mlp=48,image=16,patch=4"
+
+/* A mailbox per receiving rank: what send left, for recv to take. */
+typedef struct post {
+    uint8_t *bytes[CHIPS_MAX];
+    size_t len[CHIPS_MAX];
+    bool full[CHIPS_MAX];
+    bool tamper;           /* cut the next message short */
+    int me;                /* the rank being run */
+} post;
+
+static int post_send(void *ctx, int to, const uint8_t *bytes, size_t len, diag *d) {
+    (void)d;
+    post *p = ctx;
+    assert_false(p->full[to]);
+    size_t n = p->tamper && len > 8 ? len - 3 : len;
+    p->bytes[to] = malloc(n ? n : 1);
+    memcpy(p->bytes[to], bytes, n);
+    p->len[to] = n;
+    p->full[to] = true;
+    return 0;
+}
+
+static int post_recv(void *ctx, int from, uint8_t **bytes, size_t *len, diag *d) {
+    (void)from;
+    post *p = ctx;
+    if (!p->full[p->me]) return diag_fail(d, "test: nothing was sent to rank %d", p->me);
+    *bytes = p->bytes[p->me], *len = p->len[p->me];
+    p->full[p->me] = false;
+    return 0;
+}
+
+typedef struct run {
+    float *out;            /* the last chip's one output */
+    chips_timing t;
+    int rc;
+    char why[2048];
+} run;
+
+/* The package's chips run over `ranks` ranks, one after another. */
+static run run_ranks(const uint8_t *img, size_t len, int ranks, int fail_rank, bool tamper) {
+    run r = {0};
+    post box = {.tamper = tamper};
+    int32_t n = 4;
+    float *x = malloc(sizeof(float) * 16 * 48);
+    graph_default_input_fill(0, DT_F16, 0, x, 16 * 48);
+    for (int k = 0; k < ranks; k++) {
+        box.me = k;
+        chips_transport tp = {.rank = k, .ranks = ranks, .send = post_send, .recv = post_recv, .ctx = &box};
+        bool want[CHIPS_MAX] = {0};
+        for (int32_t s = driver_chips_first(n, k, ranks); s < driver_chips_first(n, k + 1, ranks); s++) want[s] = true;
+        pkg_chips pc;
+        diag d = {0};
+        assert_int_equal(pkg_chips_parse(img, len, "t.tpk", want, &pc, &d), 0);
+        for (int32_t s = 0; s < n; s++) assert_int_equal(pc.loaded[s], want[s]);  /* a rank reads its own chips only */
+        float *outs[1] = {0};
+        sim_stats st[CHIPS_MAX] = {0};
+        sim_options so = {.quiet = true};
+        bool last = false;
+        int rc;
+        if (k == fail_rank) {
+            diag_fail(&d, "rank %d: its own trouble", k);
+            driver_chips_hand_on_failure(&pc, &tp, &d);
+            rc = -1;
+        } else {
+            rc = driver_run_chips(&pc, "t.tpk", &tp, &so, &x, outs, st, &r.t, &last, &d);
+            assert_int_equal(last, k == ranks - 1);
+        }
+        if (k == ranks - 1) {
+            r.rc = rc;
+            r.out = outs[0];
+            snprintf(r.why, sizeof r.why, "%s", d.text);
+        } else {
+            free(outs[0]);
+        }
+        for (int32_t s = 0; s < n; s++) sim_stats_free(&st[s]);
+        pkg_chips_free(&pc);
+    }
+    for (int k = 0; k < CHIPS_MAX; k++)
+        if (box.full[k]) free(box.bytes[k]);
+    free(x);
+    return r;
+}
+
+static void ranks_agree(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = models_load(MODEL, &d);
+    assert_non_null(g);
+    machine m;
+    assert_int_equal(machine_preset("tinyx4", &m), 0);
+    compile_options co = {.model = MODEL, .search_steps = 64, .beam = 2, .quiet = true};
+    chips_compiled cc;
+    if (driver_compile_chips(g, &m, &co, &cc, &d)) fail_msg("%s", d.text);
+    assert_int_equal(cc.stages.n, 4);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pkg_chips_write(&m, cc.manifest, cc.pkg, 4, f, "t.tpk", &d), 0);
+    fclose(f);
+
+    run one = run_ranks((uint8_t *)buf, len, 1, -1, false);
+    assert_int_equal(one.rc, 0);
+    assert_int_equal(one.t.n, 4);
+    for (int32_t s = 0; s < 4; s++) assert_true(one.t.stage[s] > 0);
+    assert_int_equal(one.t.link_bytes[0], 16 * 32 * 2);  /* the carried f16[1, 16, 32] */
+    assert_int_equal(one.t.link[0], m.link_latency_cycles + (1024 + m.link_bytes_per_cycle - 1) / m.link_bytes_per_cycle +
+                                        m.chip_sync_cycles);
+    uint64_t sum = 0;
+    for (int32_t s = 0; s < 4; s++) sum += one.t.stage[s] + one.t.link[s];
+    assert_true(one.t.latency == sum);
+    for (int ranks = 2; ranks <= 4; ranks++) {
+        run r = run_ranks((uint8_t *)buf, len, ranks, -1, false);
+        if (r.rc) fail_msg("%d ranks: %s", ranks, r.why);
+        assert_memory_equal(r.out, one.out, sizeof(float) * 16 * 32);
+        assert_memory_equal(&r.t, &one.t, sizeof r.t);
+        free(r.out);
+    }
+    /* A failed rank: the last one says so, with the first one's words. */
+    run bad = run_ranks((uint8_t *)buf, len, 3, 0, false);
+    assert_int_equal(bad.rc, -1);
+    if (!strstr(bad.why, "no outputs: an earlier rank failed (rank 0: its own trouble)")) fail_msg("%s", bad.why);
+    bad = run_ranks((uint8_t *)buf, len, 4, 2, false);
+    if (!strstr(bad.why, "rank 2: its own trouble")) fail_msg("%s", bad.why);
+    /* A handover cut short is refused, not read past its end. */
+    bad = run_ranks((uint8_t *)buf, len, 2, -1, true);
+    assert_int_equal(bad.rc, -1);
+    if (!strstr(bad.why, "the handover from rank 0 (chip 1) is malformed")) fail_msg("%s", bad.why);
+
+    /* The package: any damaged header byte, and any cut, is refused. */
+    pkg_chips pc;
+    for (size_t at = 0; at < 64; at++) {
+        buf[at] ^= 0x10;
+        d = (diag){0};
+        assert_int_equal(pkg_chips_parse(buf, len, "t.tpk", NULL, &pc, &d), -1);
+        buf[at] ^= 0x10;
+    }
+    for (size_t cut = 0; cut < len; cut += len / 37 + 1) {
+        d = (diag){0};
+        assert_int_equal(pkg_chips_parse(buf, cut, "t.tpk", NULL, &pc, &d), -1);
+    }
+    free(one.out);
+    free(buf);
+    chips_compiled_free(&cc);
+    graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ranks_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
