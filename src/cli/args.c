@@ -177,11 +177,14 @@ static int count_option(const cmd *c, const parsed *p, const char *name, const c
 }
 
 int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
-    long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM;
+    long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM, micro = 0;
     if (count_option(c, p, "--search-steps", "count", DRIVER_SEARCH_STEPS_MAX, &steps, d) ||
-        count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d))
+        count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d) ||
+        count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d))
         return -1;
+    if (cli_opt(c, p, "--micro-batches") && micro == 0)
+        return diag_fail(d, "tessel %s: error: option '--micro-batches': at least 1", c->name);
     *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = steps, .beam = (int)beam,
-                           .quiet = quiet};
+                           .quiet = quiet, .micro_batches = micro};
     return 0;
 }

@@ -10,7 +10,8 @@
 #include "../report/report.h"
 #include "cli.h"
 
-static void print_timing(FILE *f, const char *what, const machine *m, const chips_timing *t) {
+/* batch: the inputs' first axis, t->micro_batches pieces of it. */
+static void print_timing(FILE *f, const char *what, const machine *m, const chips_timing *t, int64_t batch) {
     for (int32_t s = 0; s < t->n; s++) {
         fprintf(f, "  chip %d  %12llu cycles", (int)s, (unsigned long long)t->stage[s]);
         if (s + 1 < t->n)
@@ -18,26 +19,31 @@ static void print_timing(FILE *f, const char *what, const machine *m, const chip
                     (unsigned long long)t->link[s]);
         fputc('\n', f);
     }
-    double hz = m->clock_hz;
-    fprintf(f, "  %s: one batch through every chip %llu cycles (%.3f ms); pipelined, one batch every %llu cycles "
-               "(%.1f batches/s), the busiest stage\n",
-            what, (unsigned long long)t->latency, (double)t->latency / hz * 1e3, (unsigned long long)t->interval,
-            t->interval ? hz / (double)t->interval : 0.0);
-    fprintf(f, "  bubble: %.1f %% of chip time idle for one batch alone (fill and drain); %.1f %% in the steady state "
+    double hz = m->clock_hz, micro = (double)batch / (double)t->micro_batches;
+    fprintf(f, "  %s: the batch of %lld in %lld micro-batch%s: %llu cycles (%.3f ms), the first micro-batch through every "
+               "chip in %llu, then one every %llu (the busiest stage)\n",
+            what, (long long)batch, (long long)t->micro_batches, t->micro_batches > 1 ? "es" : "", (unsigned long long)t->cycles,
+            (double)t->cycles / hz * 1e3, (unsigned long long)t->latency, (unsigned long long)t->interval);
+    fprintf(f, "  steady state: %.1f samples/s (%g per micro-batch, one every %llu cycles at %.2f GHz); one batch alone %.1f/s\n",
+            t->interval ? micro * hz / (double)t->interval : 0.0, micro, (unsigned long long)t->interval, hz / 1e9,
+            t->cycles ? (double)batch * hz / (double)t->cycles : 0.0);
+    fprintf(f, "  bubble: %.1f %% of chip time idle over the batch (fill and drain); %.1f %% in the steady state "
                "(stages unequal)\n",
             100 * t->bubble, 100 * t->imbalance);
 }
 
-static json_t *timing_json(const chips_timing *t, const machine *m) {
+static json_t *timing_json(const chips_timing *t, const machine *m, int64_t batch) {
     json_t *st = json_array();
     for (int32_t s = 0; s < t->n; s++)
         json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I}", "chip", (int)s, "cycles", (json_int_t)t->stage[s],
                                             "link_bytes", (json_int_t)t->link_bytes[s], "link_cycles",
                                             (json_int_t)t->link[s]));
-    return json_pack("{s:o, s:I, s:I, s:f, s:f, s:f}", "stages", st, "latency_cycles", (json_int_t)t->latency,
-                     "interval_cycles", (json_int_t)t->interval, "batches_per_second",
-                     t->interval ? m->clock_hz / (double)t->interval : 0.0, "bubble", t->bubble, "steady_state_idle",
-                     t->imbalance);
+    double micro = (double)batch / (double)t->micro_batches;
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "stages", st, "batch", (json_int_t)batch,
+                     "micro_batches", (json_int_t)t->micro_batches, "cycles", (json_int_t)t->cycles, "latency_cycles",
+                     (json_int_t)t->latency, "interval_cycles", (json_int_t)t->interval, "samples_per_second",
+                     t->interval ? micro * m->clock_hz / (double)t->interval : 0.0, "bubble", t->bubble,
+                     "steady_state_idle", t->imbalance);
 }
 
 int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
@@ -63,7 +69,7 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
             free(text);
         }
         json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "format", "tessel-chips-report", "model", model, "machine",
-                              m->name, "chips", (int)m->chips, "predicted", timing_json(&cc.predicted, m), "stages", stages);
+                              m->name, "chips", (int)m->chips, "predicted", timing_json(&cc.predicted, m, cc.batch), "stages", stages);
         char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(j);
         if (fputs(text, fp) < 0 || fputc('\n', fp) < 0 || outset_close(&os, fp, report, d)) rc = -1;
@@ -82,7 +88,7 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
                    (long long)ci->steps, ci->place.tile_bytes / 1024.0, machine_tile_bytes(&cc.one) / 1024.0,
                    ci->start_plan_fallback ? " (the start plan: no searched plan placed)" : "");
         }
-        print_timing(stdout, "predicted", m, &cc.predicted);
+        print_timing(stdout, "predicted", m, &cc.predicted, cc.batch);
         printf("  package %s\n", out);
     }
     if (rc == 0 || cc.pkg) chips_compiled_free(&cc);
@@ -131,6 +137,9 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
     int32_t nin = 0, nout = 0, nother;
     if (first == 0) driver_package_specs(&pc.pkg[0], &ins, &nin, &other, &nother), free(other);
     if (has_last) driver_package_specs(&pc.pkg[pc.n - 1], &other, &nother, &outs, &nout), free(other);
+    /* The host sees the whole batch: micro-batches along the first axis. */
+    for (int32_t j = 0; j < nin; j++) ins[j].dim[0] *= pc.micro_batches;
+    for (int32_t j = 0; j < nout; j++) outs[j].dim[0] *= pc.micro_batches;
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     sim_stats *st = xcalloc((size_t)pc.n, sizeof(sim_stats));
@@ -145,18 +154,18 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
     if (rc == 0 && last) rc = cli_outputs_commit(&files, outs, outputs, &st[pc.n - 1], &pc.pkg[pc.n - 1], path, NULL, d);
     else if (has_last) cli_outputs_abort(&files);
     if (rc == 0 && last && json) {
-        json_t *j = timing_json(&t, &pc.machine);
+        json_t *j = timing_json(&t, &pc.machine, pc.batch);
         json_object_set_new(j, "package", json_string(path));
         json_object_set_new(j, "machine", json_string(pc.machine.name));
-        json_object_set_new(j, "cycles", json_integer((json_int_t)t.latency));
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);
         free(s);
         json_decref(j);
     } else if (rc == 0 && last) {
         progress_done();
-        printf("ran %s on %s: %d chips, one stage each\n", path, pc.machine.name, (int)pc.n);
-        print_timing(stdout, "simulated", &pc.machine, &t);
+        printf("ran %s on %s: %d chips, one stage each, %lld micro-batch%s\n", path, pc.machine.name, (int)pc.n,
+               (long long)pc.micro_batches, pc.micro_batches > 1 ? "es" : "");
+        print_timing(stdout, "simulated", &pc.machine, &t, pc.batch);
         /* Outputs only: under mpirun the inputs are another rank's, and the
          * report is the same whatever the number of ranks. */
         for (int32_t j = 0; j < nout; j++) cli_print_stats("output", &outs[j], outputs[j], NULL);
@@ -197,7 +206,14 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
             return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
         if (pkg_chips_load(given, NULL, &pc, d)) return -1;
         m = &pc.machine;
-        int rc = graph_split_stages(g, pc.n, &cc.stages, d);
+        cc.batch = pc.batch, cc.micro_batches = pc.micro_batches;
+        int64_t batch = 1;
+        int rc = 0;
+        if (pc.micro_batches > 1 && !(cc.micro = graph_micro_batch(g, pc.batch / pc.micro_batches, &batch, d))) rc = -1;
+        if (rc == 0 && cc.micro && batch != pc.batch)
+            rc = diag_fail(d, "%s: error: the package runs a batch of %lld; %s has %lld", given, (long long)pc.batch, p->pos[0],
+                           (long long)batch);
+        if (rc == 0) rc = graph_split_stages(cc.micro ? cc.micro : g, pc.n, &cc.stages, d);
         json_t *man = rc == 0 ? json_loads(pc.manifest, 0, NULL) : NULL, *stages = json_object_get(man, "stages");
         for (int32_t s = 0; s < pc.n && rc == 0; s++) {
             char name[1024];
@@ -215,6 +231,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
         json_decref(man);
         if (rc) {
             graph_stages_free(&cc.stages);
+            graph_free(cc.micro);
             pkg_chips_free(&pc);
             return -1;
         }
@@ -228,37 +245,63 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
         pkgs = cc.pkg;
     }
     int32_t n = cc.stages.n, nout = graph_outputs(g, NULL, 0);
-    check_result *r = xcalloc((size_t)n, sizeof(check_result));
+    int64_t micro = cc.micro_batches;
+    check_result *r = xcalloc((size_t)n, sizeof(check_result)); /* per stage, over every micro-batch */
     float ***outs = xcalloc((size_t)n, sizeof(float **));
-    float **pure = xcalloc((size_t)nout + 1, sizeof(float *));
+    float **pure = xcalloc((size_t)nout + 1, sizeof(float *)), **whole = xcalloc((size_t)nout + 1, sizeof(float *));
+    package *pk = xcalloc((size_t)n, sizeof(package));
     int rc = 0;
-    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    uint64_t stage[CHIPS_MAX] = {0}, link[CHIPS_MAX] = {0};
+    /* Through the file format and its reader, as check does on one chip. */
     for (int32_t s = 0; s < n && rc == 0; s++) {
-        const graph *gs = cc.stages.g[s];
-        int32_t sin = graph_inputs(gs, NULL, 0), sout = graph_outputs(gs, NULL, 0);
-        float **in = xcalloc((size_t)sin + 1, sizeof(float *));
-        if (s == 0) memcpy(in, inputs, sizeof(float *) * (size_t)sin);
-        else stage_inputs(cc.stages.g[s - 1], outs[s - 1], gs, in);
-        /* Through the file format and its reader, as check does on one chip. */
         size_t len;
         uint8_t *img = package_image(&pkgs[s], &len, p->pos[0], d);
-        package pk;
-        rc = img ? package_parse(img, len, p->pos[0], &pk, d) : -1;
+        rc = img ? package_parse(img, len, p->pos[0], &pk[s], d) : -1;
         free(img);
-        outs[s] = xcalloc((size_t)sout + 1, sizeof(float *));
-        char name[256];
-        snprintf(name, sizeof name, "%s (chip %d)", given ? given : p->pos[0], (int)s);
-        check_options o = {.package = name, .inputs = in, .sim = {.quiet = quiet}, .outputs = outs[s]};
-        if (rc == 0) {
-            rc = driver_check(gs, &pk, &o, &r[s], d);
-            link[s] = 0;
-            for (int32_t b = 0; s + 1 < n && b < pk.bindings.n; b++)
-                if (pk.bindings.v[b].role == PKG_OUTPUT)
-                    link[s] += (uint64_t)sim_binding_numel(&pk.bindings.v[b]) * (uint64_t)dtype_bytes(pk.bindings.v[b].dtype);
-            package_free(&pk);
+        for (int32_t b = 0; rc == 0 && s + 1 < n && b < pk[s].bindings.n; b++)
+            if (pk[s].bindings.v[b].role == PKG_OUTPUT)
+                link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
+        r[s].pass = true, r[s].cosine = 1;
+    }
+    const graph *glast = cc.stages.g[n - 1];
+    for (int64_t mb = 0; mb < micro && rc == 0; mb++) {
+        for (int32_t s = 0; s < n && rc == 0; s++) {
+            const graph *gs = cc.stages.g[s];
+            int32_t sin = graph_inputs(gs, NULL, 0), sout = graph_outputs(gs, NULL, 0);
+            float **in = xcalloc((size_t)sin + 1, sizeof(float *));
+            if (s == 0) { /* micro-batch mb of each input */
+                int32_t *iv = xcalloc((size_t)sin + 1, sizeof(int32_t));
+                graph_inputs(gs, iv, sin);
+                for (int32_t k = 0; k < sin; k++) in[k] = inputs[k] + mb * graph_type_numel(&graph_val(gs, iv[k])->type);
+                free(iv);
+            } else {
+                stage_inputs(cc.stages.g[s - 1], outs[s - 1], gs, in);
+            }
+            float **prev = outs[s];
+            outs[s] = xcalloc((size_t)sout + 1, sizeof(float *));
+            char name[256];
+            snprintf(name, sizeof name, "%s (chip %d, micro-batch %lld)", given ? given : p->pos[0], (int)s, (long long)mb);
+            check_options o = {.package = name, .inputs = in, .sim = {.quiet = quiet}, .outputs = outs[s]};
+            check_result one;
+            rc = driver_check(gs, &pk[s], &o, &one, d);
+            if (rc == 0) { /* the stage over every micro-batch: its worst */
+                if (one.sim.cycles > stage[s]) stage[s] = one.sim.cycles;
+                r[s].pass &= one.pass, r[s].differing += one.differing, r[s].fp8 |= one.fp8;
+                if (!(one.cosine >= r[s].cosine)) r[s].cosine = one.cosine;
+                check_result_free(&one);
+            }
+            for (int32_t j = 0; prev && j < graph_outputs(gs, NULL, 0); j++) free(prev[j]);
+            free(prev);
+            free(in);
         }
-        if (rc == 0) stage[s] = r[s].sim.cycles;
-        free(in);
+        int32_t *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
+        graph_outputs(glast, ov, nout);
+        for (int32_t j = 0; rc == 0 && j < nout; j++) { /* the last chip's outputs at their place in the batch */
+            int64_t k = graph_type_numel(&graph_val(glast, ov[j])->type);
+            if (mb == 0) whole[j] = xmalloc(sizeof(float) * (size_t)(k * micro + 1));
+            memcpy(whole[j] + mb * k, outs[n - 1][j], sizeof(float) * (size_t)k);
+        }
+        free(ov);
     }
     /* The whole model in FP32 against the last chip's outputs. */
     ref_options ro = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32, whole model)"};
@@ -268,12 +311,12 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
     int64_t differing = 0;
     bool fp8 = false, ok = rc == 0;
     if (rc == 0) {
-        driver_chips_timing(m, stage, link, n, 1, &t);
+        driver_chips_timing(m, stage, link, n, micro, &t);
         int32_t *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
         graph_outputs(g, ov, nout);
         for (int32_t s = 0; s < n; s++) ok &= r[s].pass, differing += r[s].differing, fp8 |= r[s].fp8;
         for (int32_t j = 0; j < nout; j++) {
-            num_diff df = num_compare(outs[n - 1][j], pure[j], (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
+            num_diff df = num_compare(whole[j], pure[j], (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
             if (!(df.cosine >= cosine)) cosine = df.cosine;
             if (!(df.max_abs_err <= max_abs)) max_abs = df.max_abs_err;
             ok &= df.nonfinite == 0;
@@ -291,7 +334,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
                                                     "differing", (json_int_t)r[s].differing, "pass", r[s].pass,
                                                     "cosine_stage_fp32", r[s].cosine));
             json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", m->name,
-                                  "chips", (int)n, "stages", st, "simulated", timing_json(&t, m), "differing",
+                                  "chips", (int)n, "stages", st, "simulated", timing_json(&t, m, cc.batch), "differing",
                                   (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
             char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
             puts(s);
@@ -304,9 +347,9 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
                 printf("  chip %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
                        "cosine %.6f against the stage in FP32\n",
                        (int)s, (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1),
-                       (unsigned long long)r[s].sim.cycles, r[s].differing ? "NOT bit-exact" : "bit-exact",
+                       (unsigned long long)stage[s], r[s].differing ? "NOT bit-exact" : "bit-exact",
                        (long long)r[s].differing, r[s].cosine);
-            print_timing(stdout, "simulated", m, &t);
+            print_timing(stdout, "simulated", m, &t, cc.batch);
             printf("  outputs against the whole model in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", cosine, max_abs,
                    fp8 ? 0.99 : 0.999);
             printf("%s\n", ok ? "PASS" : "FAIL");
@@ -317,11 +360,11 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
         int32_t sout = graph_outputs(cc.stages.g[s], NULL, 0);
         for (int32_t j = 0; outs[s] && j < sout; j++) free(outs[s][j]);
         free(outs[s]);
-        check_result_free(&r[s]);
+        package_free(&pk[s]);
     }
-    for (int32_t j = 0; j < nout; j++) free(pure[j]);
-    free(pure), free(outs), free(r);
-    if (given) graph_stages_free(&cc.stages), pkg_chips_free(&pc);
+    for (int32_t j = 0; j < nout; j++) free(pure[j]), free(whole[j]);
+    free(pure), free(whole), free(outs), free(r), free(pk);
+    if (given) graph_stages_free(&cc.stages), graph_free(cc.micro), pkg_chips_free(&pc);
     else chips_compiled_free(&cc);
     return rc;
 }

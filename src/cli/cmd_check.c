@@ -98,6 +98,8 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_outputs_open_html(&files, html, &d);
     const char *given = cli_opt(c, &p, "--package");
     if (rc == 0 && !given) rc = cli_machine(c, &p, &m, &d);
+    if (rc == 0 && !given && m.chips == 1 && cli_opt(c, &p, "--micro-batches"))
+        rc = diag_fail(&d, "tessel check: error: option '--micro-batches': for a machine of several chips (%s has one)", m.name);
     if (rc == 0 && (given ? pkg_chips_file(given) : m.chips > 1)) {
         bool pass = false;
         rc = cli_check_chips(c, &p, g, &m, inputs, &pass, &d);

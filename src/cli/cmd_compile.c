@@ -45,6 +45,11 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
     co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;
+    if (m.chips == 1 && cli_opt(c, &p, "--micro-batches")) {
+        graph_free(g);
+        return diag_fail(&d, "tessel compile: error: option '--micro-batches': for a machine of several chips (%s has one)",
+                         m.name), cli_report(&d);
+    }
     if (m.chips > 1) {
         if (after) rc = diag_fail(&d, "tessel compile: error: option '--print-after': not for a machine of several chips yet");
         else rc = cli_compile_chips(p.pos[0], g, &m, &co, out, save, report, &d);

@@ -43,7 +43,9 @@ void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t
 
 /* The manifest: the model, the machine's name, and per chip its stage's
  * layers, host inputs and outputs. */
-static char *manifest_json(const char *model, const machine *m, const graph_stages *st, const package *pkgs) {
+static char *manifest_json(const char *model, const machine *m, const chips_compiled *cc) {
+    const graph_stages *st = &cc->stages;
+    const package *pkgs = cc->pkg;
     json_t *stages = json_array();
     for (int32_t s = 0; s < st->n; s++) {
         json_t *ins = json_array(), *outs = json_array();
@@ -56,7 +58,8 @@ static char *manifest_json(const char *model, const machine *m, const graph_stag
                                                 (json_int_t)st->first[s], "layers", (json_int_t)st->count[s], "inputs",
                                                 ins, "outputs", outs));
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:o}", "tessel", TESSEL_VERSION, "model", model, "machine", m->name, "stages", stages);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:o}", "tessel", TESSEL_VERSION, "model", model, "machine", m->name,
+                          "batch", (json_int_t)cc->batch, "micro_batches", (json_int_t)cc->micro_batches, "stages", stages);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     return text;
@@ -69,7 +72,8 @@ static char *recipe_json(const machine *m, const chips_compiled *cc) {
         TS_ASSERT(r);
         json_array_append_new(stages, r);
     }
-    json_t *j = json_pack("{s:s, s:i, s:o}", "machine", m->name, "chips", (int)m->chips, "stages", stages);
+    json_t *j = json_pack("{s:s, s:i, s:I, s:o}", "machine", m->name, "chips", (int)m->chips, "micro_batches",
+                          (json_int_t)cc->micro_batches, "stages", stages);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     size_t n = strlen(text);
@@ -102,24 +106,28 @@ static json_t *load_recipe(const char *path, const machine *m, diag *d) {
     return j;
 }
 
-int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d) {
-    memset(out, 0, sizeof *out);
-    TS_ASSERT(m->chips >= 1 && m->chips <= CHIPS_MAX);
-    double t0 = util_now_seconds();
+/* One try: g (or its micro-batch form) cut and every stage compiled. */
+static int compile_stages(const graph *g, const machine *m, const compile_options *o, const json_t *recipe,
+                          chips_compiled *out, diag *d) {
     int32_t n = (int32_t)m->chips;
-    json_t *recipe = NULL;
-    if (o->recipe && !(recipe = load_recipe(o->recipe, m, d))) return -1;
-    if (graph_split_stages(g, n, &out->stages, d)) return json_decref(recipe), -1;
-    out->one = machine_one_chip(m, NULL);
+    const graph *gm = g;
+    if (out->micro_batches > 1) {
+        int64_t batch;
+        if (!(out->micro = graph_micro_batch(g, out->batch / out->micro_batches, &batch, d))) return -1;
+        gm = out->micro;
+    }
+    if (graph_split_stages(gm, n, &out->stages, d)) return -1;
     out->pkg = xcalloc((size_t)n, sizeof(package));
     out->info = xcalloc((size_t)n, sizeof(compile_info));
     int rc = 0;
     for (int32_t s = 0; s < n && rc == 0; s++) {
-        char model[1024];
-        snprintf(model, sizeof model, "%s [chip %d of %d: layers %lld..%lld]", o->model, (int)s, (int)n,
-                 (long long)out->stages.first[s], (long long)(out->stages.first[s] + out->stages.count[s] - 1));
+        char model[1024], layers[96];
+        snprintf(layers, sizeof layers, "layers %lld..%lld", (long long)out->stages.first[s],
+                 (long long)(out->stages.first[s] + out->stages.count[s] - 1));
+        snprintf(model, sizeof model, "%s [chip %d of %d: %s]", o->model, (int)s, (int)n, layers);
         compile_options so = *o;
         so.model = model;
+        so.micro_batches = 0;
         char rname[1024], *rtext = NULL;
         if (recipe) {
             snprintf(rname, sizeof rname, "%s (chip %d)", o->recipe, (int)s);
@@ -127,27 +135,72 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
             so.recipe = rname;
             so.recipe_text = rtext;
         }
-        char detail[128];
-        snprintf(detail, sizeof detail, "chip %d of %d, layers %lld..%lld", (int)s, (int)n, (long long)out->stages.first[s],
-                 (long long)(out->stages.first[s] + out->stages.count[s] - 1));
+        char detail[160];
+        snprintf(detail, sizeof detail, "chip %d of %d, %s, %lld micro-batch%s", (int)s, (int)n, layers,
+                 (long long)out->micro_batches, out->micro_batches > 1 ? "es" : "");
         progress_stage("compile", detail);
         rc = driver_compile(out->stages.g[s], &out->one, &so, &out->pkg[s], &out->info[s], d);
         free(rtext);
         if (rc == 0) out->ncompiled = s + 1;
-        else if (d->set) {
-            /* Say which chip: the stage's own message follows. */
+        else if (d->set) { /* say which chip: the stage's own message follows */
             char why[sizeof d->text];
             snprintf(why, sizeof why, "%s", d->text);
             bool fit = d->no_fit;
             *d = (diag){0};
-            if (fit) diag_fail_fit(d, "chip %d of %d (layers %lld..%lld): %s", (int)s, (int)n,
-                                   (long long)out->stages.first[s],
-                                   (long long)(out->stages.first[s] + out->stages.count[s] - 1), why);
+            if (fit) diag_fail_fit(d, "chip %d of %d (%s, micro-batches of %lld): %s", (int)s, (int)n, layers,
+                                   (long long)(out->batch / out->micro_batches), why);
             else diag_fail(d, "%s", why);
         }
     }
+    return rc;
+}
+
+static void free_stages(chips_compiled *c) {
+    for (int32_t s = 0; s < c->ncompiled; s++) {
+        package_free(&c->pkg[s]);
+        compile_info_free(&c->info[s]);
+    }
+    free(c->pkg);
+    free(c->info);
+    c->pkg = NULL, c->info = NULL, c->ncompiled = 0;
+    graph_stages_free(&c->stages);
+    graph_free(c->micro);
+    c->micro = NULL;
+}
+
+int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    TS_ASSERT(m->chips >= 1 && m->chips <= CHIPS_MAX);
+    double t0 = util_now_seconds();
+    int32_t n = (int32_t)m->chips;
+    json_t *recipe = NULL;
+    if (o->recipe && !(recipe = load_recipe(o->recipe, m, d))) return -1;
+    out->one = machine_one_chip(m, NULL);
+    /* The batch: the inputs' common first axis (1 when there is none to split). */
+    int32_t in0;
+    out->batch = graph_inputs(g, &in0, 1) == 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
+    int64_t want = o->micro_batches;
+    if (recipe && json_is_integer(json_object_get(recipe, "micro_batches")))
+        want = json_integer_value(json_object_get(recipe, "micro_batches"));
+    if (want > 0 && (out->batch % want != 0))
+        return json_decref(recipe), diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a batch of %lld "
+                                                 "does not split into %lld", (long long)want, (long long)out->batch,
+                                              (long long)want);
+    /* Micro-batches: as asked, or the fewest (the largest) whose stages fit. */
+    int rc = -1;
+    for (int64_t mb = want > 0 ? want : 1; mb <= out->batch; mb++) {
+        if (out->batch % mb) continue;
+        out->micro_batches = mb;
+        diag dt = {0};
+        rc = compile_stages(g, m, o, recipe, out, &dt);
+        if (rc == 0 || want > 0 || !dt.no_fit || mb == out->batch) {
+            if (rc) *d = dt;
+            break;
+        }
+        free_stages(out); /* does not fit: smaller micro-batches */
+    }
     if (rc == 0) {
-        out->manifest = manifest_json(o->model, m, &out->stages, out->pkg);
+        out->manifest = manifest_json(o->model, m, out);
         out->recipe = recipe_json(m, out);
         uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
         for (int32_t s = 0; s < n; s++) {
@@ -158,7 +211,7 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
             for (int32_t b = 0; s + 1 < n && b < out->pkg[s].bindings.n; b++)
                 if (out->pkg[s].bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&out->pkg[s].bindings.v[b]);
         }
-        driver_chips_timing(m, stage, link, n, 1, &out->predicted);
+        driver_chips_timing(m, stage, link, n, out->micro_batches, &out->predicted);
     }
     json_decref(recipe);
     out->seconds = util_now_seconds() - t0;
@@ -167,15 +220,9 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
 }
 
 void chips_compiled_free(chips_compiled *c) {
-    for (int32_t s = 0; s < c->ncompiled; s++) {
-        package_free(&c->pkg[s]);
-        compile_info_free(&c->info[s]);
-    }
-    free(c->pkg);
-    free(c->info);
+    free_stages(c);
     free(c->manifest);
     free(c->recipe);
-    graph_stages_free(&c->stages);
     memset(c, 0, sizeof *c);
 }
 
@@ -366,20 +413,19 @@ int32_t driver_chips_first(int32_t chips, int rank, int ranks) {
     return (int32_t)((int64_t)chips * rank / ranks);
 }
 
-int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
-                     float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d) {
-    static const chips_transport alone = {.rank = 0, .ranks = 1};
-    if (!tp) tp = &alone;
+/* Chips [first, end) on micro-batch `mb`, their cycles and link bytes into
+ * give (which arrives holding the earlier chips'); the last chip's
+ * outputs into outputs at the micro-batch's place. */
+static int run_micro(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
+                     float *const *inputs, float **outputs, sim_stats *st, int64_t mb, handover *give, diag *d) {
     int32_t n = pc->n, first = driver_chips_first(n, tp->rank, tp->ranks), end = driver_chips_first(n, tp->rank + 1, tp->ranks);
-    *last = end == n;
-    handover got = {.ok = true}, give = {.ok = true};
-    bool relayed = false;  /* an earlier rank's failure, passed on */
+    handover got = {.ok = true};
     uint8_t *bytes = NULL;
     size_t len = 0;
     int rc = 0;
-    char from[64];
     if (first > 0) { /* the chips before ours ran on another rank */
         int prev = 0;
+        char from[64];
         while (driver_chips_first(n, prev + 1, tp->ranks) <= first - 1) prev++;
         snprintf(from, sizeof from, "rank %d (chip %d)", prev, (int)first - 1);
         rc = tp->recv(tp->ctx, prev, &bytes, &len, d);
@@ -389,20 +435,21 @@ int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transpor
              * outputs, the ranks between pass the message on silently. */
             if (end == n) diag_fail(d, "tessel run: error: no outputs: an earlier rank failed (%s)", got.why);
             else *d = (diag){.set = true};
-            int32_t done = got.chips;
             if (end < n) {
                 diag why = {.set = true};
                 snprintf(why.text, sizeof why.text, "%s", got.why);
-                send_failure(tp, next_rank(n, tp), done, &why);
-                relayed = true;
+                send_failure(tp, next_rank(n, tp), got.chips, &why);
+                give->ok = false; /* passed on already */
             }
             rc = -1;
         }
-        if (rc == 0 && got.chips != first) rc = diag_fail(d, "error: %s handed over %d chips' results, not %d", from, got.chips, first);
+        if (rc == 0 && got.chips != first)
+            rc = diag_fail(d, "error: %s handed over %d chips' results, not %d", from, got.chips, first);
+        for (int32_t s = 0; rc == 0 && s < first; s++) {
+            if (got.stage[s] > give->stage[s]) give->stage[s] = got.stage[s];
+            give->link[s] = got.link[s];
+        }
     }
-    give.chips = first;
-    memcpy(give.stage, got.stage, sizeof give.stage);
-    memcpy(give.link, got.link, sizeof give.link);
     float **prev_out = NULL;
     int32_t prev_n = 0;
     for (int32_t s = first; s < end && rc == 0; s++) {
@@ -411,43 +458,78 @@ int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transpor
         int32_t nin = 0, nout = 0;
         for (int32_t b = 0; b < p->bindings.n; b++) nin += p->bindings.v[b].role == PKG_INPUT, nout += p->bindings.v[b].role == PKG_OUTPUT;
         float **in = xcalloc((size_t)nin + 1, sizeof(float *));
-        if (s == 0) memcpy(in, inputs, sizeof(float *) * (size_t)nin);
-        else if (s == first) rc = inputs_from(&got, p, in, path, s, d);
-        else {
+        if (s == 0) {
+            for (int32_t b = 0, k = 0; b < p->bindings.n; b++)
+                if (p->bindings.v[b].role == PKG_INPUT) in[k] = inputs[k] + mb * sim_binding_numel(&p->bindings.v[b]), k++;
+        } else if (s == first) {
+            rc = inputs_from(&got, p, in, path, s, d);
+        } else {
             handover h = {0};
             handover_of(&pc->pkg[s - 1], prev_out, &h);
             rc = inputs_from(&h, p, in, path, s, d);
             free(h.name), free(h.numel), free(h.data);
         }
-        float **out = s + 1 == n ? outputs : xcalloc((size_t)nout + 1, sizeof(float *));
+        float **out = xcalloc((size_t)nout + 1, sizeof(float *));
+        sim_stats_free(&st[s]);
         if (rc == 0) rc = sim_run(p, so, in, out, &st[s], d);
         free(in);
         for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
         free(prev_out);
-        prev_out = s + 1 == n ? NULL : out, prev_n = nout;
+        prev_out = out, prev_n = nout;
         if (rc == 0) {
-            give.stage[s] = st[s].cycles;
-            give.link[s] = 0;
+            if (st[s].cycles > give->stage[s]) give->stage[s] = st[s].cycles;
+            give->link[s] = 0;
             for (int32_t b = 0; s + 1 < n && b < p->bindings.n; b++)
-                if (p->bindings.v[b].role == PKG_OUTPUT) give.link[s] += binding_bytes(&p->bindings.v[b]);
-            give.chips = s + 1;
+                if (p->bindings.v[b].role == PKG_OUTPUT) give->link[s] += binding_bytes(&p->bindings.v[b]);
+            give->chips = s + 1;
         }
     }
-    if (end < n && rc && !relayed) {
-        send_failure(tp, next_rank(n, tp), give.chips, d); /* the next rank fails saying why */
+    if (rc == 0 && end == n) { /* the last chip: its outputs at this micro-batch's place */
+        const package *p = &pc->pkg[n - 1];
+        for (int32_t b = 0, j = 0; b < p->bindings.n; b++) {
+            if (p->bindings.v[b].role != PKG_OUTPUT) continue;
+            int64_t k = sim_binding_numel(&p->bindings.v[b]);
+            if (mb == 0) outputs[j] = xmalloc(sizeof(float) * (size_t)(k * pc->micro_batches + 1));
+            memcpy(outputs[j] + mb * k, prev_out[j], sizeof(float) * (size_t)k);
+            j++;
+        }
+    }
+    if (end < n && rc && give->ok) {
+        send_failure(tp, next_rank(n, tp), give->chips, d); /* the next rank fails saying why */
+        give->ok = false;
     } else if (end < n && rc == 0) { /* hand our last chip's outputs to the next rank */
-        handover_of(&pc->pkg[end - 1], prev_out, &give);
+        handover h = *give;
+        handover_of(&pc->pkg[end - 1], prev_out, &h);
         size_t blen;
-        uint8_t *b = handover_bytes(&give, &blen);
+        uint8_t *b = handover_bytes(&h, &blen);
         rc = tp->send(tp->ctx, next_rank(n, tp), b, blen, d);
         free(b);
-        free(give.name), free(give.numel), free(give.data);
-    } else if (rc == 0) {
-        driver_chips_timing(&pc->machine, give.stage, give.link, n, 1, t);
+        free(h.name), free(h.numel), free(h.data);
     }
     for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
     free(prev_out);
     handover_free(&got);
     free(bytes);
+    return rc;
+}
+
+int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
+                     float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d) {
+    static const chips_transport alone = {.rank = 0, .ranks = 1};
+    if (!tp) tp = &alone;
+    int32_t n = pc->n;
+    *last = driver_chips_first(n, tp->rank + 1, tp->ranks) == n;
+    handover give = {.ok = true};
+    int rc = 0;
+    for (int64_t mb = 0; mb < pc->micro_batches && rc == 0; mb++) {
+        give.chips = driver_chips_first(n, tp->rank, tp->ranks);
+        rc = run_micro(pc, path, tp, so, inputs, outputs, st, mb, &give, d);
+    }
+    if (rc == 0 && *last) driver_chips_timing(&pc->machine, give.stage, give.link, n, pc->micro_batches, t);
+    if (rc && *last) {
+        const package *p = &pc->pkg[n - 1];
+        for (int32_t b = 0, j = 0; b < p->bindings.n; b++)
+            if (p->bindings.v[b].role == PKG_OUTPUT) free(outputs[j]), outputs[j++] = NULL;
+    }
     return rc;
 }

@@ -21,6 +21,7 @@ typedef struct compile_options {
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
     const char *recipe_text;  /* its text, already read (a stage's of a recipe for several chips); recipe names it */
+    int64_t micro_batches;    /* several chips: the batch in this many pieces (0: the fewest whose stages fit) */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
     int beam;                 /* the beam's width (0: none) */
     bool quiet;               /* no progress line */
@@ -286,7 +287,10 @@ void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t
                          int64_t micro_batches, chips_timing *t);
 
 typedef struct chips_compiled {
-    graph_stages stages;
+    int64_t batch;          /* the inputs' first axis */
+    int64_t micro_batches;  /* the batch goes through in this many pieces */
+    graph *micro;           /* the model for one micro-batch (graph_micro_batch), or NULL (one: the model) */
+    graph_stages stages;    /* of the model or of micro */
     machine one;            /* the machine's one chip: each stage's package is for it */
     int32_t ncompiled;
     package *pkg;           /* per stage */
@@ -296,8 +300,9 @@ typedef struct chips_compiled {
     chips_timing predicted; /* from the stages' predicted cycles */
     double seconds;
 } chips_compiled;
-/* g over machine m's chips (m->chips > 1). The error of a stage that does
- * not fit names its chip and layers. */
+/* g over machine m's chips (m->chips > 1), in o->micro_batches pieces of
+ * its batch, or (0) the fewest whose stages fit, trying 1, 2, ... in turn.
+ * The error of a stage that does not fit names its chip and layers. */
 int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d);
 void chips_compiled_free(chips_compiled *c);
 

@@ -497,6 +497,13 @@ typedef struct graph_stages {
     int64_t *first, *count;
 } graph_stages;
 int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag *d);
+/* g for micro-batches of `micro`: every input and output is split along its
+ * first axis, whose common length is the batch (*batch); every value as
+ * long along its first axis becomes `micro` long. Refused, saying which op,
+ * where an op mixes batch elements (sums, normalises or contracts over
+ * them, moves or cuts the batch axis, a training step) or a shape does not
+ * follow the batch. g must outlive the result (imported data is shared). */
+graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d);
 void graph_stages_free(graph_stages *s);
 
 /* ---- siblings.c: matmuls that read one operand become one ----------------

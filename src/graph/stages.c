@@ -233,3 +233,136 @@ void graph_stages_free(graph_stages *s) {
     free(s->count);
     memset(s, 0, sizeof *s);
 }
+
+/* ---- micro-batches --------------------------------------------------------- */
+
+typedef struct rebatch {
+    const graph *g;
+    int64_t from, to;        /* the batch, the micro-batch */
+} rebatch;
+
+static graph_type rebatched(const rebatch *rb, graph_type t) {
+    if (t.rank >= 1 && t.dim[0] == rb->from) t.dim[0] = rb->to;
+    return t;
+}
+
+/* Whether op keeps the batch elements apart along axis 0. */
+static const char *mixes_batch(const rebatch *rb, const graph_op *o) {
+    const graph *g = rb->g;
+    bool batched_in = false;
+    for (int32_t k = 0; k < o->nin; k++) {
+        const graph_type *t = &graph_val(g, o->in[k])->type;
+        batched_in |= graph_opr(g, graph_val(g, o->in[k])->def)->kind != OP_PARAM && t->rank >= 1 && t->dim[0] == rb->from;
+    }
+    if (!batched_in) return NULL;
+    const graph_type *t0 = &graph_val(g, o->in[0])->type;
+    switch (o->kind) {
+    case OP_TRANSPOSE:
+        return o->attr[ATTR_PERM].ints.n && o->attr[ATTR_PERM].ints.v[0] != 0 ? "moves the batch axis" : NULL;
+    case OP_CONCAT: return graph_attr_int(o, ATTR_AXIS) == 0 ? "joins along the batch axis" : NULL;
+    case OP_SOFTMAX: return graph_attr_int(o, ATTR_AXIS) == 0 || (t0->rank == 1) ? "normalises over the batch" : NULL;
+    case OP_REDUCE_SUM:
+        for (int32_t k = 0; k < o->attr[ATTR_AXES].ints.n; k++)
+            if (o->attr[ATTR_AXES].ints.v[k] == 0) return "sums over the batch";
+        return NULL;
+    case OP_MATMUL:
+        return graph_attr_bool(o, ATTR_TRANSPOSE_A) && t0->rank == 2 ? "contracts over the batch" : NULL;
+    case OP_SGD:
+    case OP_ADAMW:
+    case OP_GLOBAL_NORM_CLIP:
+    case OP_MATMUL_SGD:
+    case OP_MATMUL_ADAMW: return "is a training step (micro-batches there need gradient accumulation)";
+    default: return NULL;
+    }
+}
+
+static bool rebatch_hook(graph_rw *rw, int32_t id) {
+    rebatch *rb = rw->ctx;
+    const graph_op *o = graph_opr(rb->g, id);
+    if (o->kind == OP_INPUT) {
+        const graph_value *v = graph_val(rb->g, o->out[0]);
+        int32_t op = graph_add_input(rw->out, v->name, rebatched(rb, v->type));
+        rw->vmap[o->out[0]] = graph_result(rw->out, op, 0);
+        graph_rw_trivia(rw, id, op);
+        return true;
+    }
+    if (o->kind == OP_SLICE || o->kind == OP_PAD) { /* bounds on the batch axis would need rewriting */
+        const graph_type *t = &graph_val(rb->g, o->in[0])->type;
+        const graph_attr *a = &o->attr[o->kind == OP_SLICE ? ATTR_START : ATTR_LOW];
+        const graph_attr *b = &o->attr[o->kind == OP_SLICE ? ATTR_END : ATTR_HIGH];
+        bool whole = o->kind == OP_SLICE ? a->ints.v[0] == 0 && b->ints.v[0] >= t->dim[0] : a->ints.v[0] == 0 && b->ints.v[0] == 0;
+        if (t->rank >= 1 && t->dim[0] == rb->from && !whole) {
+            rw->err = graph_fail_op(rb->g, id, rw->d, "'%s' cuts the batch axis: the batch cannot be split into micro-batches",
+                                    graph_op_name(rb->g, id));
+            return true;
+        }
+    }
+    if (graph_op_infos[o->kind].structural) return false;
+    const char *why = mixes_batch(rb, o);
+    if (why) {
+        rw->err = graph_fail_op(rb->g, id, rw->d, "'%s' %s: the batch cannot be split into micro-batches",
+                                graph_op_name(rb->g, id), why);
+        return true;
+    }
+    int32_t *in = xmalloc(sizeof(int32_t) * ((size_t)o->nin + 1));
+    const char **names = xmalloc(sizeof(char *) * ((size_t)o->nout + 1));
+    graph_type *types = xcalloc((size_t)o->nout + 1, sizeof(graph_type));
+    for (int32_t k = 0; k < o->nin; k++) in[k] = rw->vmap[o->in[k]];
+    for (int32_t k = 0; k < o->nout; k++) {
+        names[k] = graph_val(rb->g, o->out[k])->name;
+        types[k] = rebatched(rb, graph_val(rb->g, o->out[k])->type);
+    }
+    int32_t op = graph_begin_op(rw->out, o->kind, in, o->nin);
+    graph_copy_attrs(rw->out, op, rb->g, id, ~0ull);
+    if (o->kind == OP_SLICE) { /* a whole batch axis: its end follows the micro-batch */
+        graph_op *no = graph_opr(rw->out, op);
+        int64_t *end = no->attr[ATTR_END].ints.v;
+        if (end[0] >= rb->from) end[0] = rb->to;
+    }
+    if (graph_finish_op(rw->out, op, names, types, rw->d)) rw->err = -1;
+    else
+        for (int32_t k = 0; k < o->nout; k++) rw->vmap[o->out[k]] = graph_result(rw->out, op, k);
+    if (!rw->err) graph_rw_trivia(rw, id, op);
+    free(in);
+    free(names);
+    free(types);
+    return true;
+}
+
+graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d) {
+    int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0);
+    int32_t *ids = xcalloc((size_t)(nin + nout) + 1, sizeof(int32_t));
+    graph_inputs(g, ids, nin);
+    graph_outputs(g, ids + nin, nout);
+    int64_t b = -1;
+    int rc = 0;
+    for (int32_t k = 0; k < nin + nout && rc == 0; k++) {
+        const graph_value *v = graph_val(g, ids[k]);
+        int64_t lead = v->type.rank >= 1 ? v->type.dim[0] : -1;
+        if (b < 0) b = lead;
+        if (lead != b || lead < 1)
+            rc = diag_fail(d, "%s: error: micro-batches split every input and output along its first axis; '%s' is %s, "
+                              "not %lld long there", g->path, v->name, lead < 1 ? "a scalar" : "another size", (long long)b);
+    }
+    free(ids);
+    if (rc) return NULL;
+    *batch = b;
+    if (micro < 1 || b % micro)
+        return diag_fail(d, "%s: error: a batch of %lld does not split into micro-batches of %lld", g->path, (long long)b,
+                         (long long)micro), NULL;
+    rebatch rb = {g, b, micro};
+    graph_rw rw;
+    graph_rw_hooks hooks = {.op = rebatch_hook};
+    graph_rw_init(&rw, g, &hooks, &rb, d);
+    graph_rw_block(&rw, &g->body);
+    graph *out = graph_rw_finish_graph(&rw);
+    if (!out && d->set && !strstr(d->text, "micro-batch")) {
+        /* A shape that does not follow the batch (a reshape folding it into rows, say). */
+        char why[sizeof d->text];
+        snprintf(why, sizeof why, "%s", d->text);
+        *d = (diag){0};
+        diag_fail(d, "%s: error: the batch of %lld cannot be split into micro-batches of %lld:\n%s", g->path, (long long)b,
+                  (long long)micro, why);
+    }
+    return out;
+}

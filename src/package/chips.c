@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "package.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,17 @@ int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool
     out->manifest = xmalloc(flen + 1);
     memcpy(out->manifest, fj, flen);
     out->manifest[flen] = 0;
+    json_t *man = json_loads(out->manifest, 0, NULL), *mb = json_object_get(man, "micro_batches");
+    out->micro_batches = json_is_integer(mb) ? (int64_t)json_integer_value(mb) : 1;
+    json_t *bt = json_object_get(man, "batch");
+    out->batch = json_is_integer(bt) ? (int64_t)json_integer_value(bt) : out->micro_batches;
+    bool man_ok = json_is_object(man) && out->micro_batches >= 1 && out->micro_batches <= (1 << 20) && out->batch >= 1 &&
+                  out->batch % out->micro_batches == 0;
+    json_decref(man);
+    if (!man_ok) {
+        pkg_chips_free(out);
+        return diag_fail(d, "%s: error: the manifest is not a JSON object whose batch splits into its micro_batches", path);
+    }
     out->pkg = xcalloc(n, sizeof(package));
     out->loaded = xcalloc(n, sizeof(bool));
     int rc = 0;

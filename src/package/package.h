@@ -242,6 +242,8 @@ typedef struct pkg_chips {
     machine machine;       /* chips > 1 */
     int32_t n;             /* chips, one package each */
     char *manifest;        /* JSON text */
+    int64_t batch;         /* the manifest's: the inputs' first axis */
+    int64_t micro_batches; /* and the pieces it runs in, each through every chip */
     package *pkg;          /* per chip; only those loaded are filled */
     bool *loaded;
 } pkg_chips;

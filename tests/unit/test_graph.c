@@ -550,10 +550,60 @@ static void stages_compute_the_model(void **state) {
     graph_free(g);
 }
 
+/* A model in micro-batches computes, piece by piece, what it computes on
+ * the whole batch; what mixes the batch is refused, naming the op. */
+static void micro_batches_compute_the_model(void **state) {
+    (void)state;
+    diag d = {0};
+    graph *g = models_load("zoo:vit:layers=2,width=32,heads=2,mlp=48,image=16,patch=4,batch=4", &d);
+    if (!g) fail_msg("%s", d.text);
+    int64_t batch = 0;
+    graph *gm = graph_micro_batch(g, 1, &batch, &d);
+    if (!gm) fail_msg("%s", d.text);
+    assert_int_equal(batch, 4);
+    int32_t in, out;
+    graph_inputs(gm, &in, 1);
+    graph_outputs(gm, &out, 1);
+    assert_int_equal(graph_val(gm, in)->type.dim[0], 1);
+    assert_int_equal(graph_val(gm, out)->type.dim[0], 1);
+    int64_t nin = graph_type_numel(&graph_val(g, graph_lookup(g, "patches"))->type), nout = 4 * 16 * 32;
+    float *x = malloc(sizeof(float) * (size_t)nin), *whole[1] = {0}, *piece[1] = {0};
+    graph_input_default(g, graph_lookup(g, "patches"), 0, x);
+    ref_options ro = {.quiet = true};
+    assert_int_equal(ref_run(g, &ro, &x, whole, &d), 0);
+    for (int m = 0; m < 4; m++) {
+        float *xm = x + m * nin / 4;
+        assert_int_equal(ref_run(gm, &ro, &xm, piece, &d), 0);
+        assert_memory_equal(piece[0], whole[0] + m * nout / 4, sizeof(float) * (size_t)nout / 4);
+        free(piece[0]);
+    }
+    free(x), free(whole[0]);
+    graph_free(gm);
+    assert_null(graph_micro_batch(g, 3, &batch, &d));
+    if (!strstr(d.text, "a batch of 4 does not split into micro-batches of 3")) fail_msg("%s", d.text);
+    graph_free(g);
+
+    d = (diag){0};
+    g = models_load("zoo:train-mlp:tokens=8,width=16,hidden=32", &d);
+    assert_non_null(g);
+    assert_null(graph_micro_batch(g, 4, &batch, &d));
+    if (!strstr(d.text, "'loss' is a scalar, not 8 long there")) fail_msg("%s", d.text);
+    graph_free(g);
+
+    static const char mix[] = "graph mix\ninput %x : f16[4, 8]\n%p = softmax(%x) {axis = 0} : f16[4, 8]\noutput %p\n";
+    d = (diag){0};
+    g = graph_parse("mix.tsl", mix, strlen(mix), &d);
+    assert_non_null(g);
+    assert_null(graph_micro_batch(g, 2, &batch, &d));
+    if (!strstr(d.text, "'p' normalises over the batch: the batch cannot be split into micro-batches")) fail_msg("%s", d.text);
+    graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(example_parses_with_its_structure),
         cmocka_unit_test(stages_compute_the_model),
+        cmocka_unit_test(micro_batches_compute_the_model),
         cmocka_unit_test(trivia_round_trips),
         cmocka_unit_test(builder_output_round_trips),
         cmocka_unit_test(verifier_rejects_broken_graphs),
