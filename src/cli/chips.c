@@ -194,79 +194,90 @@ static void stage_inputs(const graph *prev, float **prev_out, const graph *g, fl
     free(ov);
 }
 
-int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine *m, float *const *inputs, bool *pass,
-                    diag *d) {
-    bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
-    const char *given = cli_opt(c, p, "--package");
-    chips_compiled cc = {0};
-    pkg_chips pc = {0};
+/* The stages of a check: a saved package's, the model cut as its manifest
+ * says it was (refused when its chips run other layers), or the model
+ * compiled for m. */
+typedef struct chips_under_check {
+    chips_compiled cc;     /* stages (and, compiled, the packages) */
+    pkg_chips pc;          /* a saved package */
     const package *pkgs;
-    if (given) { /* a saved package: the model cut as its manifest says it was */
-        if (cli_opt(c, p, "--machine"))
-            return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", given);
-        if (pkg_chips_load(given, NULL, &pc, d)) return -1;
-        m = &pc.machine;
-        cc.batch = pc.batch, cc.micro_batches = pc.micro_batches;
-        int64_t batch = 1;
-        int rc = 0;
-        if (pc.micro_batches > 1 && !(cc.micro = graph_micro_batch(g, pc.batch / pc.micro_batches, &batch, d))) rc = -1;
-        if (rc == 0 && cc.micro && batch != pc.batch)
-            rc = diag_fail(d, "%s: error: the package runs a batch of %lld; %s has %lld", given, (long long)pc.batch, p->pos[0],
-                           (long long)batch);
-        if (rc == 0) rc = graph_split_stages(cc.micro ? cc.micro : g, pc.n, &cc.stages, d);
-        json_t *man = rc == 0 ? json_loads(pc.manifest, 0, NULL) : NULL, *stages = json_object_get(man, "stages");
-        for (int32_t s = 0; s < pc.n && rc == 0; s++) {
-            char name[1024];
-            snprintf(name, sizeof name, "%s (chip %d)", given, (int)s);
-            json_t *st = json_array_get(stages, (size_t)s);
-            json_int_t first = json_integer_value(json_object_get(st, "first_layer"));
-            json_int_t count = json_integer_value(json_object_get(st, "layers"));
-            if (first != cc.stages.first[s] || count != cc.stages.count[s])
-                rc = diag_fail(d, "%s: error: chip %d runs layers %lld..%lld of the model it was compiled from; %s cut "
-                                  "over %d chips gives it layers %lld..%lld",
-                               given, (int)s, (long long)first, (long long)(first + count - 1), p->pos[0], (int)pc.n,
-                               (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1));
-            if (rc == 0) rc = driver_package_matches(cc.stages.g[s], &pc.pkg[s], name, d);
-        }
-        json_decref(man);
-        if (rc) {
-            graph_stages_free(&cc.stages);
-            graph_free(cc.micro);
-            pkg_chips_free(&pc);
-            return -1;
-        }
-        pkgs = pc.pkg;
-    } else {
-        compile_options co;
-        if (cli_plan_options(c, p, p->pos[0], quiet, &co, d)) return -1;
-        co.no_fuse = cli_flag(c, p, "--no-fuse");
-        co.no_siblings = cli_flag(c, p, "--no-siblings");
-        if (driver_compile_chips(g, m, &co, &cc, d)) return -1;
-        pkgs = cc.pkg;
-    }
-    int32_t n = cc.stages.n, nout = graph_outputs(g, NULL, 0);
-    int64_t micro = cc.micro_batches;
-    check_result *r = xcalloc((size_t)n, sizeof(check_result)); /* per stage, over every micro-batch */
-    float ***outs = xcalloc((size_t)n, sizeof(float **));
-    float **pure = xcalloc((size_t)nout + 1, sizeof(float *)), **whole = xcalloc((size_t)nout + 1, sizeof(float *));
-    package *pk = xcalloc((size_t)n, sizeof(package));
+    const machine *m;
+    const char *given;
+} chips_under_check;
+
+static int saved_stages(const parsed *p, const graph *g, chips_under_check *u, diag *d) {
+    chips_compiled *cc = &u->cc;
+    pkg_chips *pc = &u->pc;
+    if (pkg_chips_load(u->given, NULL, pc, d)) return -1;
+    u->m = &pc->machine;
+    u->pkgs = pc->pkg;
+    cc->batch = pc->batch, cc->micro_batches = pc->micro_batches;
+    int64_t batch = 1;
     int rc = 0;
-    uint64_t stage[CHIPS_MAX] = {0}, link[CHIPS_MAX] = {0};
+    if (pc->micro_batches > 1 && !(cc->micro = graph_micro_batch(g, pc->batch / pc->micro_batches, &batch, d))) rc = -1;
+    if (rc == 0 && cc->micro && batch != pc->batch)
+        rc = diag_fail(d, "%s: error: the package runs a batch of %lld; %s has %lld", u->given, (long long)pc->batch,
+                       p->pos[0], (long long)batch);
+    if (rc == 0) rc = graph_split_stages(cc->micro ? cc->micro : g, pc->n, &cc->stages, d);
+    json_t *man = rc == 0 ? json_loads(pc->manifest, 0, NULL) : NULL, *stages = json_object_get(man, "stages");
+    for (int32_t s = 0; s < pc->n && rc == 0; s++) {
+        char name[1024];
+        snprintf(name, sizeof name, "%s (chip %d)", u->given, (int)s);
+        json_t *st = json_array_get(stages, (size_t)s);
+        json_int_t first = json_integer_value(json_object_get(st, "first_layer"));
+        json_int_t count = json_integer_value(json_object_get(st, "layers"));
+        if (first != cc->stages.first[s] || count != cc->stages.count[s])
+            rc = diag_fail(d, "%s: error: chip %d runs layers %lld..%lld of the model it was compiled from; %s cut "
+                              "over %d chips gives it layers %lld..%lld",
+                           u->given, (int)s, (long long)first, (long long)(first + count - 1), p->pos[0], (int)pc->n,
+                           (long long)cc->stages.first[s], (long long)(cc->stages.first[s] + cc->stages.count[s] - 1));
+        if (rc == 0) rc = driver_package_matches(cc->stages.g[s], &pc->pkg[s], name, d);
+    }
+    json_decref(man);
+    return rc;
+}
+
+static void under_check_free(chips_under_check *u) {
+    if (u->given) graph_stages_free(&u->cc.stages), graph_free(u->cc.micro), pkg_chips_free(&u->pc);
+    else chips_compiled_free(&u->cc);
+}
+
+/* What checking every stage on every micro-batch found. */
+typedef struct chips_found {
+    check_result *r;       /* per stage, over every micro-batch: pass, differing, worst cosine, fp8 */
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    float **whole;         /* the last chip's outputs, the whole batch */
+} chips_found;
+
+/* Every micro-batch through every stage, each stage checked by
+ * driver_check (simulated, bit for bit against its plan-exact reference,
+ * by cosine against itself in FP32) on what the stage before it produced. */
+static int check_stages(const chips_under_check *u, const char *title, bool quiet, float *const *inputs, chips_found *f,
+                        diag *d) {
+    const chips_compiled *cc = &u->cc;
+    int32_t n = cc->stages.n;
+    int64_t micro = cc->micro_batches;
+    const graph *glast = cc->stages.g[n - 1];
+    int32_t nout = graph_outputs(glast, NULL, 0);
+    float ***outs = xcalloc((size_t)n, sizeof(float **));
+    package *pk = xcalloc((size_t)n, sizeof(package));
+    f->r = xcalloc((size_t)n, sizeof(check_result));
+    f->whole = xcalloc((size_t)nout + 1, sizeof(float *));
+    int rc = 0;
     /* Through the file format and its reader, as check does on one chip. */
     for (int32_t s = 0; s < n && rc == 0; s++) {
         size_t len;
-        uint8_t *img = package_image(&pkgs[s], &len, p->pos[0], d);
-        rc = img ? package_parse(img, len, p->pos[0], &pk[s], d) : -1;
+        uint8_t *img = package_image(&u->pkgs[s], &len, title, d);
+        rc = img ? package_parse(img, len, title, &pk[s], d) : -1;
         free(img);
         for (int32_t b = 0; rc == 0 && s + 1 < n && b < pk[s].bindings.n; b++)
             if (pk[s].bindings.v[b].role == PKG_OUTPUT)
-                link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
-        r[s].pass = true, r[s].cosine = 1;
+                f->link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
+        f->r[s].pass = true, f->r[s].cosine = 1;
     }
-    const graph *glast = cc.stages.g[n - 1];
     for (int64_t mb = 0; mb < micro && rc == 0; mb++) {
         for (int32_t s = 0; s < n && rc == 0; s++) {
-            const graph *gs = cc.stages.g[s];
+            const graph *gs = cc->stages.g[s];
             int32_t sin = graph_inputs(gs, NULL, 0), sout = graph_outputs(gs, NULL, 0);
             float **in = xcalloc((size_t)sin + 1, sizeof(float *));
             if (s == 0) { /* micro-batch mb of each input */
@@ -275,22 +286,23 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
                 for (int32_t k = 0; k < sin; k++) in[k] = inputs[k] + mb * graph_type_numel(&graph_val(gs, iv[k])->type);
                 free(iv);
             } else {
-                stage_inputs(cc.stages.g[s - 1], outs[s - 1], gs, in);
+                stage_inputs(cc->stages.g[s - 1], outs[s - 1], gs, in);
             }
             float **prev = outs[s];
             outs[s] = xcalloc((size_t)sout + 1, sizeof(float *));
             char name[256];
-            snprintf(name, sizeof name, "%s (chip %d, micro-batch %lld)", given ? given : p->pos[0], (int)s, (long long)mb);
+            snprintf(name, sizeof name, "%s (chip %d, micro-batch %lld)", title, (int)s, (long long)mb);
             check_options o = {.package = name, .inputs = in, .sim = {.quiet = quiet}, .outputs = outs[s]};
             check_result one;
             rc = driver_check(gs, &pk[s], &o, &one, d);
             if (rc == 0) { /* the stage over every micro-batch: its worst */
-                if (one.sim.cycles > stage[s]) stage[s] = one.sim.cycles;
-                r[s].pass &= one.pass, r[s].differing += one.differing, r[s].fp8 |= one.fp8;
-                if (!(one.cosine >= r[s].cosine)) r[s].cosine = one.cosine;
+                check_result *r = &f->r[s];
+                if (one.sim.cycles > f->stage[s]) f->stage[s] = one.sim.cycles;
+                r->pass &= one.pass, r->differing += one.differing, r->fp8 |= one.fp8;
+                if (!(one.cosine >= r->cosine)) r->cosine = one.cosine;
                 check_result_free(&one);
             }
-            for (int32_t j = 0; prev && j < graph_outputs(gs, NULL, 0); j++) free(prev[j]);
+            for (int32_t j = 0; prev && j < sout; j++) free(prev[j]);
             free(prev);
             free(in);
         }
@@ -298,11 +310,87 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
         graph_outputs(glast, ov, nout);
         for (int32_t j = 0; rc == 0 && j < nout; j++) { /* the last chip's outputs at their place in the batch */
             int64_t k = graph_type_numel(&graph_val(glast, ov[j])->type);
-            if (mb == 0) whole[j] = xmalloc(sizeof(float) * (size_t)(k * micro + 1));
-            memcpy(whole[j] + mb * k, outs[n - 1][j], sizeof(float) * (size_t)k);
+            if (mb == 0) f->whole[j] = xmalloc(sizeof(float) * (size_t)(k * micro + 1));
+            memcpy(f->whole[j] + mb * k, outs[n - 1][j], sizeof(float) * (size_t)k);
         }
         free(ov);
     }
+    for (int32_t s = 0; s < n; s++) {
+        for (int32_t j = 0; outs[s] && j < graph_outputs(cc->stages.g[s], NULL, 0); j++) free(outs[s][j]);
+        free(outs[s]);
+        package_free(&pk[s]);
+    }
+    free(outs), free(pk);
+    return rc;
+}
+
+static void print_check(const parsed *p, const chips_under_check *u, const chips_found *f, const chips_timing *t,
+                        double cosine, double max_abs, int64_t differing, bool fp8, bool ok, bool json) {
+    const chips_compiled *cc = &u->cc;
+    int32_t n = cc->stages.n;
+    if (json) {
+        json_t *st = json_array();
+        for (int32_t s = 0; s < n; s++)
+            json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "chip", (int)s, "first_layer",
+                                                (json_int_t)cc->stages.first[s], "layers", (json_int_t)cc->stages.count[s],
+                                                "differing", (json_int_t)f->r[s].differing, "pass", f->r[s].pass,
+                                                "cosine_stage_fp32", f->r[s].cosine));
+        json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", u->m->name,
+                              "chips", (int)n, "stages", st, "simulated", timing_json(t, u->m, cc->batch), "differing",
+                              (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(s);
+        free(s);
+        json_decref(j);
+        return;
+    }
+    if (u->given) printf("checked %s against %s on %s: %d chips, one pipeline stage each\n", u->given, p->pos[0], u->m->name, (int)n);
+    else printf("checked %s on %s: %d chips, one pipeline stage each\n", p->pos[0], u->m->name, (int)n);
+    for (int32_t s = 0; s < n; s++)
+        printf("  chip %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
+               "cosine %.6f against the stage in FP32\n",
+               (int)s, (long long)cc->stages.first[s], (long long)(cc->stages.first[s] + cc->stages.count[s] - 1),
+               (unsigned long long)f->stage[s], f->r[s].differing ? "NOT bit-exact" : "bit-exact",
+               (long long)f->r[s].differing, f->r[s].cosine);
+    print_timing(stdout, "simulated", u->m, t, cc->batch);
+    printf("  outputs against the whole model in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", cosine, max_abs,
+           fp8 ? 0.99 : 0.999);
+    printf("%s\n", ok ? "PASS" : "FAIL");
+}
+
+int cli_check_on_chips(const cmd *c, const parsed *p, diag *d) {
+    const char *given = cli_opt(c, p, "--package");
+    if (given) return pkg_chips_file(given);
+    machine m;
+    if (cli_machine(c, p, &m, d)) return -1;
+    if (m.chips == 1 && cli_opt(c, p, "--micro-batches"))
+        return diag_fail(d, "tessel check: error: option '--micro-batches': for a machine of several chips (%s has one)", m.name);
+    return m.chips > 1;
+}
+
+int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d) {
+    bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
+    machine m;
+    chips_under_check u = {.m = &m, .given = cli_opt(c, p, "--package")};
+    if (u.given && cli_opt(c, p, "--machine"))
+        return diag_fail(d, "tessel check: error: option '--machine': a package carries its machine (--package %s)", u.given);
+    if (u.given && saved_stages(p, g, &u, d)) return under_check_free(&u), -1;
+    if (!u.given) {
+        compile_options co;
+        if (cli_machine(c, p, &m, d) || cli_plan_options(c, p, p->pos[0], quiet, &co, d)) return -1;
+        co.no_fuse = cli_flag(c, p, "--no-fuse");
+        co.no_siblings = cli_flag(c, p, "--no-siblings");
+        if (driver_compile_chips(g, &m, &co, &u.cc, d)) return -1;
+        u.pkgs = u.cc.pkg;
+    }
+    int32_t n = u.cc.stages.n, nout = graph_outputs(g, NULL, 0), nin;
+    host_spec *specs = driver_graph_specs(g, false, &nin);
+    float **inputs = xcalloc((size_t)nin + 1, sizeof(float *));
+    const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
+    chips_found f = {0};
+    float **pure = xcalloc((size_t)nout + 1, sizeof(float *));
+    int rc = cli_load_inputs(c, p, specs, nin, inputs, source, d);
+    if (rc == 0) rc = check_stages(&u, u.given ? u.given : p->pos[0], quiet, inputs, &f, d);
     /* The whole model in FP32 against the last chip's outputs. */
     ref_options ro = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32, whole model)"};
     if (rc == 0) rc = ref_run(g, &ro, inputs, pure, d);
@@ -311,60 +399,26 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine
     int64_t differing = 0;
     bool fp8 = false, ok = rc == 0;
     if (rc == 0) {
-        driver_chips_timing(m, stage, link, n, micro, &t);
+        driver_chips_timing(u.m, f.stage, f.link, n, u.cc.micro_batches, &t);
         int32_t *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
         graph_outputs(g, ov, nout);
-        for (int32_t s = 0; s < n; s++) ok &= r[s].pass, differing += r[s].differing, fp8 |= r[s].fp8;
+        for (int32_t s = 0; s < n; s++) ok &= f.r[s].pass, differing += f.r[s].differing, fp8 |= f.r[s].fp8;
         for (int32_t j = 0; j < nout; j++) {
-            num_diff df = num_compare(whole[j], pure[j], (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
+            num_diff df = num_compare(f.whole[j], pure[j], (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
             if (!(df.cosine >= cosine)) cosine = df.cosine;
             if (!(df.max_abs_err <= max_abs)) max_abs = df.max_abs_err;
             ok &= df.nonfinite == 0;
         }
         ok &= cosine >= (fp8 ? 0.99 : 0.999);
         free(ov);
-    }
-    if (rc == 0) {
         progress_done();
-        if (json) {
-            json_t *st = json_array();
-            for (int32_t s = 0; s < n; s++)
-                json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "chip", (int)s, "first_layer",
-                                                    (json_int_t)cc.stages.first[s], "layers", (json_int_t)cc.stages.count[s],
-                                                    "differing", (json_int_t)r[s].differing, "pass", r[s].pass,
-                                                    "cosine_stage_fp32", r[s].cosine));
-            json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", m->name,
-                                  "chips", (int)n, "stages", st, "simulated", timing_json(&t, m, cc.batch), "differing",
-                                  (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
-            char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-            puts(s);
-            free(s);
-            json_decref(j);
-        } else {
-            if (given) printf("checked %s against %s on %s: %d chips, one pipeline stage each\n", given, p->pos[0], m->name, (int)n);
-            else printf("checked %s on %s: %d chips, one pipeline stage each\n", p->pos[0], m->name, (int)n);
-            for (int32_t s = 0; s < n; s++)
-                printf("  chip %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
-                       "cosine %.6f against the stage in FP32\n",
-                       (int)s, (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1),
-                       (unsigned long long)stage[s], r[s].differing ? "NOT bit-exact" : "bit-exact",
-                       (long long)r[s].differing, r[s].cosine);
-            print_timing(stdout, "simulated", m, &t, cc.batch);
-            printf("  outputs against the whole model in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", cosine, max_abs,
-                   fp8 ? 0.99 : 0.999);
-            printf("%s\n", ok ? "PASS" : "FAIL");
-        }
+        print_check(p, &u, &f, &t, cosine, max_abs, differing, fp8, ok, json);
     }
     *pass = ok;
-    for (int32_t s = 0; s < n; s++) {
-        int32_t sout = graph_outputs(cc.stages.g[s], NULL, 0);
-        for (int32_t j = 0; outs[s] && j < sout; j++) free(outs[s][j]);
-        free(outs[s]);
-        package_free(&pk[s]);
-    }
-    for (int32_t j = 0; j < nout; j++) free(pure[j]), free(whole[j]);
-    free(pure), free(whole), free(outs), free(r), free(pk);
-    if (given) graph_stages_free(&cc.stages), graph_free(cc.micro), pkg_chips_free(&pc);
-    else chips_compiled_free(&cc);
+    for (int32_t j = 0; j < nout; j++) free(pure[j]), free(f.whole ? f.whole[j] : NULL);
+    free(pure), free(f.whole), free(f.r);
+    for (int32_t j = 0; j < nin; j++) free(inputs[j]);
+    free(inputs), free(source), free(specs);
+    under_check_free(&u);
     return rc;
 }

@@ -124,8 +124,10 @@ extern const chips_transport *cli_transport;
  * for several ranks; cli_mpi_end finalises. */
 int cli_mpi_start(int *argc, char ***argv, diag *d);
 void cli_mpi_end(void);
-int cli_check_chips(const cmd *c, const parsed *p, const graph *g, const machine *m, float *const *inputs, bool *pass,
-                    diag *d);
+/* Whether check runs on several chips (--package of several, or --machine
+ * with chips > 1): 1, 0, or -1 with d. */
+int cli_check_on_chips(const cmd *c, const parsed *p, diag *d);
+int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d);
 
 /* The commands. */
 int cmd_graph(const cmd *c, int argc, char **argv);

@@ -74,6 +74,13 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     diag d = {0};
     graph *g = cli_load_model(c, &p, p.pos[0], &d);
     if (!g) return cli_report(&d);
+    int chips = cli_check_on_chips(c, &p, &d); /* several chips: src/cli/chips.c */
+    if (chips) {
+        bool pass = false;
+        rc = chips < 0 ? -1 : cli_check_chips(c, &p, g, &pass, &d);
+        graph_free(g);
+        return rc ? cli_report(&d) : pass ? 0 : EXIT_CHECK_FAILED;
+    }
     bool json = cli_flag(c, &p, "--json"), compiled = false;
     const char *trace = cli_opt(c, &p, "--trace"), *html = cli_opt(c, &p, "--html");
     int32_t nin;
@@ -96,23 +103,6 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     if (rc == 0) rc = cli_max_host_memory(c, &p, &host_limit, &d);
     if (rc == 0) rc = cli_outputs_open(&files, NULL, NULL, 0, trace, &d);
     if (rc == 0) rc = cli_outputs_open_html(&files, html, &d);
-    const char *given = cli_opt(c, &p, "--package");
-    if (rc == 0 && !given) rc = cli_machine(c, &p, &m, &d);
-    if (rc == 0 && !given && m.chips == 1 && cli_opt(c, &p, "--micro-batches"))
-        rc = diag_fail(&d, "tessel check: error: option '--micro-batches': for a machine of several chips (%s has one)", m.name);
-    if (rc == 0 && (given ? pkg_chips_file(given) : m.chips > 1)) {
-        bool pass = false;
-        rc = cli_check_chips(c, &p, g, &m, inputs, &pass, &d);
-        cli_outputs_abort(&files);
-        for (int32_t j = 0; j < nout; j++) free(expect[j]);
-        free(expect), free(expect_src), free(out_specs), free(source), free(specs);
-        for (int32_t j = 0; j < nin; j++) free(inputs[j]);
-        free(inputs);
-        json_decref(nonfinite);
-        graph_free(g);
-        if (rc) return cli_report(&d);
-        return pass ? 0 : EXIT_CHECK_FAILED;
-    }
     /* The pure FP32 reference needs no package: it runs beside the compile. */
     driver_pure *pure = rc == 0 ? driver_pure_start(g, inputs, json || cli_flag(c, &p, "--quiet"), &d) : NULL;
     if (!pure) rc = -1;
@@ -121,6 +111,7 @@ int cmd_check(const cmd *c, int argc, char **argv) {
     check_proofs pv = {0};
     if (rc == 0) rc = driver_check_proofs(g, compiled ? &ci : NULL, &pkg, &pv, &d);
     if (rc == 0) {
+        const char *given = cli_opt(c, &p, "--package");
         check_options co = {.package = given ? given : p.pos[0],
                             .inputs = inputs,
                             .expect = expect,
