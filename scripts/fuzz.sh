@@ -8,6 +8,7 @@ declare -A seeds=(
   [fuzz_tsl]="$root/tests/tsl $root/tests/lit/errors"
   [fuzz_npy]="$root/fuzz/corpus/npy"
   [fuzz_pkg]="$root/fuzz/corpus/pkg"
+  [fuzz_chips]="$root/fuzz/corpus/chips"
   [fuzz_onnx]="$root/fuzz/corpus/onnx"
   [fuzz_machine]="$root/fuzz/corpus/machine"
   [fuzz_recipe]="$root/fuzz/corpus/recipe"
@@ -17,7 +18,7 @@ declare -A dicts=(
   [fuzz_pkg]="-dict=$root/fuzz/pkg.dict"
   [fuzz_recipe]="-dict=$root/fuzz/recipe.dict"
 )
-for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_onnx fuzz_machine fuzz_recipe fuzz_mid; do
+for t in fuzz_tsl fuzz_npy fuzz_pkg fuzz_chips fuzz_onnx fuzz_machine fuzz_recipe fuzz_mid; do
   [ -n "$only" ] && [ "$only" != "$t" ] && continue
   work="$build/corpus-$t"
   mkdir -p "$work"

@@ -146,6 +146,18 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d) 
     return rc;
 }
 
+void pkg_chips_fix_checksums(uint8_t *b, size_t size) {
+    if (size < 36 || !pkg_chips_magic(b, size)) return;
+    uint32_t n = get_u32(b + 12);
+    if (n < 1 || n > MAX_CHIPS) return;
+    size_t hlen = 32 + 8 * (size_t)n;
+    if (size < hlen + 4) return;
+    put_u32(b + hlen, util_crc32c(b, hlen));
+    uint64_t mlen = get_u64(b + 16), flen = get_u64(b + 24), at = hlen + 4;
+    if (mlen > size || flen > size || at + mlen + flen + 4 > size) return;
+    put_u32(b + at + mlen + flen, util_crc32c(b + at, mlen + flen));
+}
+
 int pkg_chips_count(const char *path, int32_t *n, diag *d) {
     FILE *f = fopen(path, "rb");
     uint8_t head[16];

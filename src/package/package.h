@@ -257,6 +257,9 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d);
 bool pkg_chips_magic(const void *bytes, size_t len);  /* the bytes start like one */
 bool pkg_chips_file(const char *path);                /* the file starts like one */
 int pkg_chips_count(const char *path, int32_t *n, diag *d); /* its chips, from the header alone */
+/* Recomputes the header's and the texts' checksums of an image in place
+ * (where its lengths allow), for tests and fuzzing that damage what is behind them. */
+void pkg_chips_fix_checksums(uint8_t *img, size_t len);
 void pkg_chips_free(pkg_chips *p);
 
 #endif
