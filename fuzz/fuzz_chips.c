@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         TS_ASSERT(d.set && strstr(d.text, "fuzz.tpk") != NULL && pc.pkg == NULL);
         return 0;
     }
-    TS_ASSERT(pc.n == (int32_t)pc.machine.chips && pc.micro_batches >= 1 && pc.batch % pc.micro_batches == 0);
+    TS_ASSERT(pc.n * pc.replicas == (int32_t)pc.machine.chips && pc.micro_batches >= 1 &&
+              pc.batch % (pc.replicas * pc.micro_batches) == 0);
     for (int32_t c = 0; c < pc.n; c++) {
         TS_ASSERT(pc.loaded[c]);
         size_t len;

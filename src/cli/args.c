@@ -177,14 +177,17 @@ static int count_option(const cmd *c, const parsed *p, const char *name, const c
 }
 
 int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quiet, compile_options *o, diag *d) {
-    long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM, micro = 0;
+    long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM, micro = 0, replicas = 0;
     if (count_option(c, p, "--search-steps", "count", DRIVER_SEARCH_STEPS_MAX, &steps, d) ||
         count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d) ||
-        count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d))
+        count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d) ||
+        count_option(c, p, "--replicas", "count", 64, &replicas, d))
         return -1;
     if (cli_opt(c, p, "--micro-batches") && micro == 0)
         return diag_fail(d, "tessel %s: error: option '--micro-batches': at least 1", c->name);
+    if (cli_opt(c, p, "--replicas") && replicas == 0)
+        return diag_fail(d, "tessel %s: error: option '--replicas': at least 1", c->name);
     *o = (compile_options){.model = model, .recipe = cli_opt(c, p, "--recipe"), .search_steps = steps, .beam = (int)beam,
-                           .quiet = quiet, .micro_batches = micro};
+                           .quiet = quiet, .micro_batches = micro, .replicas = (int32_t)replicas};
     return 0;
 }

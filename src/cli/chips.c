@@ -10,23 +10,36 @@
 #include "../report/report.h"
 #include "cli.h"
 
-/* batch: the inputs' first axis, t->micro_batches pieces of it. */
+/* "a pipeline of 4 stages, 2 micro-batches" / "2 replicas of a pipeline of 2 stages, ...". */
+static const char *plan_words(int32_t stages, int32_t replicas, int64_t micro) {
+    static char buf[160];
+    char rep[48] = "";
+    if (replicas > 1) snprintf(rep, sizeof rep, "%d data-parallel replicas of ", (int)replicas);
+    snprintf(buf, sizeof buf, "%sa pipeline of %d stage%s, %lld micro-batch%s", rep, (int)stages, stages > 1 ? "s" : "",
+             (long long)micro, micro > 1 ? "es" : "");
+    return buf;
+}
+
+/* batch: the inputs' first axis: t->replicas shares, each in t->micro_batches pieces. */
 static void print_timing(FILE *f, const char *what, const machine *m, const chips_timing *t, int64_t batch) {
     for (int32_t s = 0; s < t->n; s++) {
-        fprintf(f, "  chip %d  %12llu cycles", (int)s, (unsigned long long)t->stage[s]);
+        fprintf(f, "  stage %d %12llu cycles", (int)s, (unsigned long long)t->stage[s]);
         if (s + 1 < t->n)
-            fprintf(f, "  then %llu bytes to chip %d: %llu cycles", (unsigned long long)t->link_bytes[s], (int)s + 1,
-                    (unsigned long long)t->link[s]);
+            fprintf(f, "  then %llu bytes to stage %d over a link: %llu cycles", (unsigned long long)t->link_bytes[s],
+                    (int)s + 1, (unsigned long long)t->link[s]);
         fputc('\n', f);
     }
-    double hz = m->clock_hz, micro = (double)batch / (double)t->micro_batches;
-    fprintf(f, "  %s: the batch of %lld in %lld micro-batch%s: %llu cycles (%.3f ms), the first micro-batch through every "
-               "chip in %llu, then one every %llu (the busiest stage)\n",
-            what, (long long)batch, (long long)t->micro_batches, t->micro_batches > 1 ? "es" : "", (unsigned long long)t->cycles,
-            (double)t->cycles / hz * 1e3, (unsigned long long)t->latency, (unsigned long long)t->interval);
-    fprintf(f, "  steady state: %.1f samples/s (%g per micro-batch, one every %llu cycles at %.2f GHz); one batch alone %.1f/s\n",
-            t->interval ? micro * hz / (double)t->interval : 0.0, micro, (unsigned long long)t->interval, hz / 1e9,
-            t->cycles ? (double)batch * hz / (double)t->cycles : 0.0);
+    double hz = m->clock_hz, micro = (double)batch / (double)t->replicas / (double)t->micro_batches;
+    char rep[64] = "";
+    if (t->replicas > 1) snprintf(rep, sizeof rep, " on each of %d replicas", (int)t->replicas);
+    fprintf(f, "  %s: the batch of %lld in %lld micro-batch%s%s: %llu cycles (%.3f ms), the first micro-batch through every "
+               "stage in %llu, then one every %llu (the busiest stage)\n",
+            what, (long long)batch, (long long)t->micro_batches, t->micro_batches > 1 ? "es" : "", rep,
+            (unsigned long long)t->cycles, (double)t->cycles / hz * 1e3, (unsigned long long)t->latency,
+            (unsigned long long)t->interval);
+    fprintf(f, "  steady state: %.1f samples/s (%g per micro-batch, one every %llu cycles at %.2f GHz%s); one batch alone %.1f/s\n",
+            t->interval ? micro * t->replicas * hz / (double)t->interval : 0.0, micro, (unsigned long long)t->interval,
+            hz / 1e9, t->replicas > 1 ? ", on every replica" : "", t->cycles ? (double)batch * hz / (double)t->cycles : 0.0);
     fprintf(f, "  bubble: %.1f %% of chip time idle over the batch (fill and drain); %.1f %% in the steady state "
                "(stages unequal)\n",
             100 * t->bubble, 100 * t->imbalance);
@@ -38,11 +51,12 @@ static json_t *timing_json(const chips_timing *t, const machine *m, int64_t batc
         json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I}", "chip", (int)s, "cycles", (json_int_t)t->stage[s],
                                             "link_bytes", (json_int_t)t->link_bytes[s], "link_cycles",
                                             (json_int_t)t->link[s]));
-    double micro = (double)batch / (double)t->micro_batches;
-    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "stages", st, "batch", (json_int_t)batch,
-                     "micro_batches", (json_int_t)t->micro_batches, "cycles", (json_int_t)t->cycles, "latency_cycles",
-                     (json_int_t)t->latency, "interval_cycles", (json_int_t)t->interval, "samples_per_second",
-                     t->interval ? micro * m->clock_hz / (double)t->interval : 0.0, "bubble", t->bubble,
+    double micro = (double)batch / (double)t->replicas / (double)t->micro_batches;
+    return json_pack("{s:o, s:I, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "stages", st, "batch", (json_int_t)batch,
+                     "replicas", (int)t->replicas, "micro_batches", (json_int_t)t->micro_batches, "cycles",
+                     (json_int_t)t->cycles, "latency_cycles", (json_int_t)t->latency, "interval_cycles",
+                     (json_int_t)t->interval, "samples_per_second",
+                     t->interval ? micro * t->replicas * m->clock_hz / (double)t->interval : 0.0, "bubble", t->bubble,
                      "steady_state_idle", t->imbalance);
 }
 
@@ -58,7 +72,7 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
     }
     chips_compiled cc;
     int rc = driver_compile_chips(g, m, co, &cc, d);
-    if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, f, out, d);
+    if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, cc.replicas, f, out, d);
     if (outset_close(&os, f, out, d)) rc = -1;
     if (rc == 0 && fr && (fputs(cc.recipe, fr) < 0 || outset_close(&os, fr, save, d))) rc = -1;
     if (rc == 0 && fp) {
@@ -79,11 +93,11 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
     else outset_abort(&os);
     if (rc == 0) {
         progress_done();
-        printf("compiled %s for %s: %d chips, one pipeline stage each, in %.1f s\n", model, m->name, (int)m->chips,
-               cc.seconds);
+        printf("compiled %s for %s: %d chips, %s, in %.1f s\n", model, m->name, (int)m->chips,
+               plan_words(cc.stages.n, cc.replicas, cc.micro_batches), cc.seconds);
         for (int32_t s = 0; s < cc.stages.n; s++) {
             const compile_info *ci = &cc.info[s];
-            printf("  chip %d: layers %lld..%lld, %lld steps, peak tile %.1f KiB of %.1f%s\n", (int)s,
+            printf("  stage %d: layers %lld..%lld, %lld steps, peak tile %.1f KiB of %.1f%s\n", (int)s,
                    (long long)cc.stages.first[s], (long long)(cc.stages.first[s] + cc.stages.count[s] - 1),
                    (long long)ci->steps, ci->place.tile_bytes / 1024.0, machine_tile_bytes(&cc.one) / 1024.0,
                    ci->start_plan_fallback ? " (the start plan: no searched plan placed)" : "");
@@ -115,44 +129,49 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
     const chips_transport *tp = cli_transport;
     int rank = tp ? tp->rank : 0, ranks = tp ? tp->ranks : 1;
     pkg_chips pc;
-    /* Each rank reads only its own chips' programs. */
+    /* Each rank reads only its own chips' programs (chip c runs program c % programs). */
     bool want[CHIPS_MAX] = {0};
+    int32_t chips, first, end;
     {
-        int32_t n;
-        if (pkg_chips_count(path, &n, d)) return -1;
-        if (ranks > n)
+        int32_t n, replicas;
+        if (pkg_chips_count(path, &n, &replicas, d)) return -1;
+        chips = n * replicas;
+        if (ranks > chips)
             return uniform_fail(d, "tessel run: error: %d MPI ranks for %d chips: run with at most %d (mpirun -np %d)", ranks,
-                             (int)n, (int)n, (int)n);
-        for (int32_t s = driver_chips_first(n, rank, ranks); s < driver_chips_first(n, rank + 1, ranks); s++) want[s] = true;
+                                (int)chips, (int)chips, (int)chips);
+        first = driver_chips_first(chips, rank, ranks), end = driver_chips_first(chips, rank + 1, ranks);
+        for (int32_t k = first; k < end; k++) want[k % n] = true;
     }
     if (pkg_chips_load(path, want, &pc, d)) return -1;
     if (cli_opt(c, p, "--trace")) {
         pkg_chips_free(&pc);
         return diag_fail(d, "tessel run: error: option '--trace': a package for several chips has no trace yet");
     }
-    int32_t first = driver_chips_first(pc.n, rank, ranks);
-    bool json = cli_flag(c, p, "--json"), has_last = want[pc.n - 1], last = false;
-    sim_options so = {.quiet = json || !has_last};
+    int32_t S = pc.n;
+    /* Host inputs: every rank whose chips include a replica's first stage; outputs: the rank with the last chip. */
+    bool json = cli_flag(c, p, "--json"), reads = want[0], writes = end == chips, last = false;
+    sim_options so = {.quiet = json || !writes};
     host_spec *ins = NULL, *outs = NULL, *other = NULL;
     int32_t nin = 0, nout = 0, nother;
-    if (first == 0) driver_package_specs(&pc.pkg[0], &ins, &nin, &other, &nother), free(other);
-    if (has_last) driver_package_specs(&pc.pkg[pc.n - 1], &other, &nother, &outs, &nout), free(other);
-    /* The host sees the whole batch: micro-batches along the first axis. */
-    for (int32_t j = 0; j < nin; j++) ins[j].dim[0] *= pc.micro_batches;
-    for (int32_t j = 0; j < nout; j++) outs[j].dim[0] *= pc.micro_batches;
+    if (reads) driver_package_specs(&pc.pkg[0], &ins, &nin, &other, &nother), free(other);
+    if (writes) driver_package_specs(&pc.pkg[S - 1], &other, &nother, &outs, &nout), free(other);
+    /* The host sees the whole batch: every replica's micro-batches along the first axis. */
+    int64_t pieces = (int64_t)pc.replicas * pc.micro_batches;
+    for (int32_t j = 0; j < nin; j++) ins[j].dim[0] *= pieces;
+    for (int32_t j = 0; j < nout; j++) outs[j].dim[0] *= pieces;
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
-    sim_stats *st = xcalloc((size_t)pc.n, sizeof(sim_stats));
+    sim_stats *st = xcalloc((size_t)chips, sizeof(sim_stats));
     chips_timing t;
     cli_outputs files = {0};
     int rc = cli_max_host_memory(c, p, &so.max_host_bytes, d);
-    if (rc == 0) rc = sim_host_check(&pc.pkg[first].machine, so.max_host_bytes, "--max-host-memory", d);
-    if (rc == 0 && has_last) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
-    if (rc == 0 && first == 0) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
+    if (rc == 0) rc = sim_host_check(&pc.pkg[first % S].machine, so.max_host_bytes, "--max-host-memory", d);
+    if (rc == 0 && writes) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
+    if (rc == 0 && reads) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
     if (rc == 0) rc = driver_run_chips(&pc, path, tp, &so, inputs, outputs, st, &t, &last, d);
     else driver_chips_hand_on_failure(&pc, tp, d); /* the next rank fails saying why, instead of waiting */
-    if (rc == 0 && last) rc = cli_outputs_commit(&files, outs, outputs, &st[pc.n - 1], &pc.pkg[pc.n - 1], path, NULL, d);
-    else if (has_last) cli_outputs_abort(&files);
+    if (rc == 0 && last) rc = cli_outputs_commit(&files, outs, outputs, &st[chips - 1], &pc.pkg[S - 1], path, NULL, d);
+    else if (writes) cli_outputs_abort(&files);
     if (rc == 0 && last && json) {
         json_t *j = timing_json(&t, &pc.machine, pc.batch);
         json_object_set_new(j, "package", json_string(path));
@@ -163,14 +182,13 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
         json_decref(j);
     } else if (rc == 0 && last) {
         progress_done();
-        printf("ran %s on %s: %d chips, one stage each, %lld micro-batch%s\n", path, pc.machine.name, (int)pc.n,
-               (long long)pc.micro_batches, pc.micro_batches > 1 ? "es" : "");
+        printf("ran %s on %s: %d chips, %s\n", path, pc.machine.name, (int)chips, plan_words(S, pc.replicas, pc.micro_batches));
         print_timing(stdout, "simulated", &pc.machine, &t, pc.batch);
         /* Outputs only: under mpirun the inputs are another rank's, and the
          * report is the same whatever the number of ranks. */
         for (int32_t j = 0; j < nout; j++) cli_print_stats("output", &outs[j], outputs[j], NULL);
     }
-    for (int32_t s = 0; s < pc.n; s++) sim_stats_free(&st[s]);
+    for (int32_t k = 0; k < chips; k++) sim_stats_free(&st[k]);
     free(st);
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);
     for (int32_t j = 0; j < nout; j++) free(outputs[j]);
@@ -211,10 +229,10 @@ static int saved_stages(const parsed *p, const graph *g, chips_under_check *u, d
     if (pkg_chips_load(u->given, NULL, pc, d)) return -1;
     u->m = &pc->machine;
     u->pkgs = pc->pkg;
-    cc->batch = pc->batch, cc->micro_batches = pc->micro_batches;
-    int64_t batch = 1;
+    cc->batch = pc->batch, cc->micro_batches = pc->micro_batches, cc->replicas = pc->replicas;
+    int64_t batch = 1, pieces = (int64_t)pc->replicas * pc->micro_batches;
     int rc = 0;
-    if (pc->micro_batches > 1 && !(cc->micro = graph_micro_batch(g, pc->batch / pc->micro_batches, &batch, d))) rc = -1;
+    if (pieces > 1 && !(cc->micro = graph_micro_batch(g, pc->batch / pieces, &batch, d))) rc = -1;
     if (rc == 0 && cc->micro && batch != pc->batch)
         rc = diag_fail(d, "%s: error: the package runs a batch of %lld; %s has %lld", u->given, (long long)pc->batch,
                        p->pos[0], (long long)batch);
@@ -275,7 +293,8 @@ static int check_stages(const chips_under_check *u, const char *title, bool quie
                 f->link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
         f->r[s].pass = true, f->r[s].cosine = 1;
     }
-    for (int64_t mb = 0; mb < micro && rc == 0; mb++) {
+    for (int64_t piece = 0; piece < cc->replicas * micro && rc == 0; piece++) { /* every replica's micro-batches */
+        int64_t mb = piece;
         for (int32_t s = 0; s < n && rc == 0; s++) {
             const graph *gs = cc->stages.g[s];
             int32_t sin = graph_inputs(gs, NULL, 0), sout = graph_outputs(gs, NULL, 0);
@@ -291,7 +310,8 @@ static int check_stages(const chips_under_check *u, const char *title, bool quie
             float **prev = outs[s];
             outs[s] = xcalloc((size_t)sout + 1, sizeof(float *));
             char name[256];
-            snprintf(name, sizeof name, "%s (chip %d, micro-batch %lld)", title, (int)s, (long long)mb);
+            snprintf(name, sizeof name, "%s (stage %d, replica %lld, micro-batch %lld)", title, (int)s,
+                     (long long)(piece / micro), (long long)(piece % micro));
             check_options o = {.package = name, .inputs = in, .sim = {.quiet = quiet}, .outputs = outs[s]};
             check_result one;
             rc = driver_check(gs, &pk[s], &o, &one, d);
@@ -310,7 +330,7 @@ static int check_stages(const chips_under_check *u, const char *title, bool quie
         graph_outputs(glast, ov, nout);
         for (int32_t j = 0; rc == 0 && j < nout; j++) { /* the last chip's outputs at their place in the batch */
             int64_t k = graph_type_numel(&graph_val(glast, ov[j])->type);
-            if (mb == 0) f->whole[j] = xmalloc(sizeof(float) * (size_t)(k * micro + 1));
+            if (mb == 0) f->whole[j] = xmalloc(sizeof(float) * (size_t)(k * micro * cc->replicas + 1));
             memcpy(f->whole[j] + mb * k, outs[n - 1][j], sizeof(float) * (size_t)k);
         }
         free(ov);
@@ -344,10 +364,11 @@ static void print_check(const parsed *p, const chips_under_check *u, const chips
         json_decref(j);
         return;
     }
-    if (u->given) printf("checked %s against %s on %s: %d chips, one pipeline stage each\n", u->given, p->pos[0], u->m->name, (int)n);
-    else printf("checked %s on %s: %d chips, one pipeline stage each\n", p->pos[0], u->m->name, (int)n);
+    const char *plan = plan_words(n, cc->replicas, cc->micro_batches);
+    if (u->given) printf("checked %s against %s on %s: %s\n", u->given, p->pos[0], u->m->name, plan);
+    else printf("checked %s on %s: %s\n", p->pos[0], u->m->name, plan);
     for (int32_t s = 0; s < n; s++)
-        printf("  chip %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
+        printf("  stage %d: layers %lld..%lld, %llu cycles, %s (%lld differing from the plan-exact reference), "
                "cosine %.6f against the stage in FP32\n",
                (int)s, (long long)cc->stages.first[s], (long long)(cc->stages.first[s] + cc->stages.count[s] - 1),
                (unsigned long long)f->stage[s], f->r[s].differing ? "NOT bit-exact" : "bit-exact",
@@ -363,8 +384,9 @@ int cli_check_on_chips(const cmd *c, const parsed *p, diag *d) {
     if (given) return pkg_chips_file(given);
     machine m;
     if (cli_machine(c, p, &m, d)) return -1;
-    if (m.chips == 1 && cli_opt(c, p, "--micro-batches"))
-        return diag_fail(d, "tessel check: error: option '--micro-batches': for a machine of several chips (%s has one)", m.name);
+    const char *chip_opt = cli_opt(c, p, "--micro-batches") ? "--micro-batches" : cli_opt(c, p, "--replicas") ? "--replicas" : NULL;
+    if (m.chips == 1 && chip_opt)
+        return diag_fail(d, "tessel check: error: option '%s': for a machine of several chips (%s has one)", chip_opt, m.name);
     return m.chips > 1;
 }
 
@@ -400,6 +422,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
     bool fp8 = false, ok = rc == 0;
     if (rc == 0) {
         driver_chips_timing(u.m, f.stage, f.link, n, u.cc.micro_batches, &t);
+        t.replicas = u.cc.replicas;
         int32_t *ov = xcalloc((size_t)nout + 1, sizeof(int32_t));
         graph_outputs(g, ov, nout);
         for (int32_t s = 0; s < n; s++) ok &= f.r[s].pass, differing += f.r[s].differing, fp8 |= f.r[s].fp8;

@@ -45,9 +45,10 @@ int cmd_compile(const cmd *c, int argc, char **argv) {
     co.no_fuse = cli_flag(c, &p, "--no-fuse");
     co.no_siblings = cli_flag(c, &p, "--no-siblings");
     co.fusion_report = report != NULL;
-    if (m.chips == 1 && cli_opt(c, &p, "--micro-batches")) {
+    const char *chip_opt = cli_opt(c, &p, "--micro-batches") ? "--micro-batches" : cli_opt(c, &p, "--replicas") ? "--replicas" : NULL;
+    if (m.chips == 1 && chip_opt) {
         graph_free(g);
-        return diag_fail(&d, "tessel compile: error: option '--micro-batches': for a machine of several chips (%s has one)",
+        return diag_fail(&d, "tessel compile: error: option '%s': for a machine of several chips (%s has one)", chip_opt,
                          m.name), cli_report(&d);
     }
     if (m.chips > 1) {

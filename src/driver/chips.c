@@ -20,6 +20,7 @@ void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t
     memset(t, 0, sizeof *t);
     TS_ASSERT(n >= 1 && n <= CHIPS_MAX);
     t->n = n;
+    t->replicas = 1; /* the caller sets its replicas: they run side by side, the same time */
     t->micro_batches = micro_batches;
     uint64_t busy = 0;
     for (int32_t s = 0; s < n; s++) {
@@ -60,6 +61,7 @@ static char *manifest_json(const char *model, const machine *m, const chips_comp
     }
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:o}", "tessel", TESSEL_VERSION, "model", model, "machine", m->name,
                           "batch", (json_int_t)cc->batch, "micro_batches", (json_int_t)cc->micro_batches, "stages", stages);
+    json_object_set_new(j, "replicas", json_integer(cc->replicas));
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     return text;
@@ -72,8 +74,8 @@ static char *recipe_json(const machine *m, const chips_compiled *cc) {
         TS_ASSERT(r);
         json_array_append_new(stages, r);
     }
-    json_t *j = json_pack("{s:s, s:i, s:I, s:o}", "machine", m->name, "chips", (int)m->chips, "micro_batches",
-                          (json_int_t)cc->micro_batches, "stages", stages);
+    json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:o}", "machine", m->name, "chips", (int)m->chips, "micro_batches",
+                          (json_int_t)cc->micro_batches, "replicas", (int)cc->replicas, "stages", stages);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     size_t n = strlen(text);
@@ -91,11 +93,14 @@ static json_t *load_recipe(const char *path, const machine *m, diag *d) {
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);
     if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text), NULL;
-    json_t *chips = json_object_get(j, "chips"), *stages = json_object_get(j, "stages");
-    if (!json_is_integer(chips) || !json_is_array(stages) || json_array_size(stages) != (size_t)json_integer_value(chips)) {
+    json_t *chips = json_object_get(j, "chips"), *stages = json_object_get(j, "stages"), *rep = json_object_get(j, "replicas");
+    json_int_t replicas = json_is_integer(rep) ? json_integer_value(rep) : 1;
+    if (!json_is_integer(chips) || !json_is_array(stages) || replicas < 1 ||
+        (json_int_t)json_array_size(stages) * replicas != json_integer_value(chips)) {
         json_decref(j);
-        return diag_fail(d, "%s: error: not a recipe for several chips (it needs \"chips\": N and a \"stages\" array of N "
-                            "recipes, as --save-recipe writes on a machine of several chips)", path), NULL;
+        return diag_fail(d, "%s: error: not a recipe for several chips (it needs \"chips\": N, \"replicas\": R and a "
+                            "\"stages\" array of N / R recipes, as --save-recipe writes on a machine of several chips)",
+                         path), NULL;
     }
     if (json_integer_value(chips) != (json_int_t)m->chips) {
         long long c = (long long)json_integer_value(chips);
@@ -109,11 +114,12 @@ static json_t *load_recipe(const char *path, const machine *m, diag *d) {
 /* One try: g (or its micro-batch form) cut and every stage compiled. */
 static int compile_stages(const graph *g, const machine *m, const compile_options *o, const json_t *recipe,
                           chips_compiled *out, diag *d) {
-    int32_t n = (int32_t)m->chips;
+    int32_t n = (int32_t)m->chips / out->replicas;
+    int64_t pieces = out->replicas * out->micro_batches;
     const graph *gm = g;
-    if (out->micro_batches > 1) {
+    if (pieces > 1) {
         int64_t batch;
-        if (!(out->micro = graph_micro_batch(g, out->batch / out->micro_batches, &batch, d))) return -1;
+        if (!(out->micro = graph_micro_batch(g, out->batch / pieces, &batch, d))) return -1;
         gm = out->micro;
     }
     if (graph_split_stages(gm, n, &out->stages, d)) return -1;
@@ -148,7 +154,7 @@ static int compile_stages(const graph *g, const machine *m, const compile_option
             bool fit = d->no_fit;
             *d = (diag){0};
             if (fit) diag_fail_fit(d, "chip %d of %d (%s, micro-batches of %lld): %s", (int)s, (int)n, layers,
-                                   (long long)(out->batch / out->micro_batches), why);
+                                   (long long)(out->batch / pieces), why);
             else diag_fail(d, "%s", why);
         }
     }
@@ -178,22 +184,31 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
     out->one = machine_one_chip(m, NULL);
     /* The batch: the inputs' common first axis (1 when there is none to split). */
     int32_t in0;
-    out->batch = graph_inputs(g, &in0, 1) == 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
+    out->batch = graph_inputs(g, &in0, 1) >= 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
     int64_t want = o->micro_batches;
+    out->replicas = o->replicas > 0 ? o->replicas : 1;
     if (recipe && json_is_integer(json_object_get(recipe, "micro_batches")))
         want = json_integer_value(json_object_get(recipe, "micro_batches"));
-    if (want > 0 && (out->batch % want != 0))
+    if (recipe && json_is_integer(json_object_get(recipe, "replicas")))
+        out->replicas = (int32_t)json_integer_value(json_object_get(recipe, "replicas"));
+    if (out->replicas < 1 || m->chips % (uint32_t)out->replicas || out->batch % out->replicas)
+        return json_decref(recipe), diag_fail(d, "tessel compile: error: option '--replicas %d': the %u chips and the batch "
+                                                 "of %lld must both split into that many replicas",
+                                              (int)out->replicas, (unsigned)m->chips, (long long)out->batch);
+    n = (int32_t)m->chips / out->replicas; /* stages: the chips of one replica */
+    int64_t share = out->batch / out->replicas;
+    if (want > 0 && (share % want != 0))
         return json_decref(recipe), diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a batch of %lld "
-                                                 "does not split into %lld", (long long)want, (long long)out->batch,
+                                                 "does not split into %lld", (long long)want, (long long)share,
                                               (long long)want);
     /* Micro-batches: as asked, or the fewest (the largest) whose stages fit. */
     int rc = -1;
-    for (int64_t mb = want > 0 ? want : 1; mb <= out->batch; mb++) {
-        if (out->batch % mb) continue;
+    for (int64_t mb = want > 0 ? want : 1; mb <= share; mb++) {
+        if (share % mb) continue;
         out->micro_batches = mb;
         diag dt = {0};
         rc = compile_stages(g, m, o, recipe, out, &dt);
-        if (rc == 0 || want > 0 || !dt.no_fit || mb == out->batch) {
+        if (rc == 0 || want > 0 || !dt.no_fit || mb == share) {
             if (rc) *d = dt;
             break;
         }
@@ -212,6 +227,7 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
                 if (out->pkg[s].bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&out->pkg[s].bindings.v[b]);
         }
         driver_chips_timing(m, stage, link, n, out->micro_batches, &out->predicted);
+        out->predicted.replicas = out->replicas;
     }
     json_decref(recipe);
     out->seconds = util_now_seconds() - t0;
@@ -385,12 +401,6 @@ static void handover_of(const package *p, float **outs, handover *h) {
     }
 }
 
-static int next_rank(int32_t n, const chips_transport *tp) {
-    int next = tp->rank + 1;
-    while (driver_chips_first(n, next, tp->ranks) == driver_chips_first(n, next + 1, tp->ranks)) next++;
-    return next;
-}
-
 static int send_failure(const chips_transport *tp, int to, int32_t chips_done, const diag *d) {
     handover give = {.ok = false, .chips = chips_done};
     snprintf(give.why, sizeof give.why, "%s", d->set ? d->text : "error: an earlier rank failed");
@@ -403,65 +413,106 @@ static int send_failure(const chips_transport *tp, int to, int32_t chips_done, c
     return rc;
 }
 
+/* The rank that runs chip c. */
+static int rank_of(int32_t chips, int32_t c, const chips_transport *tp) {
+    int r = 0;
+    while (driver_chips_first(chips, r + 1, tp->ranks) <= c) r++;
+    return r;
+}
+
+/* Where this rank sends first: the chain of its first replica's chips, or
+ * (its replica's last chip here) the rank with the last chip; -1: nowhere. */
+static int first_target(const pkg_chips *pc, const chips_transport *tp) {
+    int32_t S = pc->n, C = S * pc->replicas;
+    int32_t first = driver_chips_first(C, tp->rank, tp->ranks), end = driver_chips_first(C, tp->rank + 1, tp->ranks);
+    if (first >= end || end == C) return -1;
+    int32_t hi = end < (first / S + 1) * S ? end : (first / S + 1) * S;
+    return hi < (first / S + 1) * S ? rank_of(C, hi, tp) : rank_of(C, C - 1, tp);
+}
+
 void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp, const diag *d) {
     if (!tp || tp->ranks <= 1) return;
-    int32_t n = pc->n, end = driver_chips_first(n, tp->rank + 1, tp->ranks);
-    if (end < n) send_failure(tp, next_rank(n, tp), 0, d);
+    int to = first_target(pc, tp);
+    if (to >= 0) send_failure(tp, to, 0, d);
 }
 
 int32_t driver_chips_first(int32_t chips, int rank, int ranks) {
     return (int32_t)((int64_t)chips * rank / ranks);
 }
 
-/* Chips [first, end) on micro-batch `mb`, their cycles and link bytes into
- * give (which arrives holding the earlier chips'); the last chip's
- * outputs into outputs at the micro-batch's place. */
-static int run_micro(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
-                     float *const *inputs, float **outputs, sim_stats *st, int64_t mb, handover *give, diag *d) {
-    int32_t n = pc->n, first = driver_chips_first(n, tp->rank, tp->ranks), end = driver_chips_first(n, tp->rank + 1, tp->ranks);
+/* The outputs of the last stage, h, at their place in the batch: piece
+ * `piece` of every output (outputs allocated at the first piece). */
+static void place_outputs(const pkg_chips *pc, const handover *h, int64_t piece, float **outputs) {
+    int64_t pieces = pc->replicas * pc->micro_batches;
+    for (int32_t j = 0; j < h->n; j++) {
+        if (!outputs[j]) outputs[j] = xcalloc((size_t)(h->numel[j] * pieces + 1), sizeof(float));
+        memcpy(outputs[j] + piece * h->numel[j], h->data[j], sizeof(float) * (size_t)h->numel[j]);
+    }
+}
+
+static void merge_cycles(handover *into, const handover *h) {
+    for (int32_t s = 0; s < h->chips && s < CHIPS_MAX; s++) {
+        if (h->stage[s] > into->stage[s]) into->stage[s] = h->stage[s];
+        into->link[s] = h->link[s];
+    }
+}
+
+/* Receives a handover from rank `from` into got; a failure it reports ends
+ * this rank's run too (the last rank saying why; others pass it on to `to`). */
+static int receive(const chips_transport *tp, int from, int32_t chip, bool final, int to, handover *got, uint8_t **bytes,
+                   diag *d) {
+    size_t len = 0;
+    char what[64];
+    snprintf(what, sizeof what, "rank %d (chip %d)", from, (int)chip);
+    int rc = tp->recv(tp->ctx, from, bytes, &len, d);
+    if (rc == 0) rc = handover_parse(*bytes, len, got, what, d);
+    if (rc == 0 && !got->ok) {
+        if (final) diag_fail(d, "tessel run: error: no outputs: an earlier rank failed (%s)", got->why);
+        else *d = (diag){.set = true};
+        if (to >= 0) {
+            diag why = {.set = true};
+            snprintf(why.text, sizeof why.text, "%s", got->why);
+            send_failure(tp, to, got->chips, &why);
+        }
+        rc = 1; /* handed on already */
+    }
+    return rc;
+}
+
+/* Replica `rep`'s chips on this rank, [lo, hi), on micro-batch mb: the
+ * chain from the previous rank (when the replica starts there), each
+ * chip's stage in turn, then the chain to the next rank or, from the
+ * replica's last chip, its outputs: placed (on the rank with the last
+ * chip) or sent there. Cycles and link bytes into give, by stage. */
+static int run_piece(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
+                     float *const *inputs, float **outputs, sim_stats *st, int32_t rep, int32_t lo, int32_t hi, int64_t mb,
+                     handover *give, diag *d) {
+    int32_t S = pc->n, C = S * pc->replicas, base = rep * S;
+    bool final = driver_chips_first(C, tp->rank + 1, tp->ranks) == C, ends = hi == base + S;
+    int to = !ends ? rank_of(C, hi, tp) : final ? -1 : rank_of(C, C - 1, tp);
+    int64_t piece = (int64_t)rep * pc->micro_batches + mb;
     handover got = {.ok = true};
     uint8_t *bytes = NULL;
-    size_t len = 0;
     int rc = 0;
-    if (first > 0) { /* the chips before ours ran on another rank */
-        int prev = 0;
-        char from[64];
-        while (driver_chips_first(n, prev + 1, tp->ranks) <= first - 1) prev++;
-        snprintf(from, sizeof from, "rank %d (chip %d)", prev, (int)first - 1);
-        rc = tp->recv(tp->ctx, prev, &bytes, &len, d);
-        if (rc == 0) rc = handover_parse(bytes, len, &got, from, d);
-        if (rc == 0 && !got.ok) {
-            /* The failing rank said why; the last rank says the run has no
-             * outputs, the ranks between pass the message on silently. */
-            if (end == n) diag_fail(d, "tessel run: error: no outputs: an earlier rank failed (%s)", got.why);
-            else *d = (diag){.set = true};
-            if (end < n) {
-                diag why = {.set = true};
-                snprintf(why.text, sizeof why.text, "%s", got.why);
-                send_failure(tp, next_rank(n, tp), got.chips, &why);
-                give->ok = false; /* passed on already */
-            }
-            rc = -1;
-        }
-        if (rc == 0 && got.chips != first)
-            rc = diag_fail(d, "error: %s handed over %d chips' results, not %d", from, got.chips, first);
-        for (int32_t s = 0; rc == 0 && s < first; s++) {
-            if (got.stage[s] > give->stage[s]) give->stage[s] = got.stage[s];
-            give->link[s] = got.link[s];
-        }
+    if (lo > base) { /* the replica's earlier chips ran on another rank */
+        rc = receive(tp, rank_of(C, lo - 1, tp), lo - 1, final, to, &got, &bytes, d);
+        if (rc == 0 && got.chips != lo - base)
+            rc = diag_fail(d, "error: rank %d handed over %d stages' results, not %d", rank_of(C, lo - 1, tp), got.chips, lo - base);
+        if (rc == 0) merge_cycles(give, &got);
     }
     float **prev_out = NULL;
     int32_t prev_n = 0;
-    for (int32_t s = first; s < end && rc == 0; s++) {
+    for (int32_t c = lo; c < hi && rc == 0; c++) {
+        int32_t s = c - base;
         const package *p = &pc->pkg[s];
         TS_ASSERT(pc->loaded[s]);
         int32_t nin = 0, nout = 0;
         for (int32_t b = 0; b < p->bindings.n; b++) nin += p->bindings.v[b].role == PKG_INPUT, nout += p->bindings.v[b].role == PKG_OUTPUT;
         float **in = xcalloc((size_t)nin + 1, sizeof(float *));
-        if (s == 0) {
+        if (s == 0) { /* this piece of every host input */
             for (int32_t b = 0, k = 0; b < p->bindings.n; b++)
-                if (p->bindings.v[b].role == PKG_INPUT) in[k] = inputs[k] + mb * sim_binding_numel(&p->bindings.v[b]), k++;
-        } else if (s == first) {
+                if (p->bindings.v[b].role == PKG_INPUT) in[k] = inputs[k] + piece * sim_binding_numel(&p->bindings.v[b]), k++;
+        } else if (c == lo) {
             rc = inputs_from(&got, p, in, path, s, d);
         } else {
             handover h = {0};
@@ -470,66 +521,81 @@ static int run_micro(const pkg_chips *pc, const char *path, const chips_transpor
             free(h.name), free(h.numel), free(h.data);
         }
         float **out = xcalloc((size_t)nout + 1, sizeof(float *));
-        sim_stats_free(&st[s]);
-        if (rc == 0) rc = sim_run(p, so, in, out, &st[s], d);
+        sim_stats_free(&st[c]);
+        if (rc == 0) rc = sim_run(p, so, in, out, &st[c], d);
         free(in);
         for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
         free(prev_out);
         prev_out = out, prev_n = nout;
         if (rc == 0) {
-            if (st[s].cycles > give->stage[s]) give->stage[s] = st[s].cycles;
+            if (st[c].cycles > give->stage[s]) give->stage[s] = st[c].cycles;
             give->link[s] = 0;
-            for (int32_t b = 0; s + 1 < n && b < p->bindings.n; b++)
+            for (int32_t b = 0; s + 1 < S && b < p->bindings.n; b++)
                 if (p->bindings.v[b].role == PKG_OUTPUT) give->link[s] += binding_bytes(&p->bindings.v[b]);
-            give->chips = s + 1;
         }
     }
-    if (rc == 0 && end == n) { /* the last chip: its outputs at this micro-batch's place */
-        const package *p = &pc->pkg[n - 1];
-        for (int32_t b = 0, j = 0; b < p->bindings.n; b++) {
-            if (p->bindings.v[b].role != PKG_OUTPUT) continue;
-            int64_t k = sim_binding_numel(&p->bindings.v[b]);
-            if (mb == 0) outputs[j] = xmalloc(sizeof(float) * (size_t)(k * pc->micro_batches + 1));
-            memcpy(outputs[j] + mb * k, prev_out[j], sizeof(float) * (size_t)k);
-            j++;
-        }
-    }
-    if (end < n && rc && give->ok) {
-        send_failure(tp, next_rank(n, tp), give->chips, d); /* the next rank fails saying why */
-        give->ok = false;
-    } else if (end < n && rc == 0) { /* hand our last chip's outputs to the next rank */
+    if (rc == 0) {
         handover h = *give;
-        handover_of(&pc->pkg[end - 1], prev_out, &h);
-        size_t blen;
-        uint8_t *b = handover_bytes(&h, &blen);
-        rc = tp->send(tp->ctx, next_rank(n, tp), b, blen, d);
-        free(b);
+        h.ok = true;
+        h.chips = hi - base;
+        handover_of(&pc->pkg[hi - 1 - base], prev_out, &h);
+        if (ends && final) {
+            place_outputs(pc, &h, piece, outputs);
+        } else {
+            size_t blen;
+            uint8_t *b = handover_bytes(&h, &blen);
+            rc = tp->send(tp->ctx, to, b, blen, d);
+            free(b);
+        }
         free(h.name), free(h.numel), free(h.data);
+    } else if (rc < 0 && to >= 0) {
+        send_failure(tp, to, hi - base, d); /* the next rank fails saying why */
     }
     for (int32_t j = 0; prev_out && j < prev_n; j++) free(prev_out[j]);
     free(prev_out);
     handover_free(&got);
     free(bytes);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transport *tp, const sim_options *so,
                      float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d) {
     static const chips_transport alone = {.rank = 0, .ranks = 1};
     if (!tp) tp = &alone;
-    int32_t n = pc->n;
-    *last = driver_chips_first(n, tp->rank + 1, tp->ranks) == n;
+    int32_t S = pc->n, C = S * pc->replicas;
+    int32_t first = driver_chips_first(C, tp->rank, tp->ranks), end = driver_chips_first(C, tp->rank + 1, tp->ranks);
+    *last = end == C;
     handover give = {.ok = true};
     int rc = 0;
-    for (int64_t mb = 0; mb < pc->micro_batches && rc == 0; mb++) {
-        give.chips = driver_chips_first(n, tp->rank, tp->ranks);
-        rc = run_micro(pc, path, tp, so, inputs, outputs, st, mb, &give, d);
+    /* The rank with the last chip takes the other replicas' outputs first:
+     * they depend on nothing it does, so nobody waits in a circle. */
+    for (int32_t rep = 0; *last && rep < pc->replicas && (rep + 1) * S - 1 < first && rc == 0; rep++)
+        for (int64_t mb = 0; mb < pc->micro_batches && rc == 0; mb++) {
+            handover got = {.ok = true};
+            uint8_t *bytes = NULL;
+            rc = receive(tp, rank_of(C, (rep + 1) * S - 1, tp), (rep + 1) * S - 1, true, -1, &got, &bytes, d);
+            if (rc == 0 && got.chips != S) rc = diag_fail(d, "error: a replica's outputs came with %d stages, not %d", got.chips, S);
+            if (rc == 0) {
+                const package *p = &pc->pkg[S - 1];
+                int32_t k = 0;
+                for (int32_t b = 0; b < p->bindings.n; b++) k += p->bindings.v[b].role == PKG_OUTPUT;
+                if (got.n != k) rc = diag_fail(d, "error: a replica's outputs are %d tensors, not %d", got.n, k);
+            }
+            if (rc == 0) merge_cycles(&give, &got), place_outputs(pc, &got, (int64_t)rep * pc->micro_batches + mb, outputs);
+            handover_free(&got);
+            free(bytes);
+            rc = rc ? -1 : 0;
+        }
+    for (int32_t rep = first / S; rep * S < end && rc == 0; rep++) {
+        int32_t lo = first > rep * S ? first : rep * S, hi = end < (rep + 1) * S ? end : (rep + 1) * S;
+        for (int64_t mb = 0; mb < pc->micro_batches && rc == 0; mb++)
+            rc = run_piece(pc, path, tp, so, inputs, outputs, st, rep, lo, hi, mb, &give, d);
     }
-    if (rc == 0 && *last) driver_chips_timing(&pc->machine, give.stage, give.link, n, pc->micro_batches, t);
-    if (rc && *last) {
-        const package *p = &pc->pkg[n - 1];
-        for (int32_t b = 0, j = 0; b < p->bindings.n; b++)
-            if (p->bindings.v[b].role == PKG_OUTPUT) free(outputs[j]), outputs[j++] = NULL;
+    if (rc == 0 && *last) {
+        driver_chips_timing(&pc->machine, give.stage, give.link, S, pc->micro_batches, t);
+        t->replicas = pc->replicas;
     }
+    if (rc && *last)
+        for (int32_t j = 0; j < CHIPS_MAX && outputs[j]; j++) free(outputs[j]), outputs[j] = NULL;
     return rc;
 }

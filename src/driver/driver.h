@@ -22,6 +22,8 @@ typedef struct compile_options {
     const char *recipe;       /* start from this recipe file, or NULL */
     const char *recipe_text;  /* its text, already read (a stage's of a recipe for several chips); recipe names it */
     int64_t micro_batches;    /* several chips: the batch in this many pieces (0: the fewest whose stages fit) */
+    int32_t replicas;         /* several chips: data-parallel copies of the pipeline, each on chips / replicas chips
+                                 and batch / replicas of the batch (0: 1) */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
     int beam;                 /* the beam's width (0: none) */
     bool quiet;               /* no progress line */
@@ -272,8 +274,9 @@ enum { CHIPS_MAX = 64 };
  * left. The first micro-batch takes `latency`, each further one `interval`
  * (the busiest stage) more. */
 typedef struct chips_timing {
-    int32_t n;
-    int64_t micro_batches;
+    int32_t n;                       /* stages */
+    int64_t micro_batches;           /* per replica */
+    int32_t replicas;                /* copies of the pipeline running side by side on their shares of the batch */
     uint64_t stage[CHIPS_MAX];       /* per stage: its cycles */
     uint64_t link_bytes[CHIPS_MAX];  /* to the next stage */
     uint64_t link[CHIPS_MAX];        /* their cycles */
@@ -288,6 +291,7 @@ void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t
 
 typedef struct chips_compiled {
     int64_t batch;          /* the inputs' first axis */
+    int32_t replicas;       /* data-parallel copies of the pipeline (stages.n chips each) */
     int64_t micro_batches;  /* the batch goes through in this many pieces */
     graph *micro;           /* the model for one micro-batch (graph_micro_batch), or NULL (one: the model) */
     graph_stages stages;    /* of the model or of micro */

@@ -2,11 +2,14 @@
  * manifest and one ordinary package per chip, each read alone.
  *
  *   "TESSCHIP"                      8 bytes
- *   u32 version, u32 chips
- *   u64 machine bytes, u64 manifest bytes, chips x u64 package bytes
+ *   u32 version, u32 programs (a pipeline's stages), u32 replicas, u32 0
+ *   u64 machine bytes, u64 manifest bytes, programs x u64 package bytes
  *   u32 CRC-32C of everything above
  *   machine JSON, manifest JSON, CRC-32C of the two (u32)
- *   each chip's package, as package_write writes it (its own checksums)
+ *   each program's package, as package_write writes it (its own checksums)
+ *
+ * The machine has programs x replicas chips: chip c runs program c % programs
+ * (replica c / programs), so data-parallel copies share their bytes.
  *
  * All little-endian. A reader checks the header and the two JSON texts
  * before it uses them, then parses only the packages it is asked for. */
@@ -18,7 +21,7 @@
 #include <string.h>
 
 static const char MAGIC[8] = {'T', 'E', 'S', 'S', 'C', 'H', 'I', 'P'};
-enum { VERSION = 1, MAX_CHIPS = 64 };
+enum { VERSION = 2, MAX_CHIPS = 64, HEAD = 40 };
 
 static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -39,11 +42,11 @@ static uint64_t get_u64(const uint8_t *p) {
 
 bool pkg_chips_magic(const void *bytes, size_t len) { return len >= 8 && memcmp(bytes, MAGIC, 8) == 0; }
 
-int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, FILE *f, const char *path,
-                    diag *d) {
-    TS_ASSERT(n >= 1 && n <= MAX_CHIPS);
+int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas, FILE *f,
+                    const char *path, diag *d) {
+    TS_ASSERT(n >= 1 && replicas >= 1 && (uint64_t)n * (uint64_t)replicas == m->chips && m->chips <= MAX_CHIPS);
     char *mj = machine_to_json(m);
-    size_t hlen = 8 + 4 + 4 + 8 + 8 + 8 * (size_t)n, mlen = strlen(mj), flen = strlen(manifest);
+    size_t hlen = HEAD + 8 * (size_t)n, mlen = strlen(mj), flen = strlen(manifest);
     uint8_t *head = xmalloc(hlen + 4), crc[4];
     uint8_t **img = xcalloc((size_t)n, sizeof(uint8_t *));
     size_t *len = xcalloc((size_t)n, sizeof(size_t));
@@ -54,9 +57,11 @@ int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs,
         memcpy(head, MAGIC, 8);
         put_u32(head + 8, VERSION);
         put_u32(head + 12, (uint32_t)n);
-        put_u64(head + 16, mlen);
-        put_u64(head + 24, flen);
-        for (int32_t c = 0; c < n; c++) put_u64(head + 32 + 8 * (size_t)c, len[c]);
+        put_u32(head + 16, (uint32_t)replicas);
+        put_u32(head + 20, 0);
+        put_u64(head + 24, mlen);
+        put_u64(head + 32, flen);
+        for (int32_t c = 0; c < n; c++) put_u64(head + HEAD + 8 * (size_t)c, len[c]);
         put_u32(head + hlen, util_crc32c(head, hlen));
         char *both = xmalloc(mlen + flen + 1);
         memcpy(both, mj, mlen);
@@ -80,58 +85,65 @@ int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool
     memset(out, 0, sizeof *out);
     const uint8_t *b = bytes;
     if (!pkg_chips_magic(bytes, size)) return diag_fail(d, "%s: error: not a package for several chips", path);
-    if (size < 36) return diag_fail(d, "%s: error: truncated package header", path);
-    uint32_t version = get_u32(b + 8), n = get_u32(b + 12);
+    if (size < HEAD + 4) return diag_fail(d, "%s: error: truncated package header", path);
+    uint32_t version = get_u32(b + 8), n = get_u32(b + 12), replicas = get_u32(b + 16);
     if (version != VERSION)
         return diag_fail(d, "%s: error: package for several chips of format %u; this tessel reads %d", path, version, VERSION);
-    if (n < 1 || n > MAX_CHIPS) return diag_fail(d, "%s: error: the package claims %u chips (1..%d)", path, n, MAX_CHIPS);
-    size_t hlen = 32 + 8 * (size_t)n;
+    if (n < 1 || replicas < 1 || (uint64_t)n * replicas > MAX_CHIPS || get_u32(b + 20) != 0)
+        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas (at most %d chips)", path, n, replicas,
+                         MAX_CHIPS);
+    size_t hlen = HEAD + 8 * (size_t)n;
     if (size < hlen + 4) return diag_fail(d, "%s: error: truncated package header", path);
     if (get_u32(b + hlen) != util_crc32c(b, hlen))
         return diag_fail(d, "%s: error: the header's checksum does not match (the file is damaged)", path);
-    uint64_t mlen = get_u64(b + 16), flen = get_u64(b + 24), at = hlen + 4;
+    uint64_t mlen = get_u64(b + 24), flen = get_u64(b + 32), at = hlen + 4;
     if (mlen > size || flen > size || at + mlen + flen + 4 > size)
         return diag_fail(d, "%s: error: truncated package (machine and manifest)", path);
     const uint8_t *mj = b + at, *fj = mj + mlen;
     if (get_u32(fj + flen) != util_crc32c(mj, mlen + flen))
         return diag_fail(d, "%s: error: the machine's and manifest's checksum does not match (the file is damaged)", path);
     if (machine_from_json((const char *)mj, mlen, path, &out->machine, d)) return -1;
-    if (out->machine.chips != n)
-        return diag_fail(d, "%s: error: the package holds %u chips' programs for a machine of %u", path, n, out->machine.chips);
+    if (out->machine.chips != n * replicas)
+        return diag_fail(d, "%s: error: the package holds %u programs for %u replicas, for a machine of %u chips", path, n,
+                         replicas, out->machine.chips);
+    out->replicas = (int32_t)replicas;
     at += mlen + flen + 4;
     out->n = (int32_t)n;
     out->manifest = xmalloc(flen + 1);
     memcpy(out->manifest, fj, flen);
     out->manifest[flen] = 0;
-    json_t *man = json_loads(out->manifest, 0, NULL), *mb = json_object_get(man, "micro_batches");
+    json_t *man = json_loads(out->manifest, 0, NULL), *mb = json_object_get(man, "micro_batches"),
+           *rp = json_object_get(man, "replicas");
     out->micro_batches = json_is_integer(mb) ? (int64_t)json_integer_value(mb) : 1;
     json_t *bt = json_object_get(man, "batch");
     out->batch = json_is_integer(bt) ? (int64_t)json_integer_value(bt) : out->micro_batches;
     bool man_ok = json_is_object(man) && out->micro_batches >= 1 && out->micro_batches <= (1 << 20) && out->batch >= 1 &&
-                  out->batch % out->micro_batches == 0;
+                  out->batch % ((int64_t)out->replicas * out->micro_batches) == 0 &&
+                  (json_is_integer(rp) ? json_integer_value(rp) : 1) == out->replicas;
     json_decref(man);
     if (!man_ok) {
         pkg_chips_free(out);
-        return diag_fail(d, "%s: error: the manifest is not a JSON object whose batch splits into its micro_batches", path);
+        return diag_fail(d, "%s: error: the manifest is not a JSON object whose batch splits into its replicas and "
+                            "micro_batches", path);
     }
     out->pkg = xcalloc(n, sizeof(package));
     out->loaded = xcalloc(n, sizeof(bool));
     int rc = 0;
     for (uint32_t c = 0; c < n && rc == 0; c++) {
-        uint64_t len = get_u64(b + 32 + 8 * (size_t)c);
+        uint64_t len = get_u64(b + HEAD + 8 * (size_t)c);
         if (len > size - at) {
-            rc = diag_fail(d, "%s: error: truncated package (chip %u's program)", path, c);
+            rc = diag_fail(d, "%s: error: truncated package (program %u)", path, c);
             break;
         }
         if (!want || want[c]) {
             char name[1024];
-            snprintf(name, sizeof name, "%s (chip %u)", path, c);
+            snprintf(name, sizeof name, "%s (program %u)", path, c);
             rc = package_parse(b + at, len, name, &out->pkg[c], d);
             out->loaded[c] = rc == 0;
         }
         at += len;
     }
-    if (rc == 0 && at != size) rc = diag_fail(d, "%s: error: %zu bytes after the last chip's program", path, (size_t)(size - at));
+    if (rc == 0 && at != size) rc = diag_fail(d, "%s: error: %zu bytes after the last program", path, (size_t)(size - at));
     if (rc) pkg_chips_free(out);
     return rc;
 }
@@ -147,26 +159,27 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d) 
 }
 
 void pkg_chips_fix_checksums(uint8_t *b, size_t size) {
-    if (size < 36 || !pkg_chips_magic(b, size)) return;
+    if (size < HEAD + 4 || !pkg_chips_magic(b, size)) return;
     uint32_t n = get_u32(b + 12);
     if (n < 1 || n > MAX_CHIPS) return;
-    size_t hlen = 32 + 8 * (size_t)n;
+    size_t hlen = HEAD + 8 * (size_t)n;
     if (size < hlen + 4) return;
     put_u32(b + hlen, util_crc32c(b, hlen));
-    uint64_t mlen = get_u64(b + 16), flen = get_u64(b + 24), at = hlen + 4;
+    uint64_t mlen = get_u64(b + 24), flen = get_u64(b + 32), at = hlen + 4;
     if (mlen > size || flen > size || at + mlen + flen + 4 > size) return;
     put_u32(b + at + mlen + flen, util_crc32c(b + at, mlen + flen));
 }
 
-int pkg_chips_count(const char *path, int32_t *n, diag *d) {
+int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, diag *d) {
     FILE *f = fopen(path, "rb");
-    uint8_t head[16];
-    bool ok = f && fread(head, 1, 16, f) == 16 && pkg_chips_magic(head, 8);
+    uint8_t head[20];
+    bool ok = f && fread(head, 1, 20, f) == 20 && pkg_chips_magic(head, 8) && get_u32(head + 8) == VERSION;
     if (f) fclose(f);
-    if (!ok) return diag_fail(d, "%s: error: not a package for several chips", path);
-    uint32_t c = get_u32(head + 12);
-    if (c < 1 || c > MAX_CHIPS) return diag_fail(d, "%s: error: the package claims %u chips (1..%d)", path, c, MAX_CHIPS);
-    *n = (int32_t)c;
+    if (!ok) return diag_fail(d, "%s: error: not a package for several chips of format %d", path, VERSION);
+    uint32_t n = get_u32(head + 12), r = get_u32(head + 16);
+    if (n < 1 || r < 1 || (uint64_t)n * r > MAX_CHIPS)
+        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas (at most %d chips)", path, n, r, MAX_CHIPS);
+    *programs = (int32_t)n, *replicas = (int32_t)r;
     return 0;
 }
 

@@ -239,24 +239,26 @@ int package_live_peak(const package *p, package_peak *out, diag *d);
  * The machine of several chips, a manifest (JSON: the model, each chip's
  * stage) and one ordinary package per chip, for that machine's one chip. */
 typedef struct pkg_chips {
-    machine machine;       /* chips > 1 */
-    int32_t n;             /* chips, one package each */
+    machine machine;       /* chips > 1: n x replicas */
+    int32_t n;             /* programs (a pipeline's stages), one package each */
+    int32_t replicas;      /* data-parallel copies of the pipeline: chip c runs program c % n */
     char *manifest;        /* JSON text */
     int64_t batch;         /* the manifest's: the inputs' first axis */
     int64_t micro_batches; /* and the pieces it runs in, each through every chip */
     package *pkg;          /* per chip; only those loaded are filled */
     bool *loaded;
 } pkg_chips;
-/* Writes the machine, manifest and n packages to f, deterministically. */
-int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, FILE *f, const char *path,
-                    diag *d);
+/* Writes the machine, manifest and n packages (for n x replicas chips) to f, deterministically. */
+int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas, FILE *f,
+                    const char *path, diag *d);
 /* Reads a package for several chips from size bytes, every header field
- * checked; parses the packages of the chips want selects (NULL: all). */
+ * checked; parses the packages of the programs want selects (NULL: all). */
 int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool *want, pkg_chips *out, diag *d);
 int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d);
 bool pkg_chips_magic(const void *bytes, size_t len);  /* the bytes start like one */
 bool pkg_chips_file(const char *path);                /* the file starts like one */
-int pkg_chips_count(const char *path, int32_t *n, diag *d); /* its chips, from the header alone */
+/* Its programs and replicas, from the header alone. */
+int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, diag *d);
 /* Recomputes the header's and the texts' checksums of an image in place
  * (where its lengths allow), for tests and fuzzing that damage what is behind them. */
 void pkg_chips_fix_checksums(uint8_t *img, size_t len);

@@ -17,35 +17,37 @@
 #include "driver/driver.h"
 #include "models/models.h"
 
-#define MODEL "zoo:vit:layers=5,width=32,heads=2,mlp=48,image=16,patch=4"
+#define MODEL "zoo:vit:layers=5,width=32,heads=2,mlp=48,image=16,patch=4,batch=2"
 
-/* A mailbox per receiving rank: what send left, for recv to take. */
+/* A mailbox per (sender, receiver): what send left, in order, for recv to take. */
+enum { BOX = 16 };
 typedef struct post {
-    uint8_t *bytes[CHIPS_MAX];
-    size_t len[CHIPS_MAX];
-    bool full[CHIPS_MAX];
-    bool tamper;           /* cut the next message short */
+    uint8_t *bytes[4][4][BOX];
+    size_t len[4][4][BOX];
+    int put[4][4], got[4][4];
+    bool tamper;           /* cut every message short */
     int me;                /* the rank being run */
 } post;
 
 static int post_send(void *ctx, int to, const uint8_t *bytes, size_t len, diag *d) {
     (void)d;
     post *p = ctx;
-    assert_false(p->full[to]);
+    int k = p->put[p->me][to]++;
+    assert_true(k < BOX);
     size_t n = p->tamper && len > 8 ? len - 3 : len;
-    p->bytes[to] = malloc(n ? n : 1);
-    memcpy(p->bytes[to], bytes, n);
-    p->len[to] = n;
-    p->full[to] = true;
+    p->bytes[p->me][to][k] = malloc(n ? n : 1);
+    memcpy(p->bytes[p->me][to][k], bytes, n);
+    p->len[p->me][to][k] = n;
     return 0;
 }
 
 static int post_recv(void *ctx, int from, uint8_t **bytes, size_t *len, diag *d) {
-    (void)from;
     post *p = ctx;
-    if (!p->full[p->me]) return diag_fail(d, "test: nothing was sent to rank %d", p->me);
-    *bytes = p->bytes[p->me], *len = p->len[p->me];
-    p->full[p->me] = false;
+    int k = p->got[from][p->me];
+    if (k >= p->put[from][p->me]) return diag_fail(d, "test: rank %d sent rank %d nothing more", from, p->me);
+    p->got[from][p->me]++;
+    *bytes = p->bytes[from][p->me][k], *len = p->len[from][p->me][k];
+    p->bytes[from][p->me][k] = NULL; /* the receiver frees it */
     return 0;
 }
 
@@ -56,23 +58,29 @@ typedef struct run {
     char why[2048];
 } run;
 
-/* The package's chips run over `ranks` ranks, one after another. */
+/* The package's chips run over `ranks` ranks, one after another; the rank
+ * with the last chip first (it takes the other replicas' outputs first),
+ * then the others in order, then it again: played here as the others
+ * first, which is the order their messages arrive in. */
 static run run_ranks(const uint8_t *img, size_t len, int ranks, int fail_rank, bool tamper) {
     run r = {0};
     post box = {.tamper = tamper};
     int32_t n = 4;
-    float *x = malloc(sizeof(float) * 16 * 48);
-    graph_default_input_fill(0, DT_F16, 0, x, 16 * 48);
+    float *x = malloc(sizeof(float) * 2 * 16 * 48);
+    graph_default_input_fill(0, DT_F16, 0, x, 2 * 16 * 48);
     for (int k = 0; k < ranks; k++) {
         box.me = k;
         chips_transport tp = {.rank = k, .ranks = ranks, .send = post_send, .recv = post_recv, .ctx = &box};
-        bool want[CHIPS_MAX] = {0};
-        for (int32_t s = driver_chips_first(n, k, ranks); s < driver_chips_first(n, k + 1, ranks); s++) want[s] = true;
         pkg_chips pc;
         diag d = {0};
+        assert_int_equal(pkg_chips_parse(img, len, "t.tpk", NULL, &pc, &d), 0);
+        int32_t programs = pc.n;
+        pkg_chips_free(&pc);
+        bool want[CHIPS_MAX] = {0};
+        for (int32_t c = driver_chips_first(n, k, ranks); c < driver_chips_first(n, k + 1, ranks); c++) want[c % programs] = true;
         assert_int_equal(pkg_chips_parse(img, len, "t.tpk", want, &pc, &d), 0);
-        for (int32_t s = 0; s < n; s++) assert_int_equal(pc.loaded[s], want[s]);  /* a rank reads its own chips only */
-        float *outs[1] = {0};
+        for (int32_t s = 0; s < programs; s++) assert_int_equal(pc.loaded[s], want[s]);  /* a rank reads its own programs only */
+        float *outs[2] = {0};
         sim_stats st[CHIPS_MAX] = {0};
         sim_options so = {.quiet = true};
         bool last = false;
@@ -95,43 +103,52 @@ static run run_ranks(const uint8_t *img, size_t len, int ranks, int fail_rank, b
         for (int32_t s = 0; s < n; s++) sim_stats_free(&st[s]);
         pkg_chips_free(&pc);
     }
-    for (int k = 0; k < CHIPS_MAX; k++)
-        if (box.full[k]) free(box.bytes[k]);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int k = 0; k < BOX; k++) free(box.bytes[a][b][k]);
     free(x);
     return r;
 }
 
-static void ranks_agree(void **state) {
-    (void)state;
+/* Four chips as one pipeline of four stages (replicas 1) or as two
+ * data-parallel replicas of a pipeline of two (replicas 2). */
+static void ranks_agree(int32_t replicas) {
     diag d = {0};
     graph *g = models_load(MODEL, &d);
     assert_non_null(g);
     machine m;
     assert_int_equal(machine_preset("tinyx4", &m), 0);
-    compile_options co = {.model = MODEL, .search_steps = 64, .beam = 2, .quiet = true};
+    compile_options co = {.model = MODEL, .search_steps = 64, .beam = 2, .quiet = true, .replicas = replicas};
     chips_compiled cc;
     if (driver_compile_chips(g, &m, &co, &cc, &d)) fail_msg("%s", d.text);
-    assert_int_equal(cc.stages.n, 4);
+    int32_t S = 4 / replicas;
+    assert_int_equal(cc.stages.n, S);
+    assert_int_equal(cc.replicas, replicas);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pkg_chips_write(&m, cc.manifest, cc.pkg, 4, f, "t.tpk", &d), 0);
+    assert_int_equal(pkg_chips_write(&m, cc.manifest, cc.pkg, S, replicas, f, "t.tpk", &d), 0);
     fclose(f);
 
     run one = run_ranks((uint8_t *)buf, len, 1, -1, false);
-    assert_int_equal(one.rc, 0);
-    assert_int_equal(one.t.n, 4);
-    for (int32_t s = 0; s < 4; s++) assert_true(one.t.stage[s] > 0);
-    assert_int_equal(one.t.link_bytes[0], 16 * 32 * 2);  /* the carried f16[1, 16, 32] */
-    assert_int_equal(one.t.link[0], m.link_latency_cycles + (1024 + m.link_bytes_per_cycle - 1) / m.link_bytes_per_cycle +
+    if (one.rc) fail_msg("%s", one.why);
+    assert_int_equal(one.t.n, S);
+    assert_int_equal(one.t.replicas, replicas);
+    for (int32_t s = 0; s < S; s++) assert_true(one.t.stage[s] > 0);
+    int64_t micro = 2 / replicas / cc.micro_batches;  /* images per micro-batch */
+    assert_int_equal(one.t.link_bytes[0], micro * 16 * 32 * 2);  /* the carried f16[micro, 16, 32] */
+    assert_int_equal(one.t.link[0], m.link_latency_cycles +
+                                        (one.t.link_bytes[0] + m.link_bytes_per_cycle - 1) / m.link_bytes_per_cycle +
                                         m.chip_sync_cycles);
     uint64_t sum = 0;
-    for (int32_t s = 0; s < 4; s++) sum += one.t.stage[s] + one.t.link[s];
+    for (int32_t s = 0; s < S; s++) sum += one.t.stage[s] + one.t.link[s];
     assert_true(one.t.latency == sum);
+    assert_true(one.t.cycles == one.t.latency + (uint64_t)(cc.micro_batches - 1) * one.t.interval);
+    /* And against the model run whole on one chip's reference: the outputs are the whole batch's. */
     for (int ranks = 2; ranks <= 4; ranks++) {
         run r = run_ranks((uint8_t *)buf, len, ranks, -1, false);
         if (r.rc) fail_msg("%d ranks: %s", ranks, r.why);
-        assert_memory_equal(r.out, one.out, sizeof(float) * 16 * 32);
+        assert_memory_equal(r.out, one.out, sizeof(float) * 2 * 16 * 32);
         assert_memory_equal(&r.t, &one.t, sizeof r.t);
         free(r.out);
     }
@@ -144,7 +161,7 @@ static void ranks_agree(void **state) {
     /* A handover cut short is refused, not read past its end. */
     bad = run_ranks((uint8_t *)buf, len, 2, -1, true);
     assert_int_equal(bad.rc, -1);
-    if (!strstr(bad.why, "the handover from rank 0 (chip 1) is malformed")) fail_msg("%s", bad.why);
+    if (!strstr(bad.why, "is malformed")) fail_msg("%s", bad.why);
 
     /* The package: any damaged header byte, and any cut, is refused. */
     pkg_chips pc;
@@ -164,9 +181,20 @@ static void ranks_agree(void **state) {
     graph_free(g);
 }
 
+static void pipeline_ranks_agree(void **state) {
+    (void)state;
+    ranks_agree(1);
+}
+
+static void replicas_ranks_agree(void **state) {
+    (void)state;
+    ranks_agree(2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(ranks_agree),
+        cmocka_unit_test(pipeline_ranks_agree),
+        cmocka_unit_test(replicas_ranks_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
