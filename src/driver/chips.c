@@ -162,8 +162,8 @@ static int compile_stages(const graph *g, const machine *m, const compile_option
 }
 
 static void free_stages(chips_compiled *c) {
-    for (int32_t s = 0; s < c->ncompiled; s++) {
-        package_free(&c->pkg[s]);
+    for (int32_t s = 0; c->info && s < c->stages.n; s++) { /* a stage that failed holds its search too */
+        if (s < c->ncompiled) package_free(&c->pkg[s]);
         compile_info_free(&c->info[s]);
     }
     free(c->pkg);
