@@ -28,6 +28,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 MODEL = "zoo:mlp:tokens=16,width=64,hidden=128"
+CHIPS = "zoo:vit:layers=2,width=16,heads=2,mlp=16,image=8,patch=4,batch=2"  # two chips, two micro-batches
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -54,6 +55,11 @@ def job_table(w):
         "check": ["check", MODEL, "--machine", "tiny", "--search-steps", "8", "--trace", f"{o}/trace.json"],
         # the library through its public header (tests/alloc/api_job.c): load, compile, run, save, HTML report
         "api": ["@api_job", f"{i}/mlp.tsl", f"{i}/tiny.json", o],
+        # several chips: the cut, micro-batches, every stage's compile, the package for several chips
+        "chips": ["compile", CHIPS, "--machine", "tinyx2", "--micro-batches", "2", "-o", f"{o}/chips.tpk", "--save-recipe",
+                  f"{o}/chips.json", "--quiet", "--search-steps", "8"],
+        # and its run: the package read, every chip's stage simulated, the handovers, the outputs
+        "chips_run": ["run", f"{i}/chips.tpk", "--output-dir", f"{o}/chips"],
     }
 
 
@@ -81,6 +87,7 @@ def setup(tessel, w):
     with open(f"{i}/tiny.json", "w") as f:
         make(["machine", "tiny", "--json"], f)
     make(["compile", f"{i}/mlp.tsl", "--machine", f"{i}/tiny.json", "-o", f"{i}/mlp.tpk", "--quiet"])
+    make(["compile", CHIPS, "--machine", "tinyx2", "--micro-batches", "2", "-o", f"{i}/chips.tpk", "--quiet", "--search-steps", "8"])
     write_npy_f16(f"{i}/x.npy", (16, 64), [((k * 37) % 101 - 50) / 25.0 for k in range(16 * 64)])
 
 
@@ -152,7 +159,7 @@ def one(tessel, name, argv, w, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check,api")
+    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check,api,chips,chips_run")
     ap.add_argument("--stride", type=int, default=1)
     ap.add_argument("--first", type=int, default=300)
     ap.add_argument("-j", type=int, default=2, dest="par")
