@@ -392,6 +392,10 @@ int cli_check_on_chips(const cmd *c, const parsed *p, diag *d) {
 
 int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d) {
     bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
+    static const char *const one_chip[] = {"--trace", "--html", "--locate", "--expect"};
+    for (size_t k = 0; k < sizeof one_chip / sizeof one_chip[0]; k++)
+        if (cli_flag(c, p, one_chip[k]))
+            return diag_fail(d, "tessel check: error: option '%s': not yet on several chips (docs/chips.md)", one_chip[k]);
     machine m;
     chips_under_check u = {.m = &m, .given = cli_opt(c, p, "--package")};
     if (u.given && cli_opt(c, p, "--machine"))

@@ -43,6 +43,9 @@ void package_free(package *p) {
 
 static int read_header(reader *r) {
     size_t n = r->len < PKG_MAGIC_BYTES ? r->len : PKG_MAGIC_BYTES;
+    if (pkg_chips_magic(r->bytes, r->len))
+        return fail(r, "a package for several chips: 'tessel run' and 'tessel check --package' take it, this takes one "
+                       "chip's (docs/chips.md)");
     if (n && memcmp(r->bytes, pkg_magic, n) != 0)
         return fail(r, "not a tessel package (it does not start with the magic \"TESSPKG\\0\")");
     if (r->len < PKG_HEADER_BYTES)
