@@ -48,7 +48,7 @@ static void print_timing(FILE *f, const char *what, const machine *m, const chip
 static json_t *timing_json(const chips_timing *t, const machine *m, int64_t batch) {
     json_t *st = json_array();
     for (int32_t s = 0; s < t->n; s++)
-        json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I}", "chip", (int)s, "cycles", (json_int_t)t->stage[s],
+        json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I}", "stage", (int)s, "cycles", (json_int_t)t->stage[s],
                                             "link_bytes", (json_int_t)t->link_bytes[s], "link_cycles",
                                             (json_int_t)t->link[s]));
     double micro = (double)batch / (double)t->replicas / (double)t->micro_batches;
@@ -351,7 +351,7 @@ static void print_check(const parsed *p, const chips_under_check *u, const chips
     if (json) {
         json_t *st = json_array();
         for (int32_t s = 0; s < n; s++)
-            json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "chip", (int)s, "first_layer",
+            json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "stage", (int)s, "first_layer",
                                                 (json_int_t)cc->stages.first[s], "layers", (json_int_t)cc->stages.count[s],
                                                 "differing", (json_int_t)f->r[s].differing, "pass", f->r[s].pass,
                                                 "cosine_stage_fp32", f->r[s].cosine));

@@ -42,8 +42,8 @@ void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t
     t->bubble = t->cycles ? 1.0 - (double)busy * (double)micro_batches / ((double)n * (double)t->cycles) : 0;
 }
 
-/* The manifest: the model, the machine's name, and per chip its stage's
- * layers, host inputs and outputs. */
+/* The manifest: the model, the machine's name, the batch, its replicas and
+ * micro-batches, and per stage its layers, host inputs and outputs. */
 static char *manifest_json(const char *model, const machine *m, const chips_compiled *cc) {
     const graph_stages *st = &cc->stages;
     const package *pkgs = cc->pkg;
@@ -55,7 +55,7 @@ static char *manifest_json(const char *model, const machine *m, const chips_comp
             if (pb->role == PKG_INPUT) json_array_append_new(ins, json_string(pb->name));
             if (pb->role == PKG_OUTPUT) json_array_append_new(outs, json_string(pb->name));
         }
-        json_array_append_new(stages, json_pack("{s:i, s:I, s:I, s:o, s:o}", "chip", (int)s, "first_layer",
+        json_array_append_new(stages, json_pack("{s:i, s:I, s:I, s:o, s:o}", "stage", (int)s, "first_layer",
                                                 (json_int_t)st->first[s], "layers", (json_int_t)st->count[s], "inputs",
                                                 ins, "outputs", outs));
     }
