@@ -270,7 +270,7 @@ typedef struct chips_found {
 /* Every micro-batch through every stage, each stage checked by
  * driver_check (simulated, bit for bit against its plan-exact reference,
  * by cosine against itself in FP32) on what the stage before it produced. */
-static int check_stages(const chips_under_check *u, const char *title, bool quiet, float *const *inputs, chips_found *f,
+static int check_stages(chips_under_check *u, const char *title, bool quiet, float *const *inputs, chips_found *f,
                         diag *d) {
     const chips_compiled *cc = &u->cc;
     int32_t n = cc->stages.n;
@@ -288,6 +288,7 @@ static int check_stages(const chips_under_check *u, const char *title, bool quie
         uint8_t *img = package_image(&u->pkgs[s], &len, title, d);
         rc = img ? package_parse(img, len, title, &pk[s], d) : -1;
         free(img);
+        if (!u->given) package_free(&u->cc.pkg[s]); /* what the file holds is checked: the compiled copy is done with */
         for (int32_t b = 0; rc == 0 && s + 1 < n && b < pk[s].bindings.n; b++)
             if (pk[s].bindings.v[b].role == PKG_OUTPUT)
                 f->link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
