@@ -181,7 +181,8 @@ int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quie
     if (count_option(c, p, "--search-steps", "count", DRIVER_SEARCH_STEPS_MAX, &steps, d) ||
         count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d) ||
         count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d) ||
-        count_option(c, p, "--replicas", "count", 64, &replicas, d))
+        (cli_opt(c, p, "--replicas") && strcmp(cli_opt(c, p, "--replicas"), "auto") == 0 ? (replicas = CHIPS_REPLICAS_AUTO, 0)
+                                                                                   : count_option(c, p, "--replicas", "count", 64, &replicas, d)))
         return -1;
     if (cli_opt(c, p, "--micro-batches") && micro == 0)
         return diag_fail(d, "tessel %s: error: option '--micro-batches': at least 1", c->name);

@@ -174,33 +174,22 @@ static void free_stages(chips_compiled *c) {
     c->micro = NULL;
 }
 
-int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d) {
-    memset(out, 0, sizeof *out);
-    TS_ASSERT(m->chips >= 1 && m->chips <= CHIPS_MAX);
-    double t0 = util_now_seconds();
-    int32_t n = (int32_t)m->chips;
-    json_t *recipe = NULL;
-    if (o->recipe && !(recipe = load_recipe(o->recipe, m, d))) return -1;
-    out->one = machine_one_chip(m, NULL);
-    /* The batch: the inputs' common first axis (1 when there is none to split). */
-    int32_t in0;
-    out->batch = graph_inputs(g, &in0, 1) >= 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
+/* g for m as `replicas` copies of a pipeline (out->batch, out->one set). */
+static int compile_replicas(const graph *g, const machine *m, const compile_options *o, const json_t *recipe,
+                            int32_t replicas, chips_compiled *out, diag *d) {
     int64_t want = o->micro_batches;
-    out->replicas = o->replicas > 0 ? o->replicas : 1;
+    out->replicas = replicas;
     if (recipe && json_is_integer(json_object_get(recipe, "micro_batches")))
         want = json_integer_value(json_object_get(recipe, "micro_batches"));
-    if (recipe && json_is_integer(json_object_get(recipe, "replicas")))
-        out->replicas = (int32_t)json_integer_value(json_object_get(recipe, "replicas"));
     if (out->replicas < 1 || m->chips % (uint32_t)out->replicas || out->batch % out->replicas)
-        return json_decref(recipe), diag_fail(d, "tessel compile: error: option '--replicas %d': the %u chips and the batch "
-                                                 "of %lld must both split into that many replicas",
-                                              (int)out->replicas, (unsigned)m->chips, (long long)out->batch);
-    n = (int32_t)m->chips / out->replicas; /* stages: the chips of one replica */
+        return diag_fail(d, "tessel compile: error: option '--replicas %d': the %u chips and the batch of %lld must both "
+                            "split into that many replicas",
+                         (int)out->replicas, (unsigned)m->chips, (long long)out->batch);
+    int32_t n = (int32_t)m->chips / out->replicas; /* stages: the chips of one replica */
     int64_t share = out->batch / out->replicas;
     if (want > 0 && (share % want != 0))
-        return json_decref(recipe), diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a batch of %lld "
-                                                 "does not split into %lld", (long long)want, (long long)share,
-                                              (long long)want);
+        return diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a batch of %lld does not split into %lld",
+                         (long long)want, (long long)share, (long long)want);
     /* Micro-batches: as asked, or the fewest (the largest) whose stages fit. */
     int rc = -1;
     for (int64_t mb = want > 0 ? want : 1; mb <= share; mb++) {
@@ -214,20 +203,59 @@ int driver_compile_chips(const graph *g, const machine *m, const compile_options
         }
         free_stages(out); /* does not fit: smaller micro-batches */
     }
-    if (rc == 0) {
-        out->manifest = manifest_json(o->model, m, out);
-        out->recipe = recipe_json(m, out);
-        uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
-        for (int32_t s = 0; s < n; s++) {
-            const search_result *sr = &out->info[s].search;
-            int f = out->info[s].finalist;
-            stage[s] = (uint64_t)(f >= 0 && f < sr->nfinalists ? sr->finalist_cycles[f] : sr->est.cycles);
-            link[s] = 0;
-            for (int32_t b = 0; s + 1 < n && b < out->pkg[s].bindings.n; b++)
-                if (out->pkg[s].bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&out->pkg[s].bindings.v[b]);
+    if (rc) return rc;
+    out->manifest = manifest_json(o->model, m, out);
+    out->recipe = recipe_json(m, out);
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    for (int32_t s = 0; s < n; s++) {
+        const search_result *sr = &out->info[s].search;
+        int f = out->info[s].finalist;
+        stage[s] = (uint64_t)(f >= 0 && f < sr->nfinalists ? sr->finalist_cycles[f] : sr->est.cycles);
+        link[s] = 0;
+        for (int32_t b = 0; s + 1 < n && b < out->pkg[s].bindings.n; b++)
+            if (out->pkg[s].bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&out->pkg[s].bindings.v[b]);
+    }
+    driver_chips_timing(m, stage, link, n, out->micro_batches, &out->predicted);
+    out->predicted.replicas = out->replicas;
+    return 0;
+}
+
+int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    TS_ASSERT(m->chips >= 1 && m->chips <= CHIPS_MAX);
+    double t0 = util_now_seconds();
+    json_t *recipe = NULL;
+    if (o->recipe && !(recipe = load_recipe(o->recipe, m, d))) return -1;
+    /* The batch: the inputs' common first axis (1 when there is none to split). */
+    int32_t in0;
+    int64_t batch = graph_inputs(g, &in0, 1) >= 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
+    int32_t replicas = o->replicas > 0 ? o->replicas : 1;
+    if (recipe && json_is_integer(json_object_get(recipe, "replicas")))
+        replicas = (int32_t)json_integer_value(json_object_get(recipe, "replicas"));
+    int rc = -1;
+    if (o->replicas >= 0 || recipe) {
+        out->one = machine_one_chip(m, NULL), out->batch = batch;
+        rc = compile_replicas(g, m, o, recipe, replicas, out, d);
+    } else {
+        /* CHIPS_REPLICAS_AUTO: every replica count the chips and the batch
+         * split into, the one whose batch takes the fewest predicted cycles
+         * (the fewest replicas among equals); none that fits: the last error. */
+        for (int32_t r = 1; r <= (int32_t)m->chips; r++) {
+            if (m->chips % (uint32_t)r || batch % r) continue;
+            chips_compiled c = {.one = machine_one_chip(m, NULL), .batch = batch};
+            diag dt = {0};
+            if (compile_replicas(g, m, o, NULL, r, &c, &dt)) {
+                chips_compiled_free(&c);
+                if (rc) *d = dt;
+                continue;
+            }
+            if (rc == 0 && c.predicted.cycles >= out->predicted.cycles) {
+                chips_compiled_free(&c);
+                continue;
+            }
+            if (rc == 0) chips_compiled_free(out);
+            *out = c, rc = 0, *d = (diag){0};
         }
-        driver_chips_timing(m, stage, link, n, out->micro_batches, &out->predicted);
-        out->predicted.replicas = out->replicas;
     }
     json_decref(recipe);
     out->seconds = util_now_seconds() - t0;

@@ -23,7 +23,8 @@ typedef struct compile_options {
     const char *recipe_text;  /* its text, already read (a stage's of a recipe for several chips); recipe names it */
     int64_t micro_batches;    /* several chips: the batch in this many pieces (0: the fewest whose stages fit) */
     int32_t replicas;         /* several chips: data-parallel copies of the pipeline, each on chips / replicas chips
-                                 and batch / replicas of the batch (0: 1) */
+                                 and batch / replicas of the batch (0: 1; CHIPS_REPLICAS_AUTO: the count whose
+                                 batch takes the fewest predicted cycles) */
     int64_t search_steps;     /* local-search proposals at most; 0 expands the start as it is (no beam either) */
     int beam;                 /* the beam's width (0: none) */
     bool quiet;               /* no progress line */
@@ -266,7 +267,7 @@ void check_proofs_free(check_proofs *pv);
  * One pipeline stage per chip (graph_split_stages), each compiled for one
  * chip of the machine by driver_compile; stage s hands its carried values
  * to stage s + 1 over the link between neighbouring chips. */
-enum { CHIPS_MAX = 64 };
+enum { CHIPS_MAX = 64, CHIPS_REPLICAS_AUTO = -1 };
 
 /* A pipeline's time, from each stage's cycles and the bytes each hands on:
  * a link costs link_latency_cycles + bytes / link_bytes_per_cycle +
