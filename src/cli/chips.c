@@ -289,9 +289,7 @@ static int check_stages(chips_under_check *u, const char *title, bool quiet, flo
         rc = img ? package_parse(img, len, title, &pk[s], d) : -1;
         free(img);
         if (!u->given) package_free(&u->cc.pkg[s]); /* what the file holds is checked: the compiled copy is done with */
-        for (int32_t b = 0; rc == 0 && s + 1 < n && b < pk[s].bindings.n; b++)
-            if (pk[s].bindings.v[b].role == PKG_OUTPUT)
-                f->link[s] += (uint64_t)sim_binding_numel(&pk[s].bindings.v[b]) * (uint64_t)dtype_bytes(pk[s].bindings.v[b].dtype);
+        if (rc == 0 && s + 1 < n) f->link[s] = driver_chips_handed_bytes(&pk[s]);
         f->r[s].pass = true, f->r[s].cosine = 1;
     }
     for (int64_t piece = 0; piece < cc->replicas * micro && rc == 0; piece++) { /* every replica's micro-batches */

@@ -11,8 +11,12 @@
 
 #include "driver.h"
 
-static uint64_t binding_bytes(const pkg_binding *b) {
-    return (uint64_t)sim_binding_numel(b) * (uint64_t)dtype_bytes(b->dtype);
+uint64_t driver_chips_handed_bytes(const package *p) {
+    uint64_t bytes = 0;
+    for (int32_t b = 0; b < p->bindings.n; b++)
+        if (p->bindings.v[b].role == PKG_OUTPUT)
+            bytes += (uint64_t)sim_binding_numel(&p->bindings.v[b]) * (uint64_t)dtype_bytes(p->bindings.v[b].dtype);
+    return bytes;
 }
 
 void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t *link_bytes, int32_t n,
@@ -211,9 +215,7 @@ static int compile_replicas(const graph *g, const machine *m, const compile_opti
         const search_result *sr = &out->info[s].search;
         int f = out->info[s].finalist;
         stage[s] = (uint64_t)(f >= 0 && f < sr->nfinalists ? sr->finalist_cycles[f] : sr->est.cycles);
-        link[s] = 0;
-        for (int32_t b = 0; s + 1 < n && b < out->pkg[s].bindings.n; b++)
-            if (out->pkg[s].bindings.v[b].role == PKG_OUTPUT) link[s] += binding_bytes(&out->pkg[s].bindings.v[b]);
+        link[s] = s + 1 < n ? driver_chips_handed_bytes(&out->pkg[s]) : 0;
     }
     driver_chips_timing(m, stage, link, n, out->micro_batches, &out->predicted);
     out->predicted.replicas = out->replicas;
@@ -557,9 +559,7 @@ static int run_piece(const pkg_chips *pc, const char *path, const chips_transpor
         prev_out = out, prev_n = nout;
         if (rc == 0) {
             if (st[c].cycles > give->stage[s]) give->stage[s] = st[c].cycles;
-            give->link[s] = 0;
-            for (int32_t b = 0; s + 1 < S && b < p->bindings.n; b++)
-                if (p->bindings.v[b].role == PKG_OUTPUT) give->link[s] += binding_bytes(&p->bindings.v[b]);
+            give->link[s] = s + 1 < S ? driver_chips_handed_bytes(p) : 0;
         }
     }
     if (rc == 0) {

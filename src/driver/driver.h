@@ -289,6 +289,8 @@ typedef struct chips_timing {
 } chips_timing;
 void driver_chips_timing(const machine *m, const uint64_t *stage, const uint64_t *link_bytes, int32_t n,
                          int64_t micro_batches, chips_timing *t);
+/* The bytes a stage's package hands the next stage: its outputs. */
+uint64_t driver_chips_handed_bytes(const package *p);
 
 typedef struct chips_compiled {
     int64_t batch;          /* the inputs' first axis */
