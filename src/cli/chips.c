@@ -62,6 +62,7 @@ static json_t *timing_json(const chips_timing *t, const machine *m, int64_t batc
 
 int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d) {
+    if (graph_is_training(g)) return cli_compile_train(model, g, m, co, out, save, report, d);
     outset os = {0};
     FILE *f = outset_open(&os, out, d), *fr = NULL, *fp = NULL;
     if (f && save && !(fr = outset_open(&os, save, d))) f = NULL;
@@ -72,7 +73,7 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
     }
     chips_compiled cc;
     int rc = driver_compile_chips(g, m, co, &cc, d);
-    if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, cc.replicas, f, out, d);
+    if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, cc.replicas, PKG_CHIPS_PIPELINE, f, out, d);
     if (outset_close(&os, f, out, d)) rc = -1;
     if (rc == 0 && fr && (fputs(cc.recipe, fr) < 0 || outset_close(&os, fr, save, d))) rc = -1;
     if (rc == 0 && fp) {
@@ -134,7 +135,9 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
     int32_t chips, first, end;
     {
         int32_t n, replicas;
-        if (pkg_chips_count(path, &n, &replicas, d)) return -1;
+        pkg_chips_kind kind;
+        if (pkg_chips_count(path, &n, &replicas, &kind, d)) return -1;
+        if (kind == PKG_CHIPS_TRAIN) return cli_run_train(c, p, path, d);
         chips = n * replicas;
         if (ranks > chips)
             return uniform_fail(d, "tessel run: error: %d MPI ranks for %d chips: run with at most %d (mpirun -np %d)", ranks,
@@ -395,6 +398,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
     for (size_t k = 0; k < sizeof one_chip / sizeof one_chip[0]; k++)
         if (cli_flag(c, p, one_chip[k]))
             return diag_fail(d, "tessel check: error: option '%s': not yet on several chips (docs/chips.md)", one_chip[k]);
+    if (graph_is_training(g)) return cli_check_train(c, p, g, pass, d);
     machine m;
     chips_under_check u = {.m = &m, .given = cli_opt(c, p, "--package")};
     if (u.given && cli_opt(c, p, "--machine"))

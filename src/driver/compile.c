@@ -91,7 +91,7 @@ static void numerics_for_model(const graph *g, const graph *gm, const graph *gc,
         bool gemm;
         int32_t at = model_op(gm, gc, fp, i, &gemm);
         plan_copy(&mnu, &mnu.op[at], pl, graph_opr(gc, i)->nin);
-        if (gemm) mnu.op[at].kind = OP_MATMUL;
+        if (gemm) mnu.op[at].kind = graph_opr(gm, at)->kind; /* the product's: its matmul, or its reduce_sum */
     }
     graph_numerics_init(out, g);
     for (int32_t i = 0; i < gm->ops.n; i++) {

@@ -340,4 +340,71 @@ int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transpor
  * to the next rank, so it fails saying why instead of waiting. */
 void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp, const diag *d);
 
+/* ---- train.c: a training step over data-parallel replicas (docs/chips.md) --
+ *
+ * graph_split_replicas's programs on one replica per chip: program 0 (every
+ * chip's replica: its share of the batch, to its gradients), then program
+ * 1 + o (owner o: its rows of every gradient summed over the replicas, the
+ * optimizers on those rows). Between them a reduce-scatter hands each owner
+ * its rows; after them a gather hands every chip the new rows. */
+typedef struct train_timing {
+    int32_t n;                        /* replicas, one per chip */
+    uint64_t replica;                 /* the replicas' program (they run at once, alike) */
+    uint64_t owner[CHIPS_MAX];        /* each owner's program */
+    uint64_t owner_max;
+    uint64_t scatter_total, gather_total;   /* bytes over every link */
+    uint64_t scatter_bytes, gather_bytes;   /* the busiest link's bytes */
+    uint64_t scatter, gather;         /* their cycles: the longest route's latency, the busiest link, one sync */
+    uint64_t cycles;                  /* the step: replica + scatter + slowest owner + gather */
+} train_timing;
+
+/* The programs as the host sees them (inputs, outputs per program) and how
+ * each owner is fed from the replicas' outputs. */
+typedef struct train_shape {
+    int32_t n;
+    host_spec **in, **out;            /* per program, 1 + n */
+    int32_t *nin, *nout;
+    graph_feed **feed;                /* per owner */
+    int32_t *nfeed;
+    int64_t *gather_bytes;            /* per owner: its new weight rows, for every other chip */
+    bool owns_feeds;
+} train_shape;
+void driver_train_shape_of_graphs(const graph_replicas *r, train_shape *s);
+/* From the packages (1 + n); the feeds and gather bytes (driver_train_feeds) are taken over when owns. */
+void driver_train_shape_of_packages(const package *pkgs, int32_t n, graph_feed **feed, int32_t *nfeed,
+                                    int64_t *gather_bytes, bool owns, train_shape *s);
+void train_shape_free(train_shape *s);
+/* The feeds and gather bytes a training package's manifest records for its n owners. */
+int driver_train_feeds(const char *manifest, int32_t n, graph_feed ***feed, int32_t **nfeed, int64_t **gather_bytes,
+                       const char *path, diag *d);
+/* The model output called name as the programs make it: every replica's
+ * rows of it, or every owner's; -1 when none makes it. */
+int driver_train_output_spec(const train_shape *s, const char *name, host_spec *out);
+
+/* Runs program p (0 the replica, 1 + o owner o) as replica or owner `who`
+ * on in, into out (malloc'd per output); its cycles into *cycles (the
+ * largest so far: the replicas run alike). */
+typedef int (*train_runner)(void *ctx, int32_t p, int32_t who, float *const *in, float **out, uint64_t *cycles, diag *d);
+/* One step: every replica on its rows of the model inputs (min), the owners
+ * on the stacked rows of the replicas' outputs, the model's outputs (mout)
+ * put together into outputs (malloc'd); per program its cycles. */
+int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
+                      const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
+                      uint64_t *cycles, diag *d);
+void driver_train_timing(const machine *m, const train_shape *s, const uint64_t *cycles, train_timing *t);
+
+typedef struct train_compiled {
+    graph_replicas split;
+    machine one;            /* the machine's one chip: every program's package is for it */
+    int32_t nprograms, ncompiled;
+    package *pkg;           /* per program */
+    compile_info *info;
+    char *manifest, *recipe;
+    train_timing predicted;
+    double seconds;
+} train_compiled;
+/* Training step g over every chip of m (m->chips > 1), one replica each. */
+int driver_compile_train(const graph *g, const machine *m, const compile_options *o, train_compiled *out, diag *d);
+void train_compiled_free(train_compiled *c);
+
 #endif

@@ -453,6 +453,41 @@ static int emu_global_norm_clip(const graph *g, const graph_op *op, const graph_
     return 0;
 }
 
+/* The fused sums: the partials summed over their first axis in f32, in
+ * order (a REDUCE_EPI's chain, as one block of the unfused reduce_sum),
+ * rounded to `grad`, then the optimizer. */
+static float *emu_sum(const graph *g, const graph_op *op, const float *p) {
+    int64_t n = graph_type_numel(&graph_val(g, op->out[0])->type), parts = graph_val(g, op->in[0])->type.dim[0];
+    float *gr = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < parts; j++) s = s + p[j * n + i];
+        gr[i] = s;
+    }
+    num_round_buf(graph_attr_dtype(op, ATTR_GRAD), 0, gr, (size_t)n);
+    return gr;
+}
+
+static int emu_sum_sgd(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    float *gr = emu_sum(g, op, in[0]);
+    bool mom = op->nin == 3;
+    emu_sgd_step(op, graph_type_numel(&graph_val(g, op->out[0])->type), in[1], gr, mom ? in[2] : NULL,
+                 mom ? &graph_val(g, op->out[1])->type : NULL, out[0], mom ? out[1] : NULL);
+    free(gr);
+    return 0;
+}
+
+static int emu_sum_adamw(const graph *g, const graph_op *op, const graph_op_plan *pl, float **in, float **out) {
+    (void)pl;
+    float *gr = emu_sum(g, op, in[0]);
+    const float *opt[4] = {in[1], gr, in[2], in[3]};
+    emu_adamw_step(op, graph_type_numel(&graph_val(g, op->out[0])->type), opt, &graph_val(g, op->out[1])->type,
+                   &graph_val(g, op->out[2])->type, out);
+    free(gr);
+    return 0;
+}
+
 emu_fn emu_kernel(graph_op_kind kind) {
     switch (kind) {
     case OP_MATMUL: return emu_matmul;
@@ -465,6 +500,8 @@ emu_fn emu_kernel(graph_op_kind kind) {
     case OP_GLOBAL_NORM_CLIP: return emu_global_norm_clip;
     case OP_MATMUL_SGD: return emu_matmul_sgd;
     case OP_MATMUL_ADAMW: return emu_matmul_adamw;
+    case OP_SUM_SGD: return emu_sum_sgd;
+    case OP_SUM_ADAMW: return emu_sum_adamw;
     default: return NULL;
     }
 }

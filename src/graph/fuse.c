@@ -56,25 +56,30 @@ fuse_locality fuse_gemm_partition(int64_t R, int64_t C) {
 /* ---- the table --------------------------------------------------------------------- */
 
 /* Consumers with an epilogue: the op that consumes the product, which of
- * its operands the product is, the fused op the pair becomes and what one
- * element of the consumer reads of the product. */
+ * its operands the product is, the fused ops the pair becomes (with a
+ * matmul, with a sum of partials) and what one element of the consumer
+ * reads of the product. */
 static const struct epilogue_row {
     graph_op_kind consumer;
     int operand;
-    graph_op_kind fused;
+    graph_op_kind fused, fused_sum;
     fuse_locality need;
 } EPILOGUES[] = {
-    {OP_SGD, 1, OP_MATMUL_SGD, FUSE_ELEMENT},
-    {OP_ADAMW, 1, OP_MATMUL_ADAMW, FUSE_ELEMENT},
+    {OP_SGD, 1, OP_MATMUL_SGD, OP_SUM_SGD, FUSE_ELEMENT},
+    {OP_ADAMW, 1, OP_MATMUL_ADAMW, OP_SUM_ADAMW, FUSE_ELEMENT},
 };
 
-/* Producers with a tiled epilogue and what one tile of theirs completes
- * before the grid is chosen (a block: the plan may make it whole rows). */
+/* Producers with a tiled epilogue, what one tile of theirs completes (a
+ * matmul before the grid is chosen: a block, the plan may make it whole
+ * rows; a sum of partials over its first axis: each element where its
+ * partials meet) and how many operands are the product's. */
 static const struct producer_row {
     graph_op_kind kind;
     fuse_locality have;
+    int operands;
 } PRODUCERS[] = {
-    {OP_MATMUL, FUSE_BLOCK},
+    {OP_MATMUL, FUSE_BLOCK, 2},
+    {OP_REDUCE_SUM, FUSE_ELEMENT, 1},
 };
 
 static const struct epilogue_row *epilogue_of(graph_op_kind k) {
@@ -152,6 +157,21 @@ static int count_products(const graph *g, int32_t v, int32_t *first, int depth) 
     return count_products(g, o->in[0], first, depth + 1) + count_products(g, o->in[1], first, depth + 1);
 }
 
+/* Why reduce_sum op d is not a sum of partials the epilogue takes, or
+ * NULL: it must sum its operand's first axis alone, and that operand be
+ * handed in (an owner's rows from every data-parallel replica,
+ * docs/chips.md). A sum of a value computed here (a bias gradient over
+ * the batch) is not fused yet: its expansion sums in stages over tiles. */
+static const char *not_partials(const graph *g, int32_t d) {
+    const graph_op *o = graph_opr(g, d);
+    const graph_attr *axes = &o->attr[ATTR_AXES];
+    if (axes->ints.n != 1 || axes->ints.v[0] != 0 || graph_attr_bool(o, ATTR_KEEPDIMS)) return "it sums other axes than the first alone";
+    int32_t src = def_of(g, o->in[0]);
+    if (src < 0 || graph_opr(g, src)->kind != OP_INPUT)
+        return "its operand is computed, not partials handed in (only an owner's sum of the replicas' gradients fuses)";
+    return NULL;
+}
+
 /* Whether the optimizer keeps state that decays every step. */
 static bool decays(const graph_op *o) { return o->kind == OP_ADAMW || graph_attr_float(o, ATTR_MOMENTUM) != 0; }
 
@@ -213,21 +233,25 @@ static void judge(ax *a, fuse_candidate *c) {
             return;
         }
     }
-    if (!p) {
+    const char *partials = p && p->kind == OP_REDUCE_SUM ? not_partials(g, d) : NULL;
+    if (!p || partials) {
         c->rule = FUSE_PRODUCER;
         if (d < 0 || graph_opr(g, d)->kind == OP_INPUT || graph_opr(g, d)->kind == OP_PARAM)
             WHY(c, "%%%s is not computed by the program: there is no producer to fuse into", vname(g, gv));
+        else if (partials)
+            WHY(c, "%%%s is made by reduce_sum '%s', whose epilogue takes a sum of partials over the first axis: %s",
+                vname(g, gv), graph_op_name(g, d), partials);
         else
-            WHY(c, "%%%s is made by %s '%s', which has no tiled epilogue (only matmul has one)", vname(g, gv), kname(g, d),
-                graph_op_name(g, d));
+            WHY(c, "%%%s is made by %s '%s', which has no tiled epilogue (only matmul and a sum of partials have one)",
+                vname(g, gv), kname(g, d), graph_op_name(g, d));
         return;
     }
     c->gemm = d;
     c->have = p->have;
-    const char *gn = graph_op_name(g, d);
+    const char *gn = graph_op_name(g, d), *pk = kname(g, d);
     if (graph_opr(g, d)->parent != opt->parent) {
         c->rule = FUSE_SCOPE;
-        WHY(c, "matmul '%s' and %s '%s' are in different blocks (a repeat body and outside it)", gn, ok, on);
+        WHY(c, "%s '%s' and %s '%s' are in different blocks (a repeat body and outside it)", pk, gn, ok, on);
         return;
     }
     if (a->escapes[gv]) {
@@ -255,12 +279,12 @@ static void judge(ax *a, fuse_candidate *c) {
             u >= 0 ? graph_op_name(g, u) : "?");
         return;
     }
-    if (graph_val(g, gv)->type.rank != 2) {
+    if (p->kind == OP_MATMUL && graph_val(g, gv)->type.rank != 2) {
         c->rule = FUSE_SHAPE;
         WHY(c, "%%%s has rank %d: the epilogue kernels take 2-D weight gradients", vname(g, gv), graph_val(g, gv)->type.rank);
         return;
     }
-    for (int k = 0; k < 2 && decays(opt); k++) {
+    for (int k = 0; k < p->operands && decays(opt); k++) {
         int32_t gate = gate_of(g, graph_opr(g, d)->in[k]);
         if (gate < 0) continue;
         c->rule = FUSE_ROUTED;
@@ -273,15 +297,16 @@ static void judge(ax *a, fuse_candidate *c) {
     }
     if (!fuse_locality_fits(c->need, c->have)) {
         c->rule = FUSE_LOCALITY;
-        WHY(c, "%s '%s' reads %s of %%%s, more than a tile of matmul '%s' completes (%s)", ok, on,
-            fuse_locality_names[c->need], vname(g, gv), gn, fuse_locality_names[c->have]);
+        WHY(c, "%s '%s' reads %s of %%%s, more than a tile of %s '%s' completes (%s)", ok, on,
+            fuse_locality_names[c->need], vname(g, gv), pk, gn, fuse_locality_names[c->have]);
         return;
     }
     c->rule = FUSE_OK;
     WHY(c,
-        "%s '%s' reads one element of %%%s per element (element locality) and a tile of matmul '%s' completes a %s of it: "
-        "the update runs in the GEMM's epilogue",
-        ok, on, vname(g, gv), gn, fuse_locality_names[c->have]);
+        "%s '%s' reads one element of %%%s per element (element locality) and a tile of %s '%s' completes a%s %s of it: "
+        "the update runs in the %s's epilogue",
+        ok, on, vname(g, gv), pk, gn, c->have == FUSE_ELEMENT ? "n" : "", fuse_locality_names[c->have],
+        p->kind == OP_MATMUL ? "GEMM" : "sum");
 }
 
 typedef VEC(fuse_candidate) candidate_vec;
@@ -290,7 +315,7 @@ static void collect(ax *a, const graph_block *b, candidate_vec *out, arena *ar) 
     for (int32_t i = 0; i < b->n; i++) {
         const graph_op *o = graph_opr(a->g, b->v[i]);
         if (o->kind == OP_REPEAT) collect(a, &o->body, out, ar);
-        if (o->kind == OP_MATMUL_SGD || o->kind == OP_MATMUL_ADAMW) {
+        if (o->kind == OP_MATMUL_SGD || o->kind == OP_MATMUL_ADAMW || o->kind == OP_SUM_SGD || o->kind == OP_SUM_ADAMW) {
             fuse_candidate c = {.consumer = b->v[i], .gradient = -1, .producer = -1, .gemm = -1, .rule = FUSE_OK,
                                 .need = FUSE_ELEMENT, .have = FUSE_BLOCK, .fused = true, .given = true};
             snprintf(c.why, sizeof c.why, "%s '%s' is fused in the model itself", graph_op_infos[o->kind].name,
@@ -356,8 +381,9 @@ typedef struct frw {
     int32_t *due;        /* per candidate: the position in due_in after which its fused op goes, -1 */
 } frw;
 
-/* The fused op of candidate c: (a, b, w[, states]) with the matmul's and
- * the optimizer's attributes, `grad` the matmul's result dtype. */
+/* The fused op of candidate c: the product's operands ((a, b) of a matmul,
+ * p of a sum), then (w[, states]), with the matmul's and the optimizer's
+ * attributes, `grad` the product's result dtype. */
 static void emit_fused(graph_rw *rw, const fuse_candidate *c) {
     frw *x = rw->ctx;
     const graph_op *mm = graph_opr(rw->g, c->gemm), *opt = graph_opr(rw->g, c->consumer);
@@ -369,12 +395,16 @@ static void emit_fused(graph_rw *rw, const fuse_candidate *c) {
             x->hoisted[d] = true;
         }
     }
-    int32_t in[5] = {rw->vmap[mm->in[0]], rw->vmap[mm->in[1]], rw->vmap[opt->in[0]]}, n = 3;
+    bool sum = mm->kind == OP_REDUCE_SUM;
+    int32_t in[5], n = 0;
+    for (int32_t k = 0; k < producer_of(mm->kind)->operands; k++) in[n++] = rw->vmap[mm->in[k]];
+    in[n++] = rw->vmap[opt->in[0]];
     for (int32_t k = 2; k < opt->nin; k++) in[n++] = rw->vmap[opt->in[k]];
     for (int32_t k = 0; k < n; k++) TS_ASSERT(in[k] >= 0);
-    graph_op_kind kind = epilogue_of(opt->kind)->fused;
+    graph_op_kind kind = sum ? epilogue_of(opt->kind)->fused_sum : epilogue_of(opt->kind)->fused;
     int32_t op = graph_begin_op(rw->out, kind, in, n);
-    graph_copy_attrs(rw->out, op, rw->g, c->gemm, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
+    if (!sum)
+        graph_copy_attrs(rw->out, op, rw->g, c->gemm, (1ull << ATTR_TRANSPOSE_A) | (1ull << ATTR_TRANSPOSE_B) | (1ull << ATTR_ACC));
     graph_set_dtype(rw->out, op, ATTR_GRAD, graph_val(rw->g, mm->out[0])->type.dtype);
     graph_copy_attrs(rw->out, op, rw->g, c->consumer, ~0ull);
     graph_rw_finish(rw, op, c->consumer);

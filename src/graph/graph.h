@@ -68,14 +68,20 @@ enum { GRAPH_MAX_RANK = 6, GRAPH_MAX_REPEAT_DEPTH = 8 /* repeats open inside eac
     NUM_UNARY_OPS(GRAPH_UNARY_ROW, X) /* relu .. erf: one operand, one result, no attributes */   \
     X(MAX,              max,              2,  2,  1, 0,                                                0)   \
     X(MIN,              min,              2,  2,  1, 0,                                                0)   \
-    X(GATHER,           gather,           2,  2,  1, 0,                                                0)
+    X(GATHER,           gather,           2,  2,  1, 0,                                                0)   \
+    X(SUM_SGD,          sum_sgd,          2,  3, -1, A(GRAD) | A(LR) | A(MOMENTUM) | A(WEIGHT_DECAY),  R(LR)) \
+    X(SUM_ADAMW,        sum_adamw,        4,  4,  3, A(GRAD) | A(LR) | A(BETA1) | A(BETA2) | A(EPS) | A(WEIGHT_DECAY) | A(STEP), R(LR))
 #define GRAPH_UNARY_ROW(id, name, cost, X) X(id, name, 1, 1, 1, 0, 0)
 
 /* The fused ops (matmul_sgd, matmul_adamw) are what the epilogue fusion
  * (src/graph/fuse.c) makes of a weight-gradient matmul and the optimizer that
  * is its only use: operands (a, b, w[, buf]) and (a, b, w, m, v), the
  * matmul's attributes, the optimizer's, and `grad`, the dtype the gradient
- * rounds to (the matmul's declared result), which no tensor ever holds. */
+ * rounds to (the matmul's declared result), which no tensor ever holds.
+ * sum_sgd and sum_adamw are the same of a sum over the first axis of
+ * partials p (an owner's gradient rows from every data-parallel replica,
+ * docs/chips.md): operands (p, w[, buf]) and (p, w, m, v), the sum in f32
+ * over p's first axis in order, rounded to `grad`. */
 
 typedef enum {
 #define X(id, name, ...) OP_##id,
@@ -504,6 +510,37 @@ int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag 
  * them, moves or cuts the batch axis, a training step) or a shape does not
  * follow the batch. g must outlive the result (imported data is shared). */
 graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d);
+
+/* A training step over n data-parallel replicas (docs/chips.md): each runs
+ * the step up to its gradients on batch / n samples (its weight-gradient
+ * contractions and batch sums are partial: sums over its own samples), and
+ * owner o sums rows graph_owner_rows(rows, n, o) of every gradient over the
+ * replicas, in replica order, and runs the optimizers on those rows of the
+ * weights and states. Owner 0 also sums the outputs that are sums over the
+ * batch (a loss). An owner's input "<v>.partials" stacks, replica after
+ * replica, rows [first, first + rows) of the replicas' output v (rows -1:
+ * all of it): its feeds. Refused, saying which op, where a value mixes the
+ * replicas' samples other than as such a sum. g must outlive the result. */
+typedef struct graph_feed {
+    char *input, *from;
+    char *updates;          /* the weight whose rows the sum updates; NULL: a sum the model outputs */
+    int64_t first, rows;
+} graph_feed;
+typedef struct graph_replicas {
+    int32_t n;
+    int64_t batch;
+    graph *replica;
+    graph **owner;          /* n */
+    graph_feed **feed;      /* per owner */
+    int32_t *nfeed;
+    int64_t *gather_bytes;  /* per owner: its rows of the new weights, which every replica needs next */
+} graph_replicas;
+int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d);
+void graph_replicas_free(graph_replicas *r);
+/* Owner o's rows of a weight `rows` long, over n owners: as even as they go. */
+void graph_owner_rows(int64_t rows, int32_t n, int32_t o, int64_t *first, int64_t *count);
+/* Whether g has an optimizer step (sgd, adamw, or a fused one). */
+bool graph_is_training(const graph *g);
 void graph_stages_free(graph_stages *s);
 
 /* ---- siblings.c: matmuls that read one operand become one ----------------

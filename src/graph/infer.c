@@ -366,6 +366,44 @@ static int infer_matmul_adamw(ictx *c) {
     return 0;
 }
 
+/* The fused sums: operand 0 holds partials [n, w's shape...] summed over
+ * its first axis into a gradient of dtype `grad`; operands 1.. are the
+ * optimizer's (w and its states), each of w's shape. */
+static int summed_gradient(ictx *c) {
+    const graph_type *p = in_type(c, 0), *w = in_type(c, 1);
+    if (want_wide_float(c, 0)) return -1;
+    dtype gd = graph_attr_dtype(c->o, ATTR_GRAD);
+    if (!dtype_is_float(gd) || dtype_is_f8(gd)) return FAIL(c, "grad is f32, f16 or bf16, not %s", dtype_name(gd));
+    bool same = p->rank == w->rank + 1;
+    for (int k = 0; same && k < w->rank; k++) same = p->dim[k + 1] == w->dim[k];
+    char x[128], y[128];
+    if (!same) return FAIL(c, "the partials (%s) must be the weight's shape (%s) after a first axis", tstr(p, x), tstr(w, y));
+    for (int i = 1; i < c->o->nin; i++) {
+        if (want_wide_float(c, i)) return -1;
+        const graph_type *t = in_type(c, i);
+        same = t->rank == w->rank;
+        for (int k = 0; same && k < w->rank; k++) same = t->dim[k] == w->dim[k];
+        if (!same) return FAIL(c, "operand %d (%s) must have the shape of the weight (%s)", i + 1, tstr(t, x), tstr(w, y));
+    }
+    return 0;
+}
+
+static int infer_sum_sgd(ictx *c) {
+    if (summed_gradient(c)) return -1;
+    bool mom = graph_attr_float(c->o, ATTR_MOMENTUM) != 0;
+    if (mom != (c->o->nin == 3)) return FAIL(c, "sum_sgd takes (p, w) without momentum and (p, w, buf) with momentum");
+    c->out[0] = *in_type(c, 1);
+    if (c->o->nin == 3) c->out[1] = *in_type(c, 2);
+    return 0;
+}
+
+static int infer_sum_adamw(ictx *c) {
+    if (summed_gradient(c)) return -1;
+    if (graph_attr_int(c->o, ATTR_STEP) < 1) return FAIL(c, "sum_adamw step counts from 1");
+    for (int i = 0; i < 3; i++) c->out[i] = *in_type(c, 1 + i);
+    return 0;
+}
+
 static int infer_global_norm_clip(ictx *c) {
     for (int i = 0; i < c->o->nin; i++) {
         if (want_wide_float(c, i)) return -1;

@@ -31,7 +31,7 @@ const graph_attr_kind graph_attr_kinds[ATTR_COUNT] = {
 
 _Static_assert(ATTR_COUNT <= 64, "attribute sets are 64-bit masks");
 /* Adding an op other than a plain unary one (num.h) changes this count. */
-_Static_assert(OP_COUNT == 30 + NUM_UNARY_COUNT, "update docs/ir.md when adding an op");
+_Static_assert(OP_COUNT == 32 + NUM_UNARY_COUNT, "update docs/ir.md when adding an op");
 
 bool graph_op_lookup(const char *s, size_t n, graph_op_kind *out) {
     for (int k = 0; k < OP_COUNT; k++)
@@ -82,6 +82,13 @@ static const struct {
     {OP_MATMUL_ADAMW, ATTR_BETA1, {.f = 0.9}},
     {OP_MATMUL_ADAMW, ATTR_BETA2, {.f = 0.999}},
     {OP_MATMUL_ADAMW, ATTR_STEP, {.i = 1}},
+    {OP_SUM_SGD, ATTR_MOMENTUM, {.f = 0.0}},
+    {OP_SUM_SGD, ATTR_WEIGHT_DECAY, {.f = 0.0}},
+    {OP_SUM_ADAMW, ATTR_EPS, {.f = 1e-8}},
+    {OP_SUM_ADAMW, ATTR_WEIGHT_DECAY, {.f = 0.01}},
+    {OP_SUM_ADAMW, ATTR_BETA1, {.f = 0.9}},
+    {OP_SUM_ADAMW, ATTR_BETA2, {.f = 0.999}},
+    {OP_SUM_ADAMW, ATTR_STEP, {.i = 1}},
 };
 
 static graph_attr attr_get(const graph_op *op, graph_attr_id a) {
@@ -105,6 +112,7 @@ int32_t graph_result_count(graph_op_kind kind, int32_t nin) {
     switch (kind) {
     case OP_SGD: return nin - 1;                /* w (, momentum buffer) */
     case OP_MATMUL_SGD: return nin - 2;         /* the same, after the matmul's a and b */
+    case OP_SUM_SGD: return nin - 1;            /* the same, after the partials */
     case OP_GLOBAL_NORM_CLIP: return nin;       /* one clipped tensor per operand */
     default: return graph_op_infos[kind].nout;  /* repeat: set by its carry list */
     }

@@ -442,6 +442,35 @@ static int ref_matmul_adamw(rt *r, const graph_op *op, float **in, float **out) 
     return rc;
 }
 
+/* The fused sums: the partials summed over their first axis, then the optimizer. */
+static float *sum_partials(rt *r, const graph_op *op, const float *p) {
+    int64_t n = vnumel(r, op->out[0]), parts = graph_val(r->g, op->in[0])->type.dim[0];
+    float *g = value_buf(r, op->out[0]);
+    for (int64_t i = 0; g && i < n; i++) {
+        double s = 0;
+        for (int64_t j = 0; j < parts; j++) s += p[j * n + i];
+        g[i] = (float)s;
+    }
+    return g;
+}
+
+static int ref_sum_sgd(rt *r, const graph_op *op, float **in, float **out) {
+    float *g = sum_partials(r, op, in[0]);
+    if (!g) return -1;
+    sgd_step(op, vnumel(r, op->out[0]), in[1], g, op->nin == 3 ? in[2] : NULL, out[0], op->nin == 3 ? out[1] : NULL);
+    free(g);
+    return 0;
+}
+
+static int ref_sum_adamw(rt *r, const graph_op *op, float **in, float **out) {
+    float *g = sum_partials(r, op, in[0]);
+    if (!g) return -1;
+    const float *opt[4] = {in[1], g, in[2], in[3]};
+    adamw_step(op, vnumel(r, op->out[0]), opt, out);
+    free(g);
+    return 0;
+}
+
 static int ref_global_norm_clip(rt *r, const graph_op *op, float **in, float **out) {
     double ss = 0;
     for (int32_t k = 0; k < op->nin; k++) {

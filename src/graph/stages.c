@@ -34,12 +34,15 @@ static void mark_used(const graph *g, int32_t id, bool *used) {
     for (int32_t k = 0; o->kind == OP_REPEAT && k < o->body.n; k++) mark_used(g, o->body.v[k], used);
 }
 
-/* The window [first, first + count) of stacked parameter op p's layers, as
- * an init of the window's type; -1 with d when its values cannot be windowed. */
-static int window_init(const cut *c, int32_t p, graph_init *out, const void **one, diag *d) {
-    const graph_op *o = graph_opr(c->g, p);
-    const graph_type *t = &graph_val(c->g, o->out[0])->type;
-    int64_t layer = graph_type_numel(t) / t->dim[0], start = c->first * layer, n = c->count * layer;
+/* Rows [first, first + count) of parameter op p (a stacked parameter's
+ * layers, or a weight's rows an owner updates), as an init of the window's
+ * type; -1 with d when its values cannot be windowed. `what` says where the
+ * cut goes ("between chips"). */
+static int window_init(const graph *g, int32_t p, int64_t first, int64_t count, graph_init *out, const void **one,
+                       const char *what, diag *d) {
+    const graph_op *o = graph_opr(g, p);
+    const graph_type *t = &graph_val(g, o->out[0])->type;
+    int64_t layer = t->rank ? graph_type_numel(t) / t->dim[0] : 1, start = first * layer, n = count * layer;
     *out = o->init;
     switch (o->init.kind) {
     case INIT_ZEROS:
@@ -63,9 +66,8 @@ static int window_init(const cut *c, int32_t p, graph_init *out, const void **on
     case INIT_NPY:
     case INIT_CONCAT: break;
     }
-    return graph_fail_op(c->g, p, d,
-                         "parameter '%s' cannot be cut between chips: its values (%s) are not read a layer at a time",
-                         graph_val(c->g, o->out[0])->name, o->init.kind == INIT_NPY ? "an .npy file" : "joined pieces");
+    return graph_fail_op(g, p, d, "parameter '%s' cannot be cut %s: its values (%s) are not read a part at a time",
+                         graph_val(g, o->out[0])->name, what, o->init.kind == INIT_NPY ? "an .npy file" : "joined pieces");
 }
 
 static const char *carry_name(const cut *c, int32_t k, int64_t done, char *buf, size_t cap) {
@@ -94,7 +96,7 @@ static void emit_repeat(graph_rw *rw, cut *c) {
         const graph_value *v = graph_val(g, r->in[k]);
         graph_init init;
         const void *one[1];
-        if (window_init(c, v->def, &init, one, rw->d)) {
+        if (window_init(g, v->def, c->first, c->count, &init, one, "between chips", rw->d)) {
             rw->err = -1;
             break;
         }
@@ -239,7 +241,15 @@ void graph_stages_free(graph_stages *s) {
 typedef struct rebatch {
     const graph *g;
     int64_t from, to;        /* the batch, the micro-batch */
+    /* A replica of a training step (graph_split_replicas), else all NULL: */
+    bool *partial;           /* value of g -> a sum over the batch: this replica's part of it */
+    const bool *opt_only;    /* value of g -> a parameter only optimizers read (a state): not in the replica */
+    const int32_t *grads;    /* the optimizers' gradients, the replica's outputs after the model's */
+    int32_t ngrads;
+    bool outputs_done;
 } rebatch;
+
+static bool is_optimizer(graph_op_kind k) { return k == OP_SGD || k == OP_ADAMW; }
 
 static graph_type rebatched(const rebatch *rb, graph_type t) {
     if (t.rank >= 1 && t.dim[0] == rb->from) t.dim[0] = rb->to;
@@ -271,9 +281,68 @@ static const char *mixes_batch(const rebatch *rb, const graph_op *o) {
     case OP_ADAMW:
     case OP_GLOBAL_NORM_CLIP:
     case OP_MATMUL_SGD:
-    case OP_MATMUL_ADAMW: return "is a training step (micro-batches there need gradient accumulation)";
+    case OP_MATMUL_ADAMW:
+    case OP_SUM_SGD:
+    case OP_SUM_ADAMW: return "is a training step (micro-batches there need gradient accumulation)";
     default: return NULL;
     }
+}
+
+/* A replica's outputs: the model's own that are one row per sample or a sum
+ * over the batch (not the optimizers' results: the owners make those), then
+ * every gradient. */
+static void replica_outputs(graph_rw *rw, rebatch *rb, int32_t id) {
+    const graph *g = rb->g;
+    const graph_op *o = graph_opr(g, id);
+    int32_t *vals = xmalloc(sizeof(int32_t) * ((size_t)o->nin + (size_t)rb->ngrads + 1)), n = 0;
+    for (int32_t k = 0; k < o->nin && !rw->err; k++) {
+        const graph_value *v = graph_val(g, o->in[k]);
+        if (!v->is_arg && is_optimizer(graph_opr(g, v->def)->kind)) continue;
+        if (!rb->partial[o->in[k]] && !(v->type.rank >= 1 && v->type.dim[0] == rb->from))
+            rw->err = graph_fail_op(g, id, rw->d, "output '%s' is neither one row per sample nor a sum over the batch: "
+                                                  "data-parallel replicas cannot put it together", v->name);
+        vals[n++] = rw->vmap[o->in[k]];
+    }
+    for (int32_t k = 0; k < rb->ngrads && !rb->outputs_done; k++) {
+        bool dup = false;
+        for (int32_t j = 0; j < n; j++) dup |= vals[j] == rw->vmap[rb->grads[k]];
+        if (!dup) vals[n++] = rw->vmap[rb->grads[k]];
+    }
+    rb->outputs_done = true;
+    if (!rw->err) graph_rw_trivia(rw, id, graph_add_output(rw->out, vals, n));
+    free(vals);
+}
+
+/* A replica's own rules for op id; true when it took the op (emitted it,
+ * dropped it or failed), else *why is what mixes batch elements in it. */
+static bool replica_op(graph_rw *rw, rebatch *rb, int32_t id, const char **why) {
+    const graph *g = rb->g;
+    const graph_op *o = graph_opr(g, id);
+    if (is_optimizer(o->kind)) { /* the owners run it */
+        if (!rb->partial[o->in[1]])
+            rw->err = graph_fail_op(g, id, rw->d, "the gradient '%s' is not a sum over the batch: data-parallel replicas "
+                                                  "cannot add theirs up", graph_val(g, o->in[1])->name);
+        return true;
+    }
+    if (o->kind == OP_PARAM) return rb->opt_only[o->out[0]];
+    if (o->kind == OP_OUTPUT) {
+        replica_outputs(rw, rb, id);
+        return true;
+    }
+    if (graph_op_infos[o->kind].structural) return false;
+    int32_t read = -1;
+    for (int32_t k = 0; k < o->nin && read < 0; k++)
+        if (rb->partial[o->in[k]]) read = o->in[k];
+    if (read >= 0 && o->kind != OP_SCALE) {
+        rw->err = graph_fail_op(g, id, rw->d, "'%s' reads '%s', a sum over the batch, of which each data-parallel replica "
+                                              "holds only its samples' part", graph_op_name(g, id), graph_val(g, read)->name);
+        return true;
+    }
+    bool sums = *why && (o->kind == OP_REDUCE_SUM || o->kind == OP_MATMUL); /* over the batch: partial */
+    if (sums) *why = NULL;
+    if (sums || read >= 0)
+        for (int32_t k = 0; k < o->nout; k++) rb->partial[o->out[k]] = true;
+    return false;
 }
 
 static bool rebatch_hook(graph_rw *rw, int32_t id) {
@@ -297,8 +366,9 @@ static bool rebatch_hook(graph_rw *rw, int32_t id) {
             return true;
         }
     }
+    const char *why = graph_op_infos[o->kind].structural ? NULL : mixes_batch(rb, o);
+    if (rb->partial && replica_op(rw, rb, id, &why)) return true;
     if (graph_op_infos[o->kind].structural) return false;
-    const char *why = mixes_batch(rb, o);
     if (why) {
         rw->err = graph_fail_op(rb->g, id, rw->d, "'%s' %s: the batch cannot be split into micro-batches",
                                 graph_op_name(rb->g, id), why);
@@ -350,7 +420,7 @@ graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d)
     if (micro < 1 || b % micro)
         return diag_fail(d, "%s: error: a batch of %lld does not split into micro-batches of %lld", g->path, (long long)b,
                          (long long)micro), NULL;
-    rebatch rb = {g, b, micro};
+    rebatch rb = {.g = g, .from = b, .to = micro};
     graph_rw rw;
     graph_rw_hooks hooks = {.op = rebatch_hook};
     graph_rw_init(&rw, g, &hooks, &rb, d);
@@ -365,4 +435,218 @@ graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d)
                   (long long)micro, why);
     }
     return out;
+}
+
+/* ---- data-parallel training ------------------------------------------------ */
+
+void graph_owner_rows(int64_t rows, int32_t n, int32_t o, int64_t *first, int64_t *count) {
+    *first = rows * o / n;
+    *count = rows * (o + 1) / n - *first;
+}
+
+/* Marks the values op id reads (a repeat's body too) as read by an optimizer or by anything else. */
+static void mark_readers(const graph *g, int32_t id, bool *by_opt, bool *by_other) {
+    const graph_op *o = graph_opr(g, id);
+    for (int32_t k = 0; k < o->nin; k++) (is_optimizer(o->kind) ? by_opt : by_other)[o->in[k]] = true;
+    for (int32_t k = 0; o->kind == OP_REPEAT && k < o->body.n; k++) mark_readers(g, o->body.v[k], by_opt, by_other);
+}
+
+bool graph_is_training(const graph *g) {
+    for (int32_t i = 0; i < g->ops.n; i++)
+        switch (graph_opr(g, i)->kind) {
+        case OP_SGD: case OP_ADAMW: case OP_MATMUL_SGD: case OP_MATMUL_ADAMW: case OP_SUM_SGD: case OP_SUM_ADAMW: return true;
+        default: break;
+        }
+    return false;
+}
+
+/* The optimizers of g, checked for a split over replicas: at the top level,
+ * updating parameters, their results read by outputs only. */
+static int find_optimizers(const graph *g, const bool *by_other, int32_t *opt, int32_t *nopt, diag *d) {
+    *nopt = 0;
+    for (int32_t id = 0; id < g->ops.n; id++) {
+        const graph_op *o = graph_opr(g, id);
+        if (o->kind == OP_MATMUL_SGD || o->kind == OP_MATMUL_ADAMW || o->kind == OP_SUM_SGD || o->kind == OP_SUM_ADAMW ||
+            o->kind == OP_GLOBAL_NORM_CLIP)
+            return graph_fail_op(g, id, d, "'%s' is not split over data-parallel replicas yet (%s)", graph_op_name(g, id),
+                                 o->kind == OP_GLOBAL_NORM_CLIP ? "the norm needs every replica's whole gradients"
+                                                                : "a fused update: write the matmul and its optimizer");
+        if (!is_optimizer(o->kind)) continue;
+        if (o->parent >= 0)
+            return graph_fail_op(g, id, d, "'%s' updates inside a repeat: data-parallel replicas split a step whose "
+                                           "optimizers are at the top level", graph_op_name(g, id));
+        for (int32_t k = 0; k < o->nin; k++) {
+            const graph_value *v = graph_val(g, o->in[k]);
+            if (k != 1 && (v->is_arg || graph_opr(g, v->def)->kind != OP_PARAM || graph_value_scope(g, o->in[k]) >= 0))
+                return graph_fail_op(g, id, d, "'%s' updates '%s', which is computed, not a parameter: its owner could "
+                                               "not hold its rows", graph_op_name(g, id), v->name);
+        }
+        for (int32_t k = 0; k < o->nout; k++)
+            if (by_other[o->out[k]]) {
+                bool output_only = true;
+                for (int32_t j = 0; j < g->ops.n; j++) {
+                    const graph_op *r = graph_opr(g, j);
+                    for (int32_t i = 0; i < r->nin; i++)
+                        if (r->in[i] == o->out[k] && r->kind != OP_OUTPUT) output_only = false;
+                }
+                if (!output_only)
+                    return graph_fail_op(g, id, d, "the updated '%s' is read again: data-parallel replicas run one "
+                                                   "training step (the new weights are gathered after it)",
+                                         graph_val(g, o->out[k])->name);
+            }
+        opt[(*nopt)++] = id;
+    }
+    if (*nopt == 0) return diag_fail(d, "%s: error: no optimizer (sgd, adamw): not a training step", g->path);
+    return 0;
+}
+
+static void add_feed(graph_replicas *r, int32_t o, const char *input, const char *from, const char *updates,
+                     int64_t first, int64_t rows) {
+    r->feed[o] = xrealloc(r->feed[o], sizeof(graph_feed) * (size_t)(r->nfeed[o] + 1));
+    r->feed[o][r->nfeed[o]++] = (graph_feed){xstrdup(input), xstrdup(from), updates ? xstrdup(updates) : NULL, first, rows};
+}
+
+/* The owner's input "<from>.partials": every replica's copy of rows
+ * [first, first + count) of value v (rank 0: all of it) stacked, and their
+ * sum in replica order (reduce_sum over the stacking axis) named as v. */
+static int32_t owner_sum(graph *og, graph_replicas *r, int32_t o, const graph_value *v, const char *updates, int64_t first,
+                         int64_t count, diag *d) {
+    graph_type t = v->type;
+    char name[512];
+    snprintf(name, sizeof name, "%s.partials", v->name);
+    if (t.rank >= 1) t.dim[0] = count;
+    memmove(t.dim + 1, t.dim, sizeof(int64_t) * (size_t)t.rank);
+    t.dim[0] = r->n, t.rank++;
+    int32_t in = graph_result(og, graph_add_input(og, name, t), 0);
+    add_feed(r, o, name, v->name, updates, first, v->type.rank >= 1 ? count : -1);
+    int32_t op = graph_begin_op(og, OP_REDUCE_SUM, &in, 1);
+    int64_t axis0 = 0;
+    graph_set_ints(og, op, ATTR_AXES, &axis0, 1);
+    graph_type dt = {.dtype = v->type.dtype};
+    return graph_finish_op(og, op, &v->name, &dt, d) ? -1 : graph_result(og, op, 0);
+}
+
+/* Owner o's program: its rows of every optimizer's weight and states, the
+ * gradients' rows summed over the replicas, the optimizers; owner 0 also
+ * sums the model's outputs that are sums over the batch (partial). */
+static graph *owner_graph(const graph *g, graph_replicas *r, int32_t o, const int32_t *opt, int32_t nopt,
+                          const bool *partial, diag *d) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.owner%d", g->name, (int)o);
+    graph *og = graph_new(name, g->path);
+    int rc = 0;
+    for (int32_t i = 0; i < nopt && rc == 0; i++) {
+        const graph_op *op = graph_opr(g, opt[i]);
+        const graph_type *wt = &graph_val(g, op->in[0])->type;
+        int64_t first = 0, count = 1;
+        if (wt->rank >= 1) graph_owner_rows(wt->dim[0], r->n, o, &first, &count);
+        else if (o != 0) continue; /* a scalar weight: owner 0's */
+        if (count == 0) continue;
+        int32_t in[8];
+        for (int32_t k = 0; k < op->nin && rc == 0; k++) {
+            const graph_value *v = graph_val(g, op->in[k]);
+            if (k == 1) {
+                if ((in[k] = owner_sum(og, r, o, v, graph_val(g, op->in[0])->name, first, count, d)) < 0) rc = -1;
+                continue;
+            }
+            int32_t have = graph_lookup(og, v->name); /* a weight two optimizers read */
+            if (have >= 0) {
+                in[k] = have;
+                continue;
+            }
+            graph_init init;
+            const void *one[1];
+            graph_type t = v->type;
+            if (t.rank >= 1) t.dim[0] = count;
+            if (window_init(g, v->def, first, count, &init, one, "between owners", d)) rc = -1;
+            else in[k] = graph_result(og, graph_add_param(og, v->name, t, init), 0);
+        }
+        if (rc) break;
+        r->gather_bytes[o] += graph_type_numel(wt) / (wt->rank ? wt->dim[0] : 1) * count * dtype_bytes(wt->dtype);
+        int32_t u = graph_begin_op(og, op->kind, in, op->nin);
+        graph_copy_attrs(og, u, g, opt[i], ~0ull);
+        const char *names[8];
+        for (int32_t k = 0; k < op->nout; k++) names[k] = graph_val(g, op->out[k])->name;
+        if (graph_finish_op(og, u, names, NULL, d)) rc = -1;
+    }
+    int32_t nout = graph_outputs(g, NULL, 0), *ov = xcalloc((size_t)nout + 1, sizeof(int32_t)), *vals = xcalloc((size_t)nout + 1, sizeof(int32_t)), n = 0;
+    graph_outputs(g, ov, nout);
+    for (int32_t j = 0; j < nout && rc == 0; j++) {
+        const graph_value *v = graph_val(g, ov[j]);
+        int32_t have = graph_lookup(og, v->name);
+        if (have < 0 && o == 0 && partial[ov[j]] && (have = owner_sum(og, r, o, v, NULL, 0, v->type.rank ? v->type.dim[0] : 1, d)) < 0)
+            rc = -1;
+        bool dup = false;
+        for (int32_t k = 0; k < n; k++) dup |= vals[k] == have;
+        if (have >= 0 && !dup && !graph_val(og, have)->is_arg && graph_opr(og, graph_val(og, have)->def)->kind != OP_INPUT)
+            vals[n++] = have;
+    }
+    if (rc == 0 && n == 0)
+        rc = diag_fail(d, "%s: error: over %d replicas, replica %d would own no rows of any weight: fewer replicas",
+                       g->path, (int)r->n, (int)o);
+    if (rc == 0) graph_add_output(og, vals, n);
+    free(ov), free(vals);
+    if (rc == 0) rc = graph_verify(og, d);
+    if (rc) graph_free(og), og = NULL;
+    return og;
+}
+
+int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    size_t nv = (size_t)g->values.n + 1;
+    bool *by_opt = xcalloc(nv, 1), *by_other = xcalloc(nv, 1), *opt_only = xcalloc(nv, 1), *partial = xcalloc(nv, 1);
+    int32_t *opt = xcalloc((size_t)g->ops.n + 1, sizeof(int32_t)), *grads = xcalloc((size_t)g->ops.n + 1, sizeof(int32_t));
+    int32_t nopt = 0, ngrads = 0;
+    for (int32_t i = 0; i < g->body.n; i++) mark_readers(g, g->body.v[i], by_opt, by_other);
+    int rc = find_optimizers(g, by_other, opt, &nopt, d);
+    for (int32_t i = 0; i < nopt && rc == 0; i++) {
+        const graph_op *o = graph_opr(g, opt[i]);
+        for (int32_t k = 0; k < o->nin; k++)
+            if (k != 1 && !by_other[o->in[k]]) opt_only[o->in[k]] = true;
+        bool dup = false;
+        for (int32_t k = 0; k < ngrads; k++) dup |= grads[k] == o->in[1];
+        if (!dup) grads[ngrads++] = o->in[1];
+    }
+    int64_t batch = 0;
+    if (rc == 0) {
+        int32_t in0;
+        if (graph_inputs(g, &in0, 1) < 1 || graph_val(g, in0)->type.rank < 1)
+            rc = diag_fail(d, "%s: error: data-parallel replicas split the inputs' first axis (the batch); the model has none",
+                           g->path);
+        else batch = graph_val(g, in0)->type.dim[0];
+    }
+    if (rc == 0 && (n < 2 || batch % n))
+        rc = diag_fail(d, "%s: error: a batch of %lld does not split over %d data-parallel replicas", g->path,
+                       (long long)batch, (int)n);
+    if (rc == 0) {
+        rebatch rb = {g, batch, batch / n, partial, opt_only, grads, ngrads, false};
+        graph_rw rw;
+        graph_rw_hooks hooks = {.op = rebatch_hook};
+        graph_rw_init(&rw, g, &hooks, &rb, d);
+        graph_rw_block(&rw, &g->body);
+        if (!(out->replica = graph_rw_finish_graph(&rw))) rc = -1;
+    }
+    if (rc == 0) {
+        out->n = n, out->batch = batch;
+        out->owner = xcalloc((size_t)n, sizeof(graph *));
+        out->feed = xcalloc((size_t)n, sizeof(graph_feed *));
+        out->nfeed = xcalloc((size_t)n, sizeof(int32_t));
+        out->gather_bytes = xcalloc((size_t)n, sizeof(int64_t));
+        for (int32_t o = 0; o < n && rc == 0; o++)
+            if (!(out->owner[o] = owner_graph(g, out, o, opt, nopt, partial, d))) rc = -1;
+    }
+    free(by_opt), free(by_other), free(opt_only), free(partial), free(opt), free(grads);
+    if (rc) graph_replicas_free(out);
+    return rc;
+}
+
+void graph_replicas_free(graph_replicas *r) {
+    graph_free(r->replica);
+    for (int32_t o = 0; r->owner && o < r->n; o++) {
+        graph_free(r->owner[o]);
+        for (int32_t k = 0; k < r->nfeed[o]; k++) free(r->feed[o][k].input), free(r->feed[o][k].from), free(r->feed[o][k].updates);
+        free(r->feed[o]);
+    }
+    free(r->owner), free(r->feed), free(r->nfeed), free(r->gather_bytes);
+    memset(r, 0, sizeof *r);
 }

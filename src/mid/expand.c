@@ -1049,6 +1049,9 @@ static int expand_reduce_sum(mx *x, const graph_op *o) {
     return 0;
 }
 
+int32_t ex_read(mx *x, int32_t v) { return read(x, v); }
+layout ex_plan(const mx *x, const graph_type *t) { return plan(x, t, false); }
+
 static int expand_optimizer(mx *x, const graph_op *o) {
     int32_t w = read(x, o->in[0]);
     layout l = ex_unreplicated(mid_t(x->p, w)->lay);
@@ -1273,6 +1276,8 @@ static int expand_op(mx *x, int32_t op_id) {
     case OP_GATHER: return expand_gather(x, o);
     case OP_MATMUL_SGD:
     case OP_MATMUL_ADAMW: return ex_expand_matmul(x, o);
+    case OP_SUM_SGD:
+    case OP_SUM_ADAMW: return ex_expand_sum_optimizer(x, o);
     case OP_COUNT: break;
     }
     TS_UNREACHABLE();

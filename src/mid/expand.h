@@ -85,6 +85,12 @@ int32_t ex_result(mx *x, int32_t v, const layout *lay);
 /* expand_gemm.c: a matmul (fused or not) on its grid; its grid and result
  * layout (for the layout hints); AdamW's float parameters on a prim. */
 int ex_expand_matmul(mx *x, const graph_op *o);
+/* sum_sgd, sum_adamw: the sum of partials over the first axis, with the optimizer in its epilogue. */
+int ex_expand_sum_optimizer(mx *x, const graph_op *o);
+/* Value v's tensor, placed (in its plan's layout when it was not yet). */
+int32_t ex_read(mx *x, int32_t v);
+/* The default layout of a fresh tensor of type t. */
+layout ex_plan(const mx *x, const graph_type *t);
 int ex_gemm_grid(mx *x, int32_t op, gemm_plan *gp, mid_gemm_plan *ch);
 layout ex_gemm_result_layout(const mx *x, const graph_op *o, const gemm_plan *gp);
 void ex_adamw_params(const graph_op *o, mid_prim *p);

@@ -305,8 +305,8 @@ layout ex_gemm_result_layout(const mx *x, const graph_op *o, const gemm_plan *gp
     return grid_layout(gp, rc, tc.rank, dc, dtype_bytes(tc.dtype), gp->Kp > 1);
 }
 
-static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
-                           int64_t col_run);
+static int expand_epilogue(mx *x, const graph_op *o, int base, mid_kind k, const int32_t *src, int nsrc, const layout *lc,
+                           dtype acc, int64_t col_run);
 
 /* Where a staged B [K, N] lives (mid_gemm_plan.stage_b): the grid's column
  * blocks, and K cut R times finer than the grid's K blocks, in dense tile
@@ -452,7 +452,7 @@ int ex_expand_matmul(mx *x, const graph_op *o) {
     if (gp.Kp == 1) {
         layout lc = grid_layout(&gp, rc + 1, tc->rank, dc + 1, dtype_bytes(tc->dtype), false);
         lc.enc = out_enc;
-        if (fused) return expand_epilogue(x, o, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
+        if (fused) return expand_epilogue(x, o, 2, MID_GEMM_EPI, in2, 2, &lc, acc, ch.col_run);
         emit_gemm(x, in2, ex_result(x, o->out[0], &lc), acc, &ch);
         return 0;
     }
@@ -477,7 +477,7 @@ int ex_expand_matmul(mx *x, const graph_op *o) {
     snprintf(pn, sizeof pn, "%s.gathered", name);
     int32_t gath = ex_new_tensor(x, pn, pdt, 0, &lq, -1);
     ex_emit_copy(x, part, gath, NULL);
-    if (fused) return expand_epilogue(x, o, MID_REDUCE_EPI, &gath, 1, &lc, acc, 0);
+    if (fused) return expand_epilogue(x, o, 2, MID_REDUCE_EPI, &gath, 1, &lc, acc, 0);
     int32_t out = ex_result(x, o->out[0], &lc);
     mid_p(x->p, ex_emit(x, MID_REDUCE, &gath, 1, &out, 1))->acc = acc;
     return 0;
@@ -495,21 +495,21 @@ void ex_adamw_params(const graph_op *o, mid_prim *p) {
     p->step = graph_attr_int(o, ATTR_STEP);
 }
 
-/* The weight and states of fused op o lie in its GEMM's result layout lc
- * (a parameter was placed there when expanded, see expand_op): prim k
- * (GEMM_EPI on the operands, or REDUCE_EPI on the gathered K partials)
- * hands every gradient value to the optimizer and writes the updated
- * states (SGD: the weight too); AdamW's weight line, which needs only w
- * and the new moments, follows as ADAMW_APPLY. No tensor holds the
- * gradient. */
-static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *src, int nsrc, const layout *lc, dtype acc,
-                           int64_t col_run) {
-    bool adam = o->kind == OP_MATMUL_ADAMW;
+/* The weight and states of fused op o (operands base.., after the
+ * producer's) lie in the gradient's layout lc (a parameter was placed there
+ * when expanded, see expand_op): prim k (GEMM_EPI on the operands, or
+ * REDUCE_EPI on gathered partials) hands every gradient value to the
+ * optimizer and writes the updated states (SGD: the weight too); AdamW's
+ * weight line, which needs only w and the new moments, follows as
+ * ADAMW_APPLY. No tensor holds the gradient. */
+static int expand_epilogue(mx *x, const graph_op *o, int base, mid_kind k, const int32_t *src, int nsrc, const layout *lc,
+                           dtype acc, int64_t col_run) {
+    bool adam = o->kind == OP_MATMUL_ADAMW || o->kind == OP_SUM_ADAMW;
     int32_t in[MID_MAX_IN], out[MID_MAX_OUT];
     int nin = 0, nout = 0;
     for (int i = 0; i < nsrc; i++) in[nin++] = src[i];
     /* E0, E1 in; E2, E3 out: (m, v; m', v') or (w, buf; w', buf'). */
-    for (int32_t i = adam ? 3 : 2; i < o->nin; i++) in[nin++] = ex_want(x, o->in[i], lc);
+    for (int32_t i = adam ? base + 1 : base; i < o->nin; i++) in[nin++] = ex_want(x, o->in[i], lc);
     for (int32_t i = adam ? 1 : 0; i < o->nout; i++) out[nout++] = ex_result(x, o->out[i], lc);
     mid_prim *p = mid_p(x->p, ex_emit(x, k, in, nin, out, nout));
     p->acc = acc;
@@ -524,9 +524,29 @@ static int expand_epilogue(mx *x, const graph_op *o, mid_kind k, const int32_t *
     }
     p->f[0] = (float)graph_attr_float(o, ATTR_BETA1);
     p->f[1] = (float)graph_attr_float(o, ATTR_BETA2);
-    int32_t ain[3] = {ex_want(x, o->in[2], lc), out[0], out[1]}, w2 = ex_result(x, o->out[0], lc);
+    int32_t ain[3] = {ex_want(x, o->in[base], lc), out[0], out[1]}, w2 = ex_result(x, o->out[0], lc);
     mid_prim *ap = mid_p(x->p, ex_emit(x, MID_ADAMW_APPLY, ain, 3, &w2, 1));
     ex_adamw_params(o, ap);
     return 0;
 }
 
+
+/* sum_sgd, sum_adamw: an owner's gradient rows from every replica, p =
+ * [n, w's shape], summed where each element's n partials meet and handed to
+ * the optimizer (REDUCE_EPI). The gradient takes the weight's layout (as
+ * the unfused optimizer would: its own, or a fresh plan when it is not
+ * row-major); the partials are wanted gathered over it, so a host input is
+ * placed there directly and every tile sums its own elements. */
+int ex_expand_sum_optimizer(mx *x, const graph_op *o) {
+    int32_t w = ex_read(x, o->in[1]);
+    layout lc = ex_unreplicated(mid_t(x->p, w)->lay);
+    if (lc.enc != ENC_ROW_MAJOR) {
+        graph_type t = graph_val(x->g, o->in[1])->type;
+        lc = ex_plan(x, &t);
+    }
+    const graph_type *tp = &graph_val(x->g, o->in[0])->type;
+    lc.elem_bytes = dtype_bytes(graph_attr_dtype(o, ATTR_GRAD));
+    layout lq = gathered_over(&lc, tp->dim[0], dtype_bytes(tp->dtype));
+    int32_t gath = ex_want(x, o->in[0], &lq);
+    return expand_epilogue(x, o, 1, MID_REDUCE_EPI, &gath, 1, &lc, DT_F32, 0);
+}

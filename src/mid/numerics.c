@@ -31,6 +31,18 @@ static void sum_plan(const mid_program *p, const mid_prim *pr, graph_numerics *n
     for (int a = 0; a < in->lay.rank; a++) pl->block[a] = min64(in->lay.block[a], in->lay.dim[a]);
 }
 
+/* A sum of partials with the optimizer in its epilogue (sum_sgd,
+ * sum_adamw): each element's partials summed on one tile, in order, as one
+ * block of the unfused reduce_sum over the first axis (the blocks the
+ * model's reduce_sum takes when the fusion made the op; a fused op the
+ * model gives needs none). */
+static void sum_epi_plan(const mid_prim *pr, const mid_program *p, graph_numerics *n) {
+    const layout *l = &mid_t(p, pr->in[0])->lay;
+    graph_op_plan *pl = &n->op[pr->origin];
+    pl->kind = graph_opr(p->g, pr->origin)->kind;
+    for (int a = 0; a < l->rank; a++) pl->block[a] = l->dim[a] > 0 ? l->dim[a] : 1;
+}
+
 static void sumsq_plan(const mid_program *p, const mid_prim *pr, graph_numerics *n) {
     graph_op_plan *pl = &n->op[pr->origin];
     const graph_op *op = graph_opr(p->g, pr->origin);
@@ -67,6 +79,7 @@ static void walk(const mid_program *p, const mid_block *b, graph_numerics *n) {
         graph_op_kind origin = graph_opr(p->g, pr->origin)->kind;
         if ((pr->kind == MID_GEMM || pr->kind == MID_GEMM_EPI) && graph_kind_has_gemm(origin)) gemm_plan(p, pr, n);
         else if (pr->kind == MID_REDUCE_SUM && origin == OP_REDUCE_SUM) sum_plan(p, pr, n);
+        else if (pr->kind == MID_REDUCE_EPI && (origin == OP_SUM_SGD || origin == OP_SUM_ADAMW)) sum_epi_plan(pr, p, n);
         else if (pr->kind == MID_SUMSQ && origin == OP_GLOBAL_NORM_CLIP) sumsq_plan(p, pr, n);
         else if (pr->kind == MID_SOFTMAX && pr->f[0] != 0) prescale_plan(p, pr, n);
         else if (pr->kind == MID_LN_MOMENTS) part_plan(p, pr, n);

@@ -2,14 +2,17 @@
  * manifest and one ordinary package per chip, each read alone.
  *
  *   "TESSCHIP"                      8 bytes
- *   u32 version, u32 programs (a pipeline's stages), u32 replicas, u32 0
+ *   u32 version, u32 programs, u32 replicas, u32 kind
  *   u64 machine bytes, u64 manifest bytes, programs x u64 package bytes
  *   u32 CRC-32C of everything above
  *   machine JSON, manifest JSON, CRC-32C of the two (u32)
  *   each program's package, as package_write writes it (its own checksums)
  *
- * The machine has programs x replicas chips: chip c runs program c % programs
- * (replica c / programs), so data-parallel copies share their bytes.
+ * A pipeline (kind 0): the machine has programs x replicas chips, chip c
+ * runs program c % programs (the stages of replica c / programs), so
+ * data-parallel copies share their bytes. A training step over replicas
+ * (kind 1): one replica per chip, programs = replicas + 1: every chip runs
+ * program 0 (the replica's) and then program 1 + c (its owner's).
  *
  * All little-endian. A reader checks the header and the two JSON texts
  * before it uses them, then parses only the packages it is asked for. */
@@ -42,9 +45,15 @@ static uint64_t get_u64(const uint8_t *p) {
 
 bool pkg_chips_magic(const void *bytes, size_t len) { return len >= 8 && memcmp(bytes, MAGIC, 8) == 0; }
 
-int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas, FILE *f,
-                    const char *path, diag *d) {
-    TS_ASSERT(n >= 1 && replicas >= 1 && (uint64_t)n * (uint64_t)replicas == m->chips && m->chips <= MAX_CHIPS);
+/* The chips a package of this kind, programs and replicas runs on; 0: none. */
+static uint64_t chips_of(uint32_t kind, uint64_t n, uint64_t replicas) {
+    if (kind == PKG_CHIPS_PIPELINE) return n * replicas;
+    return kind == PKG_CHIPS_TRAIN && n == replicas + 1 && replicas >= 2 ? replicas : 0;
+}
+
+int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas,
+                    pkg_chips_kind kind, FILE *f, const char *path, diag *d) {
+    TS_ASSERT(n >= 1 && replicas >= 1 && chips_of(kind, (uint64_t)n, (uint64_t)replicas) == m->chips && m->chips <= MAX_CHIPS);
     char *mj = machine_to_json(m);
     size_t hlen = HEAD + 8 * (size_t)n, mlen = strlen(mj), flen = strlen(manifest);
     uint8_t *head = xmalloc(hlen + 4), crc[4];
@@ -58,7 +67,7 @@ int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs,
         put_u32(head + 8, VERSION);
         put_u32(head + 12, (uint32_t)n);
         put_u32(head + 16, (uint32_t)replicas);
-        put_u32(head + 20, 0);
+        put_u32(head + 20, (uint32_t)kind);
         put_u64(head + 24, mlen);
         put_u64(head + 32, flen);
         for (int32_t c = 0; c < n; c++) put_u64(head + HEAD + 8 * (size_t)c, len[c]);
@@ -86,12 +95,13 @@ int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool
     const uint8_t *b = bytes;
     if (!pkg_chips_magic(bytes, size)) return diag_fail(d, "%s: error: not a package for several chips", path);
     if (size < HEAD + 4) return diag_fail(d, "%s: error: truncated package header", path);
-    uint32_t version = get_u32(b + 8), n = get_u32(b + 12), replicas = get_u32(b + 16);
+    uint32_t version = get_u32(b + 8), n = get_u32(b + 12), replicas = get_u32(b + 16), kind = get_u32(b + 20);
     if (version != VERSION)
         return diag_fail(d, "%s: error: package for several chips of format %u; this tessel reads %d", path, version, VERSION);
-    if (n < 1 || replicas < 1 || (uint64_t)n * replicas > MAX_CHIPS || get_u32(b + 20) != 0)
-        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas (at most %d chips)", path, n, replicas,
-                         MAX_CHIPS);
+    uint64_t chips = n <= MAX_CHIPS + 1 && replicas <= MAX_CHIPS ? chips_of(kind, n, replicas) : 0;
+    if (n < 1 || replicas < 1 || chips < 1 || chips > MAX_CHIPS)
+        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas of kind %u (at most %d chips)", path,
+                         n, replicas, kind, MAX_CHIPS);
     size_t hlen = HEAD + 8 * (size_t)n;
     if (size < hlen + 4) return diag_fail(d, "%s: error: truncated package header", path);
     if (get_u32(b + hlen) != util_crc32c(b, hlen))
@@ -103,10 +113,11 @@ int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool
     if (get_u32(fj + flen) != util_crc32c(mj, mlen + flen))
         return diag_fail(d, "%s: error: the machine's and manifest's checksum does not match (the file is damaged)", path);
     if (machine_from_json((const char *)mj, mlen, path, &out->machine, d)) return -1;
-    if (out->machine.chips != n * replicas)
+    if (out->machine.chips != chips)
         return diag_fail(d, "%s: error: the package holds %u programs for %u replicas, for a machine of %u chips", path, n,
                          replicas, out->machine.chips);
     out->replicas = (int32_t)replicas;
+    out->kind = (pkg_chips_kind)kind;
     at += mlen + flen + 4;
     out->n = (int32_t)n;
     out->manifest = xmalloc(flen + 1);
@@ -161,7 +172,7 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d) 
 void pkg_chips_fix_checksums(uint8_t *b, size_t size) {
     if (size < HEAD + 4 || !pkg_chips_magic(b, size)) return;
     uint32_t n = get_u32(b + 12);
-    if (n < 1 || n > MAX_CHIPS) return;
+    if (n < 1 || n > MAX_CHIPS + 1) return;
     size_t hlen = HEAD + 8 * (size_t)n;
     if (size < hlen + 4) return;
     put_u32(b + hlen, util_crc32c(b, hlen));
@@ -170,16 +181,18 @@ void pkg_chips_fix_checksums(uint8_t *b, size_t size) {
     put_u32(b + at + mlen + flen, util_crc32c(b + at, mlen + flen));
 }
 
-int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, diag *d) {
+int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, pkg_chips_kind *kind, diag *d) {
     FILE *f = fopen(path, "rb");
-    uint8_t head[20];
-    bool ok = f && fread(head, 1, 20, f) == 20 && pkg_chips_magic(head, 8) && get_u32(head + 8) == VERSION;
+    uint8_t head[24];
+    bool ok = f && fread(head, 1, 24, f) == 24 && pkg_chips_magic(head, 8) && get_u32(head + 8) == VERSION;
     if (f) fclose(f);
     if (!ok) return diag_fail(d, "%s: error: not a package for several chips of format %d", path, VERSION);
-    uint32_t n = get_u32(head + 12), r = get_u32(head + 16);
-    if (n < 1 || r < 1 || (uint64_t)n * r > MAX_CHIPS)
-        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas (at most %d chips)", path, n, r, MAX_CHIPS);
-    *programs = (int32_t)n, *replicas = (int32_t)r;
+    uint32_t n = get_u32(head + 12), r = get_u32(head + 16), k = get_u32(head + 20);
+    uint64_t chips = n <= MAX_CHIPS + 1 && r <= MAX_CHIPS ? chips_of(k, n, r) : 0;
+    if (n < 1 || r < 1 || chips < 1 || chips > MAX_CHIPS)
+        return diag_fail(d, "%s: error: the package claims %u programs for %u replicas of kind %u (at most %d chips)", path,
+                         n, r, k, MAX_CHIPS);
+    *programs = (int32_t)n, *replicas = (int32_t)r, *kind = (pkg_chips_kind)k;
     return 0;
 }
 

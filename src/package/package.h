@@ -238,10 +238,15 @@ int package_live_peak(const package *p, package_peak *out, diag *d);
 /* ---- chips.c: a package for several chips (docs/chips.md) -------------
  * The machine of several chips, a manifest (JSON: the model, each chip's
  * stage) and one ordinary package per chip, for that machine's one chip. */
+/* What a package for several chips runs: a pipeline (of stages, in
+ * data-parallel copies), or a training step over data-parallel replicas
+ * (program 0 on every chip, then program 1 + c on chip c: its owner's). */
+typedef enum { PKG_CHIPS_PIPELINE = 0, PKG_CHIPS_TRAIN = 1 } pkg_chips_kind;
 typedef struct pkg_chips {
-    machine machine;       /* chips > 1: n x replicas */
-    int32_t n;             /* programs (a pipeline's stages), one package each */
-    int32_t replicas;      /* data-parallel copies of the pipeline: chip c runs program c % n */
+    machine machine;       /* chips > 1: n x replicas (a pipeline), replicas (training) */
+    pkg_chips_kind kind;
+    int32_t n;             /* programs (a pipeline's stages; training: replicas + 1), one package each */
+    int32_t replicas;      /* data-parallel copies: of the pipeline (chip c runs program c % n), or training replicas */
     char *manifest;        /* JSON text */
     int64_t batch;         /* the manifest's: the inputs' first axis */
     int64_t micro_batches; /* and the pieces it runs in, each through every chip */
@@ -249,8 +254,8 @@ typedef struct pkg_chips {
     bool *loaded;
 } pkg_chips;
 /* Writes the machine, manifest and n packages (for n x replicas chips) to f, deterministically. */
-int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas, FILE *f,
-                    const char *path, diag *d);
+int pkg_chips_write(const machine *m, const char *manifest, const package *pkgs, int32_t n, int32_t replicas,
+                    pkg_chips_kind kind, FILE *f, const char *path, diag *d);
 /* Reads a package for several chips from size bytes, every header field
  * checked; parses the packages of the programs want selects (NULL: all). */
 int pkg_chips_parse(const void *bytes, size_t size, const char *path, const bool *want, pkg_chips *out, diag *d);
@@ -258,7 +263,7 @@ int pkg_chips_load(const char *path, const bool *want, pkg_chips *out, diag *d);
 bool pkg_chips_magic(const void *bytes, size_t len);  /* the bytes start like one */
 bool pkg_chips_file(const char *path);                /* the file starts like one */
 /* Its programs and replicas, from the header alone. */
-int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, diag *d);
+int pkg_chips_count(const char *path, int32_t *programs, int32_t *replicas, pkg_chips_kind *kind, diag *d);
 /* Recomputes the header's and the texts' checksums of an image in place
  * (where its lengths allow), for tests and fuzzing that damage what is behind them. */
 void pkg_chips_fix_checksums(uint8_t *img, size_t len);

@@ -10,7 +10,7 @@
 
 static const char *epilogue_of(const graph *g, const fuse_candidate *c) {
     graph_op_kind k = graph_opr(g, c->consumer)->kind;
-    return k == OP_ADAMW || k == OP_MATMUL_ADAMW ? "adam moments, then adamw_apply" : "sgd";
+    return k == OP_ADAMW || k == OP_MATMUL_ADAMW || k == OP_SUM_ADAMW ? "adam moments, then adamw_apply" : "sgd";
 }
 
 json_t *report_fusion_json(const graph *g, const fuse_plan *fp, const int64_t *saved, char *const *saved_names,

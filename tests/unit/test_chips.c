@@ -127,7 +127,7 @@ static void ranks_agree(int32_t replicas) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pkg_chips_write(&m, cc.manifest, cc.pkg, S, replicas, f, "t.tpk", &d), 0);
+    assert_int_equal(pkg_chips_write(&m, cc.manifest, cc.pkg, S, replicas, PKG_CHIPS_PIPELINE, f, "t.tpk", &d), 0);
     fclose(f);
 
     run one = run_ranks((uint8_t *)buf, len, 1, -1, false);
@@ -191,10 +191,49 @@ static void replicas_ranks_agree(void **state) {
     ranks_agree(2);
 }
 
+/* The step's exchanges on a ring: every owner's rows from every other
+ * replica (the reduce-scatter), every owner's new weight rows to every other
+ * chip (the gather), each message the shorter way round, halved on a tie
+ * (two chips: one link each way). One feed of 1,000 f32 rows per owner. */
+static void train_timing_on_rings(void **state) {
+    (void)state;
+    for (int32_t n = 2; n <= 5; n++) {
+        machine m;
+        assert_int_equal(machine_preset("c600x4", &m), 0);
+        host_spec rep = {.name = "g", .dtype = DT_F32, .declared = DT_F32, .rank = 2, .dim = {1000 * n, 1}};
+        host_spec *in[6] = {0}, *out[6] = {0};
+        int32_t nin[6] = {0}, nout[6] = {0};
+        out[0] = &rep, nout[0] = 1;
+        graph_feed f[5], *feed[5];
+        int32_t nfeed[5];
+        int64_t gather[5];
+        for (int32_t o = 0; o < n; o++) {
+            f[o] = (graph_feed){.input = "g.partials", .from = "g", .first = 1000 * o, .rows = 1000};
+            feed[o] = &f[o], nfeed[o] = 1, gather[o] = 2000; /* 1,000 new rows of f16 */
+        }
+        train_shape s = {.n = n, .in = in, .out = out, .nin = nin, .nout = nout, .feed = feed, .nfeed = nfeed, .gather_bytes = gather};
+        uint64_t cycles[6] = {100, 10, 30, 20, 10, 10};
+        train_timing t;
+        driver_train_timing(&m, &s, cycles, &t);
+        /* Per link: n = 2, one message each way; n = 3, one (a neighbour each
+         * way); n = 4, one and two halves; n = 5, one and one two hops away. */
+        uint64_t msg = 4000, want[6] = {0, 0, msg, msg, 2 * msg, 3 * msg}, hops[6] = {0, 0, 1, 1, 2, 2};
+        assert_int_equal(t.scatter_bytes, want[n]);
+        assert_int_equal(t.scatter_total, (uint64_t)(n * (n - 1)) * msg);
+        assert_int_equal(t.gather_bytes, want[n] / 2);
+        uint64_t link = hops[n] * m.link_latency_cycles + (want[n] + m.link_bytes_per_cycle - 1) / m.link_bytes_per_cycle +
+                        m.chip_sync_cycles;
+        assert_int_equal(t.scatter, link);
+        assert_int_equal(t.owner_max, 30);
+        assert_int_equal(t.cycles, 100 + t.scatter + 30 + t.gather);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pipeline_ranks_agree),
         cmocka_unit_test(replicas_ranks_agree),
+        cmocka_unit_test(train_timing_on_rings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,19 @@ static const rule_case RULES[] = {
     {"producer", HEAD "%g = reduce_sum(%w) {axes = [1], keepdims = true} : f32[8, 1]\n%gb = reshape(%g) : f32[8]\n"
                       "param %bb : f32[8] = zeros\n%b_new = sgd(%bb, %gb) {lr = 0.1} : f32[8]\noutput %b_new\n",
      "b_new", FUSE_PRODUCER, "no tiled epilogue"},
+    /* P3: an owner's sum of the partials the replicas handed in, over their first axis. */
+    {"sum of partials", HEAD "input %p : f32[3, 8, 4]\n%g = reduce_sum(%p) {axes = [0]} : f32[8, 4]\n" ADAMW("%g")
+                        "output %w_new, %m_new, %v_new\n",
+     "w_new", FUSE_OK, "a tile of reduce_sum 'g' completes an element of it"},
+    {"sum over another axis", HEAD "input %p : f32[8, 3, 4]\n%g = reduce_sum(%p) {axes = [1]} : f32[8, 4]\n" ADAMW("%g")
+                              "output %w_new, %m_new, %v_new\n",
+     "w_new", FUSE_PRODUCER, "other axes than the first alone"},
+    {"sum of a computed value", HEAD "input %p : f32[3, 8, 4]\n%q = scale(%p) {by = 2.0} : f32[3, 8, 4]\n"
+                                "%g = reduce_sum(%q) {axes = [0]} : f32[8, 4]\n" ADAMW("%g") "output %w_new, %m_new, %v_new\n",
+     "w_new", FUSE_PRODUCER, "not partials handed in"},
+    {"sum of partials, read twice", HEAD "input %p : f32[3, 8, 4]\n%g = reduce_sum(%p) {axes = [0]} : f32[8, 4]\n" ADAMW("%g")
+                                    "output %w_new, %m_new, %v_new, %g\n",
+     "w_new", FUSE_ESCAPES, "graph output"},
     {"shape", "graph t\ninput %x : f16[2, 16, 8]\ninput %d : f16[2, 16, 4]\nparam %w : f32[2, 8, 4] = zeros\n"
               "%g = matmul(%x, %d) {transpose_a = true} : f32[2, 8, 4]\n%w_new = sgd(%w, %g) {lr = 0.1} : f32[2, 8, 4]\noutput %w_new\n",
      "w_new", FUSE_SHAPE, "2-D"},

@@ -550,6 +550,142 @@ static void stages_compute_the_model(void **state) {
     graph_free(g);
 }
 
+/* Runs g's reference on in; its outputs. */
+static float **ref_outputs(const graph *g, float *const *in) {
+    diag d = {0};
+    float **out = calloc((size_t)graph_outputs(g, NULL, 0) + 1, sizeof(float *));
+    ref_options ro = {.quiet = true};
+    if (ref_run(g, &ro, in, out, &d)) fail_msg("%s", d.text);
+    return out;
+}
+
+static int32_t output_index(const graph *g, const char *name) {
+    int32_t n = graph_outputs(g, NULL, 0), ids[64], found = -1;
+    assert_true(n <= 64);
+    graph_outputs(g, ids, n);
+    for (int32_t j = 0; j < n; j++)
+        if (strcmp(graph_val(g, ids[j])->name, name) == 0) found = j;
+    return found;
+}
+
+/* A training step split over data-parallel replicas: the replicas on their
+ * samples, the owners on their rows of the summed gradients, put together,
+ * compute what the whole step computes (up to the order of the sums); the
+ * optimizers' states are not in the replica; what cannot be split is
+ * refused, naming the op. */
+static void replicas_compute_the_step(void **state) {
+    (void)state;
+    static const char *const specs[] = {"zoo:train-mlp:tokens=16,width=8,hidden=12",
+                                        "zoo:train-mlp:tokens=16,width=8,hidden=12,optimizer=adamw"};
+    for (int m = 0; m < 2; m++) {
+        diag d = {0};
+        graph *g = models_load(specs[m], &d);
+        if (!g) fail_msg("%s", d.text);
+        graph_replicas r;
+        if (graph_split_replicas(g, 4, &r, &d)) fail_msg("%s", d.text);
+        assert_int_equal(r.n, 4);
+        assert_int_equal(r.batch, 16);
+        /* The replica: four rows of each input, no optimizer, no state; its
+         * outputs the partial loss, then the four gradients. */
+        assert_int_equal(graph_val(r.replica, graph_lookup(r.replica, "x"))->type.dim[0], 4);
+        assert_true(graph_lookup(r.replica, m ? "w1_m" : "w1_buf") < 0);
+        for (int32_t i = 0; i < r.replica->ops.n; i++) assert_false(graph_opr(r.replica, i)->kind == OP_SGD ||
+                                                                     graph_opr(r.replica, i)->kind == OP_ADAMW);
+        static const char *const outs[] = {"loss", "g_w1", "g_b1", "g_w2", "g_b2"};
+        assert_int_equal(graph_outputs(r.replica, NULL, 0), 5);
+        for (int k = 0; k < 5; k++) assert_int_equal(output_index(r.replica, outs[k]), k);
+        /* Owners: rows of w1 (8 of them) two each; the loss is owner 0's. */
+        for (int32_t o = 0; o < 4; o++) {
+            const graph_type *w1 = &graph_val(r.owner[o], graph_lookup(r.owner[o], "w1"))->type;
+            assert_int_equal(w1->dim[0], 2);
+            assert_int_equal(r.nfeed[o], o == 0 ? 5 : 4);
+            assert_true((graph_lookup(r.owner[o], "loss.partials") >= 0) == (o == 0));
+            char *text = graph_print(r.owner[o]);  /* owners and replica print and parse back */
+            graph *back = graph_parse("owner.tsl", text, strlen(text), &d);
+            if (!back) fail_msg("%s\n%s", d.text, text);
+            graph_free(back), free(text);
+        }
+        /* Put together by name: replicas' per-sample outputs concatenated,
+         * owners' rows concatenated in owner order. */
+        int32_t nin = graph_inputs(g, NULL, 0), nout = graph_outputs(g, NULL, 0), iv[2];
+        assert_int_equal(nin, 2);
+        graph_inputs(g, iv, 2);
+        float *x[2];
+        for (int k = 0; k < 2; k++) {
+            x[k] = malloc(sizeof(float) * 16 * 8);
+            graph_input_default(g, iv[k], k, x[k]);
+        }
+        float **whole = ref_outputs(g, x), **part[4];
+        for (int32_t rep = 0; rep < 4; rep++) {
+            float *in[2] = {x[0] + rep * 4 * 8, x[1] + rep * 4 * 8};
+            part[rep] = ref_outputs(r.replica, in);
+        }
+        int32_t *ov = calloc((size_t)nout, sizeof(int32_t));
+        graph_outputs(g, ov, nout);
+        int64_t *filled = calloc((size_t)nout, sizeof(int64_t));
+        for (int32_t o = 0; o < 4; o++) {
+            const graph *og = r.owner[o];
+            int32_t oin = graph_inputs(og, NULL, 0), oiv[16];
+            assert_int_equal(oin, r.nfeed[o]);
+            graph_inputs(og, oiv, oin);
+            float *in[16];
+            for (int32_t k = 0; k < oin; k++) {
+                const graph_feed *f = &r.feed[o][k];
+                assert_string_equal(f->input, graph_val(og, oiv[k])->name);
+                const graph_type *ft = &graph_val(r.replica, graph_lookup(r.replica, f->from))->type;
+                int64_t row = ft->rank ? graph_type_numel(ft) / ft->dim[0] : 1, n = f->rows < 0 ? graph_type_numel(ft) : f->rows * row;
+                in[k] = malloc(sizeof(float) * (size_t)(4 * n));
+                for (int32_t rep = 0; rep < 4; rep++)
+                    memcpy(in[k] + rep * n, part[rep][output_index(r.replica, f->from)] + f->first * row, sizeof(float) * (size_t)n);
+            }
+            float **got = ref_outputs(og, in);
+            int32_t on = graph_outputs(og, NULL, 0), ids[16];
+            graph_outputs(og, ids, on);
+            for (int32_t j = 0; j < on; j++) {
+                int32_t k = output_index(g, graph_val(og, ids[j])->name);
+                assert_true(k >= 0);
+                int64_t n = graph_type_numel(&graph_val(og, ids[j])->type);
+                for (int64_t e = 0; e < n; e++) {
+                    double want = whole[k][filled[k] + e], have = got[j][e];
+                    if (fabs(want - have) > 1e-6 + 1e-5 * fabs(want))
+                        fail_msg("%s: %s[%lld] is %g, the whole step's %g", specs[m], graph_val(og, ids[j])->name,
+                                 (long long)(filled[k] + e), have, want);
+                }
+                filled[k] += n;
+                free(got[j]);
+            }
+            free(got);
+            for (int32_t k = 0; k < oin; k++) free(in[k]);
+        }
+        for (int32_t k = 0; k < nout; k++) assert_int_equal(filled[k], graph_type_numel(&graph_val(g, ov[k])->type));
+        for (int32_t rep = 0; rep < 4; rep++) {
+            for (int k = 0; k < 5; k++) free(part[rep][k]);
+            free(part[rep]);
+        }
+        for (int32_t k = 0; k < nout; k++) free(whole[k]);
+        free(whole), free(ov), free(filled), free(x[0]), free(x[1]);
+        graph_replicas_free(&r);
+        graph_free(g);
+    }
+    /* Refusals. */
+    static const struct { const char *spec; int32_t n; const char *why; } bad[] = {
+        {"zoo:train-mlp:tokens=16,width=8,hidden=12,clip=global_norm", 4, "the norm needs every replica's whole gradients"},
+        {"zoo:train-mlp:tokens=16,width=8,hidden=12,steps=2", 4, "is read again"},
+        {"zoo:train-mlp:tokens=16,width=8,hidden=12", 3, "does not split over 3"},
+        {"zoo:train-mlp:tokens=16,width=2,hidden=2", 4, "would own no rows"},
+        {"zoo:mlp:tokens=16,width=8,hidden=12", 2, "not a training step"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        diag d = {0};
+        graph *g = models_load(bad[k].spec, &d);
+        if (!g) fail_msg("%s", d.text);
+        graph_replicas r;
+        if (graph_split_replicas(g, bad[k].n, &r, &d) != -1) fail_msg("%s over %d: not refused", bad[k].spec, (int)bad[k].n);
+        if (!strstr(d.text, bad[k].why)) fail_msg("%s: %s", bad[k].spec, d.text);
+        graph_free(g);
+    }
+}
+
 /* A model in micro-batches computes, piece by piece, what it computes on
  * the whole batch; what mixes the batch is refused, naming the op. */
 static void micro_batches_compute_the_model(void **state) {
@@ -604,6 +740,7 @@ int main(void) {
         cmocka_unit_test(example_parses_with_its_structure),
         cmocka_unit_test(stages_compute_the_model),
         cmocka_unit_test(micro_batches_compute_the_model),
+        cmocka_unit_test(replicas_compute_the_step),
         cmocka_unit_test(trivia_round_trips),
         cmocka_unit_test(builder_output_round_trips),
         cmocka_unit_test(verifier_rejects_broken_graphs),

@@ -1,0 +1,425 @@
+/* train.c: a training step over data-parallel replicas (docs/chips.md,
+ * "Training across replicas"). graph_split_replicas makes the programs:
+ * every chip runs the replica's step up to its gradients on its share of
+ * the batch; the gradients' rows then go to their owners (a reduce-scatter:
+ * owner o receives rows of every replica's gradients), each chip runs its
+ * owner program (the sum over the replicas, in replica order, and the
+ * optimizers on its rows), and the new rows go to every chip (the gather).
+ * Each program is compiled, placed and packaged for one chip by the one-chip
+ * compiler, unchanged. Program 0 is the replica's, program 1 + o owner o's. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* ---- the host's view of the step ---------------------------------------- */
+
+void train_shape_free(train_shape *s) {
+    for (int32_t p = 0; p <= s->n && s->in; p++) free(s->in[p]), free(s->out[p]);
+    free(s->in), free(s->out), free(s->nin), free(s->nout);
+    if (s->owns_feeds)
+        for (int32_t o = 0; s->feed && o < s->n; o++) {
+            for (int32_t k = 0; k < s->nfeed[o]; k++)
+                free(s->feed[o][k].input), free(s->feed[o][k].from), free(s->feed[o][k].updates);
+            free(s->feed[o]);
+        }
+    if (s->owns_feeds) free(s->feed), free(s->nfeed), free(s->gather_bytes);
+    memset(s, 0, sizeof *s);
+}
+
+static void shape_alloc(train_shape *s, int32_t n) {
+    s->n = n;
+    s->in = xcalloc((size_t)n + 1, sizeof(host_spec *));
+    s->out = xcalloc((size_t)n + 1, sizeof(host_spec *));
+    s->nin = xcalloc((size_t)n + 1, sizeof(int32_t));
+    s->nout = xcalloc((size_t)n + 1, sizeof(int32_t));
+}
+
+void driver_train_shape_of_packages(const package *pkgs, int32_t n, graph_feed **feed, int32_t *nfeed,
+                                    int64_t *gather_bytes, bool owns, train_shape *s) {
+    shape_alloc(s, n);
+    for (int32_t p = 0; p <= n; p++) driver_package_specs(&pkgs[p], &s->in[p], &s->nin[p], &s->out[p], &s->nout[p]);
+    s->feed = feed, s->nfeed = nfeed, s->gather_bytes = gather_bytes, s->owns_feeds = owns;
+}
+
+void driver_train_shape_of_graphs(const graph_replicas *r, train_shape *s) {
+    shape_alloc(s, r->n);
+    for (int32_t p = 0; p <= r->n; p++) {
+        const graph *g = p ? r->owner[p - 1] : r->replica;
+        s->in[p] = driver_graph_specs(g, false, &s->nin[p]);
+        s->out[p] = driver_graph_specs(g, true, &s->nout[p]);
+    }
+    s->feed = r->feed, s->nfeed = r->nfeed, s->gather_bytes = r->gather_bytes, s->owns_feeds = false;
+}
+
+static int64_t row_numel(const host_spec *h) { return h->rank ? host_numel(h) / h->dim[0] : 1; }
+
+/* Whether an owner makes the output called name (then the owners' rows
+ * make it: a weight, or owner 0's sum of a loss), else the replicas' rows. */
+static bool owners_make(const train_shape *s, const char *name) {
+    for (int32_t o = 0; o < s->n; o++)
+        if (host_find(s->out[1 + o], s->nout[1 + o], name) >= 0) return true;
+    return false;
+}
+
+int driver_train_output_spec(const train_shape *s, const char *name, host_spec *out) {
+    bool found = false;
+    for (int32_t o = 0; o < s->n; o++) {
+        int32_t j = host_find(s->out[1 + o], s->nout[1 + o], name);
+        if (j < 0) continue;
+        if (!found) *out = s->out[1 + o][j];
+        else if (out->rank) out->dim[0] += s->out[1 + o][j].dim[0];
+        found = true;
+    }
+    int32_t k = found ? -1 : host_find(s->out[0], s->nout[0], name);
+    if (k >= 0 && s->out[0][k].rank >= 1) { /* one row per sample: every replica's rows */
+        *out = s->out[0][k];
+        out->dim[0] *= s->n;
+        found = true;
+    }
+    return found ? 0 : -1;
+}
+
+/* Owner o's input k: every replica's rows of the output its feed names, stacked. */
+static int stack_feed(const train_shape *s, int32_t o, int32_t k, float *const *const *rep_out, float **to, diag *d) {
+    const host_spec *in = &s->in[1 + o][k];
+    const graph_feed *f = NULL;
+    for (int32_t j = 0; j < s->nfeed[o]; j++)
+        if (strcmp(s->feed[o][j].input, in->name) == 0) f = &s->feed[o][j];
+    int32_t from = f ? host_find(s->out[0], s->nout[0], f->from) : -1;
+    if (from < 0) return diag_fail(d, "error: owner %d's input '%s' is fed by no replica output", (int)o, in->name);
+    const host_spec *src = &s->out[0][from];
+    int64_t row = row_numel(src), n = f->rows < 0 ? host_numel(src) : f->rows * row;
+    if (f->first < 0 || f->first * row + n > host_numel(src) || n * s->n != host_numel(in))
+        return diag_fail(d, "error: owner %d's input '%s' does not fit rows %lld.. of '%s'", (int)o, in->name,
+                         (long long)f->first, f->from);
+    *to = xmalloc(sizeof(float) * (size_t)(n * s->n + 1));
+    for (int32_t r = 0; r < s->n; r++) memcpy(*to + r * n, rep_out[r][from] + f->first * row, sizeof(float) * (size_t)n);
+    return 0;
+}
+
+int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
+                      const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
+                      uint64_t *cycles, diag *d) {
+    int32_t n = s->n;
+    float ***rep = xcalloc((size_t)n, sizeof(float **));
+    int rc = 0;
+    /* The replicas, each on its rows of every input. */
+    for (int32_t r = 0; r < n && rc == 0; r++) {
+        float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
+        for (int32_t k = 0; k < s->nin[0] && rc == 0; k++) {
+            int32_t j = host_find(min, nmin, s->in[0][k].name);
+            if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n)
+                rc = diag_fail(d, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
+            else in[k] = inputs[j] + r * host_numel(&s->in[0][k]);
+        }
+        rep[r] = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
+        if (rc == 0) rc = run(ctx, 0, r, in, rep[r], &cycles[0], d);
+        free(in);
+    }
+    /* The owners, on their rows of every replica's gradients. */
+    float ***own = xcalloc((size_t)n, sizeof(float **));
+    for (int32_t o = 0; o < n && rc == 0; o++) {
+        float **in = xcalloc((size_t)s->nin[1 + o] + 1, sizeof(float *));
+        for (int32_t k = 0; k < s->nin[1 + o] && rc == 0; k++) rc = stack_feed(s, o, k, (float *const *const *)rep, &in[k], d);
+        own[o] = xcalloc((size_t)s->nout[1 + o] + 1, sizeof(float *));
+        if (rc == 0) rc = run(ctx, 1 + o, o, in, own[o], &cycles[1 + o], d);
+        for (int32_t k = 0; k < s->nin[1 + o]; k++) free(in[k]);
+        free(in);
+    }
+    /* The model's outputs: the replicas' rows, or the owners' in owner order. */
+    for (int32_t j = 0; j < nmout && rc == 0; j++) {
+        int64_t total = host_numel(&mout[j]), at = 0;
+        outputs[j] = xcalloc((size_t)total + 1, sizeof(float));
+        int32_t k = owners_make(s, mout[j].name) ? -1 : host_find(s->out[0], s->nout[0], mout[j].name);
+        for (int32_t r = 0; k >= 0 && r < n && at + host_numel(&s->out[0][k]) <= total; r++) {
+            memcpy(outputs[j] + at, rep[r][k], sizeof(float) * (size_t)host_numel(&s->out[0][k]));
+            at += host_numel(&s->out[0][k]);
+        }
+        for (int32_t o = 0; k < 0 && o < n; o++) {
+            int32_t i = host_find(s->out[1 + o], s->nout[1 + o], mout[j].name);
+            if (i < 0 || at + host_numel(&s->out[1 + o][i]) > total) continue;
+            memcpy(outputs[j] + at, own[o][i], sizeof(float) * (size_t)host_numel(&s->out[1 + o][i]));
+            at += host_numel(&s->out[1 + o][i]);
+        }
+        if (at != total) rc = diag_fail(d, "error: the programs make %lld of output '%s''s %lld values", (long long)at,
+                                        mout[j].name, (long long)total);
+    }
+    for (int32_t r = 0; r < n; r++) {
+        for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
+        free(rep[r]);
+    }
+    for (int32_t o = 0; o < n; o++) {
+        for (int32_t k = 0; own[o] && k < s->nout[1 + o]; k++) free(own[o][k]);
+        free(own[o]);
+    }
+    free(rep), free(own);
+    if (rc)
+        for (int32_t j = 0; j < nmout; j++) free(outputs[j]), outputs[j] = NULL;
+    return rc;
+}
+
+/* ---- timing --------------------------------------------------------------- */
+
+/* Adds k bytes from chip a, len hops one way round a ring of n (way 1:
+ * clockwise, through links a -> a + 1, ...; -1: the other way) to load. */
+static void route(uint64_t *load, int32_t n, int32_t a, int32_t len, int way, uint64_t k) {
+    for (int32_t h = 0, at = a; h < len; h++, at = (at + way + n) % n) load[(way > 0 ? 0 : CHIPS_MAX) + at] += k;
+}
+
+/* Moving bytes[src * n + dst] between the chips of a ring at once, each
+ * message the shorter way round (halved between the two on a tie; two
+ * chips have one link each way): the
+ * longest route's latency, the busiest link's bytes at the link's rate,
+ * one sync. */
+static uint64_t ring_cycles(const machine *m, int32_t n, const uint64_t *bytes, uint64_t *busiest) {
+    uint64_t load[2 * CHIPS_MAX] = {0};
+    int32_t hops = 0;
+    for (int32_t a = 0; a < n; a++)
+        for (int32_t b = 0; b < n; b++) {
+            uint64_t k = bytes[a * n + b];
+            if (a == b || !k) continue;
+            int32_t cw = (b - a + n) % n, len = cw <= n - cw ? cw : n - cw;
+            if (len > hops) hops = len;
+            if (cw == n - cw && n > 2) route(load, n, a, len, 1, k - k / 2), route(load, n, a, len, -1, k / 2);
+            else route(load, n, a, len, cw < n - cw ? 1 : -1, k);
+        }
+    *busiest = 0;
+    for (int32_t i = 0; i < 2 * CHIPS_MAX; i++)
+        if (load[i] > *busiest) *busiest = load[i];
+    if (!*busiest) return 0;
+    return (uint64_t)hops * m->link_latency_cycles + (*busiest + m->link_bytes_per_cycle - 1) / m->link_bytes_per_cycle +
+           m->chip_sync_cycles;
+}
+
+void driver_train_timing(const machine *m, const train_shape *s, const uint64_t *cycles, train_timing *t) {
+    memset(t, 0, sizeof *t);
+    int32_t n = s->n;
+    TS_ASSERT(n >= 2 && n <= CHIPS_MAX);
+    t->n = n;
+    t->replica = cycles[0];
+    for (int32_t o = 0; o < n; o++) {
+        t->owner[o] = cycles[1 + o];
+        if (cycles[1 + o] > t->owner_max) t->owner_max = cycles[1 + o];
+    }
+    uint64_t *scatter = xcalloc((size_t)(n * n), sizeof(uint64_t)), *gather = xcalloc((size_t)(n * n), sizeof(uint64_t));
+    for (int32_t o = 0; o < n; o++) {
+        uint64_t mine = (uint64_t)s->gather_bytes[o]; /* owner o's new weight rows: every other chip needs them */
+        for (int32_t k = 0; k < s->nfeed[o]; k++) {
+            const graph_feed *f = &s->feed[o][k];
+            int32_t j = host_find(s->out[0], s->nout[0], f->from);
+            if (j < 0) continue;
+            const host_spec *src = &s->out[0][j];
+            uint64_t b = (uint64_t)(f->rows < 0 ? host_numel(src) : f->rows * row_numel(src)) * (uint64_t)dtype_bytes(src->dtype);
+            for (int32_t r = 0; r < n; r++) scatter[r * n + o] += r == o ? 0 : b;
+            t->scatter_total += (uint64_t)(n - 1) * b;
+        }
+        for (int32_t c = 0; c < n; c++) gather[o * n + c] = c == o ? 0 : mine;
+        t->gather_total += (uint64_t)(n - 1) * mine;
+    }
+    t->scatter = ring_cycles(m, n, scatter, &t->scatter_bytes);
+    t->gather = ring_cycles(m, n, gather, &t->gather_bytes);
+    free(scatter), free(gather);
+    t->cycles = t->replica + t->scatter + t->owner_max + t->gather;
+}
+
+/* ---- compiling ------------------------------------------------------------ */
+
+static char *dump(json_t *j) {
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(j);
+    size_t n = strlen(text);
+    text = xrealloc(text, n + 2);
+    text[n] = '\n', text[n + 1] = 0;
+    return text;
+}
+
+static json_t *names_json(const host_spec *s, int32_t n) {
+    json_t *a = json_array();
+    for (int32_t k = 0; k < n; k++) json_array_append_new(a, json_string(s[k].name));
+    return a;
+}
+
+/* The manifest: the model, machine, batch, replicas; per program its role,
+ * inputs and outputs, and an owner's feeds; the model's outputs. */
+static char *manifest_json(const char *model, const machine *m, const graph *g, const train_compiled *tc) {
+    const graph_replicas *r = &tc->split;
+    json_t *progs = json_array();
+    for (int32_t p = 0; p <= r->n; p++) {
+        host_spec *ins, *outs;
+        int32_t nin, nout;
+        driver_package_specs(&tc->pkg[p], &ins, &nin, &outs, &nout);
+        json_t *e = json_pack("{s:i, s:s, s:o, s:o}", "program", (int)p, "role", p ? "owner" : "replica", "inputs",
+                              names_json(ins, nin), "outputs", names_json(outs, nout));
+        free(ins), free(outs);
+        if (p) {
+            json_t *feeds = json_array();
+            for (int32_t k = 0; k < r->nfeed[p - 1]; k++) {
+                const graph_feed *f = &r->feed[p - 1][k];
+                json_t *fj = json_pack("{s:s, s:s, s:I, s:I}", "input", f->input, "from", f->from, "first_row",
+                                       (json_int_t)f->first, "rows", (json_int_t)f->rows);
+                if (f->updates) json_object_set_new(fj, "updates", json_string(f->updates));
+                json_array_append_new(feeds, fj);
+            }
+            json_object_set_new(e, "owner", json_integer(p - 1));
+            json_object_set_new(e, "gather_bytes", json_integer((json_int_t)r->gather_bytes[p - 1]));
+            json_object_set_new(e, "feeds", feeds);
+        }
+        json_array_append_new(progs, e);
+    }
+    int32_t nout;
+    host_spec *outs = driver_graph_specs(g, true, &nout);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o}", "tessel", TESSEL_VERSION, "model", model,
+                          "machine", m->name, "plan", "data-parallel training", "batch", (json_int_t)r->batch, "replicas",
+                          (int)r->n, "micro_batches", 1, "programs", progs, "outputs", names_json(outs, nout));
+    free(outs);
+    return dump(j);
+}
+
+int driver_train_feeds(const char *manifest, int32_t n, graph_feed ***feed, int32_t **nfeed, int64_t **gather_bytes,
+                       const char *path, diag *d) {
+    json_t *man = json_loads(manifest, 0, NULL), *progs = json_object_get(man, "programs");
+    *feed = xcalloc((size_t)n + 1, sizeof(graph_feed *));
+    *nfeed = xcalloc((size_t)n + 1, sizeof(int32_t));
+    *gather_bytes = xcalloc((size_t)n + 1, sizeof(int64_t));
+    int rc = json_is_array(progs) && json_array_size(progs) == (size_t)n + 1 ? 0 : -1;
+    for (int32_t o = 0; o < n && rc == 0; o++) {
+        json_t *fs = json_object_get(json_array_get(progs, (size_t)o + 1), "feeds"),
+               *gb = json_object_get(json_array_get(progs, (size_t)o + 1), "gather_bytes");
+        if (!json_is_array(fs) || !json_is_integer(gb) || json_integer_value(gb) < 0) rc = -1;
+        else (*gather_bytes)[o] = (int64_t)json_integer_value(gb);
+        for (size_t k = 0; rc == 0 && k < json_array_size(fs); k++) {
+            json_t *f = json_array_get(fs, k), *in = json_object_get(f, "input"), *from = json_object_get(f, "from"),
+                   *first = json_object_get(f, "first_row"), *rows = json_object_get(f, "rows"),
+                   *upd = json_object_get(f, "updates");
+            if (!json_is_string(in) || !json_is_string(from) || !json_is_integer(first) || !json_is_integer(rows) ||
+                json_integer_value(first) < 0 || json_integer_value(rows) < -1 || (upd && !json_is_string(upd))) {
+                rc = -1;
+                break;
+            }
+            (*feed)[o] = xrealloc((*feed)[o], sizeof(graph_feed) * ((size_t)(*nfeed)[o] + 1));
+            (*feed)[o][(*nfeed)[o]++] = (graph_feed){xstrdup(json_string_value(in)), xstrdup(json_string_value(from)),
+                                                     upd ? xstrdup(json_string_value(upd)) : NULL,
+                                                     (int64_t)json_integer_value(first), (int64_t)json_integer_value(rows)};
+        }
+    }
+    json_decref(man);
+    if (rc) {
+        for (int32_t o = 0; o < n; o++) {
+            for (int32_t k = 0; k < (*nfeed)[o]; k++) free((*feed)[o][k].input), free((*feed)[o][k].from), free((*feed)[o][k].updates);
+            free((*feed)[o]);
+        }
+        free(*feed), free(*nfeed), free(*gather_bytes);
+        *feed = NULL, *nfeed = NULL, *gather_bytes = NULL;
+        return diag_fail(d, "%s: error: the manifest does not say how the owners are fed", path);
+    }
+    return 0;
+}
+
+static json_t *load_recipe(const char *path, const machine *m, int32_t n, diag *d) {
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len, d)) return NULL;
+    json_error_t err;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text), NULL;
+    json_t *chips = json_object_get(j, "chips"), *progs = json_object_get(j, "programs");
+    if (!json_is_integer(chips) || !json_is_array(progs) || json_array_size(progs) != (size_t)n + 1 ||
+        json_integer_value(chips) != (json_int_t)m->chips) {
+        json_decref(j);
+        return diag_fail(d, "%s: error: not a recipe for a training step over %d replicas (it needs \"chips\": %d and "
+                            "a \"programs\" array of %d recipes, as --save-recipe writes)",
+                         path, (int)n, (int)n, (int)n + 1), NULL;
+    }
+    return j;
+}
+
+int driver_compile_train(const graph *g, const machine *m, const compile_options *o, train_compiled *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    TS_ASSERT(m->chips >= 2 && m->chips <= CHIPS_MAX);
+    double t0 = util_now_seconds();
+    int32_t n = (int32_t)m->chips;
+    if (o->micro_batches > 1)
+        return diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a training step over replicas runs its "
+                            "share of the batch whole (gradient accumulation over micro-batches is not built yet)",
+                         (long long)o->micro_batches);
+    if (o->replicas > 0 && o->replicas != n)
+        return diag_fail(d, "tessel compile: error: option '--replicas %d': a training step runs one replica per chip "
+                            "(%d on %s)", (int)o->replicas, (int)n, m->name);
+    json_t *recipe = NULL;
+    if (o->recipe && !(recipe = load_recipe(o->recipe, m, n, d))) return -1;
+    out->one = machine_one_chip(m, NULL);
+    int rc = graph_split_replicas(g, n, &out->split, d);
+    if (rc == 0) {
+        out->pkg = xcalloc((size_t)n + 1, sizeof(package));
+        out->info = xcalloc((size_t)n + 1, sizeof(compile_info));
+        out->nprograms = n + 1;
+    }
+    for (int32_t p = 0; p <= n && rc == 0; p++) {
+        char model[1024], detail[160], rname[1024], *rtext = NULL;
+        if (p) snprintf(detail, sizeof detail, "owner %d of %d: its rows of the weights", (int)p - 1, (int)n);
+        else snprintf(detail, sizeof detail, "replica: %lld of the batch's %lld samples, to the gradients",
+                      (long long)(out->split.batch / n), (long long)out->split.batch);
+        snprintf(model, sizeof model, "%s [%s]", o->model, detail);
+        compile_options so = *o;
+        so.model = model;
+        so.micro_batches = 0, so.replicas = 0;
+        so.fusion_report |= p > 0; /* an owner's fused updates: what each saves, and the package's proof */
+        if (recipe) {
+            snprintf(rname, sizeof rname, "%s (program %d)", o->recipe, (int)p);
+            rtext = json_dumps(json_array_get(json_object_get(recipe, "programs"), (size_t)p), JSON_COMPACT);
+            so.recipe = rname;
+            so.recipe_text = rtext;
+        }
+        progress_stage("compile", detail);
+        rc = driver_compile(p ? out->split.owner[p - 1] : out->split.replica, &out->one, &so, &out->pkg[p], &out->info[p], d);
+        free(rtext);
+        if (rc == 0) out->ncompiled = p + 1;
+        else if (d->set) {
+            char why[sizeof d->text];
+            snprintf(why, sizeof why, "%s", d->text);
+            bool fit = d->no_fit;
+            *d = (diag){0};
+            if (fit) diag_fail_fit(d, "%s: %s", detail, why);
+            else diag_fail(d, "%s", why);
+        }
+    }
+    json_decref(recipe);
+    if (rc == 0) {
+        out->manifest = manifest_json(o->model, m, g, out);
+        json_t *progs = json_array();
+        for (int32_t p = 0; p <= n; p++) {
+            json_t *r = json_loads(out->info[p].recipe, 0, NULL);
+            TS_ASSERT(r);
+            json_array_append_new(progs, r);
+        }
+        out->recipe = dump(json_pack("{s:s, s:i, s:s, s:o}", "machine", m->name, "chips", (int)m->chips, "plan",
+                                     "data-parallel training", "programs", progs));
+        uint64_t cycles[CHIPS_MAX + 1];
+        for (int32_t p = 0; p <= n; p++) {
+            const search_result *sr = &out->info[p].search;
+            int f = out->info[p].finalist;
+            cycles[p] = (uint64_t)(f >= 0 && f < sr->nfinalists ? sr->finalist_cycles[f] : sr->est.cycles);
+        }
+        train_shape s;
+        driver_train_shape_of_graphs(&out->split, &s);
+        driver_train_timing(m, &s, cycles, &out->predicted);
+        train_shape_free(&s);
+    }
+    out->seconds = util_now_seconds() - t0;
+    if (rc) train_compiled_free(out);
+    return rc;
+}
+
+void train_compiled_free(train_compiled *c) {
+    for (int32_t p = 0; c->info && p < c->nprograms; p++) {
+        if (p < c->ncompiled) package_free(&c->pkg[p]);
+        compile_info_free(&c->info[p]);
+    }
+    free(c->pkg), free(c->info);
+    graph_replicas_free(&c->split);
+    free(c->manifest), free(c->recipe);
+    memset(c, 0, sizeof *c);
+}
