@@ -4,6 +4,7 @@
  * the step (every replica, then every owner) and time it. */
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +13,12 @@
 
 static void print_timing(FILE *f, const char *what, const machine *m, const train_timing *t, int64_t batch) {
     char b1[32], b2[32];
-    fprintf(f, "  %s: replicas %llu cycles (each on %lld samples), then their gradients' rows to the owners: %s over the "
+    char mb[96] = "";
+    if (t->micro > 1) snprintf(mb, sizeof mb, " in %lld micro-batches of %lld, accumulated", (long long)t->micro,
+                               (long long)(batch / t->n / t->micro));
+    fprintf(f, "  %s: replicas %llu cycles (each on %lld samples%s), then their gradients' rows to the owners: %s over the "
                "busiest link, %llu cycles\n",
-            what, (unsigned long long)t->replica, (long long)(batch / t->n),
+            what, (unsigned long long)t->replica, (long long)(batch / t->n), mb,
             (fmt_bytes(b1, sizeof b1, (double)t->scatter_bytes), b1), (unsigned long long)t->scatter);
     fprintf(f, "  owners %llu cycles (the slowest of", (unsigned long long)t->owner_max);
     for (int32_t o = 0; o < t->n; o++) fprintf(f, "%s %llu", o ? "," : "", (unsigned long long)t->owner[o]);
@@ -28,8 +32,8 @@ static void print_timing(FILE *f, const char *what, const machine *m, const trai
 static json_t *timing_json(const train_timing *t, const machine *m, int64_t batch) {
     json_t *owners = json_array();
     for (int32_t o = 0; o < t->n; o++) json_array_append_new(owners, json_integer((json_int_t)t->owner[o]));
-    return json_pack("{s:I, s:i, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "batch", (json_int_t)batch,
-                     "replicas", (int)t->n, "replica_cycles", (json_int_t)t->replica, "owner_cycles", owners,
+    return json_pack("{s:I, s:i, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "batch", (json_int_t)batch,
+                     "replicas", (int)t->n, "micro_batches", (json_int_t)t->micro, "replica_cycles", (json_int_t)t->replica, "owner_cycles", owners,
                      "scatter_bytes_busiest_link", (json_int_t)t->scatter_bytes, "scatter_bytes", (json_int_t)t->scatter_total,
                      "scatter_cycles", (json_int_t)t->scatter, "gather_bytes_busiest_link", (json_int_t)t->gather_bytes,
                      "gather_bytes", (json_int_t)t->gather_total, "gather_cycles", (json_int_t)t->gather, "cycles",
@@ -47,9 +51,12 @@ static void owner_words(const graph_replicas *r, int32_t o, char *buf, size_t ca
         else at += (size_t)snprintf(buf + at, cap - at, "%s %s rows %lld..%lld", n++ ? "," : "", f->updates,
                                     (long long)f->first, (long long)(f->first + f->rows - 1));
     }
-    for (int32_t k = 0, n = 0; k < r->nfeed[o] && at < cap; k++)
+    for (int32_t k = 0, n = 0; k < r->nfeed[o] && at < cap; k++) {
+        const char *in = r->feed[o][k].input, *dot = strrchr(in, '.'); /* "<v>.partials" */
         if (!r->feed[o][k].updates)
-            at += (size_t)snprintf(buf + at, cap - at, "%s %s", n++ ? "," : "; sums the replicas'", r->feed[o][k].from);
+            at += (size_t)snprintf(buf + at, cap - at, "%s %.*s", n++ ? "," : "; sums the replicas'",
+                                   (int)(dot ? dot - in : (ptrdiff_t)strlen(in)), in);
+    }
 }
 
 /* Its optimizer steps fused into the sum's epilogue or not (and why not),
@@ -148,9 +155,11 @@ static int run_sim(void *ctx, int32_t p, int32_t who, float *const *in, float **
  * inputs over the whole batch, the outputs the manifest names. */
 static int model_specs(const pkg_chips *pc, const train_shape *s, const char *path, host_spec **ins, int32_t *nin,
                        host_spec **outs, int32_t *nout, diag *d) {
-    *nin = s->nin[0];
-    *ins = xcalloc((size_t)*nin + 1, sizeof(host_spec));
-    for (int32_t k = 0; k < *nin; k++) (*ins)[k] = s->in[0][k], (*ins)[k].dim[0] *= s->n;
+    *nin = 0;
+    *ins = xcalloc((size_t)s->nin[0] + 1, sizeof(host_spec));
+    for (int32_t k = 0; k < s->nin[0]; k++)
+        if (!driver_train_carried(s->in[0][k].name))
+            (*ins)[*nin] = s->in[0][k], (*ins)[(*nin)++].dim[0] *= s->n * (s->micro > 1 ? s->micro : 1);
     json_t *man = json_loads(pc->manifest, 0, NULL), *names = json_object_get(man, "outputs");
     *nout = json_is_array(names) ? (int32_t)json_array_size(names) : 0;
     *outs = xcalloc((size_t)*nout + 1, sizeof(host_spec));
@@ -179,7 +188,7 @@ int cli_run_train(const cmd *c, const parsed *p, const char *path, diag *d) {
     int64_t *gather;
     if (driver_train_feeds(pc.manifest, n, &feed, &nfeed, &gather, path, d)) return pkg_chips_free(&pc), -1;
     train_shape s;
-    driver_train_shape_of_packages(pc.pkg, n, feed, nfeed, gather, true, &s);
+    driver_train_shape_of_packages(pc.pkg, n, pc.micro_batches, feed, nfeed, gather, true, &s);
     host_spec *ins = NULL, *outs = NULL;
     int32_t nin = 0, nout = 0;
     bool json = cli_flag(c, p, "--json");
@@ -276,7 +285,7 @@ int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, d
         pkgs = pc.pkg;
         if (pc.kind != PKG_CHIPS_TRAIN)
             rc = diag_fail(d, "%s: error: a package of a pipeline; %s is a training step", given, p->pos[0]);
-        if (rc == 0) rc = graph_split_replicas(g, pc.replicas, &tc.split, d);
+        if (rc == 0) rc = graph_split_replicas(g, pc.replicas, pc.micro_batches, &tc.split, d);
         for (int32_t k = 0; k <= tc.split.n && rc == 0; k++) {
             char name[1024];
             snprintf(name, sizeof name, "%s (program %d)", given, (int)k);

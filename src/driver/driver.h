@@ -349,7 +349,8 @@ void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp
  * its rows; after them a gather hands every chip the new rows. */
 typedef struct train_timing {
     int32_t n;                        /* replicas, one per chip */
-    uint64_t replica;                 /* the replicas' program (they run at once, alike) */
+    int64_t micro;                    /* micro-batches each replica runs one after another */
+    uint64_t replica;                 /* the replicas' program, every micro-batch (they run at once, alike) */
     uint64_t owner[CHIPS_MAX];        /* each owner's program */
     uint64_t owner_max;
     uint64_t scatter_total, gather_total;   /* bytes over every link */
@@ -362,6 +363,7 @@ typedef struct train_timing {
  * each owner is fed from the replicas' outputs. */
 typedef struct train_shape {
     int32_t n;
+    int64_t micro;                    /* micro-batches per replica (gradient accumulation) */
     host_spec **in, **out;            /* per program, 1 + n */
     int32_t *nin, *nout;
     graph_feed **feed;                /* per owner */
@@ -371,12 +373,15 @@ typedef struct train_shape {
 } train_shape;
 void driver_train_shape_of_graphs(const graph_replicas *r, train_shape *s);
 /* From the packages (1 + n); the feeds and gather bytes (driver_train_feeds) are taken over when owns. */
-void driver_train_shape_of_packages(const package *pkgs, int32_t n, graph_feed **feed, int32_t *nfeed,
+void driver_train_shape_of_packages(const package *pkgs, int32_t n, int64_t micro, graph_feed **feed, int32_t *nfeed,
                                     int64_t *gather_bytes, bool owns, train_shape *s);
 void train_shape_free(train_shape *s);
 /* The feeds and gather bytes a training package's manifest records for its n owners. */
 int driver_train_feeds(const char *manifest, int32_t n, graph_feed ***feed, int32_t **nfeed, int64_t **gather_bytes,
                        const char *path, diag *d);
+/* Whether the replica's input called name is the sum of the earlier
+ * micro-batches ("<v>.acc_in"), not a share of a model input. */
+bool driver_train_carried(const char *name);
 /* The model output called name as the programs make it: every replica's
  * rows of it, or every owner's; -1 when none makes it. */
 int driver_train_output_spec(const train_shape *s, const char *name, host_spec *out);
@@ -403,7 +408,8 @@ typedef struct train_compiled {
     train_timing predicted;
     double seconds;
 } train_compiled;
-/* Training step g over every chip of m (m->chips > 1), one replica each. */
+/* Training step g over every chip of m (m->chips > 1), one replica each,
+ * in o->micro_batches micro-batches (0: the fewest whose replica fits). */
 int driver_compile_train(const graph *g, const machine *m, const compile_options *o, train_compiled *out, diag *d);
 void train_compiled_free(train_compiled *c);
 

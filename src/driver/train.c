@@ -36,15 +36,17 @@ static void shape_alloc(train_shape *s, int32_t n) {
     s->nout = xcalloc((size_t)n + 1, sizeof(int32_t));
 }
 
-void driver_train_shape_of_packages(const package *pkgs, int32_t n, graph_feed **feed, int32_t *nfeed,
+void driver_train_shape_of_packages(const package *pkgs, int32_t n, int64_t micro, graph_feed **feed, int32_t *nfeed,
                                     int64_t *gather_bytes, bool owns, train_shape *s) {
     shape_alloc(s, n);
+    s->micro = micro;
     for (int32_t p = 0; p <= n; p++) driver_package_specs(&pkgs[p], &s->in[p], &s->nin[p], &s->out[p], &s->nout[p]);
     s->feed = feed, s->nfeed = nfeed, s->gather_bytes = gather_bytes, s->owns_feeds = owns;
 }
 
 void driver_train_shape_of_graphs(const graph_replicas *r, train_shape *s) {
     shape_alloc(s, r->n);
+    s->micro = r->micro;
     for (int32_t p = 0; p <= r->n; p++) {
         const graph *g = p ? r->owner[p - 1] : r->replica;
         s->in[p] = driver_graph_specs(g, false, &s->nin[p]);
@@ -73,9 +75,9 @@ int driver_train_output_spec(const train_shape *s, const char *name, host_spec *
         found = true;
     }
     int32_t k = found ? -1 : host_find(s->out[0], s->nout[0], name);
-    if (k >= 0 && s->out[0][k].rank >= 1) { /* one row per sample: every replica's rows */
+    if (k >= 0 && s->out[0][k].rank >= 1) { /* one row per sample: every replica's rows, every micro-batch's */
         *out = s->out[0][k];
-        out->dim[0] *= s->n;
+        out->dim[0] *= s->n * (s->micro > 1 ? s->micro : 1);
         found = true;
     }
     return found ? 0 : -1;
@@ -99,24 +101,63 @@ static int stack_feed(const train_shape *s, int32_t o, int32_t k, float *const *
     return 0;
 }
 
+bool driver_train_carried(const char *name) {
+    size_t len = strlen(name), sfx = strlen(".acc_in");
+    return len > sfx && strcmp(name + len - sfx, ".acc_in") == 0;
+}
+
+/* The replica's output that its input k (named "<v>.acc_in") takes from
+ * the micro-batch before: "<v>.acc"; -1 for a model input's share. */
+static int32_t carried_from(const train_shape *s, int32_t k) {
+    const char *name = s->in[0][k].name;
+    size_t len = strlen(name), sfx = strlen(".acc_in");
+    if (!driver_train_carried(name)) return -1;
+    for (int32_t j = 0; j < s->nout[0]; j++) {
+        const char *o = s->out[0][j].name;
+        if (strlen(o) == len - 3 && strncmp(o, name, len - sfx) == 0 && strcmp(o + len - sfx, ".acc") == 0) return j;
+    }
+    return -1;
+}
+
 int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
                       const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
                       uint64_t *cycles, diag *d) {
     int32_t n = s->n;
+    int64_t micro = s->micro > 1 ? s->micro : 1;
     float ***rep = xcalloc((size_t)n, sizeof(float **));
     int rc = 0;
-    /* The replicas, each on its rows of every input. */
+    for (int32_t j = 0; j < nmout; j++) outputs[j] = xcalloc((size_t)host_numel(&mout[j]) + 1, sizeof(float));
+    /* The replicas, each on its rows of every input, micro-batch after
+     * micro-batch (each adding its sums to the earlier ones', from zeros);
+     * outputs one row per sample go to their place in the batch at once. */
     for (int32_t r = 0; r < n && rc == 0; r++) {
-        float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
-        for (int32_t k = 0; k < s->nin[0] && rc == 0; k++) {
-            int32_t j = host_find(min, nmin, s->in[0][k].name);
-            if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n)
-                rc = diag_fail(d, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
-            else in[k] = inputs[j] + r * host_numel(&s->in[0][k]);
+        float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *)), **zeros = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
+        for (int64_t mb = 0; mb < micro && rc == 0; mb++) {
+            int64_t piece = r * micro + mb;
+            for (int32_t k = 0; k < s->nin[0] && rc == 0; k++) {
+                int32_t c = carried_from(s, k), j = c < 0 ? host_find(min, nmin, s->in[0][k].name) : -1;
+                if (c >= 0 && mb == 0) in[k] = zeros[k] = xcalloc((size_t)host_numel(&s->in[0][k]) + 1, sizeof(float));
+                else if (c >= 0) in[k] = rep[r][c];
+                else if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n * micro)
+                    rc = diag_fail(d, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
+                else in[k] = inputs[j] + piece * host_numel(&s->in[0][k]);
+            }
+            float **got = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
+            if (rc == 0) rc = run(ctx, 0, r, in, got, &cycles[0], d);
+            for (int32_t j = 0; rc == 0 && j < nmout; j++) {
+                int32_t k = owners_make(s, mout[j].name) ? -1 : host_find(s->out[0], s->nout[0], mout[j].name);
+                int64_t each = k >= 0 ? host_numel(&s->out[0][k]) : 0;
+                if (k >= 0 && each * n * micro == host_numel(&mout[j]))
+                    memcpy(outputs[j] + piece * each, got[k], sizeof(float) * (size_t)each);
+                else if (k >= 0) rc = diag_fail(d, "error: the replicas make %lld of output '%s''s %lld values",
+                                                (long long)(each * n * micro), mout[j].name, (long long)host_numel(&mout[j]));
+            }
+            for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
+            free(rep[r]);
+            rep[r] = got; /* the sums so far */
         }
-        rep[r] = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
-        if (rc == 0) rc = run(ctx, 0, r, in, rep[r], &cycles[0], d);
-        free(in);
+        for (int32_t k = 0; k < s->nin[0]; k++) free(zeros[k]);
+        free(in), free(zeros);
     }
     /* The owners, on their rows of every replica's gradients. */
     float ***own = xcalloc((size_t)n, sizeof(float **));
@@ -128,16 +169,11 @@ int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, 
         for (int32_t k = 0; k < s->nin[1 + o]; k++) free(in[k]);
         free(in);
     }
-    /* The model's outputs: the replicas' rows, or the owners' in owner order. */
+    /* The owners' outputs: their rows in owner order. */
     for (int32_t j = 0; j < nmout && rc == 0; j++) {
+        if (!owners_make(s, mout[j].name)) continue;
         int64_t total = host_numel(&mout[j]), at = 0;
-        outputs[j] = xcalloc((size_t)total + 1, sizeof(float));
-        int32_t k = owners_make(s, mout[j].name) ? -1 : host_find(s->out[0], s->nout[0], mout[j].name);
-        for (int32_t r = 0; k >= 0 && r < n && at + host_numel(&s->out[0][k]) <= total; r++) {
-            memcpy(outputs[j] + at, rep[r][k], sizeof(float) * (size_t)host_numel(&s->out[0][k]));
-            at += host_numel(&s->out[0][k]);
-        }
-        for (int32_t o = 0; k < 0 && o < n; o++) {
+        for (int32_t o = 0; o < n; o++) {
             int32_t i = host_find(s->out[1 + o], s->nout[1 + o], mout[j].name);
             if (i < 0 || at + host_numel(&s->out[1 + o][i]) > total) continue;
             memcpy(outputs[j] + at, own[o][i], sizeof(float) * (size_t)host_numel(&s->out[1 + o][i]));
@@ -146,6 +182,9 @@ int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, 
         if (at != total) rc = diag_fail(d, "error: the programs make %lld of output '%s''s %lld values", (long long)at,
                                         mout[j].name, (long long)total);
     }
+    for (int32_t j = 0; rc == 0 && j < nmout; j++)
+        if (!owners_make(s, mout[j].name) && host_find(s->out[0], s->nout[0], mout[j].name) < 0)
+            rc = diag_fail(d, "error: no program makes output '%s'", mout[j].name);
     for (int32_t r = 0; r < n; r++) {
         for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
         free(rep[r]);
@@ -198,7 +237,8 @@ void driver_train_timing(const machine *m, const train_shape *s, const uint64_t 
     int32_t n = s->n;
     TS_ASSERT(n >= 2 && n <= CHIPS_MAX);
     t->n = n;
-    t->replica = cycles[0];
+    t->micro = s->micro > 1 ? s->micro : 1;
+    t->replica = cycles[0] * (uint64_t)t->micro; /* its micro-batches one after another */
     for (int32_t o = 0; o < n; o++) {
         t->owner[o] = cycles[1 + o];
         if (cycles[1 + o] > t->owner_max) t->owner_max = cycles[1 + o];
@@ -272,7 +312,7 @@ static char *manifest_json(const char *model, const machine *m, const graph *g, 
     host_spec *outs = driver_graph_specs(g, true, &nout);
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o}", "tessel", TESSEL_VERSION, "model", model,
                           "machine", m->name, "plan", "data-parallel training", "batch", (json_int_t)r->batch, "replicas",
-                          (int)r->n, "micro_batches", 1, "programs", progs, "outputs", names_json(outs, nout));
+                          (int)r->n, "micro_batches", (int)r->micro, "programs", progs, "outputs", names_json(outs, nout));
     free(outs);
     return dump(j);
 }
@@ -336,32 +376,21 @@ static json_t *load_recipe(const char *path, const machine *m, int32_t n, diag *
     return j;
 }
 
-int driver_compile_train(const graph *g, const machine *m, const compile_options *o, train_compiled *out, diag *d) {
-    memset(out, 0, sizeof *out);
-    TS_ASSERT(m->chips >= 2 && m->chips <= CHIPS_MAX);
-    double t0 = util_now_seconds();
-    int32_t n = (int32_t)m->chips;
-    if (o->micro_batches > 1)
-        return diag_fail(d, "tessel compile: error: option '--micro-batches %lld': a training step over replicas runs its "
-                            "share of the batch whole (gradient accumulation over micro-batches is not built yet)",
-                         (long long)o->micro_batches);
-    if (o->replicas > 0 && o->replicas != n)
-        return diag_fail(d, "tessel compile: error: option '--replicas %d': a training step runs one replica per chip "
-                            "(%d on %s)", (int)o->replicas, (int)n, m->name);
-    json_t *recipe = NULL;
-    if (o->recipe && !(recipe = load_recipe(o->recipe, m, n, d))) return -1;
-    out->one = machine_one_chip(m, NULL);
-    int rc = graph_split_replicas(g, n, &out->split, d);
+/* Every program of g split for n replicas in `micro` micro-batches each. */
+static int compile_programs(const graph *g, const compile_options *o, const json_t *recipe, int32_t n, int64_t micro,
+                            train_compiled *out, diag *d) {
+    int rc = graph_split_replicas(g, n, micro, &out->split, d);
     if (rc == 0) {
         out->pkg = xcalloc((size_t)n + 1, sizeof(package));
         out->info = xcalloc((size_t)n + 1, sizeof(compile_info));
         out->nprograms = n + 1;
     }
     for (int32_t p = 0; p <= n && rc == 0; p++) {
-        char model[1024], detail[160], rname[1024], *rtext = NULL;
+        char model[1024], detail[200], rname[1024], *rtext = NULL;
         if (p) snprintf(detail, sizeof detail, "owner %d of %d: its rows of the weights", (int)p - 1, (int)n);
-        else snprintf(detail, sizeof detail, "replica: %lld of the batch's %lld samples, to the gradients",
-                      (long long)(out->split.batch / n), (long long)out->split.batch);
+        else snprintf(detail, sizeof detail, "replica: %lld of the batch's %lld samples%s, to the gradients",
+                      (long long)(out->split.batch / n / micro), (long long)out->split.batch,
+                      micro > 1 ? " a micro-batch" : "");
         snprintf(model, sizeof model, "%s [%s]", o->model, detail);
         compile_options so = *o;
         so.model = model;
@@ -386,6 +415,48 @@ int driver_compile_train(const graph *g, const machine *m, const compile_options
             else diag_fail(d, "%s", why);
         }
     }
+    return rc;
+}
+
+static void free_programs(train_compiled *c) {
+    for (int32_t p = 0; c->info && p < c->nprograms; p++) {
+        if (p < c->ncompiled) package_free(&c->pkg[p]);
+        compile_info_free(&c->info[p]);
+    }
+    free(c->pkg), free(c->info);
+    c->pkg = NULL, c->info = NULL, c->nprograms = c->ncompiled = 0;
+    graph_replicas_free(&c->split);
+}
+
+int driver_compile_train(const graph *g, const machine *m, const compile_options *o, train_compiled *out, diag *d) {
+    memset(out, 0, sizeof *out);
+    TS_ASSERT(m->chips >= 2 && m->chips <= CHIPS_MAX);
+    double t0 = util_now_seconds();
+    int32_t n = (int32_t)m->chips;
+    if (o->replicas > 0 && o->replicas != n)
+        return diag_fail(d, "tessel compile: error: option '--replicas %d': a training step runs one replica per chip "
+                            "(%d on %s)", (int)o->replicas, (int)n, m->name);
+    json_t *recipe = NULL;
+    if (o->recipe && !(recipe = load_recipe(o->recipe, m, n, d))) return -1;
+    int64_t want = o->micro_batches;
+    if (recipe && json_is_integer(json_object_get(recipe, "micro_batches")))
+        want = json_integer_value(json_object_get(recipe, "micro_batches"));
+    int32_t in0;
+    int64_t batch = graph_inputs(g, &in0, 1) >= 1 && graph_val(g, in0)->type.rank >= 1 ? graph_val(g, in0)->type.dim[0] : 1;
+    int64_t share = batch % n == 0 ? batch / n : 1;
+    out->one = machine_one_chip(m, NULL);
+    /* Micro-batches (gradient accumulation): as asked, or the fewest whose replica fits. */
+    int rc = -1;
+    for (int64_t mb = want > 0 ? want : 1; mb <= share || mb == want; mb++) {
+        if (want <= 0 && share % mb) continue;
+        diag dt = {0};
+        rc = compile_programs(g, o, recipe, n, mb, out, &dt);
+        if (rc == 0 || want > 0 || !dt.no_fit || mb >= share) {
+            if (rc) *d = dt;
+            break;
+        }
+        free_programs(out); /* does not fit: smaller micro-batches */
+    }
     json_decref(recipe);
     if (rc == 0) {
         out->manifest = manifest_json(o->model, m, g, out);
@@ -395,8 +466,8 @@ int driver_compile_train(const graph *g, const machine *m, const compile_options
             TS_ASSERT(r);
             json_array_append_new(progs, r);
         }
-        out->recipe = dump(json_pack("{s:s, s:i, s:s, s:o}", "machine", m->name, "chips", (int)m->chips, "plan",
-                                     "data-parallel training", "programs", progs));
+        out->recipe = dump(json_pack("{s:s, s:i, s:s, s:I, s:o}", "machine", m->name, "chips", (int)m->chips, "plan",
+                                     "data-parallel training", "micro_batches", (json_int_t)out->split.micro, "programs", progs));
         uint64_t cycles[CHIPS_MAX + 1];
         for (int32_t p = 0; p <= n; p++) {
             const search_result *sr = &out->info[p].search;
@@ -414,12 +485,7 @@ int driver_compile_train(const graph *g, const machine *m, const compile_options
 }
 
 void train_compiled_free(train_compiled *c) {
-    for (int32_t p = 0; c->info && p < c->nprograms; p++) {
-        if (p < c->ncompiled) package_free(&c->pkg[p]);
-        compile_info_free(&c->info[p]);
-    }
-    free(c->pkg), free(c->info);
-    graph_replicas_free(&c->split);
+    free_programs(c);
     free(c->manifest), free(c->recipe);
     memset(c, 0, sizeof *c);
 }

@@ -513,7 +513,9 @@ graph *graph_micro_batch(const graph *g, int64_t micro, int64_t *batch, diag *d)
 
 /* A training step over n data-parallel replicas (docs/chips.md): each runs
  * the step up to its gradients on batch / n samples (its weight-gradient
- * contractions and batch sums are partial: sums over its own samples), and
+ * contractions and batch sums are partial: sums over its own samples; in
+ * `micro` pieces, each adding its sums to the earlier pieces' (inputs
+ * "<v>.acc_in", outputs "<v>.acc": gradient accumulation, P4)), and
  * owner o sums rows graph_owner_rows(rows, n, o) of every gradient over the
  * replicas, in replica order, and runs the optimizers on those rows of the
  * weights and states. Owner 0 also sums the outputs that are sums over the
@@ -529,13 +531,14 @@ typedef struct graph_feed {
 typedef struct graph_replicas {
     int32_t n;
     int64_t batch;
+    int64_t micro;          /* micro-batches per replica: the replica runs on batch / (n micro) samples at a time */
     graph *replica;
     graph **owner;          /* n */
     graph_feed **feed;      /* per owner */
     int32_t *nfeed;
     int64_t *gather_bytes;  /* per owner: its rows of the new weights, which every replica needs next */
 } graph_replicas;
-int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d);
+int graph_split_replicas(const graph *g, int32_t n, int64_t micro, graph_replicas *out, diag *d);
 void graph_replicas_free(graph_replicas *r);
 /* Owner o's rows of a weight `rows` long, over n owners: as even as they go. */
 void graph_owner_rows(int64_t rows, int32_t n, int32_t o, int64_t *first, int64_t *count);

@@ -246,6 +246,7 @@ typedef struct rebatch {
     const bool *opt_only;    /* value of g -> a parameter only optimizers read (a state): not in the replica */
     const int32_t *grads;    /* the optimizers' gradients, the replica's outputs after the model's */
     int32_t ngrads;
+    bool accumulate;         /* micro-batches: each partial sum is added to the earlier ones' */
     bool outputs_done;
 } rebatch;
 
@@ -288,9 +289,28 @@ static const char *mixes_batch(const rebatch *rb, const graph_op *o) {
     }
 }
 
+/* With micro-batches, partial sum v of the replica (a value of g) added to
+ * the input "<v>.acc_in", the sum over the earlier micro-batches (zeros
+ * before the first), as "<v>.acc"; without, v. */
+static int32_t accumulated(graph_rw *rw, rebatch *rb, int32_t v) {
+    if (!rb->accumulate) return rw->vmap[v];
+    const graph_value *gv = graph_val(rb->g, v);
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s.acc_in", gv->name);
+    snprintf(out, sizeof out, "%s.acc", gv->name);
+    int32_t have = graph_lookup(rw->out, out);
+    if (have >= 0) return have;
+    int32_t ops[2] = {graph_result(rw->out, graph_add_input(rw->out, in, graph_val(rw->out, rw->vmap[v])->type), 0),
+                      rw->vmap[v]};
+    int32_t op = graph_begin_op(rw->out, OP_ADD, ops, 2);
+    const char *name = out;
+    if (graph_finish_op(rw->out, op, &name, NULL, rw->d)) return rw->err = -1, -1;
+    return graph_result(rw->out, op, 0);
+}
+
 /* A replica's outputs: the model's own that are one row per sample or a sum
  * over the batch (not the optimizers' results: the owners make those), then
- * every gradient. */
+ * every gradient; with micro-batches, the sums accumulated. */
 static void replica_outputs(graph_rw *rw, rebatch *rb, int32_t id) {
     const graph *g = rb->g;
     const graph_op *o = graph_opr(g, id);
@@ -301,12 +321,13 @@ static void replica_outputs(graph_rw *rw, rebatch *rb, int32_t id) {
         if (!rb->partial[o->in[k]] && !(v->type.rank >= 1 && v->type.dim[0] == rb->from))
             rw->err = graph_fail_op(g, id, rw->d, "output '%s' is neither one row per sample nor a sum over the batch: "
                                                   "data-parallel replicas cannot put it together", v->name);
-        vals[n++] = rw->vmap[o->in[k]];
+        vals[n++] = rb->partial[o->in[k]] ? accumulated(rw, rb, o->in[k]) : rw->vmap[o->in[k]];
     }
-    for (int32_t k = 0; k < rb->ngrads && !rb->outputs_done; k++) {
+    for (int32_t k = 0; k < rb->ngrads && !rb->outputs_done && !rw->err; k++) {
+        int32_t a = accumulated(rw, rb, rb->grads[k]);
         bool dup = false;
-        for (int32_t j = 0; j < n; j++) dup |= vals[j] == rw->vmap[rb->grads[k]];
-        if (!dup) vals[n++] = rw->vmap[rb->grads[k]];
+        for (int32_t j = 0; j < n; j++) dup |= vals[j] == a;
+        if (!dup) vals[n++] = a;
     }
     rb->outputs_done = true;
     if (!rw->err) graph_rw_trivia(rw, id, graph_add_output(rw->out, vals, n));
@@ -518,7 +539,9 @@ static int32_t owner_sum(graph *og, graph_replicas *r, int32_t o, const graph_va
     memmove(t.dim + 1, t.dim, sizeof(int64_t) * (size_t)t.rank);
     t.dim[0] = r->n, t.rank++;
     int32_t in = graph_result(og, graph_add_input(og, name, t), 0);
-    add_feed(r, o, name, v->name, updates, first, v->type.rank >= 1 ? count : -1);
+    char from[512];
+    snprintf(from, sizeof from, r->micro > 1 ? "%s.acc" : "%s", v->name); /* the replica's output */
+    add_feed(r, o, name, from, updates, first, v->type.rank >= 1 ? count : -1);
     int32_t op = graph_begin_op(og, OP_REDUCE_SUM, &in, 1);
     int64_t axis0 = 0;
     graph_set_ints(og, op, ATTR_AXES, &axis0, 1);
@@ -591,7 +614,7 @@ static graph *owner_graph(const graph *g, graph_replicas *r, int32_t o, const in
     return og;
 }
 
-int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d) {
+int graph_split_replicas(const graph *g, int32_t n, int64_t micro, graph_replicas *out, diag *d) {
     memset(out, 0, sizeof *out);
     size_t nv = (size_t)g->values.n + 1;
     bool *by_opt = xcalloc(nv, 1), *by_other = xcalloc(nv, 1), *opt_only = xcalloc(nv, 1), *partial = xcalloc(nv, 1);
@@ -618,8 +641,11 @@ int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d
     if (rc == 0 && (n < 2 || batch % n))
         rc = diag_fail(d, "%s: error: a batch of %lld does not split over %d data-parallel replicas", g->path,
                        (long long)batch, (int)n);
+    else if (rc == 0 && (micro < 1 || (batch / n) % micro))
+        rc = diag_fail(d, "%s: error: each replica's %lld samples do not split into %lld micro-batches", g->path,
+                       (long long)(batch / n), (long long)micro);
     if (rc == 0) {
-        rebatch rb = {g, batch, batch / n, partial, opt_only, grads, ngrads, false};
+        rebatch rb = {g, batch, batch / n / micro, partial, opt_only, grads, ngrads, micro > 1, false};
         graph_rw rw;
         graph_rw_hooks hooks = {.op = rebatch_hook};
         graph_rw_init(&rw, g, &hooks, &rb, d);
@@ -627,7 +653,7 @@ int graph_split_replicas(const graph *g, int32_t n, graph_replicas *out, diag *d
         if (!(out->replica = graph_rw_finish_graph(&rw))) rc = -1;
     }
     if (rc == 0) {
-        out->n = n, out->batch = batch;
+        out->n = n, out->batch = batch, out->micro = micro;
         out->owner = xcalloc((size_t)n, sizeof(graph *));
         out->feed = xcalloc((size_t)n, sizeof(graph_feed *));
         out->nfeed = xcalloc((size_t)n, sizeof(int32_t));

@@ -576,24 +576,33 @@ static int32_t output_index(const graph *g, const char *name) {
 static void replicas_compute_the_step(void **state) {
     (void)state;
     static const char *const specs[] = {"zoo:train-mlp:tokens=16,width=8,hidden=12",
+                                        "zoo:train-mlp:tokens=16,width=8,hidden=12,optimizer=adamw",
                                         "zoo:train-mlp:tokens=16,width=8,hidden=12,optimizer=adamw"};
-    for (int m = 0; m < 2; m++) {
+    static const int64_t micros[] = {1, 1, 2}; /* 2: gradient accumulation over two micro-batches */
+    for (int m = 0; m < 3; m++) {
         diag d = {0};
         graph *g = models_load(specs[m], &d);
         if (!g) fail_msg("%s", d.text);
         graph_replicas r;
-        if (graph_split_replicas(g, 4, &r, &d)) fail_msg("%s", d.text);
+        int64_t M = micros[m], rows = 4 / M;
+        if (graph_split_replicas(g, 4, M, &r, &d)) fail_msg("%s", d.text);
         assert_int_equal(r.n, 4);
         assert_int_equal(r.batch, 16);
-        /* The replica: four rows of each input, no optimizer, no state; its
-         * outputs the partial loss, then the four gradients. */
-        assert_int_equal(graph_val(r.replica, graph_lookup(r.replica, "x"))->type.dim[0], 4);
+        /* The replica: four rows of each input (or two, a micro-batch), no
+         * optimizer, no state; its outputs the partial loss, then the four
+         * gradients (with micro-batches, each added to its ".acc_in"). */
+        assert_int_equal(graph_val(r.replica, graph_lookup(r.replica, "x"))->type.dim[0], rows);
         assert_true(graph_lookup(r.replica, m ? "w1_m" : "w1_buf") < 0);
         for (int32_t i = 0; i < r.replica->ops.n; i++) assert_false(graph_opr(r.replica, i)->kind == OP_SGD ||
                                                                      graph_opr(r.replica, i)->kind == OP_ADAMW);
         static const char *const outs[] = {"loss", "g_w1", "g_b1", "g_w2", "g_b2"};
         assert_int_equal(graph_outputs(r.replica, NULL, 0), 5);
-        for (int k = 0; k < 5; k++) assert_int_equal(output_index(r.replica, outs[k]), k);
+        assert_int_equal(graph_inputs(r.replica, NULL, 0), M > 1 ? 7 : 2);
+        for (int k = 0; k < 5; k++) {
+            char name[32];
+            snprintf(name, sizeof name, M > 1 ? "%s.acc" : "%s", outs[k]);
+            assert_int_equal(output_index(r.replica, name), k);
+        }
         /* Owners: rows of w1 (8 of them) two each; the loss is owner 0's. */
         for (int32_t o = 0; o < 4; o++) {
             const graph_type *w1 = &graph_val(r.owner[o], graph_lookup(r.owner[o], "w1"))->type;
@@ -616,9 +625,26 @@ static void replicas_compute_the_step(void **state) {
             graph_input_default(g, iv[k], k, x[k]);
         }
         float **whole = ref_outputs(g, x), **part[4];
+        int32_t rin = graph_inputs(r.replica, NULL, 0), riv[8];
+        graph_inputs(r.replica, riv, rin);
         for (int32_t rep = 0; rep < 4; rep++) {
-            float *in[2] = {x[0] + rep * 4 * 8, x[1] + rep * 4 * 8};
-            part[rep] = ref_outputs(r.replica, in);
+            part[rep] = NULL;
+            for (int64_t mb = 0; mb < M; mb++) { /* each micro-batch adds to the sums so far, from zeros */
+                float *in[8], zeros[256] = {0}; /* the largest sum: 96 values */
+                for (int32_t k = 0; k < rin; k++) {
+                    const char *name = graph_val(r.replica, riv[k])->name;
+                    if (k < 2) in[k] = x[k] + (rep * M + mb) * rows * 8;
+                    else {
+                        char acc[64];
+                        snprintf(acc, sizeof acc, "%.*s.acc", (int)(strlen(name) - 7), name); /* "<v>.acc_in" */
+                        in[k] = part[rep] ? part[rep][output_index(r.replica, acc)] : zeros;
+                    }
+                }
+                float **got = ref_outputs(r.replica, in);
+                for (int k = 0; part[rep] && k < 5; k++) free(part[rep][k]);
+                free(part[rep]);
+                part[rep] = got;
+            }
         }
         int32_t *ov = calloc((size_t)nout, sizeof(int32_t));
         graph_outputs(g, ov, nout);
@@ -674,13 +700,14 @@ static void replicas_compute_the_step(void **state) {
         {"zoo:train-mlp:tokens=16,width=8,hidden=12", 3, "does not split over 3"},
         {"zoo:train-mlp:tokens=16,width=2,hidden=2", 4, "would own no rows"},
         {"zoo:mlp:tokens=16,width=8,hidden=12", 2, "not a training step"},
+        {"zoo:train-mlp:tokens=12,width=8,hidden=12", 2, "do not split into 4 micro-batches"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         diag d = {0};
         graph *g = models_load(bad[k].spec, &d);
         if (!g) fail_msg("%s", d.text);
         graph_replicas r;
-        if (graph_split_replicas(g, bad[k].n, &r, &d) != -1) fail_msg("%s over %d: not refused", bad[k].spec, (int)bad[k].n);
+        if (graph_split_replicas(g, bad[k].n, strstr(bad[k].why, "micro") ? 4 : 1, &r, &d) != -1) fail_msg("%s over %d: not refused", bad[k].spec, (int)bad[k].n);
         if (!strstr(d.text, bad[k].why)) fail_msg("%s: %s", bad[k].spec, d.text);
         graph_free(g);
     }
