@@ -137,7 +137,7 @@ int cli_run_chips(const cmd *c, const parsed *p, const char *path, diag *d) {
         int32_t n, replicas;
         pkg_chips_kind kind;
         if (pkg_chips_count(path, &n, &replicas, &kind, d)) return -1;
-        if (kind == PKG_CHIPS_TRAIN) return cli_run_train(c, p, path, d);
+        if (kind == PKG_CHIPS_TRAIN) return cli_run_train(c, p, path, n, d);
         chips = n * replicas;
         if (ranks > chips)
             return uniform_fail(d, "tessel run: error: %d MPI ranks for %d chips: run with at most %d (mpirun -np %d)", ranks,

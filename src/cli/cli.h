@@ -132,7 +132,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
  * chips.c commands hand a training model or package to these. */
 int cli_compile_train(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d);
-int cli_run_train(const cmd *c, const parsed *p, const char *path, diag *d);
+int cli_run_train(const cmd *c, const parsed *p, const char *path, int32_t programs, diag *d);
 int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d);
 
 /* The commands. */

@@ -154,12 +154,13 @@ static int run_sim(void *ctx, int32_t p, int32_t who, float *const *in, float **
 /* The model's inputs and outputs as the host sees them: the replica's
  * inputs over the whole batch, the outputs the manifest names. */
 static int model_specs(const pkg_chips *pc, const train_shape *s, const char *path, host_spec **ins, int32_t *nin,
-                       host_spec **outs, int32_t *nout, diag *d) {
+                       host_spec **outs, int32_t *nout, diag *d) { /* outs NULL: the inputs only */
     *nin = 0;
     *ins = xcalloc((size_t)s->nin[0] + 1, sizeof(host_spec));
     for (int32_t k = 0; k < s->nin[0]; k++)
         if (!driver_train_carried(s->in[0][k].name))
             (*ins)[*nin] = s->in[0][k], (*ins)[(*nin)++].dim[0] *= s->n * (s->micro > 1 ? s->micro : 1);
+    if (!outs) return 0;
     json_t *man = json_loads(pc->manifest, 0, NULL), *names = json_object_get(man, "outputs");
     *nout = json_is_array(names) ? (int32_t)json_array_size(names) : 0;
     *outs = xcalloc((size_t)*nout + 1, sizeof(host_spec));
@@ -174,17 +175,31 @@ static int model_specs(const pkg_chips *pc, const train_shape *s, const char *pa
     return rc;
 }
 
-int cli_run_train(const cmd *c, const parsed *p, const char *path, diag *d) {
-    if (cli_transport)
-        return cli_transport->rank == 0 ? diag_fail(d, "tessel run: error: a training step over replicas runs in one "
-                                                       "process (not under mpirun yet): tessel run %s", path)
-                                        : (*d = (diag){.set = true}, -1);
+/* tessel run of a training package: in one process, or under mpirun with
+ * each rank running its chips' replicas and owners (driver_train_step_ranks:
+ * it parses program 0 and its owners' programs; the last rank, which puts
+ * the outputs together, every owner's). */
+int cli_run_train(const cmd *c, const parsed *p, const char *path, int32_t programs, diag *d) {
+    const chips_transport *tp = cli_transport;
+    int rank = tp ? tp->rank : 0, ranks = tp ? tp->ranks : 1;
+    int32_t n = programs - 1;
+    if (ranks > n)
+        return rank == 0 ? diag_fail(d, "tessel run: error: %d MPI ranks for %d chips: run with at most %d (mpirun -np %d)",
+                                     ranks, (int)n, (int)n, (int)n)
+                         : (*d = (diag){.set = true}, -1);
     if (cli_opt(c, p, "--trace"))
-        return diag_fail(d, "tessel run: error: option '--trace': a package for several chips has no trace yet");
+        return rank == 0 ? diag_fail(d, "tessel run: error: option '--trace': a package for several chips has no trace yet")
+                         : (*d = (diag){.set = true}, -1);
+    bool last = rank == ranks - 1, *want = xcalloc((size_t)programs + 1, sizeof(bool));
+    int32_t first = driver_chips_first(n, rank, ranks), end = driver_chips_first(n, rank + 1, ranks);
+    want[0] = true;
+    for (int32_t o = 0; o < n; o++) want[1 + o] = last || (o >= first && o < end);
     pkg_chips pc;
-    if (pkg_chips_load(path, NULL, &pc, d)) return -1;
+    int rc = pkg_chips_load(path, want, &pc, d);
+    free(want);
+    if (rc) return -1;
     graph_feed **feed;
-    int32_t *nfeed, n = pc.replicas;
+    int32_t *nfeed;
     int64_t *gather;
     if (driver_train_feeds(pc.manifest, n, &feed, &nfeed, &gather, path, d)) return pkg_chips_free(&pc), -1;
     train_shape s;
@@ -192,23 +207,30 @@ int cli_run_train(const cmd *c, const parsed *p, const char *path, diag *d) {
     host_spec *ins = NULL, *outs = NULL;
     int32_t nin = 0, nout = 0;
     bool json = cli_flag(c, p, "--json");
-    int rc = model_specs(&pc, &s, path, &ins, &nin, &outs, &nout, d);
+    if (last) rc = model_specs(&pc, &s, path, &ins, &nin, &outs, &nout, d);
+    else model_specs(&pc, &s, path, &ins, &nin, NULL, NULL, d); /* the inputs only */
     float **inputs = xcalloc((size_t)nin + 1, sizeof(float *)), **outputs = xcalloc((size_t)nout + 1, sizeof(float *));
     const char **source = xcalloc((size_t)nin + 1, sizeof(char *));
     uint64_t cycles[CHIPS_MAX + 1] = {0};
     sim_ctx x = {&pc, {.quiet = true}};
     cli_outputs files = {0};
     if (rc == 0) rc = cli_max_host_memory(c, p, &x.so.max_host_bytes, d);
-    if (rc == 0) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
+    if (rc == 0 && last) rc = cli_outputs_open(&files, cli_opt(c, p, "--output-dir"), outs, nout, NULL, d);
     if (rc == 0) rc = cli_load_inputs(c, p, ins, nin, inputs, source, d);
-    if (rc == 0) progress_stage("run", "every replica, then every owner");
-    if (rc == 0) rc = driver_train_step(&s, ins, nin, inputs, outs, nout, outputs, run_sim, &x, cycles, d);
+    if (rc == 0 && last) progress_stage("run", "every replica, then every owner");
+    if (tp) /* a rank that failed already takes part, saying why, so no other waits for it */
+        rc = driver_train_step_ranks(&s, tp, rc ? d : NULL, ins, nin, inputs, outs, nout, outputs, run_sim, &x, cycles,
+                                     rc ? &(diag){0} : d) || rc ? -1 : 0;
+    else if (rc == 0)
+        rc = driver_train_step(&s, ins, nin, inputs, outs, nout, outputs, run_sim, &x, cycles, d);
+    if (rc && tp && !last) *d = (diag){.set = true}; /* the last rank says why */
     sim_stats none = {0};
-    if (rc == 0) rc = cli_outputs_commit(&files, outs, outputs, &none, &pc.pkg[0], path, NULL, d);
+    if (rc == 0 && last) rc = cli_outputs_commit(&files, outs, outputs, &none, &pc.pkg[0], path, NULL, d);
     else cli_outputs_abort(&files);
     train_timing t;
-    if (rc == 0) driver_train_timing(&pc.machine, &s, cycles, &t);
-    if (rc == 0 && json) {
+    if (rc == 0 && last) driver_train_timing(&pc.machine, &s, cycles, &t);
+    if (rc || !last) {
+    } else if (json) {
         json_t *j = timing_json(&t, &pc.machine, pc.batch);
         json_object_set_new(j, "package", json_string(path));
         json_object_set_new(j, "machine", json_string(pc.machine.name));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "wire.h"
 
 uint64_t driver_chips_handed_bytes(const package *p) {
     uint64_t bytes = 0;
@@ -288,73 +289,44 @@ typedef struct handover {
     char why[2048];
 } handover;
 
-static void put(FILE *b, const void *p, size_t n) { TS_ASSERT(fwrite(p, 1, n, b) == n); }
-static void put32(FILE *b, uint32_t v) {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put(b, x, 4);
-}
-static void put64(FILE *b, uint64_t v) {
-    put32(b, (uint32_t)v);
-    put32(b, (uint32_t)(v >> 32));
-}
-
 static uint8_t *handover_bytes(const handover *h, size_t *len) {
     char *buf = NULL;
     FILE *b = open_memstream(&buf, len);
     TS_ASSERT(b);
-    put32(b, h->ok);
-    put32(b, (uint32_t)h->chips);
-    for (int32_t s = 0; s < h->chips; s++) put64(b, h->stage[s]), put64(b, h->link[s]);
+    wire_put32(b, h->ok);
+    wire_put32(b, (uint32_t)h->chips);
+    for (int32_t s = 0; s < h->chips; s++) wire_put64(b, h->stage[s]), wire_put64(b, h->link[s]);
     if (!h->ok) {
-        put32(b, (uint32_t)strlen(h->why));
-        put(b, h->why, strlen(h->why));
+        wire_put32(b, (uint32_t)strlen(h->why));
+        wire_put(b, h->why, strlen(h->why));
     } else {
-        put32(b, (uint32_t)h->n);
+        wire_put32(b, (uint32_t)h->n);
         for (int32_t k = 0; k < h->n; k++) {
-            put32(b, (uint32_t)strlen(h->name[k]));
-            put(b, h->name[k], strlen(h->name[k]));
-            put64(b, (uint64_t)h->numel[k]);
-            for (int64_t e = 0; e < h->numel[k]; e++) {
-                uint32_t w;
-                memcpy(&w, &h->data[k][e], 4);
-                put32(b, w);
-            }
+            wire_put32(b, (uint32_t)strlen(h->name[k]));
+            wire_put(b, h->name[k], strlen(h->name[k]));
+            wire_put64(b, (uint64_t)h->numel[k]);
+            wire_put_floats(b, h->data[k], h->numel[k]);
         }
     }
     TS_ASSERT(fclose(b) == 0);
     return (uint8_t *)buf;
 }
 
-typedef struct reader {
-    const uint8_t *p, *end;
-    bool bad;
-} reader;
-static uint32_t get32(reader *r) {
-    if (r->end - r->p < 4) return r->bad = true, 0;
-    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
-    r->p += 4;
-    return v;
-}
-static uint64_t get64(reader *r) {
-    uint64_t lo = get32(r);
-    return lo | (uint64_t)get32(r) << 32;
-}
-
 /* Reads what the previous rank sent (untrusted: every length checked);
  * names point into bytes, which must outlive h. */
 static int handover_parse(const uint8_t *bytes, size_t len, handover *h, const char *from, diag *d) {
     memset(h, 0, sizeof *h);
-    reader r = {bytes, bytes + len, false};
-    h->ok = get32(&r);
-    h->chips = (int32_t)get32(&r);
+    wire_reader r = {bytes, bytes + len, false};
+    h->ok = wire_get32(&r);
+    h->chips = (int32_t)wire_get32(&r);
     if (h->chips < 0 || h->chips > CHIPS_MAX) r.bad = true;
-    for (int32_t s = 0; s < h->chips && !r.bad; s++) h->stage[s] = get64(&r), h->link[s] = get64(&r);
+    for (int32_t s = 0; s < h->chips && !r.bad; s++) h->stage[s] = wire_get64(&r), h->link[s] = wire_get64(&r);
     if (!r.bad && !h->ok) {
-        uint32_t n = get32(&r);
+        uint32_t n = wire_get32(&r);
         if (n >= sizeof h->why || (size_t)(r.end - r.p) < n) r.bad = true;
         else memcpy(h->why, r.p, n), h->why[n] = 0, r.p += n;
     } else if (!r.bad) {
-        h->n = (int32_t)get32(&r);
+        h->n = (int32_t)wire_get32(&r);
         if (h->n < 0 || (size_t)h->n > len / 16) r.bad = true;
         if (!r.bad) {
             h->name = xcalloc((size_t)h->n + 1, sizeof(char *));
@@ -362,7 +334,7 @@ static int handover_parse(const uint8_t *bytes, size_t len, handover *h, const c
             h->data = xcalloc((size_t)h->n + 1, sizeof(float *));
         }
         for (int32_t k = 0; k < h->n && !r.bad; k++) {
-            uint32_t nl = get32(&r);
+            uint32_t nl = wire_get32(&r);
             if ((size_t)(r.end - r.p) < nl) {
                 r.bad = true;
                 break;
@@ -372,7 +344,7 @@ static int handover_parse(const uint8_t *bytes, size_t len, handover *h, const c
             name[nl] = 0;
             r.p += nl;
             h->name[k] = name;
-            uint64_t ne = get64(&r);
+            uint64_t ne = wire_get64(&r);
             if (r.bad || ne > (uint64_t)(r.end - r.p) / 4) {
                 r.bad = true;
                 break;
@@ -380,7 +352,7 @@ static int handover_parse(const uint8_t *bytes, size_t len, handover *h, const c
             h->numel[k] = (int64_t)ne;
             h->data[k] = xmalloc(sizeof(float) * (ne ? ne : 1));
             for (uint64_t e = 0; e < ne; e++) {
-                uint32_t w = get32(&r);
+                uint32_t w = wire_get32(&r);
                 memcpy(&h->data[k][e], &w, 4);
             }
         }

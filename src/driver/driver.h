@@ -396,6 +396,18 @@ typedef int (*train_runner)(void *ctx, int32_t p, int32_t who, float *const *in,
 int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
                       const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
                       uint64_t *cycles, diag *d);
+/* The same over MPI ranks (tp): rank k runs the replicas and owners of
+ * chips [driver_chips_first(n, k, ranks), ... of k + 1); the replicas' rows
+ * travel to their owners' ranks (every pair of ranks in a fixed order, the
+ * lower sending first), then every owner's outputs and the programs' cycles
+ * to the last rank, which alone fills outputs and cycles. A failing rank
+ * sends its error in place of its data, so every rank finishes; the last
+ * says why (failed: this rank failed before the step, and why). s needs
+ * the specs of program 0 and of this rank's owners (the
+ * last rank's: of every owner); only the last rank's mout and outputs are read. */
+int driver_train_step_ranks(const train_shape *s, const chips_transport *tp, const diag *failed, const host_spec *min,
+                            int32_t nmin, float *const *inputs, const host_spec *mout, int32_t nmout, float **outputs,
+                            train_runner run, void *ctx, uint64_t *cycles, diag *d);
 void driver_train_timing(const machine *m, const train_shape *s, const uint64_t *cycles, train_timing *t);
 
 typedef struct train_compiled {

@@ -7,11 +7,13 @@
  * optimizers on its rows), and the new rows go to every chip (the gather).
  * Each program is compiled, placed and packaged for one chip by the one-chip
  * compiler, unchanged. Program 0 is the replica's, program 1 + o owner o's. */
+#define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver.h"
+#include "wire.h"
 
 /* ---- the host's view of the step ---------------------------------------- */
 
@@ -197,6 +199,309 @@ int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, 
     if (rc)
         for (int32_t j = 0; j < nmout; j++) free(outputs[j]), outputs[j] = NULL;
     return rc;
+}
+
+/* ---- over MPI ranks --------------------------------------------------------- */
+
+/* What one rank hands another: whether all went well (else why), the
+ * cycles of the programs it ran, and named tensors. */
+typedef struct train_msg {
+    bool ok;
+    char why[2048];
+    int32_t ncycles;
+    uint32_t program[CHIPS_MAX + 1];
+    uint64_t cycles[CHIPS_MAX + 1];
+    int32_t n;
+    char **name;
+    int64_t *numel;
+    float **data;          /* owned */
+} train_msg;
+
+static void msg_add(train_msg *m, const char *name, const float *x, int64_t numel) {
+    m->name = xrealloc(m->name, sizeof(char *) * (size_t)(m->n + 1));
+    m->numel = xrealloc(m->numel, sizeof(int64_t) * (size_t)(m->n + 1));
+    m->data = xrealloc(m->data, sizeof(float *) * (size_t)(m->n + 1));
+    m->name[m->n] = xstrdup(name);
+    m->numel[m->n] = numel;
+    m->data[m->n] = xmalloc(sizeof(float) * (size_t)(numel + 1));
+    if (numel) memcpy(m->data[m->n], x, sizeof(float) * (size_t)numel);
+    m->n++;
+}
+
+static float *msg_find(const train_msg *m, const char *name, int64_t numel) {
+    for (int32_t k = 0; k < m->n; k++)
+        if (strcmp(m->name[k], name) == 0 && m->numel[k] == numel) return m->data[k];
+    return NULL;
+}
+
+static void msg_free(train_msg *m) {
+    for (int32_t k = 0; k < m->n; k++) free(m->name[k]), free(m->data[k]);
+    free(m->name), free(m->numel), free(m->data);
+    memset(m, 0, sizeof *m);
+}
+
+static uint8_t *msg_bytes(const train_msg *m, size_t *len) {
+    char *buf = NULL;
+    FILE *b = open_memstream(&buf, len);
+    TS_ASSERT(b);
+    wire_put32(b, m->ok);
+    if (!m->ok) {
+        wire_put32(b, (uint32_t)strlen(m->why));
+        wire_put(b, m->why, strlen(m->why));
+    } else {
+        wire_put32(b, (uint32_t)m->ncycles);
+        for (int32_t k = 0; k < m->ncycles; k++) wire_put32(b, m->program[k]), wire_put64(b, m->cycles[k]);
+        wire_put32(b, (uint32_t)m->n);
+        for (int32_t k = 0; k < m->n; k++) {
+            wire_put32(b, (uint32_t)strlen(m->name[k]));
+            wire_put(b, m->name[k], strlen(m->name[k]));
+            wire_put64(b, (uint64_t)m->numel[k]);
+            wire_put_floats(b, m->data[k], m->numel[k]);
+        }
+    }
+    TS_ASSERT(fclose(b) == 0);
+    return (uint8_t *)buf;
+}
+
+/* A message from rank `from` (untrusted: every length checked). */
+static int msg_parse(const uint8_t *bytes, size_t len, int from, train_msg *m, diag *d) {
+    memset(m, 0, sizeof *m);
+    wire_reader r = {bytes, bytes + len, false};
+    m->ok = wire_get32(&r);
+    if (!m->ok) {
+        uint32_t n = wire_get32(&r);
+        const uint8_t *w = n < sizeof m->why ? wire_get_bytes(&r, n) : NULL;
+        if (w) memcpy(m->why, w, n), m->why[n] = 0;
+        else r.bad = true;
+    } else {
+        m->ncycles = (int32_t)wire_get32(&r);
+        if (m->ncycles < 0 || m->ncycles > CHIPS_MAX + 1) r.bad = true;
+        for (int32_t k = 0; k < m->ncycles && !r.bad; k++) m->program[k] = wire_get32(&r), m->cycles[k] = wire_get64(&r);
+        uint32_t n = wire_get32(&r);
+        if (n > len / 12) r.bad = true;
+        for (uint32_t k = 0; k < n && !r.bad; k++) {
+            uint32_t nl = wire_get32(&r);
+            const uint8_t *name = wire_get_bytes(&r, nl);
+            uint64_t ne = wire_get64(&r);
+            if (!name || r.bad || ne > (uint64_t)(r.end - r.p) / 4) {
+                r.bad = true;
+                break;
+            }
+            char nm[512];
+            snprintf(nm, sizeof nm, "%.*s", (int)nl, (const char *)name);
+            float *x = xmalloc(sizeof(float) * (size_t)(ne + 1));
+            memcpy(x, wire_get_bytes(&r, ne * 4), (size_t)ne * 4); /* little-endian host, as the package */
+            msg_add(m, nm, x, (int64_t)ne);
+            free(x);
+        }
+    }
+    if (r.bad || r.p != r.end) {
+        msg_free(m);
+        return diag_fail(d, "error: the message from rank %d is malformed", from);
+    }
+    return 0;
+}
+
+static int msg_send(const chips_transport *tp, int to, const train_msg *m, diag *d) {
+    size_t len;
+    uint8_t *b = msg_bytes(m, &len);
+    int rc = tp->send(tp->ctx, to, b, len, d);
+    free(b);
+    return rc;
+}
+
+static int msg_recv(const chips_transport *tp, int from, train_msg *m, diag *d) {
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc = tp->recv(tp->ctx, from, &bytes, &len, d);
+    if (rc == 0) rc = msg_parse(bytes, len, from, m, d);
+    free(bytes);
+    return rc;
+}
+
+/* Whether some owner is fed the replicas' output called name. */
+static bool feeds_from(const train_shape *s, const char *name) {
+    for (int32_t o = 0; o < s->n; o++)
+        for (int32_t k = 0; k < s->nfeed[o]; k++)
+            if (strcmp(s->feed[o][k].from, name) == 0) return true;
+    return false;
+}
+
+/* Rows [f->first, +rows) of a replica output x of spec src (all of it when rows < 0). */
+static int64_t feed_numel(const graph_feed *f, const host_spec *src) {
+    return f->rows < 0 ? host_numel(src) : f->rows * row_numel(src);
+}
+
+static int32_t rank_of_chip(int32_t chips, int32_t c, const chips_transport *tp) {
+    int r = 0;
+    while (driver_chips_first(chips, r + 1, tp->ranks) <= c) r++;
+    return r;
+}
+
+int driver_train_step_ranks(const train_shape *s, const chips_transport *tp, const diag *failed, const host_spec *min,
+                            int32_t nmin, float *const *inputs, const host_spec *mout, int32_t nmout, float **outputs,
+                            train_runner run, void *ctx, uint64_t *cycles, diag *d) {
+    int32_t n = s->n, me = tp->rank, last = tp->ranks - 1;
+    int32_t first = driver_chips_first(n, me, tp->ranks), end = driver_chips_first(n, me + 1, tp->ranks);
+    int64_t micro = s->micro > 1 ? s->micro : 1;
+    bool ok = !failed;
+    diag fail = failed ? *failed : (diag){0};
+    float ***rep = xcalloc((size_t)n, sizeof(float **));
+    train_msg *got = xcalloc((size_t)tp->ranks, sizeof(train_msg));
+    train_msg mine = {.ok = true};
+    int rc = 0;
+    /* This rank's replicas, every micro-batch; outputs one row per sample
+     * named "<output>#<piece>" for the last rank. */
+    for (int32_t r = first; r < end && ok; r++) {
+        float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *)), **zeros = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
+        for (int64_t mb = 0; mb < micro && ok; mb++) {
+            int64_t piece = r * micro + mb;
+            for (int32_t k = 0; k < s->nin[0] && ok; k++) {
+                int32_t c = carried_from(s, k), j = c < 0 ? host_find(min, nmin, s->in[0][k].name) : -1;
+                if (c >= 0 && mb == 0) in[k] = zeros[k] = xcalloc((size_t)host_numel(&s->in[0][k]) + 1, sizeof(float));
+                else if (c >= 0) in[k] = rep[r][c];
+                else if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n * micro)
+                    ok = !diag_fail(&fail, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
+                else in[k] = inputs[j] + piece * host_numel(&s->in[0][k]);
+            }
+            float **outs = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
+            if (ok) ok = run(ctx, 0, r, in, outs, &cycles[0], &fail) == 0;
+            for (int32_t k = 0; ok && k < s->nout[0]; k++) {
+                if (feeds_from(s, s->out[0][k].name)) continue; /* a sum for the owners, not one row per sample */
+                char name[512];
+                snprintf(name, sizeof name, "%s#%lld", s->out[0][k].name, (long long)piece);
+                msg_add(&mine, name, outs[k], host_numel(&s->out[0][k]));
+            }
+            for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
+            free(rep[r]);
+            rep[r] = outs;
+        }
+        for (int32_t k = 0; k < s->nin[0]; k++) free(zeros[k]);
+        free(in), free(zeros);
+    }
+    /* The reduce-scatter: with every other rank, in a fixed order of pairs
+     * (the lower rank sends first), this rank's replicas' rows for the
+     * peer's owners, as "<owner>/<input>"; a failure travels instead. */
+    for (int peer = 0; peer < tp->ranks && rc == 0; peer++) {
+        if (peer == me) continue;
+        train_msg out = {.ok = ok};
+        if (!ok) snprintf(out.why, sizeof out.why, "%s", fail.set ? fail.text : "error: a rank failed");
+        int32_t pf = driver_chips_first(n, peer, tp->ranks), pe = driver_chips_first(n, peer + 1, tp->ranks);
+        for (int32_t o = pf; o < pe && ok; o++)
+            for (int32_t k = 0; k < s->nfeed[o]; k++) {
+                const graph_feed *f = &s->feed[o][k];
+                int32_t src = host_find(s->out[0], s->nout[0], f->from);
+                if (src < 0) continue;
+                int64_t each = feed_numel(f, &s->out[0][src]), at = 0;
+                float *rows = xmalloc(sizeof(float) * (size_t)(each * (end - first) + 1));
+                for (int32_t r = first; r < end; r++, at += each)
+                    memcpy(rows + at, rep[r][src] + f->first * row_numel(&s->out[0][src]), sizeof(float) * (size_t)each);
+                char name[512];
+                snprintf(name, sizeof name, "%d/%s", (int)o, f->input);
+                msg_add(&out, name, rows, at);
+                free(rows);
+            }
+        if (me < peer) rc = msg_send(tp, peer, &out, d) || msg_recv(tp, peer, &got[peer], d) ? -1 : 0;
+        else rc = msg_recv(tp, peer, &got[peer], d) || msg_send(tp, peer, &out, d) ? -1 : 0;
+        msg_free(&out);
+        if (rc == 0 && ok && !got[peer].ok) ok = false, diag_fail(&fail, "%s", got[peer].why);
+    }
+    /* This rank's owners, every replica's rows stacked in replica order. */
+    mine.ncycles = 0;
+    for (int32_t o = first; o < end && ok && rc == 0; o++) {
+        float **in = xcalloc((size_t)s->nin[1 + o] + 1, sizeof(float *));
+        for (int32_t k = 0; k < s->nin[1 + o] && ok; k++) {
+            const graph_feed *f = NULL;
+            for (int32_t j = 0; j < s->nfeed[o]; j++)
+                if (strcmp(s->feed[o][j].input, s->in[1 + o][k].name) == 0) f = &s->feed[o][j];
+            int32_t src = f ? host_find(s->out[0], s->nout[0], f->from) : -1;
+            if (src < 0) {
+                ok = !diag_fail(&fail, "error: owner %d's input '%s' is fed by no replica output", (int)o, s->in[1 + o][k].name);
+                break;
+            }
+            int64_t each = feed_numel(f, &s->out[0][src]);
+            in[k] = xmalloc(sizeof(float) * (size_t)(each * n + 1));
+            char name[512];
+            snprintf(name, sizeof name, "%d/%s", (int)o, f->input);
+            for (int32_t r = 0; r < n && ok; r++) {
+                int32_t pr = rank_of_chip(n, r, tp);
+                const float *x = pr == me ? rep[r][src] + f->first * row_numel(&s->out[0][src]) : NULL;
+                if (pr != me) {
+                    int32_t pf = driver_chips_first(n, pr, tp->ranks), pe = driver_chips_first(n, pr + 1, tp->ranks);
+                    const float *all = msg_find(&got[pr], name, each * (pe - pf));
+                    x = all ? all + (r - pf) * each : NULL;
+                }
+                if (!x) ok = !diag_fail(&fail, "error: rank %d sent no rows '%s' for owner %d", (int)pr, f->input, (int)o);
+                else memcpy(in[k] + r * each, x, sizeof(float) * (size_t)each);
+            }
+        }
+        float **outs = xcalloc((size_t)s->nout[1 + o] + 1, sizeof(float *));
+        if (ok) ok = run(ctx, 1 + o, o, in, outs, &cycles[1 + o], &fail) == 0;
+        for (int32_t k = 0; ok && k < s->nout[1 + o]; k++) {
+            char name[512];
+            snprintf(name, sizeof name, "%d/%s", (int)o, s->out[1 + o][k].name);
+            msg_add(&mine, name, outs[k], host_numel(&s->out[1 + o][k]));
+        }
+        if (ok) mine.program[mine.ncycles] = (uint32_t)(1 + o), mine.cycles[mine.ncycles++] = cycles[1 + o];
+        for (int32_t k = 0; k < s->nout[1 + o]; k++) free(outs[k]);
+        for (int32_t k = 0; k < s->nin[1 + o]; k++) free(in[k]);
+        free(outs), free(in);
+    }
+    if (end > first) mine.program[mine.ncycles] = 0, mine.cycles[mine.ncycles++] = cycles[0];
+    /* Everything to the last rank, which puts the outputs together. */
+    for (int32_t r = 0; r < n; r++) {
+        for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
+        free(rep[r]);
+    }
+    free(rep);
+    for (int peer = 0; peer < tp->ranks; peer++) msg_free(&got[peer]);
+    if (rc == 0 && me != last) {
+        mine.ok = ok;
+        if (!ok) snprintf(mine.why, sizeof mine.why, "%s", fail.set ? fail.text : "error: a rank failed");
+        rc = msg_send(tp, last, &mine, d);
+        if (rc == 0 && !ok) *d = (diag){.set = true}, rc = 1; /* said by the last rank */
+    } else if (rc == 0) {
+        for (int peer = 0; peer < last && rc == 0; peer++) {
+            rc = msg_recv(tp, peer, &got[peer], d);
+            if (rc == 0 && ok && !got[peer].ok) ok = false, diag_fail(&fail, "%s", got[peer].why);
+            for (int32_t k = 0; rc == 0 && got[peer].ok && k < got[peer].ncycles; k++)
+                if (got[peer].program[k] <= (uint32_t)n && got[peer].cycles[k] > cycles[got[peer].program[k]])
+                    cycles[got[peer].program[k]] = got[peer].cycles[k];
+        }
+        got[last] = mine, mine = (train_msg){0};
+        for (int32_t j = 0; rc == 0 && ok && j < nmout; j++) {
+            int64_t total = host_numel(&mout[j]), at = 0;
+            outputs[j] = xcalloc((size_t)total + 1, sizeof(float));
+            if (owners_make(s, mout[j].name)) {
+                for (int32_t o = 0; o < n && ok; o++) {
+                    char name[512];
+                    snprintf(name, sizeof name, "%d/%s", (int)o, mout[j].name);
+                    const train_msg *m = &got[rank_of_chip(n, o, tp)];
+                    for (int32_t k = 0; k < m->n; k++)
+                        if (strcmp(m->name[k], name) == 0 && at + m->numel[k] <= total)
+                            memcpy(outputs[j] + at, m->data[k], sizeof(float) * (size_t)m->numel[k]), at += m->numel[k];
+                }
+            } else {
+                int32_t k = host_find(s->out[0], s->nout[0], mout[j].name);
+                int64_t each = k >= 0 ? host_numel(&s->out[0][k]) : 0;
+                for (int64_t piece = 0; k >= 0 && piece < n * micro; piece++) {
+                    char name[512];
+                    snprintf(name, sizeof name, "%s#%lld", mout[j].name, (long long)piece);
+                    const float *x = msg_find(&got[rank_of_chip(n, (int32_t)(piece / micro), tp)], name, each);
+                    if (x && at + each <= total) memcpy(outputs[j] + at, x, sizeof(float) * (size_t)each), at += each;
+                }
+            }
+            if (at != total) ok = !diag_fail(&fail, "error: the ranks made %lld of output '%s''s %lld values", (long long)at,
+                                             mout[j].name, (long long)total);
+        }
+        if (rc == 0 && !ok) rc = diag_fail(d, "tessel run: error: no outputs: %s", fail.set ? fail.text : "a rank failed");
+        for (int peer = 0; peer < tp->ranks; peer++) msg_free(&got[peer]);
+    }
+    msg_free(&mine);
+    free(got);
+    if (rc)
+        for (int32_t j = 0; j < nmout; j++) free(outputs[j]), outputs[j] = NULL;
+    return rc ? -1 : 0;
 }
 
 /* ---- timing --------------------------------------------------------------- */

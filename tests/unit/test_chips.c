@@ -10,7 +10,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +194,207 @@ static void replicas_ranks_agree(void **state) {
     ranks_agree(2);
 }
 
+/* ---- a training step over replicas, its ranks on threads ------------------ */
+
+/* Mailboxes any rank may block on (the ranks of a training step exchange
+ * both ways, so they run at once): what send left, in order, per (sender,
+ * receiver); recv waits for it, at most a few seconds. */
+typedef struct mail {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint8_t *bytes[4][4][BOX];
+    size_t len[4][4][BOX];
+    int put[4][4], got[4][4];
+} mail;
+typedef struct mailbox {
+    mail *m;
+    int me;
+} mailbox;
+
+static int mail_send(void *ctx, int to, const uint8_t *bytes, size_t len, diag *d) {
+    (void)d;
+    mailbox *b = ctx;
+    pthread_mutex_lock(&b->m->mu);
+    int k = b->m->put[b->me][to]++;
+    TS_ASSERT(k < BOX);
+    b->m->bytes[b->me][to][k] = malloc(len ? len : 1);
+    memcpy(b->m->bytes[b->me][to][k], bytes, len);
+    b->m->len[b->me][to][k] = len;
+    pthread_cond_broadcast(&b->m->cv);
+    pthread_mutex_unlock(&b->m->mu);
+    return 0;
+}
+
+static int mail_recv(void *ctx, int from, uint8_t **bytes, size_t *len, diag *d) {
+    mailbox *b = ctx;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&b->m->mu);
+    int rc = 0;
+    while (b->m->got[from][b->me] >= b->m->put[from][b->me] && rc == 0)
+        rc = pthread_cond_timedwait(&b->m->cv, &b->m->mu, &until);
+    if (rc == 0) {
+        int k = b->m->got[from][b->me]++;
+        *bytes = b->m->bytes[from][b->me][k], *len = b->m->len[from][b->me][k];
+        b->m->bytes[from][b->me][k] = NULL;
+    }
+    pthread_mutex_unlock(&b->m->mu);
+    return rc ? diag_fail(d, "test: rank %d waited for rank %d in vain", b->me, from) : 0;
+}
+
+typedef struct train_rank {
+    const uint8_t *img;
+    size_t len;
+    int rank, ranks;
+    bool fail;                 /* this rank fails before the step */
+    mail *m;
+    /* out, the last rank's: */
+    int rc;
+    char why[2048];
+    float *out[16];
+    int32_t nout;
+    uint64_t cycles[CHIPS_MAX + 1];
+} train_rank;
+
+static int sim_program(void *ctx, int32_t p, int32_t who, float *const *in, float **out, uint64_t *cycles, diag *d) {
+    (void)who;
+    const pkg_chips *pc = ctx;
+    sim_stats st = {0};
+    sim_options so = {.quiet = true};
+    TS_ASSERT(pc->loaded[p]);
+    int rc = sim_run(&pc->pkg[p], &so, in, out, &st, d);
+    if (rc == 0 && st.cycles > *cycles) *cycles = st.cycles;
+    sim_stats_free(&st);
+    return rc;
+}
+
+/* One rank's step: its programs only (the last rank: every owner's). */
+static void *train_rank_run(void *arg) {
+    train_rank *t = arg;
+    int32_t n = 4;
+    bool want[CHIPS_MAX + 2] = {true};
+    for (int32_t o = 0; o < n; o++)
+        want[1 + o] = t->rank == t->ranks - 1 || (o >= driver_chips_first(n, t->rank, t->ranks) &&
+                                                  o < driver_chips_first(n, t->rank + 1, t->ranks));
+    pkg_chips pc;
+    diag d = {0};
+    TS_ASSERT(pkg_chips_parse(t->img, t->len, "t.tpk", want, &pc, &d) == 0);
+    graph_feed **feed;
+    int32_t *nfeed;
+    int64_t *gather;
+    TS_ASSERT(driver_train_feeds(pc.manifest, n, &feed, &nfeed, &gather, "t.tpk", &d) == 0);
+    train_shape s;
+    driver_train_shape_of_packages(pc.pkg, n, pc.micro_batches, feed, nfeed, gather, true, &s);
+    host_spec ins[2] = {s.in[0][0], s.in[0][1]}, outs[16];
+    int32_t nout = 0;
+    for (int k = 0; k < 2; k++) ins[k].dim[0] *= 4 * s.micro;
+    json_t *man = json_loads(pc.manifest, 0, NULL), *names = json_object_get(man, "outputs");
+    for (size_t j = 0; t->rank == t->ranks - 1 && j < json_array_size(names); j++)
+        TS_ASSERT(driver_train_output_spec(&s, json_string_value(json_array_get(names, j)), &outs[nout++]) == 0);
+    float *x[2];
+    for (int k = 0; k < 2; k++) {
+        x[k] = malloc(sizeof(float) * (size_t)host_numel(&ins[k]));
+        graph_default_input_fill(k, DT_F16, 0, x[k], (size_t)host_numel(&ins[k]));
+    }
+    mailbox box = {t->m, t->rank};
+    chips_transport tp = {.rank = t->rank, .ranks = t->ranks, .send = mail_send, .recv = mail_recv, .ctx = &box};
+    diag early = {0};
+    if (t->fail) diag_fail(&early, "rank %d: its own trouble", t->rank);
+    t->rc = driver_train_step_ranks(&s, &tp, t->fail ? &early : NULL, ins, 2, x, outs, nout, t->out, sim_program, &pc,
+                                    t->cycles, &d);
+    t->nout = nout;
+    snprintf(t->why, sizeof t->why, "%s", d.text);
+    json_decref(man);
+    free(x[0]), free(x[1]);
+    train_shape_free(&s);
+    pkg_chips_free(&pc);
+    return NULL;
+}
+
+/* 1, 2, 3 and 4 ranks (each on its own thread) give the same outputs and
+ * cycles, bit for bit; a rank that fails before the step makes the last one
+ * fail saying why, and nobody waits for ever; a message cut short is refused. */
+static void train_ranks_agree(void **state) {
+    (void)state;
+    const char *spec = "zoo:train-mlp:tokens=32,width=32,hidden=64,optimizer=adamw";
+    diag d = {0};
+    graph *g = models_load(spec, &d);
+    assert_non_null(g);
+    machine m;
+    assert_int_equal(machine_preset("tinyx4", &m), 0);
+    compile_options co = {.model = spec, .search_steps = 16, .beam = 2, .quiet = true, .micro_batches = 2};
+    train_compiled tc;
+    if (driver_compile_train(g, &m, &co, &tc, &d)) fail_msg("%s", d.text);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pkg_chips_write(&m, tc.manifest, tc.pkg, 5, 4, PKG_CHIPS_TRAIN, f, "t.tpk", &d), 0);
+    fclose(f);
+    train_rank want = {0};
+    for (int ranks = 1; ranks <= 4; ranks++)
+        for (int fail = -1; fail < (ranks > 1 ? ranks : 0); fail += ranks > 2 ? 2 : 1) {
+            mail box = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+            train_rank t[4];
+            pthread_t th[4];
+            for (int k = 0; k < ranks; k++) {
+                t[k] = (train_rank){.img = (uint8_t *)buf, .len = len, .rank = k, .ranks = ranks, .fail = k == fail, .m = &box};
+                if (ranks == 1) { /* one process: no transport, driver_train_step itself */
+                    break;
+                }
+                assert_int_equal(pthread_create(&th[k], NULL, train_rank_run, &t[k]), 0);
+            }
+            if (ranks == 1) {
+                pkg_chips pc;
+                assert_int_equal(pkg_chips_parse(buf, len, "t.tpk", NULL, &pc, &d), 0);
+                graph_feed **feed;
+                int32_t *nfeed;
+                int64_t *gather;
+                assert_int_equal(driver_train_feeds(pc.manifest, 4, &feed, &nfeed, &gather, "t.tpk", &d), 0);
+                train_shape s;
+                driver_train_shape_of_packages(pc.pkg, 4, pc.micro_batches, feed, nfeed, gather, true, &s);
+                host_spec ins[2] = {s.in[0][0], s.in[0][1]}, *outs = driver_graph_specs(g, true, &want.nout);
+                for (int k = 0; k < 2; k++) ins[k].dim[0] *= 4 * 2;
+                float *x[2];
+                for (int k = 0; k < 2; k++) {
+                    x[k] = malloc(sizeof(float) * (size_t)host_numel(&ins[k]));
+                    graph_default_input_fill(k, DT_F16, 0, x[k], (size_t)host_numel(&ins[k]));
+                }
+                if (driver_train_step(&s, ins, 2, x, outs, want.nout, want.out, sim_program, &pc, want.cycles, &d))
+                    fail_msg("%s", d.text);
+                free(x[0]), free(x[1]), free(outs);
+                train_shape_free(&s);
+                pkg_chips_free(&pc);
+                continue;
+            }
+            for (int k = 0; k < ranks; k++) pthread_join(th[k], NULL);
+            train_rank *last = &t[ranks - 1];
+            if (fail >= 0) {
+                assert_int_equal(last->rc, -1);
+                char says[64];
+                snprintf(says, sizeof says, "rank %d: its own trouble", fail);
+                if (!strstr(last->why, says)) fail_msg("%d ranks, rank %d failing: %s", ranks, fail, last->why);
+            } else {
+                if (last->rc) fail_msg("%d ranks: %s", ranks, last->why);
+                assert_int_equal(last->nout, want.nout);
+                int32_t ov[16];
+                graph_outputs(g, ov, want.nout);
+                for (int32_t j = 0; j < want.nout; j++)
+                    assert_memory_equal(last->out[j], want.out[j], sizeof(float) * (size_t)graph_type_numel(&graph_val(g, ov[j])->type));
+                assert_memory_equal(last->cycles, want.cycles, sizeof want.cycles);
+            }
+            for (int k = 0; k < ranks; k++)
+                for (int32_t j = 0; j < t[k].nout; j++) free(t[k].out[j]);
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++)
+                    for (int k = 0; k < BOX; k++) free(box.bytes[a][b][k]);
+        }
+    for (int32_t j = 0; j < want.nout; j++) free(want.out[j]);
+    free(buf);
+    train_compiled_free(&tc);
+    graph_free(g);
+}
+
 /* The step's exchanges on a ring: every owner's rows from every other
  * replica (the reduce-scatter), every owner's new weight rows to every other
  * chip (the gather), each message the shorter way round, halved on a tie
@@ -234,6 +438,7 @@ int main(void) {
         cmocka_unit_test(pipeline_ranks_agree),
         cmocka_unit_test(replicas_ranks_agree),
         cmocka_unit_test(train_timing_on_rings),
+        cmocka_unit_test(train_ranks_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
