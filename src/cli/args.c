@@ -180,7 +180,9 @@ int cli_plan_options(const cmd *c, const parsed *p, const char *model, bool quie
     long long steps = DRIVER_SEARCH_STEPS, beam = SEARCH_BEAM, micro = 0, replicas = 0;
     if (count_option(c, p, "--search-steps", "count", DRIVER_SEARCH_STEPS_MAX, &steps, d) ||
         count_option(c, p, "--beam", "width", SEARCH_BEAM_MAX, &beam, d) ||
-        count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d) ||
+        (cli_opt(c, p, "--micro-batches") && strcmp(cli_opt(c, p, "--micro-batches"), "auto") == 0
+             ? (micro = CHIPS_MICRO_AUTO, 0)
+             : count_option(c, p, "--micro-batches", "count", 1 << 20, &micro, d)) ||
         (cli_opt(c, p, "--replicas") && strcmp(cli_opt(c, p, "--replicas"), "auto") == 0 ? (replicas = CHIPS_REPLICAS_AUTO, 0)
                                                                                    : count_option(c, p, "--replicas", "count", 64, &replicas, d)))
         return -1;

@@ -103,6 +103,14 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
                    (long long)ci->steps, ci->place.tile_bytes / 1024.0, machine_tile_bytes(&cc.one) / 1024.0,
                    ci->start_plan_fallback ? " (the start plan: no searched plan placed)" : "");
         }
+        if (cc.even_interval) {
+            char even[256] = "";
+            for (int32_t s = 0, at = 0; s < cc.stages.n && at < (int)sizeof even; s++)
+                at += snprintf(even + at, sizeof even - (size_t)at, "%s%lld", s ? ", " : "", (long long)cc.even_count[s]);
+            printf("  layers cut to balance the stages' predicted cycles: the even cut (%s) had its busiest stage at %llu "
+                   "cycles, this one at %llu\n", even, (unsigned long long)cc.even_interval,
+                   (unsigned long long)cc.predicted.interval);
+        }
         print_timing(stdout, "predicted", m, &cc.predicted, cc.batch);
         printf("  package %s\n", out);
     }
@@ -239,8 +247,25 @@ static int saved_stages(const parsed *p, const graph *g, chips_under_check *u, d
     if (rc == 0 && cc->micro && batch != pc->batch)
         rc = diag_fail(d, "%s: error: the package runs a batch of %lld; %s has %lld", u->given, (long long)pc->batch,
                        p->pos[0], (long long)batch);
-    if (rc == 0) rc = graph_split_stages(cc->micro ? cc->micro : g, pc->n, &cc->stages, d);
+    /* The cut the package's manifest records (each stage's layers). */
     json_t *man = rc == 0 ? json_loads(pc->manifest, 0, NULL) : NULL, *stages = json_object_get(man, "stages");
+    int64_t cut[CHIPS_MAX];
+    bool given = json_is_array(stages) && json_array_size(stages) == (size_t)pc->n;
+    for (int32_t s = 0; given && s < pc->n; s++) {
+        json_t *l = json_object_get(json_array_get(stages, (size_t)s), "layers");
+        given = json_is_integer(l) && json_integer_value(l) >= 1;
+        cut[s] = given ? json_integer_value(l) : 0;
+    }
+    if (rc == 0 && graph_split_stages(cc->micro ? cc->micro : g, pc->n, given ? cut : NULL, &cc->stages, d)) {
+        char layers[256] = "";
+        for (int32_t s = 0, at = 0; given && s < pc->n && at < (int)sizeof layers; s++)
+            at += snprintf(layers + at, sizeof layers - (size_t)at, "%s%lld", s ? ", " : "", (long long)cut[s]);
+        char why[sizeof d->text];
+        snprintf(why, sizeof why, "%s", d->text);
+        *d = (diag){0};
+        rc = diag_fail(d, "%s: error: the package's chips run (%s) layers of the model it was compiled from; %s "
+                          "cannot be cut so:\n%s", u->given, layers, p->pos[0], why);
+    }
     for (int32_t s = 0; s < pc->n && rc == 0; s++) {
         char name[1024];
         snprintf(name, sizeof name, "%s (chip %d)", u->given, (int)s);

@@ -79,8 +79,10 @@ static char *recipe_json(const machine *m, const chips_compiled *cc) {
         TS_ASSERT(r);
         json_array_append_new(stages, r);
     }
-    json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:o}", "machine", m->name, "chips", (int)m->chips, "micro_batches",
-                          (json_int_t)cc->micro_batches, "replicas", (int)cc->replicas, "stages", stages);
+    json_t *layers = json_array();
+    for (int32_t s = 0; s < cc->stages.n; s++) json_array_append_new(layers, json_integer(cc->stages.count[s]));
+    json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:o, s:o}", "machine", m->name, "chips", (int)m->chips, "micro_batches",
+                          (json_int_t)cc->micro_batches, "replicas", (int)cc->replicas, "stages", stages, "layers", layers);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     size_t n = strlen(text);
@@ -127,7 +129,7 @@ static int compile_stages(const graph *g, const machine *m, const compile_option
         if (!(out->micro = graph_micro_batch(g, out->batch / pieces, &batch, d))) return -1;
         gm = out->micro;
     }
-    if (graph_split_stages(gm, n, &out->stages, d)) return -1;
+    if (graph_split_stages(gm, n, out->cut, &out->stages, d)) return -1;
     out->pkg = xcalloc((size_t)n, sizeof(package));
     out->info = xcalloc((size_t)n, sizeof(compile_info));
     int rc = 0;
@@ -179,13 +181,121 @@ static void free_stages(chips_compiled *c) {
     c->micro = NULL;
 }
 
+/* The layers per stage that balance the pipeline (counts, n stages of
+ * total layers), from a compile of cut `was` (its stages' predicted cycles
+ * and links): each layer costs what a middle stage's cost on average, each
+ * stage keeps its own remainder (the first stage's embedding, the last's
+ * head) and its link; the layers go one at a time to the stage whose turn
+ * stays shortest. Returns the model's busiest turn. */
+static double balanced_cut(const chips_timing *t, const int64_t *was, int32_t n, int64_t total, int64_t *counts) {
+    double mid = 0, layers = 0, fixed[CHIPS_MAX];
+    for (int32_t s = 1; s + 1 < n; s++) mid += (double)t->stage[s], layers += (double)was[s];
+    double per = mid / layers;
+    for (int32_t s = 0; s < n; s++) fixed[s] = (double)t->stage[s] - per * (double)was[s] + (double)t->link[s], counts[s] = 1;
+    for (int64_t left = total - n; left > 0; left--) {
+        int32_t best = 0;
+        for (int32_t s = 1; s < n; s++)
+            if (fixed[s] + per * (double)(counts[s] + 1) < fixed[best] + per * (double)(counts[best] + 1)) best = s;
+        counts[best]++;
+    }
+    double busiest = 0;
+    for (int32_t s = 0; s < n; s++)
+        if (fixed[s] + per * (double)counts[s] > busiest) busiest = fixed[s] + per * (double)counts[s];
+    return busiest;
+}
+
+static void stage_cycles(const chips_compiled *c, int32_t n, uint64_t *stage, uint64_t *link) {
+    for (int32_t s = 0; s < n; s++) {
+        const search_result *sr = &c->info[s].search;
+        int f = c->info[s].finalist;
+        stage[s] = (uint64_t)(f >= 0 && f < sr->nfinalists ? sr->finalist_cycles[f] : sr->est.cycles);
+        link[s] = s + 1 < n ? driver_chips_handed_bytes(&c->pkg[s]) : 0;
+    }
+}
+
+/* out compiled with the even cut: the balanced cut instead when its model
+ * predicts a busiest stage at least 1 % shorter and its compile agrees
+ * (another compile of every stage; the even one is kept otherwise). */
+static void rebalance(const graph *g, const machine *m, const compile_options *o, chips_compiled *out) {
+    int32_t n = out->stages.n;
+    if (n < 3) return; /* two stages: no middle stage to price a layer by */
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    stage_cycles(out, n, stage, link);
+    chips_timing was;
+    driver_chips_timing(m, stage, link, n, out->micro_batches, &was);
+    int64_t counts[CHIPS_MAX], total = 0;
+    for (int32_t s = 0; s < n; s++) total += out->stages.count[s];
+    double model = balanced_cut(&was, out->stages.count, n, total, counts);
+    if (memcmp(counts, out->stages.count, sizeof(int64_t) * (size_t)n) == 0 || model > 0.99 * (double)was.interval) return;
+    chips_compiled alt = {.batch = out->batch, .replicas = out->replicas, .micro_batches = out->micro_batches,
+                          .cut = counts, .one = out->one};
+    diag d = {0};
+    progress_stage("compile", "the stages again, cut to balance their predicted cycles");
+    if (compile_stages(g, m, o, NULL, &alt, &d) == 0) {
+        uint64_t st2[CHIPS_MAX], ln2[CHIPS_MAX];
+        stage_cycles(&alt, n, st2, ln2);
+        chips_timing now;
+        driver_chips_timing(m, st2, ln2, n, out->micro_batches, &now);
+        if (now.interval < was.interval) {
+            int64_t was_count[CHIPS_MAX];
+            memcpy(was_count, out->stages.count, sizeof(int64_t) * (size_t)n);
+            free_stages(out);
+            out->micro = alt.micro, out->stages = alt.stages, out->pkg = alt.pkg, out->info = alt.info;
+            out->ncompiled = alt.ncompiled;
+            out->even_interval = was.interval;
+            for (int32_t s = 0; s < n; s++) out->even_count[s] = was_count[s];
+            return;
+        }
+    }
+    free_stages(&alt);
+}
+
+/* The predicted cycles of c's batch. */
+static uint64_t batch_cycles(const chips_compiled *c, const machine *m) {
+    uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];
+    stage_cycles(c, c->stages.n, stage, link);
+    chips_timing t;
+    driver_chips_timing(m, stage, link, c->stages.n, c->micro_batches, &t);
+    return t.cycles;
+}
+
+/* out compiled in the fewest micro-batches that fit: every larger count the
+ * share of the batch splits into compiled too, the one whose batch takes
+ * the fewest predicted cycles kept (the fewer micro-batches among equals).
+ * More pieces shorten the fill and drain but run each stage on less. */
+static void fastest_micro_batches(const graph *g, const machine *m, const compile_options *o, int64_t share,
+                                  chips_compiled *out) {
+    uint64_t best = batch_cycles(out, m);
+    for (int64_t mb = out->micro_batches + 1; mb <= share; mb++) {
+        if (share % mb) continue;
+        chips_compiled alt = {.batch = out->batch, .replicas = out->replicas, .micro_batches = mb, .one = out->one};
+        char what[96];
+        snprintf(what, sizeof what, "the stages again, in %lld micro-batches", (long long)mb);
+        progress_stage("compile", what);
+        diag d = {0};
+        uint64_t c = compile_stages(g, m, o, NULL, &alt, &d) == 0 ? batch_cycles(&alt, m) : UINT64_MAX;
+        if (c < best) {
+            free_stages(out);
+            out->micro = alt.micro, out->stages = alt.stages, out->pkg = alt.pkg, out->info = alt.info;
+            out->ncompiled = alt.ncompiled, out->micro_batches = mb, best = c;
+        } else {
+            free_stages(&alt);
+        }
+    }
+}
+
 /* g for m as `replicas` copies of a pipeline (out->batch, out->one set). */
 static int compile_replicas(const graph *g, const machine *m, const compile_options *o, const json_t *recipe,
                             int32_t replicas, chips_compiled *out, diag *d) {
-    int64_t want = o->micro_batches;
+    int64_t want = o->micro_batches, cut[CHIPS_MAX];
     out->replicas = replicas;
     if (recipe && json_is_integer(json_object_get(recipe, "micro_batches")))
         want = json_integer_value(json_object_get(recipe, "micro_batches"));
+    json_t *layers = recipe ? json_object_get(recipe, "layers") : NULL; /* the cut it was compiled with */
+    if (json_is_array(layers) && json_array_size(layers) == m->chips / (uint32_t)replicas) {
+        for (size_t s = 0; s < json_array_size(layers); s++) cut[s] = json_integer_value(json_array_get(layers, s));
+        out->cut = cut;
+    }
     if (out->replicas < 1 || m->chips % (uint32_t)out->replicas || out->batch % out->replicas)
         return diag_fail(d, "tessel compile: error: option '--replicas %d': the %u chips and the batch of %lld must both "
                             "split into that many replicas",
@@ -208,7 +318,10 @@ static int compile_replicas(const graph *g, const machine *m, const compile_opti
         }
         free_stages(out); /* does not fit: smaller micro-batches */
     }
-    if (rc) return rc;
+    if (rc) return out->cut = NULL, rc;
+    if (want == CHIPS_MICRO_AUTO && !recipe) fastest_micro_batches(g, m, o, share, out);
+    if (!recipe && !out->cut) rebalance(g, m, o, out);
+    out->cut = NULL; /* the compile's: cut is this call's */
     out->manifest = manifest_json(o->model, m, out);
     out->recipe = recipe_json(m, out);
     uint64_t stage[CHIPS_MAX], link[CHIPS_MAX];

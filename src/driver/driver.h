@@ -21,7 +21,9 @@ typedef struct compile_options {
     FILE *print_to;           /* NULL: stderr */
     const char *recipe;       /* start from this recipe file, or NULL */
     const char *recipe_text;  /* its text, already read (a stage's of a recipe for several chips); recipe names it */
-    int64_t micro_batches;    /* several chips: the batch in this many pieces (0: the fewest whose stages fit) */
+    int64_t micro_batches;    /* several chips: the batch in this many pieces (0: the fewest whose stages fit;
+                                 CHIPS_MICRO_AUTO: of those that fit, the count whose batch takes the fewest
+                                 predicted cycles) */
     int32_t replicas;         /* several chips: data-parallel copies of the pipeline, each on chips / replicas chips
                                  and batch / replicas of the batch (0: 1; CHIPS_REPLICAS_AUTO: the count whose
                                  batch takes the fewest predicted cycles) */
@@ -267,7 +269,7 @@ void check_proofs_free(check_proofs *pv);
  * One pipeline stage per chip (graph_split_stages), each compiled for one
  * chip of the machine by driver_compile; stage s hands its carried values
  * to stage s + 1 over the link between neighbouring chips. */
-enum { CHIPS_MAX = 64, CHIPS_REPLICAS_AUTO = -1 };
+enum { CHIPS_MAX = 64, CHIPS_REPLICAS_AUTO = -1, CHIPS_MICRO_AUTO = -1 };
 
 /* A pipeline's time, from each stage's cycles and the bytes each hands on:
  * a link costs link_latency_cycles + bytes / link_bytes_per_cycle +
@@ -298,6 +300,10 @@ typedef struct chips_compiled {
     int64_t micro_batches;  /* the batch goes through in this many pieces */
     graph *micro;           /* the model for one micro-batch (graph_micro_batch), or NULL (one: the model) */
     graph_stages stages;    /* of the model or of micro */
+    const int64_t *cut;     /* the layers per stage to compile (NULL: as even as they go) */
+    uint64_t even_interval;   /* when a balanced cut replaced the even one: the even cut's busiest stage (its
+                                 predicted cycles and link), else 0 */
+    int64_t even_count[CHIPS_MAX]; /* and its layers per stage */
     machine one;            /* the machine's one chip: each stage's package is for it */
     int32_t ncompiled;
     package *pkg;           /* per stage */
@@ -309,6 +315,11 @@ typedef struct chips_compiled {
 } chips_compiled;
 /* g over machine m's chips (m->chips > 1), in o->micro_batches pieces of
  * its batch, or (0) the fewest whose stages fit, trying 1, 2, ... in turn.
+ * The layers are cut evenly, then (three stages or more, no recipe) as the
+ * stages' predicted cycles say balances them: each layer costing what a
+ * middle stage's do, the first and last stages' own work and every link
+ * kept; the balanced cut is compiled when its model predicts a busiest
+ * stage 1 % faster, and kept when its compile agrees.
  * The error of a stage that does not fit names its chip and layers. */
 int driver_compile_chips(const graph *g, const machine *m, const compile_options *o, chips_compiled *out, diag *d);
 void chips_compiled_free(chips_compiled *c);

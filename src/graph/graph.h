@@ -492,8 +492,8 @@ graph *graph_rw_finish_graph(graph_rw *rw);
  *
  * Stage s runs iterations [first[s], first[s] + count[s]) of the model's one
  * top-level repeat, stage 0 also what precedes it, the last stage what
- * follows; the stages split the iterations as evenly as they go, the first
- * ones taking one more. Every stage but the last outputs the carried values,
+ * follows; the stages split the iterations as counts says (NULL: as evenly
+ * as they go, the first ones taking one more). Every stage but the last outputs the carried values,
  * named "<repeat result>.after<k>", and the next takes them as inputs of the
  * same names. Stacked parameters become windows of the same values. The
  * stage graphs share g's imported data: g must outlive them. */
@@ -502,7 +502,7 @@ typedef struct graph_stages {
     graph **g;
     int64_t *first, *count;
 } graph_stages;
-int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag *d);
+int graph_split_stages(const graph *g, int32_t nstages, const int64_t *counts, graph_stages *out, diag *d);
 /* g for micro-batches of `micro`: every input and output is split along its
  * first axis, whose common length is the batch (*batch); every value as
  * long along its first axis becomes `micro` long. Refused, saying which op,

@@ -147,7 +147,7 @@ static bool stage_hook(graph_rw *rw, int32_t id) {
     return !c->stage_op[id];
 }
 
-int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag *d) {
+int graph_split_stages(const graph *g, int32_t nstages, const int64_t *counts, graph_stages *out, diag *d) {
     memset(out, 0, sizeof *out);
     int32_t rep = -1, nrep = 0, at = -1;
     for (int32_t i = 0; i < g->body.n; i++)
@@ -159,6 +159,14 @@ int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag 
     if (r->count < nstages)
         return diag_fail(d, "%s: error: %d chips need at least %d layers; the repeat '%s' has %lld", g->path, nstages,
                          nstages, graph_op_name(g, rep), (long long)r->count);
+    int64_t given = 0;
+    for (int32_t s = 0; counts && s < nstages; s++) {
+        if (counts[s] < 1) given = -1 - r->count; /* refused below */
+        given += counts[s];
+    }
+    if (counts && given != r->count)
+        return diag_fail(d, "%s: error: the stages' layers must be at least one each and %lld in all (the repeat '%s')",
+                         g->path, (long long)r->count, graph_op_name(g, rep));
     for (int32_t k = r->ncarry; k < r->nin; k++)
         if (graph_opr(g, graph_val(g, r->in[k])->def)->kind != OP_PARAM)
             return graph_fail_op(g, rep, d, "the repeat's stacked operand '%s' is computed, not a parameter: "
@@ -201,7 +209,7 @@ int graph_split_stages(const graph *g, int32_t nstages, graph_stages *out, diag 
     }
     int64_t first = 0;
     for (int32_t s = 0; s < nstages && rc == 0; s++) {
-        int64_t count = r->count / nstages + (s < r->count % nstages);
+        int64_t count = counts ? counts[s] : r->count / nstages + (s < r->count % nstages);
         bool *used = xcalloc(nv, 1);
         for (size_t v = 0; v < nv; v++)
             used[v] = used_body[v] || (s == 0 && used_before[v]) || (s == nstages - 1 && used_after[v]);

@@ -486,7 +486,7 @@ static void stages_compute_the_model(void **state) {
     graph *g = models_load("zoo:vit:layers=5,width=32,heads=2,mlp=48,image=16,patch=4", &d);
     if (!g) fail_msg("%s", d.text);
     graph_stages st;
-    if (graph_split_stages(g, 3, &st, &d)) fail_msg("%s", d.text);
+    if (graph_split_stages(g, 3, NULL, &st, &d)) fail_msg("%s", d.text);
     assert_int_equal(st.n, 3);
     int64_t want_first[] = {0, 2, 4}, want_count[] = {2, 2, 1};
     for (int s = 0; s < 3; s++) {
@@ -535,17 +535,37 @@ static void stages_compute_the_model(void **state) {
     assert_int_equal(ref_run(st.g[2], &ro, mid2, last, &d), 0);
     assert_memory_equal(whole_out[0], last[0], sizeof(float) * 16 * 32);
     assert_true(graph_lookup(st.g[1], "encoded.after2") >= 0 && graph_lookup(st.g[1], "encoded.after4") >= 0);
-    free(x), free(whole_out[0]), free(mid[0]), free(mid2[0]), free(last[0]);
     graph_stages_free(&st);
+    /* A cut given layer by layer (1, 3, 1): the same model, stage after stage. */
+    int64_t cut[3] = {1, 3, 1};
+    if (graph_split_stages(g, 3, cut, &st, &d)) fail_msg("%s", d.text);
+    assert_int_equal(st.first[1], 1);
+    assert_int_equal(st.count[1], 3);
+    assert_int_equal(st.first[2], 4);
+    assert_true(graph_lookup(st.g[1], "encoded.after1") >= 0 && graph_lookup(st.g[1], "encoded.after4") >= 0);
+    free(mid[0]), free(mid2[0]), free(last[0]);
+    mid[0] = mid2[0] = last[0] = NULL;
+    assert_int_equal(ref_run(st.g[0], &ro, &x, mid, &d), 0);
+    assert_int_equal(ref_run(st.g[1], &ro, mid, mid2, &d), 0);
+    assert_int_equal(ref_run(st.g[2], &ro, mid2, last, &d), 0);
+    assert_memory_equal(whole_out[0], last[0], sizeof(float) * 16 * 32);
+    graph_stages_free(&st);
+    int64_t bad[2][3] = {{0, 4, 1}, {2, 2, 2}};
+    for (int k = 0; k < 2; k++) {
+        d = (diag){0};
+        assert_int_equal(graph_split_stages(g, 3, bad[k], &st, &d), -1);
+        if (!strstr(d.text, "at least one each and 5 in all")) fail_msg("%s", d.text);
+    }
+    free(x), free(whole_out[0]), free(mid[0]), free(mid2[0]), free(last[0]);
 
     /* Refusals: more chips than layers; a model without a repeat. */
-    assert_int_equal(graph_split_stages(g, 6, &st, &d), -1);
+    assert_int_equal(graph_split_stages(g, 6, NULL, &st, &d), -1);
     if (!strstr(d.text, "6 chips need at least 6 layers")) fail_msg("%s", d.text);
     graph_free(g);
     d = (diag){0};
     g = models_load("zoo:mlp:tokens=8,width=16,hidden=32", &d);
     assert_non_null(g);
-    assert_int_equal(graph_split_stages(g, 2, &st, &d), -1);
+    assert_int_equal(graph_split_stages(g, 2, NULL, &st, &d), -1);
     if (!strstr(d.text, "through its repeat")) fail_msg("%s", d.text);
     graph_free(g);
 }
