@@ -559,6 +559,7 @@ static void stages_compute_the_model(void **state) {
     free(x), free(whole_out[0]), free(mid[0]), free(mid2[0]), free(last[0]);
 
     /* Refusals: more chips than layers; a model without a repeat. */
+    d = (diag){0};
     assert_int_equal(graph_split_stages(g, 6, NULL, &st, &d), -1);
     if (!strstr(d.text, "6 chips need at least 6 layers")) fail_msg("%s", d.text);
     graph_free(g);
