@@ -371,24 +371,30 @@ static int check_stages(chips_under_check *u, const char *title, bool quiet, flo
     return rc;
 }
 
-static void print_check(const parsed *p, const chips_under_check *u, const chips_found *f, const chips_timing *t,
-                        double cosine, double max_abs, int64_t differing, bool fp8, bool ok, bool json) {
+/* What the check found, as --json prints it (and the HTML report draws). */
+static json_t *check_json(const parsed *p, const chips_under_check *u, const chips_found *f, const chips_timing *t,
+                          double cosine, double max_abs, int64_t differing, bool ok) {
     const chips_compiled *cc = &u->cc;
     int32_t n = cc->stages.n;
-    if (json) {
-        json_t *st = json_array();
-        for (int32_t s = 0; s < n; s++)
-            json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "stage", (int)s, "first_layer",
-                                                (json_int_t)cc->stages.first[s], "layers", (json_int_t)cc->stages.count[s],
-                                                "differing", (json_int_t)f->r[s].differing, "pass", f->r[s].pass,
-                                                "cosine_stage_fp32", f->r[s].cosine));
-        json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", u->m->name,
-                              "chips", (int)n, "stages", st, "simulated", timing_json(t, u->m, cc->batch), "differing",
-                              (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
+    json_t *st = json_array();
+    for (int32_t s = 0; s < n; s++)
+        json_array_append_new(st, json_pack("{s:i, s:I, s:I, s:I, s:b, s:f}", "stage", (int)s, "first_layer",
+                                            (json_int_t)cc->stages.first[s], "layers", (json_int_t)cc->stages.count[s],
+                                            "differing", (json_int_t)f->r[s].differing, "pass", f->r[s].pass,
+                                            "cosine_stage_fp32", f->r[s].cosine));
+    return json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", u->m->name,
+                     "chips", (int)n, "plan", "pipeline", "stages", st, "simulated", timing_json(t, u->m, cc->batch),
+                     "differing", (json_int_t)differing, "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
+}
+
+static void print_check(const parsed *p, const chips_under_check *u, const chips_found *f, const chips_timing *t,
+                        double cosine, double max_abs, bool fp8, bool ok, json_t *j) {
+    const chips_compiled *cc = &u->cc;
+    int32_t n = cc->stages.n;
+    if (j) {
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(s);
         free(s);
-        json_decref(j);
         return;
     }
     const char *plan = plan_words(n, cc->replicas, cc->micro_batches);
@@ -417,13 +423,27 @@ int cli_check_on_chips(const cmd *c, const parsed *p, diag *d) {
     return m.chips > 1;
 }
 
+static int cli_check_pipeline(const cmd *c, const parsed *p, const graph *g, bool *pass, FILE *html, diag *d);
+
 int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d) {
-    bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
-    static const char *const one_chip[] = {"--trace", "--html", "--locate", "--expect"};
+    static const char *const one_chip[] = {"--trace", "--locate", "--expect"};
     for (size_t k = 0; k < sizeof one_chip / sizeof one_chip[0]; k++)
         if (cli_flag(c, p, one_chip[k]))
             return diag_fail(d, "tessel check: error: option '%s': not yet on several chips (docs/chips.md)", one_chip[k]);
-    if (graph_is_training(g)) return cli_check_train(c, p, g, pass, d);
+    outset os = {0};
+    const char *html = cli_opt(c, p, "--html");
+    FILE *fh = html ? outset_open(&os, html, d) : NULL; /* an unwritable page fails before the work */
+    if (html && !fh) return outset_abort(&os), -1;
+    int rc = graph_is_training(g) ? cli_check_train(c, p, g, pass, fh, d) : cli_check_pipeline(c, p, g, pass, fh, d);
+    if (fh && outset_close(&os, fh, html, d)) rc = -1;
+    if (rc == 0 && html) rc = outset_commit(&os, d);
+    else if (html) outset_abort(&os);
+    return rc;
+}
+
+/* The check of a pipeline; html: the page's file, or NULL. */
+static int cli_check_pipeline(const cmd *c, const parsed *p, const graph *g, bool *pass, FILE *html, diag *d) {
+    bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
     machine m;
     chips_under_check u = {.m = &m, .given = cli_opt(c, p, "--package")};
     if (u.given && cli_opt(c, p, "--machine"))
@@ -467,7 +487,11 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
         ok &= cosine >= (fp8 ? 0.99 : 0.999);
         free(ov);
         progress_done();
-        print_check(p, &u, &f, &t, cosine, max_abs, differing, fp8, ok, json);
+        json_t *j = json || html ? check_json(p, &u, &f, &t, cosine, max_abs, differing, ok) : NULL;
+        if (html && report_chips_html_write(html, p->pos[0], u.m, plan_words(n, u.cc.replicas, u.cc.micro_batches), j))
+            rc = diag_fail(d, "%s: error: write failed", cli_opt(c, p, "--html"));
+        print_check(p, &u, &f, &t, cosine, max_abs, fp8, ok, json ? j : NULL);
+        json_decref(j);
     }
     *pass = ok;
     for (int32_t j = 0; j < nout; j++) free(pure[j]), free(f.whole ? f.whole[j] : NULL);

@@ -133,7 +133,7 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
 int cli_compile_train(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d);
 int cli_run_train(const cmd *c, const parsed *p, const char *path, int32_t programs, diag *d);
-int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d);
+int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, FILE *html, diag *d);
 
 /* The commands. */
 int cmd_graph(const cmd *c, int argc, char **argv);

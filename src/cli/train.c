@@ -290,7 +290,7 @@ static int run_check(void *ctx, int32_t p, int32_t who, float *const *in, float 
     return 0;
 }
 
-int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d) {
+int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, FILE *html, diag *d) {
     bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
     const char *given = cli_opt(c, p, "--package");
     machine m;
@@ -361,20 +361,35 @@ int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, d
         }
         ok &= cosine >= (fp8 ? 0.99 : 0.999);
         progress_done();
-        if (json) {
+        json_t *j = NULL;
+        if (json || html) {
             json_t *progs = json_array();
-            for (int32_t k = 0; k <= n; k++)
-                json_array_append_new(progs, json_pack("{s:i, s:s, s:I, s:b, s:f}", "program", (int)k, "role",
-                                                       k ? "owner" : "replica", "differing", (json_int_t)x.r[k].differing,
-                                                       "pass", x.r[k].pass, "cosine_program_fp32", x.r[k].cosine));
-            json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine",
-                                  mm->name, "chips", (int)n, "plan", "data-parallel training", "programs", progs,
-                                  "simulated", timing_json(&t, mm, tc.split.batch), "differing", (json_int_t)differing,
-                                  "cosine", cosine, "max_abs_err", max_abs, "pass", ok);
+            for (int32_t k = 0; k <= n; k++) {
+                char what[1024] = "every replica on its samples";
+                if (k) owner_words(&tc.split, k - 1, what, sizeof what);
+                json_array_append_new(progs, json_pack("{s:i, s:s, s:s, s:I, s:b, s:f, s:i, s:i}", "program", (int)k, "role",
+                                                       k ? "owner" : "replica", "what", what, "differing",
+                                                       (json_int_t)x.r[k].differing, "pass", x.r[k].pass,
+                                                       "cosine_program_fp32", x.r[k].cosine, "fused",
+                                                       k ? (int)x.fused[k - 1] : 0, "fused_gradients_stored",
+                                                       k ? (int)x.stored[k - 1] : 0));
+            }
+            j = json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", mm->name,
+                          "chips", (int)n, "plan", "data-parallel training", "programs", progs, "simulated",
+                          timing_json(&t, mm, tc.split.batch), "differing", (json_int_t)differing, "cosine", cosine,
+                          "max_abs_err", max_abs, "pass", ok);
+        }
+        if (html) {
+            char words[160];
+            snprintf(words, sizeof words, "a training step over %d data-parallel replicas, %lld micro-batch%s each", (int)n,
+                     (long long)tc.split.micro, tc.split.micro > 1 ? "es" : "");
+            if (report_chips_html_write(html, p->pos[0], mm, words, j))
+                rc = diag_fail(d, "%s: error: write failed", cli_opt(c, p, "--html"));
+        }
+        if (json) {
             char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
             puts(text);
             free(text);
-            json_decref(j);
         } else {
             if (given) printf("checked %s against %s on %s: a training step over %d data-parallel replicas\n", given,
                               p->pos[0], mm->name, (int)n);
@@ -400,6 +415,7 @@ int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, d
                    fp8 ? 0.99 : 0.999);
             printf("%s\n", ok ? "PASS" : "FAIL");
         }
+        json_decref(j);
     }
     *pass = ok;
     for (int32_t j = 0; j < nin; j++) free(inputs[j]);

@@ -17,7 +17,7 @@
 #include "../sim/sim_kernels.h"
 #include "report.h"
 
-extern const char report_html_css[], report_html_js[];
+extern const char report_html_css[], report_html_js[], report_chips_js[];
 
 static json_t *u64_array(const uint64_t *v, uint32_t n) {
     json_t *a = json_array();
@@ -193,9 +193,8 @@ static json_t *document(const report_html_input *in, diag *d) {
     return j;
 }
 
-int report_html_write(FILE *f, const report_html_input *in, diag *d) {
-    json_t *doc = document(in, d);
-    if (!doc) return -1;
+/* The page: title, style sheet, the data document (doc, taken), script. */
+static int write_page(FILE *f, const char *title, json_t *doc, const char *script) {
     /* Escaping '/' keeps "</script>" out of the embedded document. */
     char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS | JSON_ESCAPE_SLASH);
     json_decref(doc);
@@ -204,14 +203,27 @@ int report_html_write(FILE *f, const report_html_input *in, diag *d) {
           "script-src 'unsafe-inline'; img-src data:\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tessel: ",
           f);
-    for (const char *c = in->title; *c; c++) { /* the title as text */
+    for (const char *c = title; *c; c++) { /* the title as text */
         if (*c == '<') fputs("&lt;", f);
         else if (*c == '&') fputs("&amp;", f);
         else fputc(*c, f);
     }
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<script id=\"data\" type=\"application/json\">%s</script>\n"
                "<script>\n%s</script>\n</body>\n</html>\n",
-            report_html_css, text, report_html_js);
+            report_html_css, text, script);
     free(text);
     return ferror(f) ? -1 : 0;
+}
+
+int report_html_write(FILE *f, const report_html_input *in, diag *d) {
+    json_t *doc = document(in, d);
+    if (!doc) return -1;
+    return write_page(f, in->title, doc, report_html_js);
+}
+
+int report_chips_html_write(FILE *f, const char *title, const machine *m, const char *plan_words, struct json_t *check) {
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:i, s:f}, s:O}", "format", "tessel-chips-html", "version",
+                            TESSEL_VERSION, "title", title, "plan_words", plan_words, "machine", "name", m->name, "chips",
+                            (int)m->chips, "clock_hz", m->clock_hz, "check", check);
+    return write_page(f, title, doc, report_chips_js);
 }

@@ -98,6 +98,10 @@ typedef struct report_html_input {
     struct json_t *check;
 } report_html_input;
 int report_html_write(FILE *f, const report_html_input *in, diag *d);
+/* The page of a check on several chips (html/chips.js): check is what
+ * `tessel check --json` prints there (a pipeline's stages or a training
+ * step's programs, and the simulated timing); plan_words says the plan. */
+int report_chips_html_write(FILE *f, const char *title, const machine *m, const char *plan_words, struct json_t *check);
 
 /* ---- trace.c ---------------------------------------------------------------- */
 

@@ -201,4 +201,5 @@ def main():
     print("screenshot: %dx%d, not blank" % (w, h))
 
 
-main()
+if __name__ == "__main__":
+    main()
