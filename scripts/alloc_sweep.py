@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 MODEL = "zoo:mlp:tokens=16,width=64,hidden=128"
 CHIPS = "zoo:vit:layers=2,width=16,heads=2,mlp=16,image=8,patch=4,batch=2"  # two chips, two micro-batches
+TRAIN = "zoo:train-mlp:tokens=8,width=8,hidden=8,optimizer=adamw"  # two replicas, two micro-batches each
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -61,6 +62,11 @@ def job_table(w):
                   f"{o}/chips.json", "--quiet", "--search-steps", "0", "--beam", "0"],
         # and its run: the package read, every chip's stage simulated, the handovers, the outputs
         "chips_run": ["run", f"{i}/chips.tpk", "--output-dir", f"{o}/chips"],
+        # a training step over replicas: the split, replica and owners compiled, the fused sums, the package
+        "train": ["compile", TRAIN, "--machine", "tinyx2", "--micro-batches", "2", "-o", f"{o}/train.tpk", "--save-recipe",
+                  f"{o}/train.json", "--quiet", "--search-steps", "0", "--beam", "0"],
+        # and its run: replicas, the rows to their owners, the owners, the outputs put together
+        "train_run": ["run", f"{i}/train.tpk", "--output-dir", f"{o}/train"],
     }
 
 
@@ -89,6 +95,8 @@ def setup(tessel, w):
         make(["machine", "tiny", "--json"], f)
     make(["compile", f"{i}/mlp.tsl", "--machine", f"{i}/tiny.json", "-o", f"{i}/mlp.tpk", "--quiet"])
     make(["compile", CHIPS, "--machine", "tinyx2", "--micro-batches", "2", "-o", f"{i}/chips.tpk", "--quiet", "--search-steps", "0",
+          "--beam", "0"])
+    make(["compile", TRAIN, "--machine", "tinyx2", "--micro-batches", "2", "-o", f"{i}/train.tpk", "--quiet", "--search-steps", "0",
           "--beam", "0"])
     write_npy_f16(f"{i}/x.npy", (16, 64), [((k * 37) % 101 - 50) / 25.0 for k in range(16 * 64)])
 
@@ -161,7 +169,7 @@ def one(tessel, name, argv, w, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check,api,chips,chips_run")
+    ap.add_argument("--jobs", default="tsl,onnx,npy,machine,inspect,compile,run,check,api,chips,chips_run,train,train_run")
     ap.add_argument("--stride", type=int, default=1)
     ap.add_argument("--first", type=int, default=300)
     ap.add_argument("-j", type=int, default=2, dest="par")
