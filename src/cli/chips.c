@@ -60,17 +60,23 @@ static json_t *timing_json(const chips_timing *t, const machine *m, int64_t batc
                      "steady_state_idle", t->imbalance);
 }
 
+int cli_compile_outputs(outset *os, const char *out, const char *save, const char *report, FILE **f, FILE **fr, FILE **fp,
+                        diag *d) {
+    *os = (outset){0};
+    *fr = *fp = NULL;
+    *f = outset_open(os, out, d);
+    if (*f && save && !(*fr = outset_open(os, save, d))) *f = NULL;
+    if (*f && report && !(*fp = outset_open(os, report, d))) *f = NULL;
+    if (!*f) outset_abort(os);
+    return *f ? 0 : -1;
+}
+
 int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d) {
     if (graph_is_training(g)) return cli_compile_train(model, g, m, co, out, save, report, d);
-    outset os = {0};
-    FILE *f = outset_open(&os, out, d), *fr = NULL, *fp = NULL;
-    if (f && save && !(fr = outset_open(&os, save, d))) f = NULL;
-    if (f && report && !(fp = outset_open(&os, report, d))) f = NULL;
-    if (!f) {
-        outset_abort(&os);
-        return -1;
-    }
+    outset os;
+    FILE *f, *fr, *fp;
+    if (cli_compile_outputs(&os, out, save, report, &f, &fr, &fp, d)) return -1;
     chips_compiled cc;
     int rc = driver_compile_chips(g, m, co, &cc, d);
     if (rc == 0) rc = pkg_chips_write(m, cc.manifest, cc.pkg, cc.stages.n, cc.replicas, PKG_CHIPS_PIPELINE, f, out, d);

@@ -128,6 +128,11 @@ void cli_mpi_end(void);
  * with chips > 1): 1, 0, or -1 with d. */
 int cli_check_on_chips(const cmd *c, const parsed *p, diag *d);
 int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, diag *d);
+/* The package, recipe and report files of a compile for several chips
+ * (save, report may be NULL), opened as temporaries before the work: an
+ * unwritable one fails first, and nothing is left on failure. */
+int cli_compile_outputs(outset *os, const char *out, const char *save, const char *report, FILE **f, FILE **fr, FILE **fp,
+                        diag *d);
 /* train.c: a training step over data-parallel replicas, one per chip; the
  * chips.c commands hand a training model or package to these. */
 int cli_compile_train(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,

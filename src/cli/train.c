@@ -82,14 +82,9 @@ static void owner_fusion(const graph *g, const compile_info *ci, char *buf, size
 
 int cli_compile_train(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d) {
-    outset os = {0};
-    FILE *f = outset_open(&os, out, d), *fr = NULL, *fp = NULL;
-    if (f && save && !(fr = outset_open(&os, save, d))) f = NULL;
-    if (f && report && !(fp = outset_open(&os, report, d))) f = NULL;
-    if (!f) {
-        outset_abort(&os);
-        return -1;
-    }
+    outset os;
+    FILE *f, *fr, *fp;
+    if (cli_compile_outputs(&os, out, save, report, &f, &fr, &fp, d)) return -1;
     train_compiled tc;
     int rc = driver_compile_train(g, m, co, &tc, d);
     int32_t n = (int32_t)m->chips;

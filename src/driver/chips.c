@@ -414,12 +414,7 @@ static uint8_t *handover_bytes(const handover *h, size_t *len) {
         wire_put(b, h->why, strlen(h->why));
     } else {
         wire_put32(b, (uint32_t)h->n);
-        for (int32_t k = 0; k < h->n; k++) {
-            wire_put32(b, (uint32_t)strlen(h->name[k]));
-            wire_put(b, h->name[k], strlen(h->name[k]));
-            wire_put64(b, (uint64_t)h->numel[k]);
-            wire_put_floats(b, h->data[k], h->numel[k]);
-        }
+        for (int32_t k = 0; k < h->n; k++) wire_put_tensor(b, h->name[k], h->data[k], h->numel[k]);
     }
     TS_ASSERT(fclose(b) == 0);
     return (uint8_t *)buf;

@@ -252,12 +252,7 @@ static uint8_t *msg_bytes(const train_msg *m, size_t *len) {
         wire_put32(b, (uint32_t)m->ncycles);
         for (int32_t k = 0; k < m->ncycles; k++) wire_put32(b, m->program[k]), wire_put64(b, m->cycles[k]);
         wire_put32(b, (uint32_t)m->n);
-        for (int32_t k = 0; k < m->n; k++) {
-            wire_put32(b, (uint32_t)strlen(m->name[k]));
-            wire_put(b, m->name[k], strlen(m->name[k]));
-            wire_put64(b, (uint64_t)m->numel[k]);
-            wire_put_floats(b, m->data[k], m->numel[k]);
-        }
+        for (int32_t k = 0; k < m->n; k++) wire_put_tensor(b, m->name[k], m->data[k], m->numel[k]);
     }
     TS_ASSERT(fclose(b) == 0);
     return (uint8_t *)buf;

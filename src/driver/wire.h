@@ -28,6 +28,14 @@ static inline void wire_put_floats(FILE *b, const float *x, int64_t n) {
     }
 }
 
+/* A named tensor: the name's length and bytes, the count, the floats. */
+static inline void wire_put_tensor(FILE *b, const char *name, const float *x, int64_t n) {
+    wire_put32(b, (uint32_t)strlen(name));
+    wire_put(b, name, strlen(name));
+    wire_put64(b, (uint64_t)n);
+    wire_put_floats(b, x, n);
+}
+
 typedef struct wire_reader {
     const uint8_t *p, *end;
     bool bad;
