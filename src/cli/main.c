@@ -82,7 +82,7 @@ static const opt_spec check_opts[] = {
     {"--locate", NULL, "find the first op whose result differs from the plan-exact reference (automatic on a difference)",
      false},
     {"--trace", "FILE.json", "write a Chrome trace of the simulated run", false},
-    {"--html", "FILE.html", "write the HTML report of the check (tessel report's page, with the compile and the check)", false},
+    {"--html", "FILE.html", "write the HTML report of the check (one chip: tessel report's page with the compile and the check; several: the chips' timeline and stages or programs)", false},
     {"--max-host-memory", "BYTES", "refuse to simulate a machine needing more host memory (default: 90% of this host's)", false},
     {"--json", NULL, "print one JSON object: cycles, cosine, max_abs_err, pass, tiles_used, peak_tile_bytes, ...", false},
     {"--quiet", NULL, "no progress lines (--json implies it)", false},
