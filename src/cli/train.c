@@ -285,6 +285,59 @@ static int run_check(void *ctx, int32_t p, int32_t who, float *const *in, float 
     return 0;
 }
 
+/* What a check of the whole step found. */
+typedef struct train_verdict {
+    bool ok, fp8;
+    double cosine, max_abs;  /* the outputs against the whole step in FP32 */
+    int64_t differing;       /* from the programs' plan-exact references */
+} train_verdict;
+
+/* The check as --json prints it (and the HTML report draws). */
+static json_t *train_check_json(const parsed *p, const machine *m, const graph_replicas *split, const check_ctx *x,
+                                const train_timing *t, const train_verdict *v) {
+    json_t *progs = json_array();
+    for (int32_t k = 0; k <= split->n; k++) {
+        char what[1024] = "every replica on its samples";
+        if (k) owner_words(split, k - 1, what, sizeof what);
+        json_array_append_new(progs, json_pack("{s:i, s:s, s:s, s:I, s:b, s:f, s:i, s:i}", "program", (int)k, "role",
+                                               k ? "owner" : "replica", "what", what, "differing",
+                                               (json_int_t)x->r[k].differing, "pass", x->r[k].pass, "cosine_program_fp32",
+                                               x->r[k].cosine, "fused", k ? (int)x->fused[k - 1] : 0,
+                                               "fused_gradients_stored", k ? (int)x->stored[k - 1] : 0));
+    }
+    return json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", m->name, "chips",
+                     (int)split->n, "plan", "data-parallel training", "programs", progs, "simulated",
+                     timing_json(t, m, split->batch), "differing", (json_int_t)v->differing, "cosine", v->cosine,
+                     "max_abs_err", v->max_abs, "pass", v->ok);
+}
+
+static void print_train_check(const parsed *p, const char *given, const machine *m, const graph_replicas *split,
+                              const check_ctx *x, const train_timing *t, const train_verdict *v) {
+    int32_t n = split->n;
+    if (given) printf("checked %s against %s on %s: a training step over %d data-parallel replicas\n", given, p->pos[0],
+                      m->name, (int)n);
+    else printf("checked %s on %s: a training step over %d data-parallel replicas, one per chip\n", p->pos[0], m->name,
+                (int)n);
+    for (int32_t k = 0; k <= n; k++) {
+        char what[1024] = "every replica on its samples";
+        if (k) owner_words(split, k - 1, what, sizeof what);
+        if (k && x->fused[k - 1]) {
+            size_t at = strlen(what);
+            snprintf(what + at, sizeof what - at, "; %d update%s fused: %s", (int)x->fused[k - 1],
+                     x->fused[k - 1] > 1 ? "s" : "", x->stored[k - 1] ? "FAIL, a fused gradient is stored"
+                                                                       : "no gradient stored (proof from the package)");
+        }
+        char who[32] = "replica";
+        if (k) snprintf(who, sizeof who, "owner %d", (int)k - 1);
+        printf("  %s: %s; %s (%lld differing from the plan-exact reference), cosine %.6f against it in FP32\n", who, what,
+               x->r[k].differing ? "NOT bit-exact" : "bit-exact", (long long)x->r[k].differing, x->r[k].cosine);
+    }
+    print_timing(stdout, "simulated", m, t, split->batch);
+    printf("  outputs against the whole step in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", v->cosine, v->max_abs,
+           v->fp8 ? 0.99 : 0.999);
+    printf("%s\n", v->ok ? "PASS" : "FAIL");
+}
+
 int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, FILE *html, diag *d) {
     bool json = cli_flag(c, p, "--json"), quiet = json || cli_flag(c, p, "--quiet");
     const char *given = cli_opt(c, p, "--package");
@@ -356,24 +409,8 @@ int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, F
         }
         ok &= cosine >= (fp8 ? 0.99 : 0.999);
         progress_done();
-        json_t *j = NULL;
-        if (json || html) {
-            json_t *progs = json_array();
-            for (int32_t k = 0; k <= n; k++) {
-                char what[1024] = "every replica on its samples";
-                if (k) owner_words(&tc.split, k - 1, what, sizeof what);
-                json_array_append_new(progs, json_pack("{s:i, s:s, s:s, s:I, s:b, s:f, s:i, s:i}", "program", (int)k, "role",
-                                                       k ? "owner" : "replica", "what", what, "differing",
-                                                       (json_int_t)x.r[k].differing, "pass", x.r[k].pass,
-                                                       "cosine_program_fp32", x.r[k].cosine, "fused",
-                                                       k ? (int)x.fused[k - 1] : 0, "fused_gradients_stored",
-                                                       k ? (int)x.stored[k - 1] : 0));
-            }
-            j = json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:f, s:f, s:b}", "model", p->pos[0], "machine", mm->name,
-                          "chips", (int)n, "plan", "data-parallel training", "programs", progs, "simulated",
-                          timing_json(&t, mm, tc.split.batch), "differing", (json_int_t)differing, "cosine", cosine,
-                          "max_abs_err", max_abs, "pass", ok);
-        }
+        train_verdict v = {ok, fp8, cosine, max_abs, differing};
+        json_t *j = json || html ? train_check_json(p, mm, &tc.split, &x, &t, &v) : NULL;
         if (html) {
             char words[160];
             snprintf(words, sizeof words, "a training step over %d data-parallel replicas, %lld micro-batch%s each", (int)n,
@@ -386,29 +423,7 @@ int cli_check_train(const cmd *c, const parsed *p, const graph *g, bool *pass, F
             puts(text);
             free(text);
         } else {
-            if (given) printf("checked %s against %s on %s: a training step over %d data-parallel replicas\n", given,
-                              p->pos[0], mm->name, (int)n);
-            else printf("checked %s on %s: a training step over %d data-parallel replicas, one per chip\n", p->pos[0],
-                        mm->name, (int)n);
-            for (int32_t k = 0; k <= n; k++) {
-                char what[1024] = "every replica on its samples";
-                if (k) owner_words(&tc.split, k - 1, what, sizeof what);
-                if (k && x.fused[k - 1]) {
-                    size_t at = strlen(what);
-                    snprintf(what + at, sizeof what - at, "; %d update%s fused: %s", (int)x.fused[k - 1],
-                             x.fused[k - 1] > 1 ? "s" : "", x.stored[k - 1] ? "FAIL, a fused gradient is stored"
-                                                                             : "no gradient stored (proof from the package)");
-                }
-                char who[32] = "replica";
-                if (k) snprintf(who, sizeof who, "owner %d", (int)k - 1);
-                printf("  %s: %s; %s (%lld differing from the plan-exact reference), cosine %.6f against it in FP32\n",
-                       who, what, x.r[k].differing ? "NOT bit-exact" : "bit-exact",
-                       (long long)x.r[k].differing, x.r[k].cosine);
-            }
-            print_timing(stdout, "simulated", mm, &t, tc.split.batch);
-            printf("  outputs against the whole step in FP32: cosine %.6f, max |err| %.4g (needs %.3f)\n", cosine, max_abs,
-                   fp8 ? 0.99 : 0.999);
-            printf("%s\n", ok ? "PASS" : "FAIL");
+            print_train_check(p, given, mm, &tc.split, &x, &t, &v);
         }
         json_decref(j);
     }

@@ -85,24 +85,6 @@ int driver_train_output_spec(const train_shape *s, const char *name, host_spec *
     return found ? 0 : -1;
 }
 
-/* Owner o's input k: every replica's rows of the output its feed names, stacked. */
-static int stack_feed(const train_shape *s, int32_t o, int32_t k, float *const *const *rep_out, float **to, diag *d) {
-    const host_spec *in = &s->in[1 + o][k];
-    const graph_feed *f = NULL;
-    for (int32_t j = 0; j < s->nfeed[o]; j++)
-        if (strcmp(s->feed[o][j].input, in->name) == 0) f = &s->feed[o][j];
-    int32_t from = f ? host_find(s->out[0], s->nout[0], f->from) : -1;
-    if (from < 0) return diag_fail(d, "error: owner %d's input '%s' is fed by no replica output", (int)o, in->name);
-    const host_spec *src = &s->out[0][from];
-    int64_t row = row_numel(src), n = f->rows < 0 ? host_numel(src) : f->rows * row;
-    if (f->first < 0 || f->first * row + n > host_numel(src) || n * s->n != host_numel(in))
-        return diag_fail(d, "error: owner %d's input '%s' does not fit rows %lld.. of '%s'", (int)o, in->name,
-                         (long long)f->first, f->from);
-    *to = xmalloc(sizeof(float) * (size_t)(n * s->n + 1));
-    for (int32_t r = 0; r < s->n; r++) memcpy(*to + r * n, rep_out[r][from] + f->first * row, sizeof(float) * (size_t)n);
-    return 0;
-}
-
 bool driver_train_carried(const char *name) {
     size_t len = strlen(name), sfx = strlen(".acc_in");
     return len > sfx && strcmp(name + len - sfx, ".acc_in") == 0;
@@ -119,86 +101,6 @@ static int32_t carried_from(const train_shape *s, int32_t k) {
         if (strlen(o) == len - 3 && strncmp(o, name, len - sfx) == 0 && strcmp(o + len - sfx, ".acc") == 0) return j;
     }
     return -1;
-}
-
-int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
-                      const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
-                      uint64_t *cycles, diag *d) {
-    int32_t n = s->n;
-    int64_t micro = s->micro > 1 ? s->micro : 1;
-    float ***rep = xcalloc((size_t)n, sizeof(float **));
-    int rc = 0;
-    for (int32_t j = 0; j < nmout; j++) outputs[j] = xcalloc((size_t)host_numel(&mout[j]) + 1, sizeof(float));
-    /* The replicas, each on its rows of every input, micro-batch after
-     * micro-batch (each adding its sums to the earlier ones', from zeros);
-     * outputs one row per sample go to their place in the batch at once. */
-    for (int32_t r = 0; r < n && rc == 0; r++) {
-        float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *)), **zeros = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
-        for (int64_t mb = 0; mb < micro && rc == 0; mb++) {
-            int64_t piece = r * micro + mb;
-            for (int32_t k = 0; k < s->nin[0] && rc == 0; k++) {
-                int32_t c = carried_from(s, k), j = c < 0 ? host_find(min, nmin, s->in[0][k].name) : -1;
-                if (c >= 0 && mb == 0) in[k] = zeros[k] = xcalloc((size_t)host_numel(&s->in[0][k]) + 1, sizeof(float));
-                else if (c >= 0) in[k] = rep[r][c];
-                else if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n * micro)
-                    rc = diag_fail(d, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
-                else in[k] = inputs[j] + piece * host_numel(&s->in[0][k]);
-            }
-            float **got = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
-            if (rc == 0) rc = run(ctx, 0, r, in, got, &cycles[0], d);
-            for (int32_t j = 0; rc == 0 && j < nmout; j++) {
-                int32_t k = owners_make(s, mout[j].name) ? -1 : host_find(s->out[0], s->nout[0], mout[j].name);
-                int64_t each = k >= 0 ? host_numel(&s->out[0][k]) : 0;
-                if (k >= 0 && each * n * micro == host_numel(&mout[j]))
-                    memcpy(outputs[j] + piece * each, got[k], sizeof(float) * (size_t)each);
-                else if (k >= 0) rc = diag_fail(d, "error: the replicas make %lld of output '%s''s %lld values",
-                                                (long long)(each * n * micro), mout[j].name, (long long)host_numel(&mout[j]));
-            }
-            for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
-            free(rep[r]);
-            rep[r] = got; /* the sums so far */
-        }
-        for (int32_t k = 0; k < s->nin[0]; k++) free(zeros[k]);
-        free(in), free(zeros);
-    }
-    /* The owners, on their rows of every replica's gradients. */
-    float ***own = xcalloc((size_t)n, sizeof(float **));
-    for (int32_t o = 0; o < n && rc == 0; o++) {
-        float **in = xcalloc((size_t)s->nin[1 + o] + 1, sizeof(float *));
-        for (int32_t k = 0; k < s->nin[1 + o] && rc == 0; k++) rc = stack_feed(s, o, k, (float *const *const *)rep, &in[k], d);
-        own[o] = xcalloc((size_t)s->nout[1 + o] + 1, sizeof(float *));
-        if (rc == 0) rc = run(ctx, 1 + o, o, in, own[o], &cycles[1 + o], d);
-        for (int32_t k = 0; k < s->nin[1 + o]; k++) free(in[k]);
-        free(in);
-    }
-    /* The owners' outputs: their rows in owner order. */
-    for (int32_t j = 0; j < nmout && rc == 0; j++) {
-        if (!owners_make(s, mout[j].name)) continue;
-        int64_t total = host_numel(&mout[j]), at = 0;
-        for (int32_t o = 0; o < n; o++) {
-            int32_t i = host_find(s->out[1 + o], s->nout[1 + o], mout[j].name);
-            if (i < 0 || at + host_numel(&s->out[1 + o][i]) > total) continue;
-            memcpy(outputs[j] + at, own[o][i], sizeof(float) * (size_t)host_numel(&s->out[1 + o][i]));
-            at += host_numel(&s->out[1 + o][i]);
-        }
-        if (at != total) rc = diag_fail(d, "error: the programs make %lld of output '%s''s %lld values", (long long)at,
-                                        mout[j].name, (long long)total);
-    }
-    for (int32_t j = 0; rc == 0 && j < nmout; j++)
-        if (!owners_make(s, mout[j].name) && host_find(s->out[0], s->nout[0], mout[j].name) < 0)
-            rc = diag_fail(d, "error: no program makes output '%s'", mout[j].name);
-    for (int32_t r = 0; r < n; r++) {
-        for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
-        free(rep[r]);
-    }
-    for (int32_t o = 0; o < n; o++) {
-        for (int32_t k = 0; own[o] && k < s->nout[1 + o]; k++) free(own[o][k]);
-        free(own[o]);
-    }
-    free(rep), free(own);
-    if (rc)
-        for (int32_t j = 0; j < nmout; j++) free(outputs[j]), outputs[j] = NULL;
-    return rc;
 }
 
 /* ---- over MPI ranks --------------------------------------------------------- */
@@ -333,170 +235,228 @@ static int32_t rank_of_chip(int32_t chips, int32_t c, const chips_transport *tp)
     return r;
 }
 
-int driver_train_step_ranks(const train_shape *s, const chips_transport *tp, const diag *failed, const host_spec *min,
-                            int32_t nmin, float *const *inputs, const host_spec *mout, int32_t nmout, float **outputs,
-                            train_runner run, void *ctx, uint64_t *cycles, diag *d) {
-    int32_t n = s->n, me = tp->rank, last = tp->ranks - 1;
-    int32_t first = driver_chips_first(n, me, tp->ranks), end = driver_chips_first(n, me + 1, tp->ranks);
-    int64_t micro = s->micro > 1 ? s->micro : 1;
-    bool ok = !failed;
-    diag fail = failed ? *failed : (diag){0};
-    float ***rep = xcalloc((size_t)n, sizeof(float **));
-    train_msg *got = xcalloc((size_t)tp->ranks, sizeof(train_msg));
-    train_msg mine = {.ok = true};
-    int rc = 0;
-    /* This rank's replicas, every micro-batch; outputs one row per sample
-     * named "<output>#<piece>" for the last rank. */
-    for (int32_t r = first; r < end && ok; r++) {
+/* A step on this rank: its replicas and owners, what it exchanges. */
+typedef struct ranked {
+    const train_shape *s;
+    const chips_transport *tp;
+    int32_t n, first, end;     /* chips; this rank's [first, end) */
+    int64_t micro;
+    bool ok;
+    diag fail;                 /* why not ok */
+    float ***rep;              /* per replica of this rank: its outputs, the sums so far */
+    train_msg *got;            /* per rank: what it sent this one */
+    train_msg mine;            /* what this rank hands the last */
+    train_runner run;
+    void *ctx;
+    uint64_t *cycles;
+} ranked;
+
+/* This rank's replicas, every micro-batch (each adding its sums to the
+ * earlier ones', from zeros); outputs one row per sample, named
+ * "<output>#<piece>", go into mine for the last rank. */
+static void ranked_replicas(ranked *x, const host_spec *min, int32_t nmin, float *const *inputs) {
+    const train_shape *s = x->s;
+    for (int32_t r = x->first; r < x->end && x->ok; r++) {
         float **in = xcalloc((size_t)s->nin[0] + 1, sizeof(float *)), **zeros = xcalloc((size_t)s->nin[0] + 1, sizeof(float *));
-        for (int64_t mb = 0; mb < micro && ok; mb++) {
-            int64_t piece = r * micro + mb;
-            for (int32_t k = 0; k < s->nin[0] && ok; k++) {
+        for (int64_t mb = 0; mb < x->micro && x->ok; mb++) {
+            int64_t piece = r * x->micro + mb;
+            for (int32_t k = 0; k < s->nin[0] && x->ok; k++) {
                 int32_t c = carried_from(s, k), j = c < 0 ? host_find(min, nmin, s->in[0][k].name) : -1;
                 if (c >= 0 && mb == 0) in[k] = zeros[k] = xcalloc((size_t)host_numel(&s->in[0][k]) + 1, sizeof(float));
-                else if (c >= 0) in[k] = rep[r][c];
-                else if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * n * micro)
-                    ok = !diag_fail(&fail, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
+                else if (c >= 0) in[k] = x->rep[r][c];
+                else if (j < 0 || host_numel(&min[j]) != host_numel(&s->in[0][k]) * x->n * x->micro)
+                    x->ok = !diag_fail(&x->fail, "error: the replica's input '%s' is not a share of a model input", s->in[0][k].name);
                 else in[k] = inputs[j] + piece * host_numel(&s->in[0][k]);
             }
             float **outs = xcalloc((size_t)s->nout[0] + 1, sizeof(float *));
-            if (ok) ok = run(ctx, 0, r, in, outs, &cycles[0], &fail) == 0;
-            for (int32_t k = 0; ok && k < s->nout[0]; k++) {
+            if (x->ok) x->ok = x->run(x->ctx, 0, r, in, outs, &x->cycles[0], &x->fail) == 0;
+            for (int32_t k = 0; x->ok && k < s->nout[0]; k++) {
                 if (feeds_from(s, s->out[0][k].name)) continue; /* a sum for the owners, not one row per sample */
                 char name[512];
                 snprintf(name, sizeof name, "%s#%lld", s->out[0][k].name, (long long)piece);
-                msg_add(&mine, name, outs[k], host_numel(&s->out[0][k]));
+                msg_add(&x->mine, name, outs[k], host_numel(&s->out[0][k]));
             }
-            for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
-            free(rep[r]);
-            rep[r] = outs;
+            for (int32_t k = 0; x->rep[r] && k < s->nout[0]; k++) free(x->rep[r][k]);
+            free(x->rep[r]);
+            x->rep[r] = outs;
         }
         for (int32_t k = 0; k < s->nin[0]; k++) free(zeros[k]);
         free(in), free(zeros);
     }
-    /* The reduce-scatter: with every other rank, in a fixed order of pairs
-     * (the lower rank sends first), this rank's replicas' rows for the
-     * peer's owners, as "<owner>/<input>"; a failure travels instead. */
+}
+
+/* The reduce-scatter: with every other rank, in a fixed order of pairs
+ * (the lower rank sends first, so no two wait on each other), this rank's
+ * replicas' rows for the peer's owners, as "<owner>/<input>"; a failure
+ * travels instead. */
+static int ranked_scatter(ranked *x, diag *d) {
+    const train_shape *s = x->s;
+    const chips_transport *tp = x->tp;
+    int rc = 0;
     for (int peer = 0; peer < tp->ranks && rc == 0; peer++) {
-        if (peer == me) continue;
-        train_msg out = {.ok = ok};
-        if (!ok) snprintf(out.why, sizeof out.why, "%s", fail.set ? fail.text : "error: a rank failed");
-        int32_t pf = driver_chips_first(n, peer, tp->ranks), pe = driver_chips_first(n, peer + 1, tp->ranks);
-        for (int32_t o = pf; o < pe && ok; o++)
+        if (peer == tp->rank) continue;
+        train_msg out = {.ok = x->ok};
+        if (!x->ok) snprintf(out.why, sizeof out.why, "%s", x->fail.set ? x->fail.text : "error: a rank failed");
+        int32_t pf = driver_chips_first(x->n, peer, tp->ranks), pe = driver_chips_first(x->n, peer + 1, tp->ranks);
+        for (int32_t o = pf; o < pe && x->ok; o++)
             for (int32_t k = 0; k < s->nfeed[o]; k++) {
                 const graph_feed *f = &s->feed[o][k];
                 int32_t src = host_find(s->out[0], s->nout[0], f->from);
                 if (src < 0) continue;
                 int64_t each = feed_numel(f, &s->out[0][src]), at = 0;
-                float *rows = xmalloc(sizeof(float) * (size_t)(each * (end - first) + 1));
-                for (int32_t r = first; r < end; r++, at += each)
-                    memcpy(rows + at, rep[r][src] + f->first * row_numel(&s->out[0][src]), sizeof(float) * (size_t)each);
+                float *rows = xmalloc(sizeof(float) * (size_t)(each * (x->end - x->first) + 1));
+                for (int32_t r = x->first; r < x->end; r++, at += each)
+                    memcpy(rows + at, x->rep[r][src] + f->first * row_numel(&s->out[0][src]), sizeof(float) * (size_t)each);
                 char name[512];
                 snprintf(name, sizeof name, "%d/%s", (int)o, f->input);
                 msg_add(&out, name, rows, at);
                 free(rows);
             }
-        if (me < peer) rc = msg_send(tp, peer, &out, d) || msg_recv(tp, peer, &got[peer], d) ? -1 : 0;
-        else rc = msg_recv(tp, peer, &got[peer], d) || msg_send(tp, peer, &out, d) ? -1 : 0;
+        if (tp->rank < peer) rc = msg_send(tp, peer, &out, d) || msg_recv(tp, peer, &x->got[peer], d) ? -1 : 0;
+        else rc = msg_recv(tp, peer, &x->got[peer], d) || msg_send(tp, peer, &out, d) ? -1 : 0;
         msg_free(&out);
-        if (rc == 0 && ok && !got[peer].ok) ok = false, diag_fail(&fail, "%s", got[peer].why);
+        if (rc == 0 && x->ok && !x->got[peer].ok) x->ok = false, diag_fail(&x->fail, "%s", x->got[peer].why);
     }
-    /* This rank's owners, every replica's rows stacked in replica order. */
-    mine.ncycles = 0;
-    for (int32_t o = first; o < end && ok && rc == 0; o++) {
-        float **in = xcalloc((size_t)s->nin[1 + o] + 1, sizeof(float *));
-        for (int32_t k = 0; k < s->nin[1 + o] && ok; k++) {
-            const graph_feed *f = NULL;
-            for (int32_t j = 0; j < s->nfeed[o]; j++)
-                if (strcmp(s->feed[o][j].input, s->in[1 + o][k].name) == 0) f = &s->feed[o][j];
-            int32_t src = f ? host_find(s->out[0], s->nout[0], f->from) : -1;
-            if (src < 0) {
-                ok = !diag_fail(&fail, "error: owner %d's input '%s' is fed by no replica output", (int)o, s->in[1 + o][k].name);
-                break;
-            }
-            int64_t each = feed_numel(f, &s->out[0][src]);
-            in[k] = xmalloc(sizeof(float) * (size_t)(each * n + 1));
-            char name[512];
-            snprintf(name, sizeof name, "%d/%s", (int)o, f->input);
-            for (int32_t r = 0; r < n && ok; r++) {
-                int32_t pr = rank_of_chip(n, r, tp);
-                const float *x = pr == me ? rep[r][src] + f->first * row_numel(&s->out[0][src]) : NULL;
-                if (pr != me) {
-                    int32_t pf = driver_chips_first(n, pr, tp->ranks), pe = driver_chips_first(n, pr + 1, tp->ranks);
-                    const float *all = msg_find(&got[pr], name, each * (pe - pf));
-                    x = all ? all + (r - pf) * each : NULL;
-                }
-                if (!x) ok = !diag_fail(&fail, "error: rank %d sent no rows '%s' for owner %d", (int)pr, f->input, (int)o);
-                else memcpy(in[k] + r * each, x, sizeof(float) * (size_t)each);
-            }
+    return rc;
+}
+
+/* Owner o's input k: every replica's rows, in replica order (this rank's
+ * own, or those another rank sent), or NULL with x->fail. */
+static float *owner_input(ranked *x, int32_t o, int32_t k) {
+    const train_shape *s = x->s;
+    const graph_feed *f = NULL;
+    for (int32_t j = 0; j < s->nfeed[o]; j++)
+        if (strcmp(s->feed[o][j].input, s->in[1 + o][k].name) == 0) f = &s->feed[o][j];
+    int32_t src = f ? host_find(s->out[0], s->nout[0], f->from) : -1;
+    if (src < 0) {
+        x->ok = !diag_fail(&x->fail, "error: owner %d's input '%s' is fed by no replica output", (int)o, s->in[1 + o][k].name);
+        return NULL;
+    }
+    int64_t each = feed_numel(f, &s->out[0][src]);
+    float *in = xmalloc(sizeof(float) * (size_t)(each * x->n + 1));
+    char name[512];
+    snprintf(name, sizeof name, "%d/%s", (int)o, f->input);
+    for (int32_t r = 0; r < x->n && x->ok; r++) {
+        int32_t pr = rank_of_chip(x->n, r, x->tp);
+        const float *at = pr == x->tp->rank ? x->rep[r][src] + f->first * row_numel(&s->out[0][src]) : NULL;
+        if (pr != x->tp->rank) {
+            int32_t pf = driver_chips_first(x->n, pr, x->tp->ranks), pe = driver_chips_first(x->n, pr + 1, x->tp->ranks);
+            const float *all = msg_find(&x->got[pr], name, each * (pe - pf));
+            at = all ? all + (r - pf) * each : NULL;
         }
+        if (!at) x->ok = !diag_fail(&x->fail, "error: rank %d sent no rows '%s' for owner %d", (int)pr, f->input, (int)o);
+        else memcpy(in + r * each, at, sizeof(float) * (size_t)each);
+    }
+    return in;
+}
+
+/* This rank's owners; their outputs, named "<owner>/<output>", and every
+ * program's cycles go into mine. */
+static void ranked_owners(ranked *x) {
+    const train_shape *s = x->s;
+    x->mine.ncycles = 0;
+    for (int32_t o = x->first; o < x->end && x->ok; o++) {
+        float **in = xcalloc((size_t)s->nin[1 + o] + 1, sizeof(float *));
+        for (int32_t k = 0; k < s->nin[1 + o] && x->ok; k++) in[k] = owner_input(x, o, k);
         float **outs = xcalloc((size_t)s->nout[1 + o] + 1, sizeof(float *));
-        if (ok) ok = run(ctx, 1 + o, o, in, outs, &cycles[1 + o], &fail) == 0;
-        for (int32_t k = 0; ok && k < s->nout[1 + o]; k++) {
+        if (x->ok) x->ok = x->run(x->ctx, 1 + o, o, in, outs, &x->cycles[1 + o], &x->fail) == 0;
+        for (int32_t k = 0; x->ok && k < s->nout[1 + o]; k++) {
             char name[512];
             snprintf(name, sizeof name, "%d/%s", (int)o, s->out[1 + o][k].name);
-            msg_add(&mine, name, outs[k], host_numel(&s->out[1 + o][k]));
+            msg_add(&x->mine, name, outs[k], host_numel(&s->out[1 + o][k]));
         }
-        if (ok) mine.program[mine.ncycles] = (uint32_t)(1 + o), mine.cycles[mine.ncycles++] = cycles[1 + o];
+        if (x->ok) x->mine.program[x->mine.ncycles] = (uint32_t)(1 + o), x->mine.cycles[x->mine.ncycles++] = x->cycles[1 + o];
         for (int32_t k = 0; k < s->nout[1 + o]; k++) free(outs[k]);
         for (int32_t k = 0; k < s->nin[1 + o]; k++) free(in[k]);
         free(outs), free(in);
     }
-    if (end > first) mine.program[mine.ncycles] = 0, mine.cycles[mine.ncycles++] = cycles[0];
-    /* Everything to the last rank, which puts the outputs together. */
-    for (int32_t r = 0; r < n; r++) {
-        for (int32_t k = 0; rep[r] && k < s->nout[0]; k++) free(rep[r][k]);
-        free(rep[r]);
+    if (x->end > x->first) x->mine.program[x->mine.ncycles] = 0, x->mine.cycles[x->mine.ncycles++] = x->cycles[0];
+}
+
+/* On the last rank, every rank's message (its own included) in hand: the
+ * cycles merged, the model's outputs put together, the owners' rows in
+ * owner order, the replicas' rows in piece order. */
+static void ranked_outputs(ranked *x, const host_spec *mout, int32_t nmout, float **outputs) {
+    const train_shape *s = x->s;
+    for (int peer = 0; peer < x->tp->ranks; peer++)
+        for (int32_t k = 0; x->got[peer].ok && k < x->got[peer].ncycles; k++)
+            if (x->got[peer].program[k] <= (uint32_t)x->n && x->got[peer].cycles[k] > x->cycles[x->got[peer].program[k]])
+                x->cycles[x->got[peer].program[k]] = x->got[peer].cycles[k];
+    for (int32_t j = 0; x->ok && j < nmout; j++) {
+        int64_t total = host_numel(&mout[j]), at = 0;
+        outputs[j] = xcalloc((size_t)total + 1, sizeof(float));
+        if (owners_make(s, mout[j].name)) {
+            for (int32_t o = 0; o < x->n; o++) {
+                char name[512];
+                snprintf(name, sizeof name, "%d/%s", (int)o, mout[j].name);
+                const train_msg *m = &x->got[rank_of_chip(x->n, o, x->tp)];
+                for (int32_t k = 0; k < m->n; k++)
+                    if (strcmp(m->name[k], name) == 0 && at + m->numel[k] <= total)
+                        memcpy(outputs[j] + at, m->data[k], sizeof(float) * (size_t)m->numel[k]), at += m->numel[k];
+            }
+        } else {
+            int32_t k = host_find(s->out[0], s->nout[0], mout[j].name);
+            int64_t each = k >= 0 ? host_numel(&s->out[0][k]) : 0;
+            for (int64_t piece = 0; k >= 0 && piece < x->n * x->micro; piece++) {
+                char name[512];
+                snprintf(name, sizeof name, "%s#%lld", mout[j].name, (long long)piece);
+                const float *v = msg_find(&x->got[rank_of_chip(x->n, (int32_t)(piece / x->micro), x->tp)], name, each);
+                if (v && at + each <= total) memcpy(outputs[j] + at, v, sizeof(float) * (size_t)each), at += each;
+            }
+        }
+        if (at != total) x->ok = !diag_fail(&x->fail, "error: the programs made %lld of output '%s''s %lld values",
+                                            (long long)at, mout[j].name, (long long)total);
     }
-    free(rep);
-    for (int peer = 0; peer < tp->ranks; peer++) msg_free(&got[peer]);
-    if (rc == 0 && me != last) {
-        mine.ok = ok;
-        if (!ok) snprintf(mine.why, sizeof mine.why, "%s", fail.set ? fail.text : "error: a rank failed");
-        rc = msg_send(tp, last, &mine, d);
-        if (rc == 0 && !ok) *d = (diag){.set = true}, rc = 1; /* said by the last rank */
+}
+
+int driver_train_step_ranks(const train_shape *s, const chips_transport *tp, const diag *failed, const host_spec *min,
+                            int32_t nmin, float *const *inputs, const host_spec *mout, int32_t nmout, float **outputs,
+                            train_runner run, void *ctx, uint64_t *cycles, diag *d) {
+    int32_t n = s->n, last = tp->ranks - 1;
+    ranked x = {.s = s, .tp = tp, .n = n, .first = driver_chips_first(n, tp->rank, tp->ranks),
+                .end = driver_chips_first(n, tp->rank + 1, tp->ranks), .micro = s->micro > 1 ? s->micro : 1,
+                .ok = !failed, .rep = xcalloc((size_t)n, sizeof(float **)),
+                .got = xcalloc((size_t)tp->ranks, sizeof(train_msg)), .run = run, .ctx = ctx, .cycles = cycles};
+    x.mine.ok = true;
+    if (failed) x.fail = *failed;
+    ranked_replicas(&x, min, nmin, inputs);
+    int rc = ranked_scatter(&x, d);
+    if (rc == 0) ranked_owners(&x);
+    for (int32_t r = 0; r < n; r++) {
+        for (int32_t k = 0; x.rep[r] && k < s->nout[0]; k++) free(x.rep[r][k]);
+        free(x.rep[r]);
+    }
+    free(x.rep);
+    for (int peer = 0; peer < tp->ranks; peer++) msg_free(&x.got[peer]);
+    /* Everything to the last rank, which puts the outputs together. */
+    if (rc == 0 && tp->rank != last) {
+        x.mine.ok = x.ok;
+        if (!x.ok) snprintf(x.mine.why, sizeof x.mine.why, "%s", x.fail.set ? x.fail.text : "error: a rank failed");
+        rc = msg_send(tp, last, &x.mine, d);
+        if (rc == 0 && !x.ok) *d = (diag){.set = true}, rc = 1; /* said by the last rank */
     } else if (rc == 0) {
         for (int peer = 0; peer < last && rc == 0; peer++) {
-            rc = msg_recv(tp, peer, &got[peer], d);
-            if (rc == 0 && ok && !got[peer].ok) ok = false, diag_fail(&fail, "%s", got[peer].why);
-            for (int32_t k = 0; rc == 0 && got[peer].ok && k < got[peer].ncycles; k++)
-                if (got[peer].program[k] <= (uint32_t)n && got[peer].cycles[k] > cycles[got[peer].program[k]])
-                    cycles[got[peer].program[k]] = got[peer].cycles[k];
+            rc = msg_recv(tp, peer, &x.got[peer], d);
+            if (rc == 0 && x.ok && !x.got[peer].ok) x.ok = false, diag_fail(&x.fail, "%s", x.got[peer].why);
         }
-        got[last] = mine, mine = (train_msg){0};
-        for (int32_t j = 0; rc == 0 && ok && j < nmout; j++) {
-            int64_t total = host_numel(&mout[j]), at = 0;
-            outputs[j] = xcalloc((size_t)total + 1, sizeof(float));
-            if (owners_make(s, mout[j].name)) {
-                for (int32_t o = 0; o < n && ok; o++) {
-                    char name[512];
-                    snprintf(name, sizeof name, "%d/%s", (int)o, mout[j].name);
-                    const train_msg *m = &got[rank_of_chip(n, o, tp)];
-                    for (int32_t k = 0; k < m->n; k++)
-                        if (strcmp(m->name[k], name) == 0 && at + m->numel[k] <= total)
-                            memcpy(outputs[j] + at, m->data[k], sizeof(float) * (size_t)m->numel[k]), at += m->numel[k];
-                }
-            } else {
-                int32_t k = host_find(s->out[0], s->nout[0], mout[j].name);
-                int64_t each = k >= 0 ? host_numel(&s->out[0][k]) : 0;
-                for (int64_t piece = 0; k >= 0 && piece < n * micro; piece++) {
-                    char name[512];
-                    snprintf(name, sizeof name, "%s#%lld", mout[j].name, (long long)piece);
-                    const float *x = msg_find(&got[rank_of_chip(n, (int32_t)(piece / micro), tp)], name, each);
-                    if (x && at + each <= total) memcpy(outputs[j] + at, x, sizeof(float) * (size_t)each), at += each;
-                }
-            }
-            if (at != total) ok = !diag_fail(&fail, "error: the ranks made %lld of output '%s''s %lld values", (long long)at,
-                                             mout[j].name, (long long)total);
-        }
-        if (rc == 0 && !ok) rc = diag_fail(d, "tessel run: error: no outputs: %s", fail.set ? fail.text : "a rank failed");
-        for (int peer = 0; peer < tp->ranks; peer++) msg_free(&got[peer]);
+        x.got[last] = x.mine, x.mine = (train_msg){0};
+        if (rc == 0) ranked_outputs(&x, mout, nmout, outputs);
+        if (rc == 0 && !x.ok)
+            rc = diag_fail(d, tp->ranks > 1 ? "tessel run: error: no outputs: %s" : "%s", x.fail.set ? x.fail.text : "a rank failed");
+        for (int peer = 0; peer < tp->ranks; peer++) msg_free(&x.got[peer]);
     }
-    msg_free(&mine);
-    free(got);
+    msg_free(&x.mine);
+    free(x.got);
     if (rc)
         for (int32_t j = 0; j < nmout; j++) free(outputs[j]), outputs[j] = NULL;
     return rc ? -1 : 0;
+}
+
+int driver_train_step(const train_shape *s, const host_spec *min, int32_t nmin, float *const *inputs,
+                      const host_spec *mout, int32_t nmout, float **outputs, train_runner run, void *ctx,
+                      uint64_t *cycles, diag *d) {
+    static const chips_transport alone = {.rank = 0, .ranks = 1};
+    return driver_train_step_ranks(s, &alone, NULL, min, nmin, inputs, mout, nmout, outputs, run, ctx, cycles, d);
 }
 
 /* ---- timing --------------------------------------------------------------- */

@@ -204,6 +204,23 @@ static void judge_clip(const graph *g, fuse_candidate *c, const graph_op *opt, i
     }
 }
 
+/* Whether gradient gv, made by op d (producer row p, NULL: none), has no
+ * epilogue to fuse into: then c is refused as `producer`, saying why. */
+static bool refuse_producer(const graph *g, fuse_candidate *c, int32_t gv, int32_t d, const struct producer_row *p) {
+    const char *partials = p && p->kind == OP_REDUCE_SUM ? not_partials(g, d) : NULL;
+    if (p && !partials) return false;
+    c->rule = FUSE_PRODUCER;
+    if (d < 0 || graph_opr(g, d)->kind == OP_INPUT || graph_opr(g, d)->kind == OP_PARAM)
+        WHY(c, "%%%s is not computed by the program: there is no producer to fuse into", vname(g, gv));
+    else if (partials)
+        WHY(c, "%%%s is made by reduce_sum '%s', whose epilogue takes a sum of partials over the first axis: %s", vname(g, gv),
+            graph_op_name(g, d), partials);
+    else
+        WHY(c, "%%%s is made by %s '%s', which has no tiled epilogue (only matmul and a sum of partials have one)",
+            vname(g, gv), kname(g, d), graph_op_name(g, d));
+    return true;
+}
+
 static void judge(ax *a, fuse_candidate *c) {
     const graph *g = a->g;
     const graph_op *opt = graph_opr(g, c->consumer);
@@ -233,19 +250,7 @@ static void judge(ax *a, fuse_candidate *c) {
             return;
         }
     }
-    const char *partials = p && p->kind == OP_REDUCE_SUM ? not_partials(g, d) : NULL;
-    if (!p || partials) {
-        c->rule = FUSE_PRODUCER;
-        if (d < 0 || graph_opr(g, d)->kind == OP_INPUT || graph_opr(g, d)->kind == OP_PARAM)
-            WHY(c, "%%%s is not computed by the program: there is no producer to fuse into", vname(g, gv));
-        else if (partials)
-            WHY(c, "%%%s is made by reduce_sum '%s', whose epilogue takes a sum of partials over the first axis: %s",
-                vname(g, gv), graph_op_name(g, d), partials);
-        else
-            WHY(c, "%%%s is made by %s '%s', which has no tiled epilogue (only matmul and a sum of partials have one)",
-                vname(g, gv), kname(g, d), graph_op_name(g, d));
-        return;
-    }
+    if (refuse_producer(g, c, gv, d, p)) return;
     c->gemm = d;
     c->have = p->have;
     const char *gn = graph_op_name(g, d), *pk = kname(g, d);

@@ -362,6 +362,68 @@ static void train_ranks_agree(void **state) {
                 }
                 if (driver_train_step(&s, ins, 2, x, outs, want.nout, want.out, sim_program, &pc, want.cycles, &d))
                     fail_msg("%s", d.text);
+                /* The step computed here, apart from the driver: each replica's two
+                 * micro-batches (the second adding to the first's sums), each
+                 * owner's inputs stacked in replica order, the owners' rows of
+                 * each output in owner order. */
+                float **rep[4] = {0};
+                for (int32_t r = 0; r < 4; r++)
+                    for (int64_t mb = 0; mb < 2; mb++) {
+                        float *in[16] = {0}, zeros[4096] = {0};
+                        for (int32_t k = 0; k < s.nin[0]; k++) {
+                            const char *name = s.in[0][k].name;
+                            char acc[256];
+                            snprintf(acc, sizeof acc, "%.*s.acc", (int)strlen(name) - 7, name); /* "<v>.acc_in" */
+                            assert_true(host_numel(&s.in[0][k]) <= 4096);
+                            in[k] = k < 2 ? x[k] + (r * 2 + mb) * host_numel(&s.in[0][k])
+                                          : mb ? rep[r][host_find(s.out[0], s.nout[0], acc)] : zeros;
+                        }
+                        float **got = calloc(16, sizeof(float *));
+                        uint64_t cy = 0;
+                        assert_int_equal(sim_program(&pc, 0, r, in, got, &cy, &d), 0);
+                        for (int32_t k = 0; rep[r] && k < s.nout[0]; k++) free(rep[r][k]);
+                        free(rep[r]);
+                        rep[r] = got;
+                    }
+                float *own[4][16] = {{0}};
+                for (int32_t o = 0; o < 4; o++) {
+                    float *in[16] = {0};
+                    for (int32_t k = 0; k < s.nin[1 + o]; k++) {
+                        const graph_feed *fd = NULL;
+                        for (int32_t j = 0; j < s.nfeed[o]; j++)
+                            if (strcmp(s.feed[o][j].input, s.in[1 + o][k].name) == 0) fd = &s.feed[o][j];
+                        assert_non_null(fd);
+                        int32_t src = host_find(s.out[0], s.nout[0], fd->from);
+                        const host_spec *h = &s.out[0][src];
+                        int64_t row = h->rank ? host_numel(h) / h->dim[0] : 1, each = fd->rows < 0 ? host_numel(h) : fd->rows * row;
+                        in[k] = malloc(sizeof(float) * (size_t)(4 * each));
+                        for (int32_t r = 0; r < 4; r++) memcpy(in[k] + r * each, rep[r][src] + fd->first * row, sizeof(float) * (size_t)each);
+                    }
+                    uint64_t cy = 0;
+                    assert_int_equal(sim_program(&pc, 1 + o, o, in, own[o], &cy, &d), 0);
+                    for (int32_t k = 0; k < s.nin[1 + o]; k++) free(in[k]);
+                }
+                int32_t ov[16];
+                graph_outputs(g, ov, want.nout);
+                for (int32_t j = 0; j < want.nout; j++) {
+                    const char *name = graph_val(g, ov[j])->name;
+                    int64_t at = 0;
+                    for (int32_t o = 0; o < 4; o++) {
+                        int32_t i = host_find(s.out[1 + o], s.nout[1 + o], name);
+                        if (i < 0) continue;
+                        int64_t k = host_numel(&s.out[1 + o][i]);
+                        if (memcmp(want.out[j] + at, own[o][i], sizeof(float) * (size_t)k) != 0)
+                            fail_msg("output %s: owner %d's rows are not the step's", name, (int)o);
+                        at += k;
+                    }
+                    assert_int_equal(at, graph_type_numel(&graph_val(g, ov[j])->type));
+                }
+                for (int32_t r = 0; r < 4; r++) {
+                    for (int32_t k = 0; k < s.nout[0]; k++) free(rep[r][k]);
+                    free(rep[r]);
+                }
+                for (int32_t o = 0; o < 4; o++)
+                    for (int32_t k = 0; k < s.nout[1 + o]; k++) free(own[o][k]);
                 free(x[0]), free(x[1]), free(outs);
                 train_shape_free(&s);
                 pkg_chips_free(&pc);
