@@ -71,6 +71,14 @@ int cli_compile_outputs(outset *os, const char *out, const char *save, const cha
     return *f ? 0 : -1;
 }
 
+int cli_compile_report(outset *os, FILE *fp, const char *report, struct json_t *j, diag *d) {
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(j);
+    int rc = fputs(text, fp) < 0 || fputc('\n', fp) < 0 || outset_close(os, fp, report, d) ? -1 : 0;
+    free(text);
+    return rc;
+}
+
 int cli_compile_chips(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,
                       const char *save, const char *report, diag *d) {
     if (graph_is_training(g)) return cli_compile_train(model, g, m, co, out, save, report, d);
@@ -89,12 +97,11 @@ int cli_compile_chips(const char *model, const graph *g, const machine *m, const
             json_array_append_new(stages, json_loads(text, 0, NULL));
             free(text);
         }
-        json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "format", "tessel-chips-report", "model", model, "machine",
-                              m->name, "chips", (int)m->chips, "predicted", timing_json(&cc.predicted, m, cc.batch), "stages", stages);
-        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(j);
-        if (fputs(text, fp) < 0 || fputc('\n', fp) < 0 || outset_close(&os, fp, report, d)) rc = -1;
-        free(text);
+        rc = cli_compile_report(&os, fp, report,
+                                json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "format", "tessel-chips-report", "model", model,
+                                          "machine", m->name, "chips", (int)m->chips, "predicted",
+                                          timing_json(&cc.predicted, m, cc.batch), "stages", stages),
+                                d);
     }
     if (rc == 0) rc = outset_commit(&os, d);
     else outset_abort(&os);

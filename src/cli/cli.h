@@ -133,6 +133,8 @@ int cli_check_chips(const cmd *c, const parsed *p, const graph *g, bool *pass, d
  * unwritable one fails first, and nothing is left on failure. */
 int cli_compile_outputs(outset *os, const char *out, const char *save, const char *report, FILE **f, FILE **fr, FILE **fp,
                         diag *d);
+/* The compile report j (taken) written to its temporary fp and closed. */
+int cli_compile_report(outset *os, FILE *fp, const char *report, struct json_t *j, diag *d);
 /* train.c: a training step over data-parallel replicas, one per chip; the
  * chips.c commands hand a training model or package to these. */
 int cli_compile_train(const char *model, const graph *g, const machine *m, const compile_options *co, const char *out,

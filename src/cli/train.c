@@ -98,13 +98,12 @@ int cli_compile_train(const char *model, const graph *g, const machine *m, const
             json_array_append_new(progs, json_loads(text, 0, NULL));
             free(text);
         }
-        json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o, s:o}", "format", "tessel-chips-report", "model", model,
-                              "machine", m->name, "chips", (int)m->chips, "plan", "data-parallel training", "predicted",
-                              timing_json(&tc.predicted, m, tc.split.batch), "programs", progs);
-        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(j);
-        if (fputs(text, fp) < 0 || fputc('\n', fp) < 0 || outset_close(&os, fp, report, d)) rc = -1;
-        free(text);
+        rc = cli_compile_report(&os, fp, report,
+                                json_pack("{s:s, s:s, s:s, s:i, s:s, s:o, s:o}", "format", "tessel-chips-report", "model",
+                                          model, "machine", m->name, "chips", (int)m->chips, "plan",
+                                          "data-parallel training", "predicted",
+                                          timing_json(&tc.predicted, m, tc.split.batch), "programs", progs),
+                                d);
     }
     if (rc == 0) rc = outset_commit(&os, d);
     else outset_abort(&os);

@@ -91,8 +91,7 @@ static char *recipe_json(const machine *m, const chips_compiled *cc) {
     return text;
 }
 
-/* A recipe for several chips: {"chips": N, "stages": [N one-chip recipes]}. */
-static json_t *load_recipe(const char *path, const machine *m, diag *d) {
+struct json_t *driver_load_recipe_json(const char *path, diag *d) {
     char *text;
     size_t len;
     if (file_read_all(path, &text, &len, d)) return NULL;
@@ -100,6 +99,13 @@ static json_t *load_recipe(const char *path, const machine *m, diag *d) {
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);
     if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text), NULL;
+    return j;
+}
+
+/* A recipe for several chips: {"chips": N, "stages": [N one-chip recipes]}. */
+static json_t *load_recipe(const char *path, const machine *m, diag *d) {
+    json_t *j = driver_load_recipe_json(path, d);
+    if (!j) return NULL;
     json_t *chips = json_object_get(j, "chips"), *stages = json_object_get(j, "stages"), *rep = json_object_get(j, "replicas");
     json_int_t replicas = json_is_integer(rep) ? json_integer_value(rep) : 1;
     if (!json_is_integer(chips) || !json_is_array(stages) || replicas < 1 ||

@@ -349,6 +349,8 @@ int driver_run_chips(const pkg_chips *pc, const char *path, const chips_transpor
                      float *const *inputs, float **outputs, sim_stats *st, chips_timing *t, bool *last, diag *d);
 /* A rank that failed before it could run (its error in d): hands the error
  * to the next rank, so it fails saying why instead of waiting. */
+/* A recipe file's JSON, duplicate keys refused; NULL with d (file:line:col) when it is not JSON. */
+struct json_t *driver_load_recipe_json(const char *path, diag *d);
 void driver_chips_hand_on_failure(const pkg_chips *pc, const chips_transport *tp, const diag *d);
 
 /* ---- train.c: a training step over data-parallel replicas (docs/chips.md) --

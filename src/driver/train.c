@@ -618,13 +618,8 @@ int driver_train_feeds(const char *manifest, int32_t n, graph_feed ***feed, int3
 }
 
 static json_t *load_recipe(const char *path, const machine *m, int32_t n, diag *d) {
-    char *text;
-    size_t len;
-    if (file_read_all(path, &text, &len, d)) return NULL;
-    json_error_t err;
-    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    free(text);
-    if (!j) return diag_fail(d, "%s:%d:%d: error: not a recipe: %s", path, err.line, err.column, err.text), NULL;
+    json_t *j = driver_load_recipe_json(path, d);
+    if (!j) return NULL;
     json_t *chips = json_object_get(j, "chips"), *progs = json_object_get(j, "programs");
     if (!json_is_integer(chips) || !json_is_array(progs) || json_array_size(progs) != (size_t)n + 1 ||
         json_integer_value(chips) != (json_int_t)m->chips) {
