@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A restructuring changes no output. `same_output.sh save DIR` compiles the
 # reference models (SigLIP, the FP8 MLP, the mutation sweep's models) into
-# DIR; `same_output.sh cmp DIR` compiles them again and cmp's every package
-# and recipe against DIR. BUILD (default build) holds the tessel to run;
+# DIR; `same_output.sh cmp DIR` compiles them again and cmp's every package,
+# recipe and compile report (its wall-clock `seconds` left out) against DIR
+# (a DIR saved before reports were kept compares packages and recipes). BUILD (default build) holds the tessel to run;
 # QUICK=1 leaves SigLIP out (it takes about 40 s).
 set -euo pipefail
 mode=${1:?usage: same_output.sh save|cmp DIR}; dir=${2:?usage: same_output.sh save|cmp DIR}
@@ -41,10 +42,13 @@ fail=0
 for entry in "${models[@]}"; do
   m=${entry%% *}; model=${entry#* }
   key=$(printf '%s_%s' "$m" "$model" | tr -c 'A-Za-z0-9_.=,-' '_')
-  "$tessel" compile "$model" --machine "$m" -o "$out/$key.tpk" --save-recipe "$out/$key.json" --quiet >/dev/null 2>"$out/$key.err" \
-    || { echo "FAIL compile $m $model: $(tail -1 "$out/$key.err")"; fail=1; continue; }
+  "$tessel" compile "$model" --machine "$m" -o "$out/$key.tpk" --save-recipe "$out/$key.json" --report "$out/$key.rep" \
+    --quiet >/dev/null 2>"$out/$key.err" || { echo "FAIL compile $m $model: $(tail -1 "$out/$key.err")"; fail=1; continue; }
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("seconds", None); json.dump(r, open(sys.argv[1], "w"), sort_keys=True)' \
+    "$out/$key.rep"
   if [ "$mode" = cmp ]; then
-    for f in tpk json; do
+    for f in tpk json rep; do
+      [ "$f" = rep ] && [ ! -e "$dir/$key.rep" ] && continue
       cmp -s "$dir/$key.$f" "$out/$key.$f" || { echo "DIFFERS $f $m $model"; fail=1; }
     done
   fi
