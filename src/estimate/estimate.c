@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Exchange-table row costs; src/place/tables.c encodes with the same. */
-enum { TABLE_HEADER_BYTES = 8, TABLE_SEND_BYTES = 8, TABLE_RECV_BYTES = 4 };
-
-double est_table_bytes(uint64_t sent_frags, uint64_t recv_frags) {
+/* A tile's block of one phase in the tables' own row format (kern.h), as
+ * placement encodes it; the program's multicast groups, which widen a send
+ * row's destination field, are not known before lowering and count as none. */
+double est_table_bytes(const machine *m, uint64_t sent_frags, uint64_t recv_frags) {
     if (!sent_frags && !recv_frags) return 0;
-    return TABLE_HEADER_BYTES + (double)sent_frags * TABLE_SEND_BYTES + (double)recv_frags * TABLE_RECV_BYTES;
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, m, 0);
+    return (double)kernel_xt_block_bytes(&f, sent_frags, recv_frags, 0);
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -288,7 +290,7 @@ static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_rep
         uint64_t pw = ((c->patch & 1) ? t->fsent : 0) + ((c->patch & 2) ? t->frecv : 0);
         c->tile[i] = (est_tile_traffic){t->sent, t->recv, t->fsent + t->frecv, pw, 0};
         if (pw > c->patch_words) c->patch_words = pw;
-        c->table[i] = (uint32_t)est_table_bytes(t->fsent, t->rows_recv);
+        c->table[i] = (uint32_t)est_table_bytes(m, t->fsent, t->rows_recv);
         if (t->spans) {
             uint64_t l = t->local_boxes * (m->launch_cycles + m->copy_run_cycles) +
                          machine_copy_cycles(m, t->spans, t->local_bytes, true) - m->copy_run_cycles;
@@ -298,21 +300,28 @@ static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_rep
     }
 }
 
+/* The priced copy under key h, if any (the caller holds the lock). */
+static copy_cost *cache_find(est_cache *cache, uint64_t h, const layout *src, const layout *dst, const layout_view *view,
+                             uint8_t patch) {
+    for (copy_cost *e = cache->bucket[h % CACHE_BUCKETS]; e; e = e->next)
+        if (e->key == h && e->patch == patch && e->has_view == (view != NULL) && layout_equal(&e->src, src) &&
+            layout_equal(&e->dst, dst) && (!view || view_equal(&e->view, view, dst->rank, src->rank)))
+            return e;
+    return NULL;
+}
+
 static const copy_cost *copy_priced(est_cache *cache, const layout *src, const layout *dst, const layout_view *view,
                                     uint8_t patch) {
     uint64_t h = layout_key(dst, layout_key(src, 0x5eed ^ patch));
     if (view)
         for (int i = 0; i < dst->rank; i++) h = mix(mix(h, view->axis[i]), view->off[i]);
     pthread_mutex_lock(&cache->lock);
-    for (copy_cost *e = cache->bucket[h % CACHE_BUCKETS]; e; e = e->next)
-        if (e->key == h && e->patch == patch && e->has_view == (view != NULL) && layout_equal(&e->src, src) &&
-            layout_equal(&e->dst, dst) && (!view || view_equal(&e->view, view, dst->rank, src->rank))) {
-            cache->reused++;
-            pthread_mutex_unlock(&cache->lock);
-            return e;
-        }
+    copy_cost *e = cache_find(cache, h, src, dst, view, patch);
+    if (e) cache->reused++;
     pthread_mutex_unlock(&cache->lock);
-    /* Priced outside the lock: two threads may price one copy; the values agree. */
+    if (e) return e;
+    /* Priced outside the lock: two threads may price one copy (the values
+     * agree); the first kept, so the counts do not depend on the timing. */
     copy_cost *c = xcalloc(1, sizeof *c);
     c->key = h;
     c->src = *src;
@@ -325,10 +334,20 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     price_copy(cache->m, c, &scratch, cache->every_replica);
     arena_free(&scratch);
     pthread_mutex_lock(&cache->lock);
-    c->next = cache->bucket[h % CACHE_BUCKETS];
-    cache->bucket[h % CACHE_BUCKETS] = c;
-    cache->priced++;
+    if ((e = cache_find(cache, h, src, dst, view, patch)) != NULL) {
+        cache->reused++;
+    } else {
+        c->next = cache->bucket[h % CACHE_BUCKETS];
+        cache->bucket[h % CACHE_BUCKETS] = c;
+        cache->priced++;
+    }
     pthread_mutex_unlock(&cache->lock);
+    if (e) {
+        free(c->table);
+        free(c->tile);
+        free(c);
+        return e;
+    }
     return c;
 }
 

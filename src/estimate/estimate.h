@@ -83,10 +83,10 @@ void est_copy(est_cache *c, const layout *src, const layout *dst, const layout_v
  * (estimate.c, by_shard) must equal. Call before the cache prices anything. */
 void est_cache_walk_every_replica(est_cache *c);
 
-/* Exchange-table bytes of one tile's part of a phase: a header, a send row
- * per fragment it sends, a receive row per fragment it receives (the row
- * costs of src/place/tables.c). */
-double est_table_bytes(uint64_t sent_frags, uint64_t recv_frags);
+/* Exchange-table bytes of one tile's part of a phase on machine m: a header,
+ * a send row per fragment it sends and its receive rows, in the rows' own
+ * format (kern.h's kernel_xt_format, which placement encodes with). */
+double est_table_bytes(const machine *m, uint64_t sent_frags, uint64_t recv_frags);
 
 /* ---- bound.c: the least an op can cost (docs/search.md, "The bound") ---- */
 

@@ -62,4 +62,32 @@ extern const char *const kernel_epi_names[KERNEL_EPI_COUNT];
  * form (num_gelu), the erf form (num_gelu_erf, PyTorch's nn.GELU). */
 enum { KERNEL_REDUCE_NO_GELU = 0, KERNEL_REDUCE_GELU = 1, KERNEL_REDUCE_GELU_ERF = 2 };
 
+/* ---- the exchange tables' row format ---------------------------------------------------
+ *
+ * Every row of a package's exchange tables has fields as wide as its machine
+ * and program need (docs/package.md, "Exchange tables"): placement encodes
+ * with it, the package decodes with it, and the estimate prices a phase's
+ * rows with it. */
+typedef struct kernel_xt_format {
+    uint32_t base;           /* tile_memory_base: row addresses are offsets from it */
+    uint32_t tiles;          /* a destination below this is a tile, from it tiles + group */
+    uint32_t max_send;       /* max_send_bytes */
+    uint8_t addr_bits;       /* A: an offset into tile memory; a slot is as wide */
+    uint8_t len_bits;        /* L: bytes - 1 */
+    uint8_t dst_bits;        /* G: a tile or tiles + group */
+    uint8_t count_bits;      /* C: fragments - 1 through one receive pointer */
+    uint8_t send_bytes;      /* whole words holding 2A + L + G bits */
+    uint8_t recv_bytes;      /* whole words holding A + C bits (C at least 8) */
+} kernel_xt_format;
+
+enum {
+    KERNEL_XT_HEADER_BYTES = 8, /* u16 phase, u16 send rows, u16 receive rows, u16 patch rows */
+    KERNEL_XT_PATCH_BYTES = 8,  /* u32 row (PKG_XT_RECV_ROW: a receive row), i32 bytes per iteration */
+};
+
+/* The rows of m's tables, for a program with `groups` multicast groups. */
+void kernel_xt_format_init(kernel_xt_format *f, const machine *m, uint32_t groups);
+/* Bytes of one tile's block for a phase with these rows. */
+uint64_t kernel_xt_block_bytes(const kernel_xt_format *f, uint64_t nsend, uint64_t nrecv, uint64_t npatch);
+
 #endif

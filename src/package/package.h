@@ -82,31 +82,12 @@ typedef struct package {
 
 /* ---- xtab.c: exchange tables ------------------------------------------ */
 
-/* Every row of a package's tables has fields as wide as its machine and
- * program need (docs/package.md, "Exchange tables"). */
-typedef struct pkg_xt_format {
-    uint32_t base;           /* tile_memory_base: row addresses are offsets from it */
-    uint32_t tiles;          /* a destination below this is a tile, from it tiles + group */
-    uint32_t max_send;       /* max_send_bytes */
-    uint8_t addr_bits;       /* A: an offset into tile memory; a slot is as wide */
-    uint8_t len_bits;        /* L: bytes - 1 */
-    uint8_t dst_bits;        /* G: a tile or tiles + group */
-    uint8_t count_bits;      /* C: fragments - 1 through one receive pointer */
-    uint8_t send_bytes;      /* whole words holding 2A + L + G bits */
-    uint8_t recv_bytes;      /* whole words holding A + C bits (C at least 8) */
-} pkg_xt_format;
-
 enum {
-    PKG_XT_HEADER_BYTES = 8,  /* u16 phase, u16 send rows, u16 receive rows, u16 patch rows */
-    PKG_XT_PATCH_BYTES = 8,   /* u32 row (PKG_XT_RECV_ROW: a receive row), i32 bytes per iteration */
     PKG_XT_MAX_ROWS = 0xffff, /* of one kind, on one tile, in one phase */
     PKG_XT_MAX_PHASES = 0x10000,
 };
 #define PKG_XT_RECV_ROW 0x80000000u
 
-void pkg_xt_format_init(pkg_xt_format *f, const machine *m, uint32_t groups);
-/* Bytes of one tile's block for a phase with these rows. */
-uint64_t pkg_xt_block_bytes(const pkg_xt_format *f, uint64_t nsend, uint64_t nrecv, uint64_t npatch);
 
 typedef struct pkg_xt_header {
     uint32_t phase, nsend, nrecv, npatch;
@@ -127,13 +108,13 @@ typedef struct pkg_xt_patch {
 } pkg_xt_patch;
 
 void pkg_xt_put_header(uint8_t *out, const pkg_xt_header *h);
-void pkg_xt_put_send(const pkg_xt_format *f, uint8_t *out, const pkg_xt_send *s);
-void pkg_xt_put_recv(const pkg_xt_format *f, uint8_t *out, const pkg_xt_recv *r);
+void pkg_xt_put_send(const kernel_xt_format *f, uint8_t *out, const pkg_xt_send *s);
+void pkg_xt_put_recv(const kernel_xt_format *f, uint8_t *out, const pkg_xt_recv *r);
 void pkg_xt_put_patch(uint8_t *out, const pkg_xt_patch *p);
 void pkg_xt_get_header(const uint8_t *in, pkg_xt_header *h);
 /* False when a bit beyond the row's fields is set. */
-bool pkg_xt_get_send(const pkg_xt_format *f, const uint8_t *in, pkg_xt_send *s);
-bool pkg_xt_get_recv(const pkg_xt_format *f, const uint8_t *in, pkg_xt_recv *r);
+bool pkg_xt_get_send(const kernel_xt_format *f, const uint8_t *in, pkg_xt_send *s);
+bool pkg_xt_get_recv(const kernel_xt_format *f, const uint8_t *in, pkg_xt_recv *r);
 void pkg_xt_get_patch(const uint8_t *in, pkg_xt_patch *p);
 
 /* The tables decoded: per phase what every tile sends and where every

@@ -20,33 +20,6 @@
 
 /* ---- row layouts -------------------------------------------------------- */
 
-static uint8_t bits_for(uint64_t max) {
-    uint8_t b = 0;
-    while (b < 64 && max >> b) b++;
-    return b ? b : 1;
-}
-
-void pkg_xt_format_init(pkg_xt_format *f, const machine *m, uint32_t groups) {
-    memset(f, 0, sizeof *f);
-    f->base = m->tile_memory_base;
-    f->tiles = m->tiles;
-    f->max_send = m->max_send_bytes;
-    uint64_t tile_bytes = m->tile_memory_end > m->tile_memory_base ? m->tile_memory_end - m->tile_memory_base : 1;
-    f->addr_bits = bits_for(tile_bytes - 1);
-    f->len_bits = bits_for(m->max_send_bytes > 1 ? m->max_send_bytes - 1u : 1u);
-    f->dst_bits = bits_for((uint64_t)m->tiles + groups > 1 ? (uint64_t)m->tiles + groups - 1 : 1);
-    unsigned send_bits = 2u * f->addr_bits + f->len_bits + f->dst_bits;
-    f->send_bytes = (uint8_t)(4 * ((send_bits + 31) / 32));
-    unsigned recv_words = (f->addr_bits + 8u + 31) / 32;
-    f->recv_bytes = (uint8_t)(4 * recv_words);
-    f->count_bits = (uint8_t)(32 * recv_words - f->addr_bits);
-    if (f->count_bits > 32) f->count_bits = 32;
-}
-
-uint64_t pkg_xt_block_bytes(const pkg_xt_format *f, uint64_t nsend, uint64_t nrecv, uint64_t npatch) {
-    return PKG_XT_HEADER_BYTES + nsend * f->send_bytes + nrecv * f->recv_bytes + npatch * PKG_XT_PATCH_BYTES;
-}
-
 /* A row is at most 128 bits, little-endian; fields are at most 32 bits. */
 typedef struct row_bits {
     uint64_t w[2];
@@ -90,7 +63,7 @@ void pkg_xt_get_header(const uint8_t *in, pkg_xt_header *h) {
     h->npatch = (uint32_t)pkg_get_le(in + 6, 2);
 }
 
-void pkg_xt_put_send(const pkg_xt_format *f, uint8_t *out, const pkg_xt_send *s) {
+void pkg_xt_put_send(const kernel_xt_format *f, uint8_t *out, const pkg_xt_send *s) {
     row_bits r = {{0, 0}};
     unsigned a = f->addr_bits, l = f->len_bits;
     put_field(&r, 0, a, (uint64_t)s->addr - f->base);
@@ -100,7 +73,7 @@ void pkg_xt_put_send(const pkg_xt_format *f, uint8_t *out, const pkg_xt_send *s)
     row_store(&r, out, f->send_bytes);
 }
 
-bool pkg_xt_get_send(const pkg_xt_format *f, const uint8_t *in, pkg_xt_send *s) {
+bool pkg_xt_get_send(const kernel_xt_format *f, const uint8_t *in, pkg_xt_send *s) {
     row_bits r = row_load(in, f->send_bytes);
     unsigned a = f->addr_bits, l = f->len_bits;
     s->addr = (uint32_t)(f->base + get_field(&r, 0, a));
@@ -112,14 +85,14 @@ bool pkg_xt_get_send(const pkg_xt_format *f, const uint8_t *in, pkg_xt_send *s) 
     return memcmp(again, in, f->send_bytes) == 0;
 }
 
-void pkg_xt_put_recv(const pkg_xt_format *f, uint8_t *out, const pkg_xt_recv *rv) {
+void pkg_xt_put_recv(const kernel_xt_format *f, uint8_t *out, const pkg_xt_recv *rv) {
     row_bits r = {{0, 0}};
     put_field(&r, 0, f->addr_bits, (uint64_t)rv->addr - f->base);
     put_field(&r, f->addr_bits, f->count_bits, (uint64_t)rv->count - 1);
     row_store(&r, out, f->recv_bytes);
 }
 
-bool pkg_xt_get_recv(const pkg_xt_format *f, const uint8_t *in, pkg_xt_recv *rv) {
+bool pkg_xt_get_recv(const kernel_xt_format *f, const uint8_t *in, pkg_xt_recv *rv) {
     row_bits r = row_load(in, f->recv_bytes);
     rv->addr = (uint32_t)(f->base + get_field(&r, 0, f->addr_bits));
     rv->count = (uint32_t)(get_field(&r, f->addr_bits, f->count_bits) + 1);
@@ -150,7 +123,7 @@ typedef struct decoder {
     const package *p;
     const char *path;
     diag *d;
-    pkg_xt_format f;
+    kernel_xt_format f;
     uint32_t nphases;
     int32_t *step_of;       /* per phase: its EXCHANGE step */
     block *blocks;          /* by phase, then tile */
@@ -214,7 +187,7 @@ static int read_blocks(decoder *x) {
         uint64_t pos = t->at[tile], end = t->at[tile + 1];
         int64_t last = -1;
         while (pos < end) {
-            if (end - pos < PKG_XT_HEADER_BYTES) {
+            if (end - pos < KERNEL_XT_HEADER_BYTES) {
                 free(all);
                 return failf(x, "section XTAB: tile %" PRIu32 ": the table ends inside a phase header (%" PRIu64 " bytes left)", tile,
                              end - pos);
@@ -226,7 +199,7 @@ static int read_blocks(decoder *x) {
             if (b.h.phase >= x->nphases) bad = "the program has fewer exchange phases";
             else if ((int64_t)b.h.phase <= last) bad = "it comes after a later phase (a table's phases ascend, each once)";
             else if (!b.h.nsend && !b.h.nrecv) bad = "a phase block with no send and no receive rows";
-            else if (pkg_xt_block_bytes(&x->f, b.h.nsend, b.h.nrecv, b.h.npatch) > end - pos) bad = "its rows run past the end of the table";
+            else if (kernel_xt_block_bytes(&x->f, b.h.nsend, b.h.nrecv, b.h.npatch) > end - pos) bad = "its rows run past the end of the table";
             if (bad) {
                 free(all);
                 return failf(x, "section XTAB: %s: %s (%" PRIu32 " send, %" PRIu32 " receive and %" PRIu32 " patch rows)", at, bad,
@@ -238,7 +211,7 @@ static int read_blocks(decoder *x) {
                 all = xrealloc(all, sizeof(block) * cap);
             }
             all[n++] = b;
-            pos += pkg_xt_block_bytes(&x->f, b.h.nsend, b.h.nrecv, b.h.npatch);
+            pos += kernel_xt_block_bytes(&x->f, b.h.nsend, b.h.nrecv, b.h.npatch);
         }
     }
     /* Phase by phase, tiles ascending within each (a stable counting sort). */
@@ -304,7 +277,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
     for (uint64_t k = b0; k < b1; k++) {
         const block *b = &x->blocks[k];
         where(x, b->tile, ph, at, sizeof at);
-        const uint8_t *row = bytes + b->at + PKG_XT_HEADER_BYTES;
+        const uint8_t *row = bytes + b->at + KERNEL_XT_HEADER_BYTES;
         const uint8_t *patch = row + (uint64_t)b->h.nsend * x->f.send_bytes + (uint64_t)b->h.nrecv * x->f.recv_bytes;
         if (b->h.nsend) push_tile(out, al, (pkg_xtile){b->tile, b->h.nsend, al->sends});
         for (uint32_t i = 0; i < b->h.nsend; i++, row += x->f.send_bytes) {
@@ -328,7 +301,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
         int64_t last = -1;
         for (uint32_t i = 0; i < b->h.npatch; i++) {
             pkg_xt_patch pr;
-            pkg_xt_get_patch(patch + (uint64_t)i * PKG_XT_PATCH_BYTES, &pr);
+            pkg_xt_get_patch(patch + (uint64_t)i * KERNEL_XT_PATCH_BYTES, &pr);
             bool recv = pr.row & PKG_XT_RECV_ROW;
             uint32_t r = pr.row & ~PKG_XT_RECV_ROW;
             int64_t key = recv ? (int64_t)b->h.nsend + r : (int64_t)r;
@@ -373,7 +346,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
         uint64_t i = 0;
         for (uint64_t k = b0; k < b1; k++) {
             const block *b = &x->blocks[k];
-            const uint8_t *row = bytes + b->at + PKG_XT_HEADER_BYTES;
+            const uint8_t *row = bytes + b->at + KERNEL_XT_HEADER_BYTES;
             for (uint32_t j = 0; j < b->h.nsend; j++, row += x->f.send_bytes, i++) {
                 pkg_xt_send s;
                 pkg_xt_get_send(&x->f, row, &s);
@@ -439,7 +412,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
         if (!b->h.nrecv) continue;
         where(x, b->tile, ph, at, sizeof at);
         const pkg_xtile *rt = &out->tiles[r++];
-        const uint8_t *row = bytes + b->at + PKG_XT_HEADER_BYTES + (uint64_t)b->h.nsend * x->f.send_bytes;
+        const uint8_t *row = bytes + b->at + KERNEL_XT_HEADER_BYTES + (uint64_t)b->h.nsend * x->f.send_bytes;
         const uint8_t *patch = row + (uint64_t)b->h.nrecv * x->f.recv_bytes;
         uint32_t np = 0;
         uint64_t taken = 0;
@@ -452,7 +425,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
             int32_t stride = 0;
             while (np < b->h.npatch) {
                 pkg_xt_patch pr;
-                pkg_xt_get_patch(patch + (uint64_t)np * PKG_XT_PATCH_BYTES, &pr);
+                pkg_xt_get_patch(patch + (uint64_t)np * KERNEL_XT_PATCH_BYTES, &pr);
                 if (!(pr.row & PKG_XT_RECV_ROW) || (pr.row & ~PKG_XT_RECV_ROW) < i) {
                     np++;
                     continue;
@@ -495,7 +468,7 @@ int pkg_xplan_build(const package *p, const char *path, pkg_xplan *out, diag *d)
     memset(out, 0, sizeof *out);
     decoder x = {.p = p, .path = path, .d = d};
     const low_program *g = &p->prog;
-    pkg_xt_format_init(&x.f, &p->machine, p->tables.ngroups);
+    kernel_xt_format_init(&x.f, &p->machine, p->tables.ngroups);
     for (int32_t i = 0; i < g->steps.n; i++) x.nphases += g->steps.v[i].kind == LOW_STEP_EXCHANGE;
     x.step_of = xmalloc(sizeof(int32_t) * ((size_t)x.nphases + 1));
     for (int32_t i = 0, k = 0; i < g->steps.n; i++)
@@ -541,14 +514,14 @@ void pkg_xplan_free(pkg_xplan *x) {
 
 uint32_t pkg_xt_recv_row_of(const package *p, uint32_t tile, uint32_t phase, uint64_t k) {
     const pkg_tables *t = &p->tables;
-    pkg_xt_format f;
-    pkg_xt_format_init(&f, &p->machine, t->ngroups);
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, &p->machine, t->ngroups);
     if (!t->at || tile >= p->machine.tiles) return 0;
-    for (uint64_t pos = t->at[tile]; pos + PKG_XT_HEADER_BYTES <= t->at[tile + 1];) {
+    for (uint64_t pos = t->at[tile]; pos + KERNEL_XT_HEADER_BYTES <= t->at[tile + 1];) {
         pkg_xt_header h;
         pkg_xt_get_header(t->bytes + pos, &h);
         if (h.phase == phase) {
-            const uint8_t *row = t->bytes + pos + PKG_XT_HEADER_BYTES + (uint64_t)h.nsend * f.send_bytes;
+            const uint8_t *row = t->bytes + pos + KERNEL_XT_HEADER_BYTES + (uint64_t)h.nsend * f.send_bytes;
             uint64_t taken = 0;
             for (uint32_t i = 0; i < h.nrecv; i++, row += f.recv_bytes) {
                 pkg_xt_recv r;
@@ -558,7 +531,7 @@ uint32_t pkg_xt_recv_row_of(const package *p, uint32_t tile, uint32_t phase, uin
             }
             return h.nrecv;
         }
-        pos += pkg_xt_block_bytes(&f, h.nsend, h.nrecv, h.npatch);
+        pos += kernel_xt_block_bytes(&f, h.nsend, h.nrecv, h.npatch);
     }
     return 0;
 }

@@ -38,7 +38,7 @@ typedef struct xt_phase {
 struct place_xt {
     const low_program *lp;
     const machine *m;
-    pkg_xt_format f;
+    kernel_xt_format f;
     arena a;
     uint32_t ngroups;
     int32_t *group_of;          /* per fragment of the program: its multicast group, -1: one destination */
@@ -237,7 +237,7 @@ place_xt *place_tables_plan(const low_program *lp, const machine *m) {
     x->m = m;
     arena_init(&x->a);
     plan_groups(x);
-    pkg_xt_format_init(&x->f, m, x->ngroups);
+    kernel_xt_format_init(&x->f, m, x->ngroups);
     for (int32_t s = 0; s < lp->steps.n; s++) x->nphases += lp->steps.v[s].kind == LOW_STEP_EXCHANGE;
     x->ph = arena_alloc(&x->a, sizeof(xt_phase) * ((size_t)x->nphases + 1));
     tally t = {xcalloc(m->tiles, sizeof(uint64_t)), xmalloc(sizeof(uint32_t) * m->tiles), 0};
@@ -327,7 +327,7 @@ typedef struct count_ctx {
 
 static void count_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32_t tile, const tile_rows *r) {
     count_ctx *c = vctx;
-    uint64_t b = pkg_xt_block_bytes(&x->f, r->nsend, r->nrecv, r->npatch);
+    uint64_t b = kernel_xt_block_bytes(&x->f, r->nsend, r->nrecv, r->npatch);
     uint64_t sum = c->per_tile[tile] + b;
     c->per_tile[tile] = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
     if (c->per_step && (int32_t)tile == c->tile) c->per_step[P->step] += (uint32_t)b;
@@ -376,7 +376,7 @@ static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32
     uint8_t *out = e->bytes + e->cursor[tile];
     pkg_xt_header h = {e->phase, (uint32_t)r->nsend, (uint32_t)r->nrecv, (uint32_t)r->npatch};
     pkg_xt_put_header(out, &h);
-    uint8_t *row = out + PKG_XT_HEADER_BYTES;
+    uint8_t *row = out + KERNEL_XT_HEADER_BYTES;
     uint8_t *patch = row + r->nsend * x->f.send_bytes + r->nrecv * x->f.recv_bytes;
     for (uint64_t k = r->send0; k < r->send1; k++, row += x->f.send_bytes) {
         uint32_t i = P->send_frag[k];
@@ -388,7 +388,7 @@ static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32
         if (f->src.iter_stride) {
             pkg_xt_patch p = {(uint32_t)(k - r->send0), f->src.iter_stride};
             pkg_xt_put_patch(patch, &p);
-            patch += PKG_XT_PATCH_BYTES;
+            patch += KERNEL_XT_PATCH_BYTES;
         }
     }
     uint32_t n = 0;
@@ -400,11 +400,11 @@ static void encode_tile(void *vctx, const place_xt *x, const xt_phase *P, uint32
         if (f->dst.iter_stride) {
             pkg_xt_patch p = {PKG_XT_RECV_ROW | n, f->dst.iter_stride};
             pkg_xt_put_patch(patch, &p);
-            patch += PKG_XT_PATCH_BYTES;
+            patch += KERNEL_XT_PATCH_BYTES;
         }
         k = j;
     }
-    uint64_t b = pkg_xt_block_bytes(&x->f, r->nsend, r->nrecv, r->npatch);
+    uint64_t b = kernel_xt_block_bytes(&x->f, r->nsend, r->nrecv, r->npatch);
     TS_ASSERT(n == r->nrecv && patch == out + b);
     e->cursor[tile] += b;
 }

@@ -61,13 +61,13 @@ typedef struct ed_tile {
     ed_block *b;
 } ed_tile;
 typedef struct tables_ed {
-    pkg_xt_format f;
+    kernel_xt_format f;
     uint32_t tiles;
     ed_tile *t;
 } tables_ed;
 
 static void ed_decode(const package *p, tables_ed *e) {
-    pkg_xt_format_init(&e->f, &p->machine, p->tables.ngroups);
+    kernel_xt_format_init(&e->f, &p->machine, p->tables.ngroups);
     e->tiles = p->machine.tiles;
     e->t = calloc(e->tiles, sizeof(ed_tile));
     for (uint32_t t = 0; t < e->tiles; t++) {
@@ -81,16 +81,16 @@ static void ed_decode(const package *p, tables_ed *e) {
             eb->phase = h.phase, eb->ns = h.nsend, eb->nr = h.nrecv;
             eb->s = calloc(h.nsend + 1, sizeof(ed_send));
             eb->r = calloc(h.nrecv + 1, sizeof(ed_recv));
-            const uint8_t *row = b + PKG_XT_HEADER_BYTES;
+            const uint8_t *row = b + KERNEL_XT_HEADER_BYTES;
             for (uint32_t i = 0; i < h.nsend; i++, row += e->f.send_bytes) pkg_xt_get_send(&e->f, row, &eb->s[i].s);
             for (uint32_t i = 0; i < h.nrecv; i++, row += e->f.recv_bytes) pkg_xt_get_recv(&e->f, row, &eb->r[i].r);
-            for (uint32_t i = 0; i < h.npatch; i++, row += PKG_XT_PATCH_BYTES) {
+            for (uint32_t i = 0; i < h.npatch; i++, row += KERNEL_XT_PATCH_BYTES) {
                 pkg_xt_patch pr;
                 pkg_xt_get_patch(row, &pr);
                 if (pr.row & PKG_XT_RECV_ROW) eb->r[pr.row & ~PKG_XT_RECV_ROW].stride = pr.stride;
                 else eb->s[pr.row].stride = pr.stride;
             }
-            at += pkg_xt_block_bytes(&e->f, h.nsend, h.nrecv, h.npatch);
+            at += kernel_xt_block_bytes(&e->f, h.nsend, h.nrecv, h.npatch);
         }
     }
 }
@@ -105,7 +105,7 @@ static void ed_encode(const tables_ed *e, package *p, uint8_t **bytes, uint64_t 
             uint32_t np = 0;
             for (uint32_t i = 0; i < b->ns; i++) np += b->s[i].stride != 0;
             for (uint32_t i = 0; i < b->nr; i++) np += b->r[i].stride != 0;
-            total += b->ns + b->nr ? pkg_xt_block_bytes(&e->f, b->ns, b->nr, np) : 0;
+            total += b->ns + b->nr ? kernel_xt_block_bytes(&e->f, b->ns, b->nr, np) : 0;
         }
         (*at)[t + 1] = total;
     }
@@ -120,20 +120,20 @@ static void ed_encode(const tables_ed *e, package *p, uint8_t **bytes, uint64_t 
             for (uint32_t i = 0; i < b->nr; i++) np += b->r[i].stride != 0;
             pkg_xt_header h = {b->phase, b->ns, b->nr, np};
             pkg_xt_put_header(out, &h);
-            out += PKG_XT_HEADER_BYTES;
+            out += KERNEL_XT_HEADER_BYTES;
             for (uint32_t i = 0; i < b->ns; i++, out += e->f.send_bytes) pkg_xt_put_send(&e->f, out, &b->s[i].s);
             for (uint32_t i = 0; i < b->nr; i++, out += e->f.recv_bytes) pkg_xt_put_recv(&e->f, out, &b->r[i].r);
             for (uint32_t i = 0; i < b->ns; i++)
                 if (b->s[i].stride) {
                     pkg_xt_patch pr = {i, b->s[i].stride};
                     pkg_xt_put_patch(out, &pr);
-                    out += PKG_XT_PATCH_BYTES;
+                    out += KERNEL_XT_PATCH_BYTES;
                 }
             for (uint32_t i = 0; i < b->nr; i++)
                 if (b->r[i].stride) {
                     pkg_xt_patch pr = {PKG_XT_RECV_ROW | i, b->r[i].stride};
                     pkg_xt_put_patch(out, &pr);
-                    out += PKG_XT_PATCH_BYTES;
+                    out += KERNEL_XT_PATCH_BYTES;
                 }
         }
     p->tables.bytes = *bytes;

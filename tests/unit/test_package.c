@@ -658,10 +658,10 @@ static uint8_t *block0(package *p, uint32_t tile, pkg_xt_header *h) {
 }
 
 static void edit_send(package *p, uint32_t tile, uint32_t k, int field, uint32_t v) {
-    pkg_xt_format f;
-    pkg_xt_format_init(&f, &p->machine, p->tables.ngroups);
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, &p->machine, p->tables.ngroups);
     pkg_xt_header h;
-    uint8_t *row = block0(p, tile, &h) + PKG_XT_HEADER_BYTES + k * f.send_bytes;
+    uint8_t *row = block0(p, tile, &h) + KERNEL_XT_HEADER_BYTES + k * f.send_bytes;
     pkg_xt_send s;
     assert_true(pkg_xt_get_send(&f, row, &s));
     uint32_t *at[] = {&s.addr, &s.bytes, &s.slot, &s.dst};
@@ -670,11 +670,11 @@ static void edit_send(package *p, uint32_t tile, uint32_t k, int field, uint32_t
 }
 
 static void edit_recv(package *p, uint32_t tile, uint32_t k, int field, uint32_t v) {
-    pkg_xt_format f;
-    pkg_xt_format_init(&f, &p->machine, p->tables.ngroups);
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, &p->machine, p->tables.ngroups);
     pkg_xt_header h;
     uint8_t *b = block0(p, tile, &h);
-    uint8_t *row = b + PKG_XT_HEADER_BYTES + h.nsend * f.send_bytes + k * f.recv_bytes;
+    uint8_t *row = b + KERNEL_XT_HEADER_BYTES + h.nsend * f.send_bytes + k * f.recv_bytes;
     pkg_xt_recv r;
     assert_true(pkg_xt_get_recv(&f, row, &r));
     uint32_t *at[] = {&r.addr, &r.count};
@@ -690,17 +690,17 @@ static void send_to_unlisted(package *p) { edit_send(p, 3, 1, 3, 8); }
 static void slots_tie(package *p) { edit_send(p, 3, 1, 3, 4); }
 static void send_bits(package *p) {
     pkg_xt_header h;
-    block0(p, 3, &h)[PKG_XT_HEADER_BYTES + 8 + 7] = 0x80;  /* the top bit of tile 3's second send row */
+    block0(p, 3, &h)[KERNEL_XT_HEADER_BYTES + 8 + 7] = 0x80;  /* the top bit of tile 3's second send row */
 }
 static void recv_takes_more(package *p) { edit_recv(p, 7, 0, 1, 2); }
 static void recv_walks_out(package *p) {
     pkg_xt_header h;
     uint8_t *b = block0(p, 4, &h);
     pkg_xt_patch pr;
-    pkg_xt_get_patch(b + PKG_XT_HEADER_BYTES + 4, &pr);  /* tile 4: one receive row, then its patch */
+    pkg_xt_get_patch(b + KERNEL_XT_HEADER_BYTES + 4, &pr);  /* tile 4: one receive row, then its patch */
     assert_int_equal(pr.row, PKG_XT_RECV_ROW);
     pr.stride = 0xb000;
-    pkg_xt_put_patch(b + PKG_XT_HEADER_BYTES + 4, &pr);
+    pkg_xt_put_patch(b + KERNEL_XT_HEADER_BYTES + 4, &pr);
 }
 static void phase_past(package *p) {
     pkg_xt_header h;

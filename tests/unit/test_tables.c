@@ -24,8 +24,8 @@ static low_addr at(uint32_t a, int32_t stride) { return (low_addr){.buf = LOW_AB
 /* ---- rows --------------------------------------------------------------- */
 
 static void rows_at(const machine *m, uint32_t groups) {
-    pkg_xt_format f;
-    pkg_xt_format_init(&f, m, groups);
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, m, groups);
     uint32_t top = m->tile_memory_end - 1, most_slot = (uint32_t)((1ull << f.addr_bits) - 1);
     pkg_xt_send cases[] = {
         {m->tile_memory_base, 1, 0, 0},
@@ -60,11 +60,11 @@ static void row_layouts(void **state) {
     (void)state;
     machine m;
     assert_int_equal(machine_preset("c600", &m), 0);
-    pkg_xt_format f;
+    kernel_xt_format f;
     /* c600: 20-bit offsets and slots, 8-bit lengths; a destination field of
      * 13 bits for 1,472 tiles and SigLIP's 3,674 groups: 61 bits, 8 bytes;
      * a receive row of a pointer and a 12-bit count, 4 bytes. */
-    pkg_xt_format_init(&f, &m, 3674);
+    kernel_xt_format_init(&f, &m, 3674);
     assert_int_equal(f.addr_bits, 20);
     assert_int_equal(f.len_bits, 8);
     assert_int_equal(f.dst_bits, 13);
@@ -74,11 +74,11 @@ static void row_layouts(void **state) {
     rows_at(&m, 3674);
     rows_at(&m, 0);
     /* More groups than 16 bits hold widen the send row to 12 bytes. */
-    pkg_xt_format_init(&f, &m, 70000);
+    kernel_xt_format_init(&f, &m, 70000);
     assert_int_equal(f.send_bytes, 12);
     rows_at(&m, 70000);
     assert_int_equal(machine_preset("tiny", &m), 0);
-    pkg_xt_format_init(&f, &m, 5);
+    kernel_xt_format_init(&f, &m, 5);
     assert_int_equal(f.send_bytes, 8);
     assert_int_equal(f.recv_bytes, 4);
     rows_at(&m, 5);
@@ -86,7 +86,7 @@ static void row_layouts(void **state) {
     m.tile_memory_base = 0;
     m.tile_memory_end = 0xfffffff0u;
     m.max_send_bytes = 1u << 20;
-    pkg_xt_format_init(&f, &m, 9);
+    kernel_xt_format_init(&f, &m, 9);
     assert_int_equal(f.send_bytes, 12);
     assert_int_equal(f.recv_bytes, 8);
     rows_at(&m, 9);
@@ -210,13 +210,13 @@ static void new_package(package *p) {
 
 /* The rows of tile's block for phase ph. */
 static pkg_xt_header header_of(const package *p, uint32_t tile, uint32_t ph) {
-    pkg_xt_format f;
-    pkg_xt_format_init(&f, &p->machine, p->tables.ngroups);
+    kernel_xt_format f;
+    kernel_xt_format_init(&f, &p->machine, p->tables.ngroups);
     for (uint64_t a = p->tables.at[tile]; a < p->tables.at[tile + 1];) {
         pkg_xt_header h;
         pkg_xt_get_header(p->tables.bytes + a, &h);
         if (h.phase == ph) return h;
-        a += pkg_xt_block_bytes(&f, h.nsend, h.nrecv, h.npatch);
+        a += kernel_xt_block_bytes(&f, h.nsend, h.nrecv, h.npatch);
     }
     return (pkg_xt_header){UINT32_MAX, 0, 0, 0};
 }
