@@ -144,21 +144,21 @@ static void step(build *b, low_step_kind k, uint32_t first, uint32_t count, uint
     vec_push(&b->p.arena, &b->p.prog.steps, s);
 }
 
-static low_addr abs_at(uint64_t a) { return (low_addr){.buf = LOW_ABSOLUTE, .off = (uint32_t)a}; }
+static kernel_addr abs_at(uint64_t a) { return (kernel_addr){.buf = KERNEL_ABSOLUTE, .off = (uint32_t)a}; }
 
-static void run_init(low_run *r, low_kernel k) {
+static void run_init(kernel_run *r, kernel_id k) {
     memset(r, 0, sizeof *r);
     r->kernel = (uint8_t)k;
-    for (int i = 0; i < LOW_MAX_BOX; i++) r->n[i] = 1;
+    for (int i = 0; i < KERNEL_MAX_BOX; i++) r->n[i] = 1;
 }
 
 /* Adds the run as a one-run compute set, if it is valid and fits the tile. */
-static bool add_run(build *b, low_run *r, char *why) {
+static bool add_run(build *b, kernel_run *r, char *why) {
     const machine *m = &b->p.machine;
-    if (!low_run_valid(r, why, CALIB_WHY_CAP)) return false;
-    for (int i = 0; i < low_kernel_operands[r->kernel]; i++) {
-        if (!low_run_uses(r, i)) continue;
-        if ((uint64_t)r->ptr[i].off + low_run_extent(r, i) > m->tile_memory_end) {
+    if (!kernel_run_valid(r, why, CALIB_WHY_CAP)) return false;
+    for (int i = 0; i < kernel_operands[r->kernel]; i++) {
+        if (!kernel_run_uses(r, i)) continue;
+        if ((uint64_t)r->ptr[i].off + kernel_run_extent(r, i) > m->tile_memory_end) {
             snprintf(why, CALIB_WHY_CAP, "operand %d does not fit in one tile", i);
             return false;
         }
@@ -190,18 +190,18 @@ static bool build_gemm(build *b, json_t *sh, json_t *dt, char *why) {
         snprintf(why, CALIB_WHY_CAP, "native output needs whole %u-column panels", (unsigned)pc);
         return false;
     }
-    low_run r;
-    run_init(&r, LOW_K_GEMM);
+    kernel_run r;
+    run_init(&r, KERNEL_K_GEMM);
     r.dt[0] = (uint8_t)ta, r.dt[1] = (uint8_t)tb, r.dt[2] = (uint8_t)to, r.acc = (uint8_t)acc;
     uint64_t ab = (uint64_t)dtype_bytes(ta), bb = (uint64_t)dtype_bytes(tb), ob = (uint64_t)dtype_bytes(to);
-    uint64_t w = LOW_AMP_PANEL_BYTES / ab, kblocks = ((uint64_t)k + w - 1) / w;
-    uint64_t a = m->tile_memory_base, c = a + kblocks * (uint64_t)rows * LOW_AMP_PANEL_BYTES;
+    uint64_t w = KERNEL_AMP_PANEL_BYTES / ab, kblocks = ((uint64_t)k + w - 1) / w;
+    uint64_t a = m->tile_memory_base, c = a + kblocks * (uint64_t)rows * KERNEL_AMP_PANEL_BYTES;
     bool standard = str_is(sh, "weights", "standard");
     uint64_t bsz = (uint64_t)k * cols * bb;
     uint64_t baddr = standard ? c : m->interleaved_base;
     if (standard) c += (bsz + 7) / 8 * 8;
     r.ptr[0] = abs_at(a), r.ptr[1] = abs_at(baddr), r.ptr[2] = abs_at(c);
-    r.stride[0][1] = (int32_t)(rows * LOW_AMP_PANEL_BYTES);
+    r.stride[0][1] = (int32_t)(rows * KERNEL_AMP_PANEL_BYTES);
     r.stride[1][1] = (int32_t)(cols * bb);
     if (packed) {
         r.n[0] = 1, r.n[1] = (uint32_t)rows, r.n[2] = (uint32_t)cols, r.n[3] = (uint32_t)k;
@@ -233,8 +233,8 @@ static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
         snprintf(why, CALIB_WHY_CAP, "needs partials, elements and a known data dtype");
         return false;
     }
-    low_run r;
-    run_init(&r, LOW_K_REDUCE);
+    kernel_run r;
+    run_init(&r, KERNEL_K_REDUCE);
     r.dt[0] = r.dt[1] = (uint8_t)t, r.acc = (uint8_t)t;
     r.n[0] = (uint32_t)parts, r.n[1] = (uint32_t)e, r.n[2] = 0; /* no bias */
     r.ptr[0] = abs_at(m->tile_memory_base), r.ptr[1] = abs_at(m->interleaved_base);
@@ -255,8 +255,8 @@ static bool build_ewise(build *b, kernel_ew_op op, json_t *sh, dtype tin, dtype 
         return false;
     }
     if (rows == 1 || cols <= 0) cols = e / rows;
-    low_run r;
-    run_init(&r, LOW_K_EWISE);
+    kernel_run r;
+    run_init(&r, KERNEL_K_EWISE);
     r.op = (uint8_t)op;
     r.dt[0] = (uint8_t)tout, r.dt[1] = r.dt[2] = (uint8_t)tin;
     r.n[2] = (uint32_t)rows, r.n[3] = (uint32_t)cols;
@@ -280,8 +280,8 @@ static bool build_ewise_point(build *b, json_t *sh, json_t *dt, char *why) {
     }
     if (op && strcmp(op, "fill") == 0) {
         int64_t e = num(sh, "elements", 0);
-        low_run r;
-        run_init(&r, LOW_K_FILL);
+        kernel_run r;
+        run_init(&r, KERNEL_K_FILL);
         r.dt[0] = (uint8_t)tout;
         r.n[0] = (uint32_t)e;
         r.ptr[0] = abs_at(b->p.machine.interleaved_base);
@@ -317,8 +317,8 @@ static bool build_softmax(build *b, const char *id, json_t *sh, json_t *dt, char
         snprintf(why, CALIB_WHY_CAP, "needs rows, cols and a known data dtype");
         return false;
     }
-    low_run r;
-    run_init(&r, LOW_K_SOFTMAX);
+    kernel_run r;
+    run_init(&r, KERNEL_K_SOFTMAX);
     r.dt[0] = r.dt[1] = (uint8_t)t;
     r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
     r.ptr[0] = abs_at(m->interleaved_base), r.ptr[1] = abs_at(m->tile_memory_base);
@@ -338,14 +338,14 @@ static bool build_layer_norm(build *b, json_t *sh, json_t *dt, char *why) {
     int64_t rows = num(sh, "rows", 0), cols = num(sh, "cols", 0), parts = num(sh, "stats_parts", 1);
     dtype t, to;
     if (!dtype_of(dt, "data", DT_F16, &t) || !dtype_of(dt, "out", t, &to) || rows <= 0 || cols <= 0 || parts < 1 ||
-        parts > LOW_MAX_PARTS) {
+        parts > KERNEL_MAX_PARTS) {
         snprintf(why, CALIB_WHY_CAP, "needs rows, cols and known dtypes");
         return false;
     }
-    low_run r;
+    kernel_run r;
     uint64_t row = (uint64_t)cols * dtype_bytes(t);
     if (stage && strcmp(stage, "moments") == 0) {
-        run_init(&r, LOW_K_LN_MOMENTS);
+        run_init(&r, KERNEL_K_LN_MOMENTS);
         r.n[2] = 0; /* no gathered statistics' slot */
         r.dt[0] = DT_F32, r.dt[1] = (uint8_t)t;
         r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
@@ -353,7 +353,7 @@ static bool build_layer_norm(build *b, json_t *sh, json_t *dt, char *why) {
         r.stride[1][0] = (int32_t)row;
         return add_run(b, &r, why);
     }
-    run_init(&r, LOW_K_LAYER_NORM);
+    run_init(&r, KERNEL_K_LAYER_NORM);
     r.dt[0] = (uint8_t)to, r.dt[1] = r.dt[2] = r.dt[3] = (uint8_t)t;
     r.n[0] = (uint32_t)rows, r.n[1] = (uint32_t)cols;
     r.f[0] = 1e-6f;
@@ -384,8 +384,8 @@ static bool build_copy(build *b, json_t *sh, char *why) {
     }
     int64_t span = bytes / runs;
     bool scattered = op && strstr(op, "scattered");
-    low_run r;
-    run_init(&r, LOW_K_COPY);
+    kernel_run r;
+    run_init(&r, KERNEL_K_COPY);
     r.dt[0] = r.dt[1] = DT_F32;
     r.n[2] = (uint32_t)runs, r.n[3] = (uint32_t)span;
     r.ptr[0] = abs_at(m->interleaved_base), r.ptr[1] = abs_at(m->tile_memory_base);
@@ -434,7 +434,7 @@ static bool build_sync(build *b, json_t *sh) {
     }
     step(b, LOW_STEP_REPEAT, 0, 0, 2);
     for (int64_t w = 0; w < words; w++) {
-        low_frag f = {.src_tile = 0, .src = {LOW_ABSOLUTE, (uint32_t)(m->tile_memory_base + 4 * (uint64_t)w), 4 * (int32_t)words},
+        low_frag f = {.src_tile = 0, .src = {KERNEL_ABSOLUTE, (uint32_t)(m->tile_memory_base + 4 * (uint64_t)w), 4 * (int32_t)words},
                       .dst = abs_at(m->interleaved_base + 4 * (uint64_t)w), .bytes = 4,
                       .dst0 = (uint32_t)b->p.prog.dst_tiles.n, .ndst = 1};
         vec_push(&b->p.arena, &b->p.prog.frags, f);

@@ -409,13 +409,13 @@ static uint64_t lanes_of(const ex *x, const int32_t *t, int n) {
     return (uint64_t)(w / 2);
 }
 
-static uint64_t box_outer(const layout_box *b, int keep) {
+static uint64_t box_outer(const kernel_box *b, int keep) {
     uint64_t runs = 1;
     for (int d = 0; d + keep < b->nd; d++) runs *= (uint64_t)b->n[d];
     return runs;
 }
 
-static uint64_t box_inner_rows(const layout_box *b, int keep) {
+static uint64_t box_inner_rows(const kernel_box *b, int keep) {
     uint64_t rows = 1;
     int first = b->nd > keep ? b->nd - keep : 0;
     for (int d = first; d + 1 < b->nd; d++) rows *= (uint64_t)b->n[d];
@@ -439,8 +439,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         int64_t first[LAYOUT_MAX_RANK] = {0}, k0, k1;
         mid_gemm_k_range(x->p, pr, first, &k0, &k1);
         mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
-        layout_box b = gk.batch;
-        layout_box_collapse(&b);
+        kernel_box b = gk.batch;
+        kernel_box_collapse(&b);
         machine_gemm g = {mid_t(x->p, gk.a)->dtype, mid_t(x->p, gk.b)->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
                           (uint64_t)ext[gk.row], (uint64_t)ext[gk.col],
                           (uint64_t)(kext > 0 ? kext : k1 - k0), true, true};
@@ -448,13 +448,13 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
     }
     case MID_EWISE: {
-        layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
+        kernel_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
         for (int a = 0; a < lo->rank; a++) b.n[a] = ext[a];
         if (layout_transposed(lo)) b.n[layout_panel_axis(lo)] = lo->block[layout_panel_axis(lo)]; /* lower.c: rows whole */
         aligned_st(x, pr->out[0], lo, b.st[0]);
         for (int i = 0; i < pr->nin; i++) aligned_st(x, pr->in[i], lo, b.st[1 + i]);
-        layout_box_order(&b);
-        layout_box_collapse(&b);
+        kernel_box_order(&b);
+        kernel_box_collapse(&b);
         int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
         int nops = 1 + kernel_ew_arity[pr->ew];
         bool f8_out = dtype_is_f8(mid_t(x->p, ops[0])->dtype), f8_any = f8_out || dtype_is_f8(mid_t(x->p, ops[1])->dtype);
@@ -469,14 +469,14 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
          * the last axis (LN_MOMENTS: of its input's shard). */
         const layout *lr = pr->kind == MID_LN_MOMENTS ? lay(x, pr->in[0]) : lo;
         int last = lr->rank - 1;
-        layout_box b = {.nd = lr->rank > 1 ? last : 1, .nops = 2};
+        kernel_box b = {.nd = lr->rank > 1 ? last : 1, .nops = 2};
         b.n[0] = 1;
         for (int a = 0; a < last; a++) {
             b.n[a] = ext[a];
             b.st[0][a] = layout_axis_stride(lo, a);
             b.st[1][a] = layout_axis_stride(lay(x, pr->in[0]), a);
         }
-        layout_box_collapse(&b);
+        kernel_box_collapse(&b);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
         uint64_t rows = (uint64_t)b.n[b.nd - 1], n = (uint64_t)ext[last], lanes = lanes_of(x, ops, 2);
         uint64_t c = pr->kind == MID_SOFTMAX      ? machine_softmax_cycles(m, rows, n, lanes)
@@ -564,8 +564,8 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         /* As lower.c's reduce_sum_shard runs it: ext is an input shard's,
          * its box has the result's strides (0 on the summed axes), and
          * every row of it but the last axis pays a row setup. */
-        layout_box b = mid_reduce_sum_box(x->p, pr, ext);
-        layout_box_collapse(&b);
+        kernel_box b = mid_reduce_sum_box(x->p, pr, ext);
+        kernel_box_collapse(&b);
         uint64_t in = 1, outs = 1;
         for (int d = 0; d < b.nd; d++) {
             in *= (uint64_t)b.n[d];

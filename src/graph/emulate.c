@@ -1,5 +1,5 @@
 /* emulate.c: the kernels of the plan-exact emulated reference. Each computes
- * a graph op over whole tensors with the device's arithmetic (src/low/low.h,
+ * a graph op over whole tensors with the device's arithmetic (src/kern/kern.h,
  * docs/sim.md) in the order the plan's numeric decisions give (graph.h,
  * "numerics.c"), so that the simulator's outputs must agree bit for bit. The
  * code is independent of the simulator's: it reads no layout, address or
@@ -272,7 +272,7 @@ static int emu_scale(const graph *g, const graph_op *op, const graph_op_plan *pl
     return 0;
 }
 
-/* ---- optimizers: low.h's f32 forms, states rounded before they feed w' ---------- */
+/* ---- optimizers: kern.h's f32 forms, states rounded before they feed w' ---------- */
 
 /* n elements with op's attributes: w, g, buf (NULL: no momentum) into w', buf'
  * (buf' of type tb). */

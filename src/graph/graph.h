@@ -382,7 +382,7 @@ void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n)
  *   each row's statistics are num_moments_of its parts of p elements (the
  *   last shorter), joined in order by num_moments_join; without an entry the
  *   whole row is one part.
- * Everything else computes as low.h's kernels do: f32, one rounding per result. */
+ * Everything else computes as kern.h's kernels do: f32, one rounding per result. */
 typedef struct graph_gemm_plan {
     dtype acc;             /* chain dtype: f32, or f16 (rounds every step) */
     dtype partials;        /* dtype partial sums are stored in when K is split */

@@ -218,28 +218,4 @@ int64_t layout_panel_stride(const layout *l);
 /* Elements of one whole shard, padding included (what a flat sweep visits). */
 int64_t layout_block_elems(const layout *l);
 
-/* ---- boxes ------------------------------------------------------------------ */
-
-/* A box of elements several operands walk together: n[d] elements along
- * axis d (outermost first), st[i][d] bytes per step of operand i. The
- * lowering builds runs from boxes, the simulator walks them and the
- * estimator prices them. */
-enum { LAYOUT_BOX_AXES = 6, LAYOUT_BOX_OPS = 5 };
-typedef struct layout_box {
-    int nd;                               /* axes in use, at least 1 */
-    int nops;                             /* operands walking the box */
-    int64_t n[LAYOUT_BOX_AXES];              /* elements per axis */
-    int64_t st[LAYOUT_BOX_OPS][LAYOUT_BOX_AXES];/* bytes per step, per operand */
-} layout_box;
-
-/* Orders the axes by operand 0's strides, largest first (stable), so an
- * elementwise box over a transposed shard walks its storage in order. Only
- * for kernels whose result does not depend on the element order. */
-void layout_box_order(layout_box *b);
-
-/* Drops unit axes and merges an axis into the next inner one wherever every
- * operand is contiguous across the pair. The element order, and so every
- * summation order, is unchanged; a single element stays one axis of 1. */
-void layout_box_collapse(layout_box *b);
-
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert((int)MID_MAX_ROW_PARTS <= (int)LOW_MAX_PARTS, "the kernel joins every part a plan makes");
+_Static_assert((int)MID_MAX_ROW_PARTS <= (int)KERNEL_MAX_PARTS, "the kernel joins every part a plan makes");
 
 typedef struct lx {
     const mid_program *p;
@@ -64,9 +64,9 @@ static int32_t slice_through(const mid_program *p, int32_t t) {
 }
 
 /* Tensor t at byte offset off inside its shard. */
-static low_addr addr(lx *x, int32_t t, int64_t off) {
+static kernel_addr addr(lx *x, int32_t t, int64_t off) {
     int32_t b = buffer(x, t), sl = slice_through(x->p, t);
-    low_addr a = {.buf = (uint32_t)b, .off = (uint32_t)off, .iter_stride = 0};
+    kernel_addr a = {.buf = (uint32_t)b, .off = (uint32_t)off, .iter_stride = 0};
     if (sl >= 0) a.iter_stride = (int32_t)layout_shard_bytes(&mid_t(x->p, sl)->lay);
     return a;
 }
@@ -111,11 +111,11 @@ static void end_compute(lx *x, uint32_t first, const char *what) {
     uint32_t n = (uint32_t)x->out->runs.n - first;
     if (!n) return;
     /* Stable: qsort is not, so sort (tile, index) keys. */
-    low_run *r = x->out->runs.v + first;
+    kernel_run *r = x->out->runs.v + first;
     bool sorted = true;
     for (uint32_t i = 1; i < n && sorted; i++) sorted = r[i - 1].tile <= r[i].tile;
     if (!sorted) {
-        low_run *tmp = xmalloc(sizeof(low_run) * n);
+        kernel_run *tmp = xmalloc(sizeof(kernel_run) * n);
         uint32_t *idx = xmalloc(sizeof(uint32_t) * n);
         /* Counting sort by tile keeps emission order within a tile. */
         uint32_t tiles = x->m->tiles, *count = xcalloc(tiles + 1, sizeof(uint32_t));
@@ -123,7 +123,7 @@ static void end_compute(lx *x, uint32_t first, const char *what) {
         for (uint32_t t = 0; t < tiles; t++) count[t + 1] += count[t];
         for (uint32_t i = 0; i < n; i++) idx[count[r[i].tile]++] = i;
         for (uint32_t i = 0; i < n; i++) tmp[i] = r[idx[i]];
-        memcpy(r, tmp, sizeof(low_run) * n);
+        memcpy(r, tmp, sizeof(kernel_run) * n);
         free(tmp);
         free(idx);
         free(count);
@@ -133,18 +133,18 @@ static void end_compute(lx *x, uint32_t first, const char *what) {
     vec_push(x->a, &x->out->steps, st);
 }
 
-static low_run *new_run(lx *x, low_kernel k, int32_t tile) {
-    low_run r;
+static kernel_run *new_run(lx *x, kernel_id k, int32_t tile) {
+    kernel_run r;
     memset(&r, 0, sizeof r);
     r.kernel = (uint8_t)k;
     r.tile = (uint32_t)tile;
     r.acc = DT_F32;
-    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    for (int d = 0; d < KERNEL_MAX_BOX; d++) r.n[d] = 1;
     vec_push(x->a, &x->out->runs, r);
     return &x->out->runs.v[x->out->runs.n - 1];
 }
 
-static void set_operand(lx *x, low_run *r, int i, int32_t t, int64_t off) {
+static void set_operand(lx *x, kernel_run *r, int i, int32_t t, int64_t off) {
     const mid_tensor *mt = mid_t(x->p, t);
     r->ptr[i] = addr(x, t, off);
     r->dt[i] = (uint8_t)mt->dtype;
@@ -157,19 +157,19 @@ static void set_operand(lx *x, low_run *r, int i, int32_t t, int64_t off) {
  * ones; the template gives kernel, dtypes and parameters, base offsets come
  * from off[]. */
 typedef struct box_emit {
-    low_kernel kernel;
+    kernel_id kernel;
     int32_t tile;
-    int32_t t[LAYOUT_BOX_OPS];         /* tensors per operand */
-    int64_t off[LAYOUT_BOX_OPS];       /* base offsets */
+    int32_t t[KERNEL_BOX_OPS];         /* tensors per operand */
+    int64_t off[KERNEL_BOX_OPS];       /* base offsets */
     int keep;                          /* innermost axes one run can take */
-    const low_run *tmpl;
+    const kernel_run *tmpl;
 } box_emit;
 
-static void emit_box(lx *x, const layout_box *b, const box_emit *e) {
+static void emit_box(lx *x, const kernel_box *b, const box_emit *e) {
     int outer = b->nd > e->keep ? b->nd - e->keep : 0;
     int64_t idx[LAYOUT_MAX_RANK] = {0};
     for (;;) {
-        low_run *r = new_run(x, e->kernel, e->tile);
+        kernel_run *r = new_run(x, e->kernel, e->tile);
         uint32_t tile = r->tile;
         *r = *e->tmpl;
         r->tile = tile;
@@ -179,12 +179,12 @@ static void emit_box(lx *x, const layout_box *b, const box_emit *e) {
             int64_t off = e->off[i];
             for (int a = 0; a < outer; a++) off += idx[a] * b->st[i][a];
             set_operand(x, r, i, e->t[i], off);
-            if (i >= LOW_STRIDED_OPERANDS) continue; /* its steps are the kernel's own (low.h) */
-            for (int d = 0; d < LOW_MAX_BOX; d++) r->stride[i][d] = 0;
-            for (int a = 0; a < inner; a++) r->stride[i][LOW_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
+            if (i >= KERNEL_STRIDED_OPERANDS) continue; /* its steps are the kernel's own (kern.h) */
+            for (int d = 0; d < KERNEL_MAX_BOX; d++) r->stride[i][d] = 0;
+            for (int a = 0; a < inner; a++) r->stride[i][KERNEL_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
         }
-        for (int d = 0; d < LOW_MAX_BOX; d++) r->n[d] = 1;
-        for (int a = 0; a < inner; a++) r->n[LOW_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
+        for (int d = 0; d < KERNEL_MAX_BOX; d++) r->n[d] = 1;
+        for (int a = 0; a < inner; a++) r->n[KERNEL_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
         int a = outer - 1;
         for (; a >= 0; a--) {
             if (++idx[a] < b->n[a]) break;
@@ -198,7 +198,7 @@ static void emit_box(lx *x, const layout_box *b, const box_emit *e) {
 
 typedef struct ew_ctx {
     const mid_prim *pr;
-    const low_run *tmpl;
+    const kernel_run *tmpl;
 } ew_ctx;
 
 /* Operand strides of tensor t (aligned to out, broadcast axes 0) along
@@ -218,7 +218,7 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const layout *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
-    layout_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
+    kernel_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
     for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
     /* A transposed result's storage rows are swept whole, the padding of a
      * tail shard too (no kernel reads padding as values): every operand of its
@@ -233,16 +233,16 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     }
     aligned_strides(x, pr->out[0], lo, b.st[0]);
     for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
-    layout_box_order(&b); /* a transposed result in storage order */
-    layout_box_collapse(&b);
-    box_emit e = {.kernel = LOW_K_EWISE, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = c->tmpl};
+    kernel_box_order(&b); /* a transposed result in storage order */
+    kernel_box_collapse(&b);
+    box_emit e = {.kernel = KERNEL_K_EWISE, .tile = tile, .keep = KERNEL_MAX_BOX, .tmpl = c->tmpl};
     e.t[0] = pr->out[0];
     for (int i = 0; i < pr->nin; i++) e.t[1 + i] = pr->in[i];
     emit_box(x, &b, &e);
 }
 
 static void lower_ewise(lx *x, const mid_prim *pr) {
-    low_run tmpl;
+    kernel_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.op = (uint8_t)pr->ew;
     tmpl.acc = (uint8_t)pr->acc;
@@ -265,7 +265,7 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     layout_shard_extent(lr, s, lo_, hi);
     int last = lr->rank - 1;
     int64_t parts = mid_layer_norm_parts(x->p, pr);
-    layout_box b = {.nd = lr->rank > 1 ? lr->rank - 1 : 1, .nops = 2};
+    kernel_box b = {.nd = lr->rank > 1 ? lr->rank - 1 : 1, .nops = 2};
     if (lr->rank == 1) {
         b.n[0] = 1;
     } else {
@@ -275,8 +275,8 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         b.st[0][a] = layout_axis_stride(lo, a);
         b.st[1][a] = layout_axis_stride(li, a);
     }
-    low_run tmpl = *c->tmpl;
-    low_kernel k = moments ? LOW_K_LN_MOMENTS : pr->kind == MID_SOFTMAX ? LOW_K_SOFTMAX : LOW_K_LAYER_NORM;
+    kernel_run tmpl = *c->tmpl;
+    kernel_id k = moments ? KERNEL_K_LN_MOMENTS : pr->kind == MID_SOFTMAX ? KERNEL_K_SOFTMAX : KERNEL_K_LAYER_NORM;
     box_emit e = {.kernel = k, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
     e.t[1] = pr->in[0];
@@ -292,21 +292,21 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
             for (int a = 0; a < b.nd && lr->rank > 1; a++) b.st[4][a] = layout_axis_stride(&mid_t(x->p, pr->in[3])->lay, a);
         }
     }
-    layout_box_collapse(&b);
+    kernel_box_collapse(&b);
     /* The kernel's row count is n[0] with stride[i][0]; emit_box fills the
      * innermost box axis, so move it to the front. */
-    TS_ASSERT(!parts || b.n[b.nd - 1] == 1 || b.st[4][b.nd - 1] == parts * LOW_MOMENTS_BYTES);
-    TS_ASSERT(!moments || b.n[b.nd - 1] == 1 || b.st[0][b.nd - 1] == LOW_MOMENTS_BYTES);
+    TS_ASSERT(!parts || b.n[b.nd - 1] == 1 || b.st[4][b.nd - 1] == parts * KERNEL_MOMENTS_BYTES);
+    TS_ASSERT(!moments || b.n[b.nd - 1] == 1 || b.st[0][b.nd - 1] == KERNEL_MOMENTS_BYTES);
     size_t before = (size_t)x->out->runs.n;
     emit_box(x, &b, &e);
     for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
-        low_run *r = &x->out->runs.v[i];
-        r->n[0] = r->n[LOW_MAX_BOX - 1];
+        kernel_run *r = &x->out->runs.v[i];
+        r->n[0] = r->n[KERNEL_MAX_BOX - 1];
         r->n[1] = (uint32_t)(hi[last] - lo_[last]);
         r->n[2] = (uint32_t)parts;
         r->n[3] = 1;
-        for (int k2 = 0; k2 < LOW_STRIDED_OPERANDS; k2++) {
-            r->stride[k2][0] = r->stride[k2][LOW_MAX_BOX - 1];
+        for (int k2 = 0; k2 < KERNEL_STRIDED_OPERANDS; k2++) {
+            r->stride[k2][0] = r->stride[k2][KERNEL_MAX_BOX - 1];
             r->stride[k2][1] = r->stride[k2][2] = r->stride[k2][3] = 0;
         }
         /* An AMP-left result (the next GEMM's operand, absorb.c's panels rewrite) is written in panels. */
@@ -316,16 +316,16 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         const layout *lg = &mid_t(x->p, pr->out[1])->lay;
         int64_t P = lg->dim[lg->rank - 2];
         for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
-            low_run *r = &x->out->runs.v[i];
-            int64_t row = (int64_t)(r->ptr[0].off - addr(x, pr->out[0], 0).off) / LOW_MOMENTS_BYTES;
-            set_operand(x, r, 2, pr->out[1], (row * P + s[last]) * LOW_MOMENTS_BYTES);
+            kernel_run *r = &x->out->runs.v[i];
+            int64_t row = (int64_t)(r->ptr[0].off - addr(x, pr->out[0], 0).off) / KERNEL_MOMENTS_BYTES;
+            set_operand(x, r, 2, pr->out[1], (row * P + s[last]) * KERNEL_MOMENTS_BYTES);
             r->n[2] = (uint32_t)P;
         }
     }
 }
 
 static void lower_rows(lx *x, const mid_prim *pr) {
-    low_run tmpl;
+    kernel_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.f[0] = pr->f[0];
     if (pr->kind == MID_LAYER_NORM) tmpl.acc = (uint8_t)pr->acc;
@@ -352,14 +352,14 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t ext[LAYOUT_MAX_RANK];
     for (int a = 0; a < lc->rank; a++) ext[a] = hi[a] - lo[a];
     mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
-    layout_box b = gk.batch;
+    kernel_box b = gk.batch;
     int64_t k0, k1;
     mid_gemm_k_range(x->p, pr, s, &k0, &k1);
     const layout *kb = &mid_t(x->p, gk.b)->lay, *ka = &mid_t(x->p, gk.a)->lay;
-    low_run tmpl;
+    kernel_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
     tmpl.acc = (uint8_t)pr->acc;
-    box_emit e = {.kernel = LOW_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
+    box_emit e = {.kernel = KERNEL_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = gk.a;
     e.t[1] = gk.b;
     e.t[2] = pr->out[0];
@@ -371,9 +371,9 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     size_t before = (size_t)x->out->runs.n;
     emit_box(x, &b, &e);
     for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
-        low_run *r = &x->out->runs.v[i];
-        uint32_t g = r->n[LOW_MAX_BOX - 1];
-        int32_t sa = r->stride[0][LOW_MAX_BOX - 1], sb = r->stride[1][LOW_MAX_BOX - 1], sc = r->stride[2][LOW_MAX_BOX - 1];
+        kernel_run *r = &x->out->runs.v[i];
+        uint32_t g = r->n[KERNEL_MAX_BOX - 1];
+        int32_t sa = r->stride[0][KERNEL_MAX_BOX - 1], sb = r->stride[1][KERNEL_MAX_BOX - 1], sc = r->stride[2][KERNEL_MAX_BOX - 1];
         r->n[0] = g;
         r->n[1] = (uint32_t)(hi[krow] - lo[krow]);
         r->n[2] = (uint32_t)(hi[kcol] - lo[kcol]);
@@ -396,12 +396,12 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     /* A run per strip of col_run columns (B and C: a strip starts col_run
      * columns further along each row). */
     if (!strip || strip >= cols) return;
-    low_run *whole = xmalloc(sizeof(low_run) * (end - before));
-    memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
+    kernel_run *whole = xmalloc(sizeof(kernel_run) * (end - before));
+    memcpy(whole, &x->out->runs.v[before], sizeof(kernel_run) * (end - before));
     x->out->runs.n = (int32_t)before;
     for (size_t i = 0; i < end - before; i++)
         for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
-            low_run *r = new_run(x, LOW_K_GEMM, tile);
+            kernel_run *r = new_run(x, KERNEL_K_GEMM, tile);
             *r = whole[i];
             r->n[2] = cols - c0 < strip ? cols - c0 : strip;
             r->ptr[1].off += c0 * (uint32_t)n_step;
@@ -415,18 +415,18 @@ static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
  * (stride 0), B and C 16 columns further per entry (B's columns n_step bytes
  * apart; C stays row-major); then one run for a narrower last panel. */
 static void gemm_panels(lx *x, const layout *lc, int64_t n_step, size_t before, size_t end, int32_t tile) {
-    low_run *whole = xmalloc(sizeof(low_run) * (end - before));
-    memcpy(whole, &x->out->runs.v[before], sizeof(low_run) * (end - before));
+    kernel_run *whole = xmalloc(sizeof(kernel_run) * (end - before));
+    memcpy(whole, &x->out->runs.v[before], sizeof(kernel_run) * (end - before));
     x->out->runs.n = (int32_t)before;
     uint32_t pc = LAYOUT_AMP_OUT_COLS;
     int32_t panel = (int32_t)(pc * (uint32_t)lc->elem_bytes);
     for (size_t i = 0; i < end - before; i++) {
-        const low_run *w = &whole[i];
+        const kernel_run *w = &whole[i];
         uint32_t full = w->n[2] / pc, tail = w->n[2] % pc;
         for (uint32_t g = 0; g < w->n[0]; g++)
             for (int part = 0; part < 2; part++) {
                 if (part == 0 ? full == 0 : tail == 0) continue;
-                low_run *r = new_run(x, LOW_K_GEMM, tile);
+                kernel_run *r = new_run(x, KERNEL_K_GEMM, tile);
                 *r = *w;
                 r->n[0] = part == 0 ? full : 1;
                 r->n[2] = part == 0 ? pc : tail;
@@ -459,7 +459,7 @@ static void gemm_epi_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lc, s, lo, hi);
     int64_t K = la->dim[1], k1 = la->block[1] < K ? la->block[1] : K;
-    low_run *r = new_run(x, LOW_K_GEMM_EPI, tile);
+    kernel_run *r = new_run(x, KERNEL_K_GEMM_EPI, tile);
     r->acc = (uint8_t)pr->acc;
     r->op = (uint8_t)pr->epi;
     set_operand(x, r, 0, pr->in[0], 0);
@@ -480,15 +480,15 @@ static void gemm_epi_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
      * operand start col_run elements further along each row. */
     uint32_t cols = r->n[2], strip = (uint32_t)pr->col_run;
     if (!strip || strip >= cols) return;
-    low_run whole = *r;
+    kernel_run whole = *r;
     x->out->runs.n--;
     for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
-        low_run *q = new_run(x, LOW_K_GEMM_EPI, tile);
+        kernel_run *q = new_run(x, KERNEL_K_GEMM_EPI, tile);
         *q = whole;
         q->n[2] = cols - c0 < strip ? cols - c0 : strip;
         q->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
-        for (int i = 2; i < LOW_MAX_OPERANDS; i++)
-            if (low_run_uses(q, i)) q->ptr[i].off += c0 * dtype_bytes((dtype)q->dt[i]);
+        for (int i = 2; i < KERNEL_MAX_OPERANDS; i++)
+            if (kernel_run_uses(q, i)) q->ptr[i].off += c0 * dtype_bytes((dtype)q->dt[i]);
     }
 }
 
@@ -509,11 +509,11 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     (void)s;
     const mid_prim *pr = ((flat_ctx *)vctx)->pr;
     const layout *lo = &mid_t(x->p, pr->out[0])->lay;
-    low_run *r;
+    kernel_run *r;
     switch (pr->kind) {
     case MID_REDUCE: {
         const layout *lq = &mid_t(x->p, pr->in[0])->lay;
-        r = new_run(x, LOW_K_REDUCE, tile);
+        r = new_run(x, KERNEL_K_REDUCE, tile);
         r->acc = (uint8_t)pr->acc;
         set_operand(x, r, 0, pr->out[0], 0);
         set_operand(x, r, 1, pr->in[0], 0);
@@ -545,7 +545,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         return;
     }
     case MID_SGD:
-        r = new_run(x, LOW_K_SGD, tile);
+        r = new_run(x, KERNEL_K_SGD, tile);
         set_operand(x, r, 0, pr->out[0], 0);
         set_operand(x, r, 2, pr->in[0], 0);
         set_operand(x, r, 3, pr->in[1], 0);
@@ -555,7 +555,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         }
         break;
     case MID_ADAMW:
-        r = new_run(x, LOW_K_ADAMW, tile);
+        r = new_run(x, KERNEL_K_ADAMW, tile);
         for (int i = 0; i < 3; i++) set_operand(x, r, i, pr->out[i], 0);
         for (int i = 0; i < 4; i++) set_operand(x, r, 3 + i, pr->in[i], 0);
         r->n[1] = (uint32_t)pr->step;
@@ -563,7 +563,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     case MID_REDUCE_EPI: {
         /* REDUCE's partials, the epilogue's E0.. after them (inputs, then outputs). */
         const layout *lq = &mid_t(x->p, pr->in[0])->lay;
-        r = new_run(x, LOW_K_REDUCE_EPI, tile);
+        r = new_run(x, KERNEL_K_REDUCE_EPI, tile);
         r->acc = (uint8_t)pr->acc;
         r->op = (uint8_t)pr->epi;
         set_operand(x, r, 0, pr->in[0], 0);
@@ -577,7 +577,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
         return;
     }
     case MID_ADAMW_APPLY:
-        r = new_run(x, LOW_K_ADAMW_APPLY, tile);
+        r = new_run(x, KERNEL_K_ADAMW_APPLY, tile);
         set_operand(x, r, 0, pr->out[0], 0);
         for (int i = 0; i < 3; i++) set_operand(x, r, 1 + i, pr->in[i], 0);
         r->n[1] = (uint32_t)pr->step;
@@ -600,7 +600,7 @@ typedef struct sumsq_ctx {
 
 static void sumsq_flush(sumsq_ctx *c) {
     if (!c->n) return;
-    low_run *r = new_run(c->x, LOW_K_SUMSQ, c->tile);
+    kernel_run *r = new_run(c->x, KERNEL_K_SUMSQ, c->tile);
     set_operand(c->x, r, 0, c->pr->out[0], (int64_t)c->pr->column * 4);
     set_operand(c->x, r, 1, c->pr->in[0], c->start);
     r->n[0] = (uint32_t)c->n;
@@ -637,7 +637,7 @@ static void lower_flat(lx *x, const mid_prim *pr) {
 static void lower_clip_coef(lx *x, const mid_prim *pr) {
     uint32_t first = (uint32_t)x->out->runs.n;
     const layout *l = &mid_t(x->p, pr->in[0])->lay;
-    low_run *r = new_run(x, LOW_K_CLIP_COEF, layout_tile(l, (int64_t[LAYOUT_MAX_RANK]){0}, (int64_t[LAYOUT_MAX_RANK]){0}));
+    kernel_run *r = new_run(x, KERNEL_K_CLIP_COEF, layout_tile(l, (int64_t[LAYOUT_MAX_RANK]){0}, (int64_t[LAYOUT_MAX_RANK]){0}));
     set_operand(x, r, 0, pr->out[0], 0);
     set_operand(x, r, 1, pr->in[0], 0);
     r->n[0] = (uint32_t)layout_block_elems(l);
@@ -653,7 +653,7 @@ static void gather_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const layout *lo = &mid_t(x->p, pr->out[0])->lay, *lt = &mid_t(x->p, pr->in[0])->lay;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
-    low_run *r = new_run(x, LOW_K_GATHER, tile);
+    kernel_run *r = new_run(x, KERNEL_K_GATHER, tile);
     set_operand(x, r, 0, pr->out[0], 0);
     set_operand(x, r, 1, pr->in[0], 0);
     set_operand(x, r, 2, pr->in[1], 0);
@@ -679,11 +679,11 @@ static void reduce_sum_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) 
     int64_t a0[LAYOUT_MAX_RANK], a1[LAYOUT_MAX_RANK], ext[LAYOUT_MAX_RANK];
     layout_shard_extent(li, s, a0, a1);
     for (int a = 0; a < li->rank; a++) ext[a] = a1[a] - a0[a];
-    layout_box b = mid_reduce_sum_box(x->p, pr, ext);
-    layout_box_collapse(&b);
-    low_run tmpl;
+    kernel_box b = mid_reduce_sum_box(x->p, pr, ext);
+    kernel_box_collapse(&b);
+    kernel_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
-    box_emit e = {.kernel = LOW_K_REDUCE_SUM, .tile = tile, .keep = LOW_MAX_BOX, .tmpl = &tmpl};
+    box_emit e = {.kernel = KERNEL_K_REDUCE_SUM, .tile = tile, .keep = KERNEL_MAX_BOX, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
     e.t[1] = pr->in[0];
     emit_box(x, &b, &e);
@@ -707,7 +707,7 @@ typedef struct fill_ctx {
 static void fill_flush(fill_ctx *c) {
     if (!c->len) return;
     const mid_tensor *t = mid_t(c->x->p, c->pr->out[0]);
-    low_run *r = new_run(c->x, LOW_K_FILL, c->tile);
+    kernel_run *r = new_run(c->x, KERNEL_K_FILL, c->tile);
     set_operand(c->x, r, 0, c->pr->out[0], c->start);
     r->n[0] = (uint32_t)(c->len / t->lay.elem_bytes);
     r->f[0] = c->pr->f[0];
@@ -777,7 +777,7 @@ static int copy_sink(void *vctx, const layout_run *run) {
 static void emit_copy_box(void *ctx, const layout_copy_box *b) {
     lx *x = ((void **)ctx)[0];
     const mid_prim *pr = ((void **)ctx)[1];
-    low_run *r = new_run(x, LOW_K_COPY, b->tile);
+    kernel_run *r = new_run(x, KERNEL_K_COPY, b->tile);
     set_operand(x, r, 0, pr->out[0], b->dst);
     set_operand(x, r, 1, pr->in[0], b->src);
     r->dt[0] = r->dt[1] = DT_F32; /* bytes: the dtype is immaterial to a copy */

@@ -10,8 +10,8 @@
 
 static const char *label(const low_program *p, uint32_t at) { return at < (uint32_t)p->strings.n ? &p->strings.v[at] : "?"; }
 
-static void put_addr(FILE *f, const low_program *p, const low_addr *a) {
-    if (a->buf == LOW_ABSOLUTE) fprintf(f, "@0x%x", a->off);
+static void put_addr(FILE *f, const low_program *p, const kernel_addr *a) {
+    if (a->buf == KERNEL_ABSOLUTE) fprintf(f, "@0x%x", a->off);
     else fprintf(f, "%%%s+%u", label(p, p->bufs.v[a->buf].label), a->off);
     if (a->iter_stride) fprintf(f, "(+%d/iter)", a->iter_stride);
 }
@@ -28,26 +28,26 @@ static uint32_t distinct(uint32_t *v, uint32_t n) {
 }
 
 static void put_compute(FILE *f, const low_program *p, const low_step *s) {
-    uint32_t per[LOW_K_COUNT] = {0};
+    uint32_t per[KERNEL_K_COUNT] = {0};
     uint32_t *tiles = xmalloc(sizeof(uint32_t) * ((size_t)s->count + 1));
     for (uint32_t i = 0; i < s->count; i++) {
-        const low_run *r = &p->runs.v[s->first + i];
+        const kernel_run *r = &p->runs.v[s->first + i];
         per[r->kernel]++;
         tiles[i] = r->tile;
     }
     fprintf(f, "compute %s: %u runs on %u tiles (", label(p, s->label), s->count, distinct(tiles, s->count));
     const char *sep = "";
-    for (int k = 0; k < LOW_K_COUNT; k++)
-        if (per[k]) fprintf(f, "%s%s %u", sep, low_kernel_names[k], per[k]), sep = ", ";
+    for (int k = 0; k < KERNEL_K_COUNT; k++)
+        if (per[k]) fprintf(f, "%s%s %u", sep, kernel_names[k], per[k]), sep = ", ";
     fputc(')', f);
     /* The first run in full: its operands show which buffers the step reads and writes. */
     if (s->count) {
-        const low_run *r = &p->runs.v[s->first];
-        fprintf(f, "; tile %u %s", r->tile, low_kernel_names[r->kernel]);
-        for (int i = 0; i < low_kernel_operands[r->kernel]; i++)
-            if (low_run_uses(r, i)) fputc(' ', f), put_addr(f, p, &r->ptr[i]);
+        const kernel_run *r = &p->runs.v[s->first];
+        fprintf(f, "; tile %u %s", r->tile, kernel_names[r->kernel]);
+        for (int i = 0; i < kernel_operands[r->kernel]; i++)
+            if (kernel_run_uses(r, i)) fputc(' ', f), put_addr(f, p, &r->ptr[i]);
         fprintf(f, " [%u", r->n[0]);
-        for (int d = 1; d < LOW_MAX_BOX && r->n[d]; d++) fprintf(f, "x%u", r->n[d]);
+        for (int d = 1; d < KERNEL_MAX_BOX && r->n[d]; d++) fprintf(f, "x%u", r->n[d]);
         fputc(']', f);
     }
     fputc('\n', f);

@@ -64,7 +64,7 @@ static bool absorb_cast(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_
         return true;
     }
     /* A reduction that takes a GeLU writes an 8-bit result from the GeLU's
-     * f16 value (low.h). */
+     * f16 value (kern.h). */
     if (pp->kind == MID_REDUCE && pp->f[0] != 0 && via < 0 && mt->dtype == DT_F16) {
         pp->out[0] = cp->out[0];
         return true;
@@ -108,7 +108,7 @@ static layout squeezed(layout l) {
 /* A residual add of a K-partials REDUCE's row-major result (after its bias,
  * if any) and another tensor stored as the result is, all three of one
  * dtype: the reduction rounds its value to that dtype (what the temporary
- * held), adds the other operand and writes the add's result (low.h). */
+ * held), adds the other operand and writes the add's result (kern.h). */
 static bool absorb_residual(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_t t) {
     if (cp->kind != MID_EWISE || cp->ew != KERNEL_EW_ADD || pp->kind != MID_REDUCE || pp->f[0] != 0 || pp->residual ||
         pp->own || pp->nout != 1 || pp->nin >= MID_MAX_IN - 1)
@@ -202,7 +202,7 @@ static bool absorb_prescale(absorber *f, int32_t *v, int32_t *n, mid_prim *sp) {
 
 /* A copy that only changes a row kernel's or a K-partials reduction's result
  * to AMP-left panels (the next GEMM's operand encoding, same partition): the
- * SOFTMAX, LAYER_NORM or REDUCE writes the panels itself (low.h:
+ * SOFTMAX, LAYER_NORM or REDUCE writes the panels itself (kern.h:
  * stride[0][1]); watched where it lands. */
 static bool absorb_panels(absorber *f, mid_prim *pp, const mid_prim *cp, int32_t t) {
     mid_program *p = f->p;

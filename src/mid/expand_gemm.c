@@ -95,9 +95,9 @@ void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s
     *k1 = *k0 + bk < K ? *k0 + bk : K;
 }
 
-layout_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
+kernel_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext) {
     const layout *li = &mid_t(p, pr->in[0])->lay, *lo = &mid_t(p, pr->out[0])->lay;
-    layout_box b = {.nd = li->rank, .nops = 2};
+    kernel_box b = {.nd = li->rank, .nops = 2};
     for (int a = 0, j = 0; a < li->rank; a++) {
         b.n[a] = ext[a];
         b.st[1][a] = layout_axis_stride(li, a);

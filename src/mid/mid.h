@@ -78,7 +78,7 @@ typedef struct mid_prim {
                                           dtype its sum rounds to first (the product's, before a folded bias
                                           or cast), f32 for none */
     dtype acc;                         /* GEMM, REDUCE, GEMM_EPI, REDUCE_EPI */
-    float f[5];                        /* kernel parameters, as low.h's kernels take them */
+    float f[5];                        /* kernel parameters, as kern.h's kernels take them */
     uint32_t axes;                     /* REDUCE_SUM: reduced input axes, as bits */
     bool keepdims;                     /* REDUCE_SUM: the result keeps reduced axes as 1 */
     int64_t step;                      /* ADAMW, ADAMW_APPLY: the optimizer step */
@@ -352,7 +352,7 @@ static inline mid_prim *mid_p(const mid_program *p, int32_t id) { return &p->pri
 typedef struct mid_gemm_kernel {
     int32_t a, b;      /* the kernel's A and B tensors */
     int row, col;      /* result axes of the kernel's rows and columns */
-    layout_box batch;  /* batch axes (one axis of 1 without any) */
+    kernel_box batch;  /* batch axes (one axis of 1 without any) */
 } mid_gemm_kernel;
 mid_gemm_kernel mid_gemm_kernel_of(const mid_program *p, const mid_prim *pr, const int64_t *ext);
 /* The K range [*k0, *k1) the result shard s of GEMM prim pr computes: its
@@ -363,12 +363,12 @@ void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s
  * (lower.c runs it so, estimate.c prices it so): the box of ext with the
  * result's strides as operand 0 (0 along the summed axes) and the input's
  * as operand 1, not collapsed. */
-layout_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+kernel_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
 
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
 /* How many partials a REDUCE can read as a tile's own: the lowering names
- * it in a byte (low.h: REDUCE's op = 1 + the partial). */
+ * it in a byte (kern.h: REDUCE's op = 1 + the partial). */
 enum { MID_OWN_SLOTS = 255 };
 /* Whether a REDUCE prim adds a bias (in[1]). */
 bool mid_reduce_has_bias(const mid_prim *pr);

@@ -53,9 +53,9 @@ static void fmt_addr(char *buf, size_t cap, int64_t a) {
  * it = iters - 1 (the span moves linearly, so the ends bound every
  * iteration); iters = 0 means outside any repeat, where the stride must be
  * 0. On failure why says what of `what` lies where. */
-static bool span_ok(const low_addr *a, uint64_t extent, uint32_t iters, uint32_t lo, uint32_t hi, const char *hi_name,
+static bool span_ok(const kernel_addr *a, uint64_t extent, uint32_t iters, uint32_t lo, uint32_t hi, const char *hi_name,
                     const char *what, char *why, size_t cap) {
-    if (a->buf != LOW_ABSOLUTE) {
+    if (a->buf != KERNEL_ABSOLUTE) {
         snprintf(why, cap, "%s is in buffer %" PRIu32 ", not at an absolute address (the program is not placed)", what,
                  a->buf);
         return false;
@@ -86,32 +86,32 @@ static bool span_ok(const low_addr *a, uint64_t extent, uint32_t iters, uint32_t
 
 /* ---- runs -------------------------------------------------------------- */
 
-static const char *const OPERAND[LOW_MAX_OPERANDS] = {
+static const char *const OPERAND[KERNEL_MAX_OPERANDS] = {
     "operand 0", "operand 1", "operand 2", "operand 3", "operand 4", "operand 5", "operand 6",
 };
 
 static int fail_run(checker *c, uint32_t i, const char *why) {
-    const low_run *r = &c->p->prog.runs.v[i];
+    const kernel_run *r = &c->p->prog.runs.v[i];
     char kernel[24];
-    if (r->kernel < LOW_K_COUNT) snprintf(kernel, sizeof kernel, "%s", low_kernel_names[r->kernel]);
+    if (r->kernel < KERNEL_K_COUNT) snprintf(kernel, sizeof kernel, "%s", kernel_names[r->kernel]);
     else snprintf(kernel, sizeof kernel, "kernel %u", r->kernel);
     return fail(c, "section RUNS: run %" PRIu32 " (%s on tile %" PRIu32 "): %s", i, kernel, r->tile, why);
 }
 
 static int check_run(checker *c, uint32_t i, int32_t step, uint32_t iters) {
     const machine *m = c->m;
-    const low_run *r = &c->p->prog.runs.v[i];
+    const kernel_run *r = &c->p->prog.runs.v[i];
     char why[512];
     if (r->tile >= m->tiles) {
         snprintf(why, sizeof why, "tile %" PRIu32 " is outside the machine's %" PRIu32 " tiles", r->tile, m->tiles);
         return fail_run(c, i, why);
     }
-    if (!low_run_valid(r, why, sizeof why)) return fail_run(c, i, why);
-    for (int k = 0; k < low_kernel_operands[r->kernel]; k++)
-        if (low_run_uses(r, k) && !span_ok(&r->ptr[k], low_run_extent(r, k), iters, m->tile_memory_base,
+    if (!kernel_run_valid(r, why, sizeof why)) return fail_run(c, i, why);
+    for (int k = 0; k < kernel_operands[r->kernel]; k++)
+        if (kernel_run_uses(r, k) && !span_ok(&r->ptr[k], kernel_run_extent(r, k), iters, m->tile_memory_base,
                                            m->tile_memory_end, "the end of tile memory", OPERAND[k], why, sizeof why))
             return fail_run(c, i, why);
-    /* Runs of one compute set are grouped by tile (low.h): the simulator
+    /* Runs of one compute set are grouped by tile (kern.h): the simulator
      * runs each contiguous group on its own thread, so two groups of one
      * tile would race. */
     if (c->tile_step[r->tile] == step && c->tile_run[r->tile] != i - 1) {
@@ -231,7 +231,7 @@ static int check_tables(checker *c) {
             const pkg_xtile *t = &x.tiles[P->senders + k];
             for (uint32_t i = 0; i < t->n && !rc; i++) {
                 const pkg_xsend *s = &x.send[t->first + i];
-                low_addr a = {LOW_ABSOLUTE, s->addr, s->stride};
+                kernel_addr a = {KERNEL_ABSOLUTE, s->addr, s->stride};
                 if (!span_ok(&a, s->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory", "its source",
                              why, sizeof why))
                     rc = fail(c, "section XTAB: tile %" PRIu32 ", phase %" PRIu32 " (step %" PRId32 " '%.60s'), send row %" PRIu32 ": %s",
@@ -243,7 +243,7 @@ static int check_tables(checker *c) {
             for (uint32_t i = 0; i < t->n && !rc; i++) {
                 const pkg_xrecv *r = &x.recv[t->first + i];
                 const pkg_xsend *s = &x.send[r->send];
-                low_addr a = {LOW_ABSOLUTE, r->addr, r->stride};
+                kernel_addr a = {KERNEL_ABSOLUTE, r->addr, r->stride};
                 if (!span_ok(&a, s->bytes, iters, m->tile_memory_base, m->tile_memory_end, "the end of tile memory",
                              "the fragment", why, sizeof why))
                     rc = fail(c, "section XTAB: tile %" PRIu32 ", phase %" PRIu32 " (step %" PRId32 " '%.60s'), receive row %" PRIu32
@@ -293,7 +293,7 @@ static int seg_order(const void *pa, const void *pb) {
 static int check_segment(checker *c, int32_t i) {
     const machine *m = c->m;
     const pkg_segment *s = &c->p->segments.v[i];
-    low_addr at = {LOW_ABSOLUTE, s->addr, 0};
+    kernel_addr at = {KERNEL_ABSOLUTE, s->addr, 0};
     char why[512];
     if (s->tile >= m->tiles)
         snprintf(why, sizeof why, "tile %" PRIu32 " is outside the machine's %" PRIu32 " tiles", s->tile, m->tiles);
@@ -363,7 +363,7 @@ static bool binding_ok(const checker *c, const pkg_binding *b, char *why, size_t
         return false;
     }
     if (!check_layout(c, &b->layout, b->dtype, why, cap)) return false;
-    low_addr at = {LOW_ABSOLUTE, b->addr, 0};
+    kernel_addr at = {KERNEL_ABSOLUTE, b->addr, 0};
     return span_ok(&at, (uint64_t)layout_shard_bytes(&b->layout), 0, m->tile_memory_base, m->tile_memory_end,
                    "the end of tile memory", "its buffer", why, cap);
 }

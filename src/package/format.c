@@ -16,10 +16,10 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
  * kernel ln_moments = 15 (format 11); a reduce's residual operand and second float (format 12); ln_moments's own-slot operand and n[2] (format 13); the kernel gather = 16 and i32 bindings (format 14); the
  * layout encodings row_major_t = 3, amp_left_t = 4)
  * keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 14 && PKG_PROBE == 2 && LOW_K_COUNT == 17 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
+_Static_assert(PACKAGE_VERSION == 14 && PKG_PROBE == 2 && KERNEL_K_COUNT == 17 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
                    KERNEL_EW_RELU == 8 && KERNEL_EW_ERF == 17 && KERNEL_EW_SOFTPLUS == 18 && KERNEL_EW_MAX == 19 && KERNEL_EW_MIN == 20 &&
                    KERNEL_EW_COUNT == 21 && LOW_STEP_END == 3 &&
-                   DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && LOW_MAX_OPERANDS == 7 && LOW_MAX_BOX == 4 &&
+                   DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && KERNEL_MAX_OPERANDS == 7 && KERNEL_MAX_BOX == 4 &&
                    LAYOUT_MAX_RANK == 6,
                "package format codes changed: bump PACKAGE_VERSION and update docs/package.md");
 

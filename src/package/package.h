@@ -3,7 +3,7 @@
  *
  *   header    magic "TESSPKG\0", format version, machine fingerprint
  *   machine   the full machine description (its fingerprint must match)
- *   program   steps and kernel runs (low.h), placed: every address absolute
+ *   program   steps and kernel runs (low.h, kern.h), placed: every address absolute
  *             and inside the tile's memory map
  *   tables    every tile's encoded exchange tables: per exchange phase a
  *             header, its send rows, its receive rows and its repeat patch
@@ -18,7 +18,7 @@
  *
  * The file is a little-endian sequence of sections, each a tag, a CRC-32C of
  * its payload, a byte length and its records (a run holds only what its
- * kernel reads, whatever low_run's arrays can hold); the layout is in
+ * kernel reads, whatever kernel_run's arrays can hold); the layout is in
  * docs/package.md. Every checksum is verified before anything is read. Writing the same
  * package twice gives the same bytes. A package is untrusted input: the
  * reader checks every count, index, offset and length, and every address a
@@ -69,7 +69,7 @@ typedef struct package {
     arena arena;                /* owns everything below */
     machine machine;
     uint64_t fingerprint;       /* machine_fingerprint(&machine) */
-    low_program prog;           /* placed: every low_addr.buf is LOW_ABSOLUTE; no fragments (an
+    low_program prog;           /* placed: every kernel_addr.buf is KERNEL_ABSOLUTE; no fragments (an
                                    EXCHANGE step's first is its phase, the how-manieth exchange
                                    step it is, and its count is 0): the exchanges are the tables */
     pkg_tables tables;

@@ -114,14 +114,14 @@ static void scan(px *x, const pkg_xplan *xp, int32_t **step_of_run) {
         const low_step *st = &lp->steps.v[s];
         if (st->kind == LOW_STEP_COMPUTE)
             for (uint32_t i = st->first; i < st->first + st->count; i++) {
-                const low_run *r = &lp->runs.v[i];
+                const kernel_run *r = &lp->runs.v[i];
                 (*step_of_run)[i] = s;
-                for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-                    if (!low_run_writes(r, op)) continue;
+                for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
+                    if (!kernel_run_writes(r, op)) continue;
                     int32_t b = buf_at(x, s, r->ptr[op].off);
                     if (b < 0) continue;
                     x->writers[b] |= 1u << r->kernel;
-                    if (r->kernel == LOW_K_COPY) add_edge(x, &cap, b, buf_at(x, s, r->ptr[1].off));
+                    if (r->kernel == KERNEL_K_COPY) add_edge(x, &cap, b, buf_at(x, s, r->ptr[1].off));
                 }
             }
     }
@@ -140,7 +140,7 @@ static const char *label(const px *x, int32_t b) { return x->p->prog.strings.v +
 static int32_t product_in(const px *x, int32_t b, uint8_t *seen) {
     if (seen[b]) return -1;
     seen[b] = 1;
-    if (x->writers[b] & ((1u << LOW_K_GEMM) | (1u << LOW_K_REDUCE))) return b;
+    if (x->writers[b] & ((1u << KERNEL_K_GEMM) | (1u << KERNEL_K_REDUCE))) return b;
     for (int64_t i = 0; i < x->nedges; i++)
         if (x->edges[i].dst == b) {
             int32_t f = product_in(x, x->edges[i].src, seen);
@@ -164,8 +164,8 @@ static int32_t result_bufs(px *x, const char *const *outs, int nouts, int32_t *b
     return n;
 }
 
-static bool is_factor(const low_run *r, int op) {
-    return ((r->kernel == LOW_K_GEMM || r->kernel == LOW_K_GEMM_EPI) && op < 2) || (r->kernel == LOW_K_REDUCE_EPI && op == 0);
+static bool is_factor(const kernel_run *r, int op) {
+    return ((r->kernel == KERNEL_K_GEMM || r->kernel == KERNEL_K_GEMM_EPI) && op < 2) || (r->kernel == KERNEL_K_REDUCE_EPI && op == 0);
 }
 
 int package_epilogue_proof(const package *p, const char *const *outs, int nouts, epilogue_proof *out, diag *d) {
@@ -185,26 +185,26 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
     int32_t first_kernel = -1;
     bool read_factor = false;
     for (int32_t i = 0; i < lp->runs.n && !out->materialized; i++) {
-        const low_run *r = &lp->runs.v[i];
+        const kernel_run *r = &lp->runs.v[i];
         int32_t s = step_of_run[i];
         bool update = false;
-        for (int op = 0; op < LOW_MAX_OPERANDS && !update; op++)
-            if (low_run_writes(r, op)) {
+        for (int op = 0; op < KERNEL_MAX_OPERANDS && !update; op++)
+            if (kernel_run_writes(r, op)) {
                 int32_t b = buf_at(&x, s, r->ptr[op].off);
                 for (int32_t k = 0; k < nres && !update; k++) update = b == res[k];
             }
         if (!update) continue;
         out->update_runs++;
         if (first_kernel < 0) first_kernel = r->kernel;
-        for (int op = 0; op < LOW_MAX_OPERANDS && !out->materialized; op++) {
-            if (!low_run_uses(r, op) || (low_run_writes(r, op) && r->kernel != LOW_K_SUMSQ)) continue;
+        for (int op = 0; op < KERNEL_MAX_OPERANDS && !out->materialized; op++) {
+            if (!kernel_run_uses(r, op) || (kernel_run_writes(r, op) && r->kernel != KERNEL_K_SUMSQ)) continue;
             if (is_factor(r, op)) {
                 read_factor = true;
                 continue;
             }
             int32_t b = buf_at(&x, s, r->ptr[op].off);
             if (b < 0) continue;
-            bool grad_operand = (r->kernel == LOW_K_SGD && op == 3) || (r->kernel == LOW_K_ADAMW && op == 4);
+            bool grad_operand = (r->kernel == KERNEL_K_SGD && op == 3) || (r->kernel == KERNEL_K_ADAMW && op == 4);
             memset(seen, 0, (size_t)x.nb + 1);
             int32_t prod = product_in(&x, b, seen);
             if (!grad_operand && prod < 0) continue;
@@ -214,13 +214,13 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
             if (prod >= 0 && lp->bufs.v[prod].bytes > out->buffer_bytes) out->buffer_bytes = lp->bufs.v[prod].bytes;
             int at = snprintf(out->evidence, sizeof out->evidence,
                               "%s run on tile %u (step %d) reads %s from buffer '%s' (%u bytes per tile, live steps %d to %d)",
-                              low_kernel_names[r->kernel], r->tile, (int)s, grad_operand ? "its gradient" : "a completed product",
+                              kernel_names[r->kernel], r->tile, (int)s, grad_operand ? "its gradient" : "a completed product",
                               label(&x, b), bb->bytes, (int)bb->first, (int)bb->last);
             if (prod >= 0 && prod != b && at > 0 && at < (int)sizeof out->evidence)
                 snprintf(out->evidence + at, sizeof out->evidence - (size_t)at,
                          ", copied from '%s' (%u bytes per tile, live steps %d to %d), which a %s wrote", label(&x, prod),
                          lp->bufs.v[prod].bytes, (int)lp->bufs.v[prod].first, (int)lp->bufs.v[prod].last,
-                         x.writers[prod] & (1u << LOW_K_REDUCE) ? "REDUCE" : "GEMM");
+                         x.writers[prod] & (1u << KERNEL_K_REDUCE) ? "REDUCE" : "GEMM");
         }
     }
     if (!out->materialized) {
@@ -230,7 +230,7 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
             snprintf(out->evidence, sizeof out->evidence,
                      "%d runs write the results (the first a %s); they read %sthe weight and states, none of them a stored "
                      "or copied product, and no SGD or ADAMW run reads a gradient operand",
-                     (int)out->update_runs, low_kernel_names[first_kernel], read_factor ? "the GEMM's factors or partial sums, " : "");
+                     (int)out->update_runs, kernel_names[first_kernel], read_factor ? "the GEMM's factors or partial sums, " : "");
     }
     free(seen);
     free(res);
@@ -263,9 +263,9 @@ int package_live_peak(const package *p, package_peak *out, diag *d) {
         const low_step *st = &lp->steps.v[s];
         if (st->kind == LOW_STEP_COMPUTE)
             for (uint32_t i = st->first; i < st->first + st->count; i++) {
-                const low_run *r = &lp->runs.v[i];
-                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-                    if (low_run_uses(r, op)) HOLD(buf_at(&x, s, r->ptr[op].off), r->tile);
+                const kernel_run *r = &lp->runs.v[i];
+                for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
+                    if (kernel_run_uses(r, op)) HOLD(buf_at(&x, s, r->ptr[op].off), r->tile);
             }
     }
     for (uint32_t ph = 0; ph < xp.nphases; ph++) {

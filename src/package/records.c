@@ -1,7 +1,7 @@
 /* records.c: the variable-length records of a package (docs/package.md,
  * "Records"): steps and runs. Each is written and read by a pair of
  * functions side by side, field by field, so the two cannot drift; a run
- * holds only what its kernel reads (LOW_KERNELS' columns in low.h). */
+ * holds only what its kernel reads (KERNEL_TABLE's columns in kern.h). */
 #include "format.h"
 
 #include <inttypes.h>
@@ -102,69 +102,69 @@ int pkg_steps_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
 void pkg_runs_encode(pkg_out *o, const low_program *g) {
     pkg_out_le(o, (uint64_t)g->runs.n, 4);
     for (int32_t k = 0; k < g->runs.n; k++) {
-        const low_run *r = &g->runs.v[k];
+        const kernel_run *r = &g->runs.v[k];
         pkg_out_le(o, r->tile, 4);
         pkg_out_le(o, r->kernel, 1);
-        if (r->kernel >= LOW_K_COUNT) continue; /* a damaged run: the reader stops here */
-        const low_kernel_fields *u = &low_kernel_used[r->kernel];
-        if (u->params & LOW_P_OP) pkg_out_le(o, r->op, 1);
-        if (u->params & LOW_P_ACC) pkg_out_le(o, r->acc, 1);
-        if (u->params & LOW_P_GRAD) pkg_out_le(o, r->grad, 1);
+        if (r->kernel >= KERNEL_K_COUNT) continue; /* a damaged run: the reader stops here */
+        const kernel_fields *u = &kernel_used[r->kernel];
+        if (u->params & KERNEL_P_OP) pkg_out_le(o, r->op, 1);
+        if (u->params & KERNEL_P_ACC) pkg_out_le(o, r->acc, 1);
+        if (u->params & KERNEL_P_GRAD) pkg_out_le(o, r->grad, 1);
         for (int d = 0; d < u->box; d++) pkg_out_le(o, r->n[d], 4);
         for (int f = 0; f < u->floats; f++) {
             uint32_t bits;
             memcpy(&bits, &r->f[f], 4);
             pkg_out_le(o, bits, 4);
         }
-        for (int i = 0; i < low_kernel_operands[r->kernel]; i++) {
-            if (!low_run_uses(r, i)) continue;
+        for (int i = 0; i < kernel_operands[r->kernel]; i++) {
+            if (!kernel_run_uses(r, i)) continue;
             pkg_out_le(o, r->dt[i], 1);
             pkg_out_le(o, (uint8_t)r->scale[i], 1);
             pkg_out_le(o, r->ptr[i].off, 4);
             pkg_out_le(o, (uint32_t)r->ptr[i].iter_stride, 4);
         }
-        for (int i = 0; i < LOW_STRIDED_OPERANDS; i++)
-            for (int d = 0; d < LOW_MAX_BOX; d++)
-                if ((u->strides >> (4 * i + d) & 1) && low_run_uses(r, i)) pkg_out_le(o, (uint32_t)r->stride[i][d], 4);
+        for (int i = 0; i < KERNEL_STRIDED_OPERANDS; i++)
+            for (int d = 0; d < KERNEL_MAX_BOX; d++)
+                if ((u->strides >> (4 * i + d) & 1) && kernel_run_uses(r, i)) pkg_out_le(o, (uint32_t)r->stride[i][d], 4);
     }
 }
 
-static int run_fail(pkg_in_ctx *c, uint64_t k, const low_run *r, const char *why) {
+static int run_fail(pkg_in_ctx *c, uint64_t k, const kernel_run *r, const char *why) {
     char kernel[24];
-    if (r->kernel < LOW_K_COUNT) snprintf(kernel, sizeof kernel, "%s", low_kernel_names[r->kernel]);
+    if (r->kernel < KERNEL_K_COUNT) snprintf(kernel, sizeof kernel, "%s", kernel_names[r->kernel]);
     else snprintf(kernel, sizeof kernel, "kernel %u", r->kernel);
     return diag_fail(c->d, "%s: error: section RUNS: run %" PRIu64 " (%s on tile %" PRIu32 "): %s", c->path, k, kernel,
                      r->tile, why);
 }
 
 /* One run; false with the reason in why. */
-static bool run_decode(pkg_in *in, low_run *r, char *why, size_t cap) {
-    static const char *const OPERAND_FIELD[LOW_MAX_OPERANDS][4] = {
+static bool run_decode(pkg_in *in, kernel_run *r, char *why, size_t cap) {
+    static const char *const OPERAND_FIELD[KERNEL_MAX_OPERANDS][4] = {
 #define OPF(i) {"dt[" #i "]", "scale[" #i "]", "ptr[" #i "].off", "ptr[" #i "].iter_stride"}
         OPF(0), OPF(1), OPF(2), OPF(3), OPF(4), OPF(5), OPF(6),
 #undef OPF
     };
-    static const char *const N_FIELD[LOW_MAX_BOX] = {"n[0]", "n[1]", "n[2]", "n[3]"};
+    static const char *const N_FIELD[KERNEL_MAX_BOX] = {"n[0]", "n[1]", "n[2]", "n[3]"};
     static const char *const F_FIELD[5] = {"f[0]", "f[1]", "f[2]", "f[3]", "f[4]"};
     uint64_t v;
     if (!take(in, 4, &v, "tile", why, cap)) return false;
     r->tile = (uint32_t)v;
     if (!take(in, 1, &v, "kernel", why, cap)) return false;
     r->kernel = (uint8_t)v;
-    if (r->kernel >= LOW_K_COUNT) {
+    if (r->kernel >= KERNEL_K_COUNT) {
         snprintf(why, cap, "unknown kernel");
         return false;
     }
-    const low_kernel_fields *u = &low_kernel_used[r->kernel];
-    if (u->params & LOW_P_OP) {
+    const kernel_fields *u = &kernel_used[r->kernel];
+    if (u->params & KERNEL_P_OP) {
         if (!take(in, 1, &v, "op", why, cap)) return false;
         r->op = (uint8_t)v;
     }
-    if (u->params & LOW_P_ACC) {
+    if (u->params & KERNEL_P_ACC) {
         if (!take(in, 1, &v, "acc", why, cap)) return false;
         r->acc = (uint8_t)v;
     }
-    if (u->params & LOW_P_GRAD) {
+    if (u->params & KERNEL_P_GRAD) {
         if (!take(in, 1, &v, "grad", why, cap)) return false;
         r->grad = (uint8_t)v;
     }
@@ -177,9 +177,9 @@ static bool run_decode(pkg_in *in, low_run *r, char *why, size_t cap) {
         uint32_t bits = (uint32_t)v;
         memcpy(&r->f[f], &bits, 4);
     }
-    for (int i = 0; i < LOW_MAX_OPERANDS; i++) r->ptr[i].buf = LOW_ABSOLUTE;
-    for (int i = 0; i < low_kernel_operands[r->kernel]; i++) {
-        if (!low_run_uses(r, i)) continue;
+    for (int i = 0; i < KERNEL_MAX_OPERANDS; i++) r->ptr[i].buf = KERNEL_ABSOLUTE;
+    for (int i = 0; i < kernel_operands[r->kernel]; i++) {
+        if (!kernel_run_uses(r, i)) continue;
         if (!take(in, 1, &v, OPERAND_FIELD[i][0], why, cap)) return false;
         r->dt[i] = (uint8_t)v;
         if (!take(in, 1, &v, OPERAND_FIELD[i][1], why, cap)) return false;
@@ -189,9 +189,9 @@ static bool run_decode(pkg_in *in, low_run *r, char *why, size_t cap) {
         if (!take(in, 4, &v, OPERAND_FIELD[i][3], why, cap)) return false;
         r->ptr[i].iter_stride = sext32(v);
     }
-    for (int i = 0; i < LOW_STRIDED_OPERANDS; i++)
-        for (int d = 0; d < LOW_MAX_BOX; d++)
-            if ((u->strides >> (4 * i + d) & 1) && low_run_uses(r, i)) {
+    for (int i = 0; i < KERNEL_STRIDED_OPERANDS; i++)
+        for (int d = 0; d < KERNEL_MAX_BOX; d++)
+            if ((u->strides >> (4 * i + d) & 1) && kernel_run_uses(r, i)) {
                 char field[24];
                 snprintf(field, sizeof field, "stride[%d][%d]", i, d);
                 if (!take(in, 4, &v, field, why, cap)) return false;
@@ -206,7 +206,7 @@ int pkg_runs_decode(pkg_in_ctx *c, pkg_in *in, low_program *g) {
     if (!take(in, 4, &n, "count", why, sizeof why))
         return diag_fail(c->d, "%s: error: section RUNS: %s", c->path, why);
     for (uint64_t k = 0; k < n; k++) {
-        low_run r;
+        kernel_run r;
         memset(&r, 0, sizeof r);  /* padding too: a decoded run compares with memcmp */
         if (k > INT32_MAX - 1 || !run_decode(in, &r, why, sizeof why)) return run_fail(c, k, &r, why);
         vec_push(c->a, &g->runs, r);

@@ -42,7 +42,7 @@ typedef struct lv {
 } lv;
 
 static void access(lv *x, int32_t step, uint32_t buf, bool write) {
-    if (buf == LOW_ABSOLUTE || (int32_t)buf >= x->nbufs) return;
+    if (buf == KERNEL_ABSOLUTE || (int32_t)buf >= x->nbufs) return;
     place_live *l = &x->live[buf];
     if (l->first < 0 || step < l->first) l->first = step;
     if (step > l->last) l->last = step;
@@ -71,7 +71,7 @@ typedef struct seen {
  * joined from two (schedule.c) may write a buffer and then read what it
  * wrote: that is a temporary made in the step, not a value carried into it.
  * Written bytes are kept as one interval per buffer and tile, each write's
- * hull (low_run_extent); an access that moves with the iteration counts as
+ * hull (kernel_run_extent); an access that moves with the iteration counts as
  * unwritten. A hull over-counts a strided write's gaps, which matters only
  * for a carried buffer whose first access in the body is such a write
  * followed by a read of a gap: tessel writes a carried value whole, with the
@@ -80,17 +80,17 @@ static void compute_step(lv *x, int32_t i, seen *sn, uint32_t *touched) {
     const low_step *st = &x->lp->steps.v[i];
     int32_t ntouched = 0;
     for (uint32_t k = st->first; k < st->first + st->count; k++) {
-        const low_run *r = &x->lp->runs.v[k];
+        const kernel_run *r = &x->lp->runs.v[k];
         for (int pass = 0; pass < 2; pass++) /* reads, then writes */
-            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-                if (!low_run_uses(r, op)) continue;
+            for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
+                if (!kernel_run_uses(r, op)) continue;
                 uint32_t b = r->ptr[op].buf;
-                bool w = low_run_writes(r, op), rd = !w || r->kernel == LOW_K_SUMSQ;
-                if (b == LOW_ABSOLUTE || (int32_t)b >= x->nbufs || (pass == 0 ? !rd : !w)) continue;
+                bool w = kernel_run_writes(r, op), rd = !w || r->kernel == KERNEL_K_SUMSQ;
+                if (b == KERNEL_ABSOLUTE || (int32_t)b >= x->nbufs || (pass == 0 ? !rd : !w)) continue;
                 seen *e = &sn[b];
                 if (e->step != i) *e = (seen){.step = i, .tile = UINT32_MAX}, touched[ntouched++] = b;
                 if (e->tile != r->tile) e->tile = r->tile, e->wrote = false;
-                uint64_t lo = r->ptr[op].off, hi = lo + low_run_extent(r, op);
+                uint64_t lo = r->ptr[op].off, hi = lo + kernel_run_extent(r, op);
                 bool fixed = r->ptr[op].iter_stride == 0;
                 if (pass == 0 && !(e->wrote && fixed && lo >= e->lo && hi <= e->hi)) e->rfirst = true;
                 if (pass == 1 && fixed) {

@@ -36,9 +36,9 @@ void place_code_bytes(const low_program *lp, const machine *m, uint32_t *code) {
     uint32_t tiles = m->tiles;
     memset(code, 0, sizeof(uint32_t) * tiles);
     uint32_t *kernels = xcalloc(tiles, sizeof(uint32_t)); /* bit k: the tile runs kernel k */
-    _Static_assert(LOW_K_COUNT <= 32, "kernel bits");
+    _Static_assert(KERNEL_K_COUNT <= 32, "kernel bits");
     for (int32_t i = 0; i < lp->runs.n; i++) {
-        const low_run *r = &lp->runs.v[i];
+        const kernel_run *r = &lp->runs.v[i];
         code[r->tile] += CODE_RUN_BYTES;
         kernels[r->tile] |= 1u << r->kernel;
     }
@@ -175,14 +175,14 @@ static void requests(placer *p, place_req *req, int32_t *tile_of, const int32_t 
         tile_of[b] = -1;
     }
     for (int32_t i = 0; i < lp->runs.n; i++) {
-        const low_run *r = &lp->runs.v[i];
-        for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-            if (!low_run_uses(r, op) || r->ptr[op].buf >= (uint32_t)nb) continue;
+        const kernel_run *r = &lp->runs.v[i];
+        for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
+            if (!kernel_run_uses(r, op) || r->ptr[op].buf >= (uint32_t)nb) continue;
             place_req *q = &req[r->ptr[op].buf];
-            uint32_t al = low_operand_align((low_kernel)r->kernel, op);
+            uint32_t al = kernel_operand_align((kernel_id)r->kernel, op);
             if (al > q->align) q->align = al;
             /* The footprint over every iteration ends at off + stride * (n - 1) + extent. */
-            uint64_t end = (uint64_t)r->ptr[op].off + low_run_extent(r, op) + low_operand_tail((low_kernel)r->kernel, op);
+            uint64_t end = (uint64_t)r->ptr[op].off + kernel_run_extent(r, op) + kernel_operand_tail((kernel_id)r->kernel, op);
             if (end > q->payload + q->tail) q->tail = (uint32_t)(end - q->payload);
             if (tile_of[r->ptr[op].buf] < 0) tile_of[r->ptr[op].buf] = (int32_t)r->tile;
         }
@@ -249,9 +249,9 @@ static int assign_addresses(placer *p, place_stats *st) {
         /* The fullest tile: the highest byte any buffer it uses reserves. */
         uint64_t *end = xcalloc(p->m->tiles, sizeof(uint64_t));
         for (int32_t i = 0; i < lp->runs.n; i++) {
-            const low_run *r = &lp->runs.v[i];
-            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-                if (!low_run_uses(r, op)) continue;
+            const kernel_run *r = &lp->runs.v[i];
+            for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
+                if (!kernel_run_uses(r, op)) continue;
                 uint64_t e = slot[r->ptr[op].buf].addr + slot[r->ptr[op].buf].reserved;
                 if (e > end[r->tile]) end[r->tile] = e;
             }
@@ -292,9 +292,9 @@ static int assign_addresses(placer *p, place_stats *st) {
     return rc;
 }
 
-static low_addr absolute(const placer *p, low_addr a) {
+static kernel_addr absolute(const placer *p, kernel_addr a) {
     TS_ASSERT(a.buf < (uint32_t)p->lp->bufs.n);
-    return (low_addr){.buf = LOW_ABSOLUTE, .off = p->addr[a.buf] + a.off, .iter_stride = a.iter_stride};
+    return (kernel_addr){.buf = KERNEL_ABSOLUTE, .off = p->addr[a.buf] + a.off, .iter_stride = a.iter_stride};
 }
 
 static void copy_program(placer *p) {
@@ -303,10 +303,10 @@ static void copy_program(placer *p) {
     const low_program *src = p->lp;
     for (int32_t i = 0; i < src->steps.n; i++) vec_push(a, &dst->steps, src->steps.v[i]);
     for (int32_t i = 0; i < src->runs.n; i++) {
-        low_run r = src->runs.v[i];
-        for (int k = 0; k < LOW_MAX_OPERANDS; k++)
-            r.ptr[k] = low_run_uses(&r, k) ? absolute(p, r.ptr[k]) : (low_addr){.buf = LOW_ABSOLUTE};
-        low_run_canonical(&r); /* what the package holds of it, so a loaded run is this run */
+        kernel_run r = src->runs.v[i];
+        for (int k = 0; k < KERNEL_MAX_OPERANDS; k++)
+            r.ptr[k] = kernel_run_uses(&r, k) ? absolute(p, r.ptr[k]) : (kernel_addr){.buf = KERNEL_ABSOLUTE};
+        kernel_run_canonical(&r); /* what the package holds of it, so a loaded run is this run */
         vec_push(a, &dst->runs, r);
     }
     for (int32_t i = 0; i < src->strings.n; i++) vec_push(a, &dst->strings, src->strings.v[i]);

@@ -22,7 +22,7 @@ typedef struct bufset {
 } bufset;
 
 static void set_add(bufset *s, uint32_t b) {
-    if (b == LOW_ABSOLUTE) return;
+    if (b == KERNEL_ABSOLUTE) return;
     for (int32_t i = 0; i < s->n; i++)
         if (s->v[i] == b) return;
     if (s->n == s->cap) {
@@ -49,11 +49,11 @@ typedef struct sstep {
 static void accesses(const low_program *lp, const low_step *st, bufset *reads, bufset *writes) {
     if (st->kind == LOW_STEP_COMPUTE) {
         for (uint32_t k = st->first; k < st->first + st->count; k++) {
-            const low_run *r = &lp->runs.v[k];
-            for (int op = 0; op < LOW_MAX_OPERANDS; op++) {
-                if (!low_run_uses(r, op)) continue;
-                if (low_run_writes(r, op)) set_add(writes, r->ptr[op].buf);
-                if (!low_run_writes(r, op) || r->kernel == LOW_K_SUMSQ) set_add(reads, r->ptr[op].buf);
+            const kernel_run *r = &lp->runs.v[k];
+            for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
+                if (!kernel_run_uses(r, op)) continue;
+                if (kernel_run_writes(r, op)) set_add(writes, r->ptr[op].buf);
+                if (!kernel_run_writes(r, op) || r->kernel == KERNEL_K_SUMSQ) set_add(reads, r->ptr[op].buf);
             }
         }
     } else if (st->kind == LOW_STEP_EXCHANGE) {
@@ -66,7 +66,7 @@ static void accesses(const low_program *lp, const low_step *st, bufset *reads, b
 
 static bool only_copies(const low_program *lp, const low_step *st) {
     for (uint32_t k = st->first; k < st->first + st->count; k++)
-        if (lp->runs.v[k].kernel != LOW_K_COPY) return false;
+        if (lp->runs.v[k].kernel != KERNEL_K_COPY) return false;
     return st->count > 0;
 }
 
@@ -87,13 +87,13 @@ static void join_runs(arena *a, low_program *out, const low_program *lp, const l
     low_step *last = &out->steps.v[out->steps.n - 1];
     for (uint32_t k = st->first; k < st->first + st->count; k++) vec_push(a, &out->runs, lp->runs.v[k]);
     last->count += st->count;
-    low_run *r = out->runs.v + last->first;
+    kernel_run *r = out->runs.v + last->first;
     run_key *key = xmalloc(sizeof(run_key) * (size_t)(last->count + 1));
-    low_run *tmp = xmalloc(sizeof(low_run) * (size_t)(last->count + 1));
+    kernel_run *tmp = xmalloc(sizeof(kernel_run) * (size_t)(last->count + 1));
     for (uint32_t k = 0; k < last->count; k++) key[k] = (run_key){r[k].tile, k};
     qsort(key, last->count, sizeof(run_key), cmp_run_key);
     for (uint32_t k = 0; k < last->count; k++) tmp[k] = r[key[k].order];
-    memcpy(r, tmp, sizeof(low_run) * last->count);
+    memcpy(r, tmp, sizeof(kernel_run) * last->count);
     free(tmp);
     free(key);
 }

@@ -360,8 +360,8 @@ typedef struct encode_ctx {
 } encode_ctx;
 
 /* A row's address: inside tile memory, or its field would not hold it. */
-static uint32_t address_of(const encode_ctx *e, const place_xt *x, low_addr a) {
-    uint32_t v = a.buf == LOW_ABSOLUTE || !e->buf_addr ? a.off : e->buf_addr[a.buf] + a.off;
+static uint32_t address_of(const encode_ctx *e, const place_xt *x, kernel_addr a) {
+    uint32_t v = a.buf == KERNEL_ABSOLUTE || !e->buf_addr ? a.off : e->buf_addr[a.buf] + a.off;
     TS_ASSERT(v >= x->m->tile_memory_base && v < x->m->tile_memory_end);
     return v;
 }

@@ -35,19 +35,19 @@ static char *work_text(const package *pkg, const pkg_xplan *xp, uint32_t s, uint
     size_t n = 0;
     buf[0] = 0;
     if (st->kind == LOW_STEP_COMPUTE) {
-        uint64_t runs[LOW_K_COUNT] = {0}, cycles[LOW_K_COUNT] = {0};
+        uint64_t runs[KERNEL_K_COUNT] = {0}, cycles[KERNEL_K_COUNT] = {0};
         for (uint32_t k = st->first; k < st->first + st->count; k++) {
-            const low_run *r = &pkg->prog.runs.v[k];
+            const kernel_run *r = &pkg->prog.runs.v[k];
             if (r->tile != t) continue;
-            bool inter[LOW_MAX_OPERANDS] = {0};
-            for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-                inter[op] = low_run_uses(r, op) && machine_addr_interleaved(m, r->ptr[op].off);
+            bool inter[KERNEL_MAX_OPERANDS] = {0};
+            for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
+                inter[op] = kernel_run_uses(r, op) && machine_addr_interleaved(m, r->ptr[op].off);
             runs[r->kernel]++;
-            cycles[r->kernel] += m->launch_cycles + sim_kernel_cycles(r, m, inter);
+            cycles[r->kernel] += m->launch_cycles + kernel_run_cycles(r, m, inter);
         }
-        for (int k = 0; k < LOW_K_COUNT && n < sizeof buf - 80; k++)
+        for (int k = 0; k < KERNEL_K_COUNT && n < sizeof buf - 80; k++)
             if (runs[k])
-                n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s x%llu: %llu cycles", n ? "; " : "", low_kernel_names[k],
+                n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s x%llu: %llu cycles", n ? "; " : "", kernel_names[k],
                                       (unsigned long long)runs[k], (unsigned long long)cycles[k]);
     } else if (st->kind == LOW_STEP_EXCHANGE && st->first < xp->nphases) {
         const pkg_xphase *ph = &xp->phase[st->first];

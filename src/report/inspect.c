@@ -73,9 +73,9 @@ static void index_tiles(view *v) {
         const low_step *st = &g->steps.v[s];
         if (st->kind == LOW_STEP_COMPUTE)
             for (uint32_t k = st->first; k < st->first + st->count; k++) {
-                const low_run *r = &g->runs.v[k];
-                for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-                    if (low_run_uses(r, op)) mark(v, s, r->tile, r->ptr[op].off);
+                const kernel_run *r = &g->runs.v[k];
+                for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
+                    if (kernel_run_uses(r, op)) mark(v, s, r->tile, r->ptr[op].off);
             }
         else if (st->kind == LOW_STEP_EXCHANGE) {
             const pkg_xphase *ph = &v->xp->phase[st->first];

@@ -1,4 +1,4 @@
-/* kernels.c: the simulator's tile kernels (low.h's arithmetic, bit for bit) and their cycle model.
+/* kernels.c: the simulator's tile kernels (kern.h's arithmetic, bit for bit; what each run costs is kern/cycles.c's).
  *
  * Numerics: the machine's arithmetic, which the tests check bit for bit against a scalar
  * definition (docs/sim.md has the same rules with the reasons):
@@ -28,7 +28,7 @@
  *     (two passes, biased: num_moments_of); out = (x - mean) * (1 / sqrtf(var + eps)) * gamma + beta.
  *     A row cut into parts over tiles: each part's LN_MOMENTS (num_moments_of), joined in part
  *     order by num_moments_join, var = m2 / n.
- *   - SGD, ADAMW: f32 per element in the order of low.h; the bias corrections 1 - beta^step in
+ *   - SGD, ADAMW: f32 per element in the order of kern.h; the bias corrections 1 - beta^step in
  *     double, then f32. Updated states are rounded to their stored dtype before they feed w'
  *     (what the next step reads back; a no-op for f32 states).
  *
@@ -103,12 +103,12 @@ typedef struct opnd {
     int64_t step; /* bytes between consecutive elements; 0 broadcasts one element */
 } opnd;
 
-static opnd opnd_of(const low_run *r, uint8_t *p, int i, int64_t step) {
+static opnd opnd_of(const kernel_run *r, uint8_t *p, int i, int64_t step) {
     return (opnd){p, (dtype)r->dt[i], dtype_is_f8((dtype)r->dt[i]) ? r->scale[i] : 0, step};
 }
 
 /* Operand i of r as a contiguous array. */
-static opnd opnd_dense(const low_run *r, uint8_t *const ptr[], int i) {
+static opnd opnd_dense(const kernel_run *r, uint8_t *const ptr[], int i) {
     return opnd_of(r, ptr[i], i, dtype_bytes((dtype)r->dt[i]));
 }
 
@@ -122,7 +122,7 @@ static float elem_get(dtype t, int scale, const uint8_t *p) {
     case DT_F8E4M3:
     case DT_F8E5M2:
     case DT_F143: return f8_decode(t, *p, scale);
-    default: TS_UNREACHABLE(); /* i32 operands are rejected by low_run_valid */
+    default: TS_UNREACHABLE(); /* i32 operands are rejected by kernel_run_valid */
     }
 }
 
@@ -164,13 +164,13 @@ static void opnd_write(const opnd *o, uint64_t first, size_t n, const float *src
 
 /* One row of n values written by a row kernel (SOFTMAX, LAYER_NORM): contiguous, or with a
  * panel stride (stride[0][1] != 0) in AMP-left panels of 32 bytes, each panel_stride apart. */
-static void row_write(const low_run *r, const opnd *out, size_t n, const float *x) {
+static void row_write(const kernel_run *r, const opnd *out, size_t n, const float *x) {
     int64_t ps = r->stride[0][1];
     if (ps == 0) {
         opnd_write(out, 0, n, x);
         return;
     }
-    size_t pw = LOW_AMP_PANEL_BYTES / (size_t)dtype_bytes(out->t);
+    size_t pw = KERNEL_AMP_PANEL_BYTES / (size_t)dtype_bytes(out->t);
     for (size_t e0 = 0; e0 < n; e0 += pw) {
         opnd o = *out;
         o.p += (int64_t)(e0 / pw) * ps;
@@ -185,23 +185,7 @@ enum { CHUNK = 512 };
 
 enum { BOX_MAX_OPS = 3 }; /* operands an EWISE or REDUCE_SUM box walks */
 
-typedef layout_box box;
-
-/* The box of r over operands ops[0..nops) (their strides), collapsed. */
-static box box_of_run(const low_run *r, const int *ops, int nops) {
-    box b = {.nd = LOW_MAX_BOX, .nops = nops};
-    for (int d = 0; d < LOW_MAX_BOX; d++) b.n[d] = r->n[d];
-    for (int i = 0; i < nops; i++)
-        for (int d = 0; d < LOW_MAX_BOX; d++) b.st[i][d] = r->stride[ops[i]][d];
-    layout_box_collapse(&b);
-    return b;
-}
-
-static uint64_t box_rows(const box *b) {
-    uint64_t rows = 1;
-    for (int d = 0; d + 1 < b->nd; d++) rows *= b->n[d];
-    return rows;
-}
+typedef kernel_box box;
 
 /* Called once per innermost row: p[i] is operand i's first element, step[i] its bytes per
  * element along the row. */
@@ -210,7 +194,7 @@ typedef void row_fn(void *ctx, uint8_t *const p[BOX_MAX_OPS], uint64_t len, cons
 /* Visits the rows of b in box order (outer axes odometer-style). */
 static void box_walk(const box *b, uint8_t *const base[BOX_MAX_OPS], row_fn *fn, void *ctx) {
     int inner = b->nd - 1;
-    int64_t idx[LAYOUT_BOX_AXES] = {0};
+    int64_t idx[KERNEL_BOX_AXES] = {0};
     int64_t step[BOX_MAX_OPS] = {0};
     for (int i = 0; i < b->nops; i++) step[i] = b->st[i][inner];
     for (;;) {
@@ -322,16 +306,16 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 /* The 8-bit scales 2^(sa+sb): an f32 chain sums the codes' products and the AMP scales the
  * finished sum (exact in f32); an f16 chain holds the result's units, so each product is
  * scaled (gemm_band scales B, exactly) and nothing is left to apply after. */
-static float gemm_scale(const low_run *r) {
+static float gemm_scale(const kernel_run *r) {
     return dtype_is_f8((dtype)r->dt[0]) ? ldexpf(1.0f, r->scale[0] + r->scale[1]) : 1.0f;
 }
-static float gemm_post(const low_run *r) { return r->acc == DT_F16 ? 1.0f : gemm_scale(r); }
+static float gemm_post(const kernel_run *r) { return r->acc == DT_F16 ? 1.0f : gemm_scale(r); }
 
 /* Rows [i0, i0 + rows) of batch entry g of r's product (operands 0 and 1) into c, `rows` rows of
  * Np floats (Np: N rounded up to whole register panels): each element's whole chain over k
  * ascending, exactly as if all M rows were computed at once (rows only select which chains run).
  * The caller applies what gemm_post says of the 8-bit scales. */
-static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t i0, size_t rows, float *c) {
+static void gemm_band(const kernel_run *r, uint8_t *const ptr[], uint32_t g, size_t i0, size_t rows, float *c) {
     dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1];
     bool f8 = dtype_is_f8(ta);
     bool exact = f8 || (ta == DT_F16 && tb == DT_F16);
@@ -341,7 +325,7 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
                            : exact ? (f16acc ? block_fma_f16 : block_fma)
                                    : (f16acc ? block_muladd_f16 : block_muladd);
     size_t M = rows, N = r->n[2], K = r->n[3];
-    int w = LOW_AMP_PANEL_BYTES / dtype_bytes(ta);
+    int w = KERNEL_AMP_PANEL_BYTES / dtype_bytes(ta);
     size_t Mp = round_up(M, GEMM_MR), Np = round_up(N, GEMM_NR);
     size_t kc_max = K < GEMM_KC ? round_up(K, (size_t)w) : GEMM_KC;
     size_t a_panel = Mp * (size_t)w; /* floats per decoded K panel */
@@ -349,9 +333,9 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
     float *bp = scratch_floats(SCR_B, Np * kc_max);
     float *row = scratch_floats(SCR_T0, Np);
     for (size_t j = N; j < Np; j++) row[j] = 0; /* padding columns stay zero */
-    _Static_assert(GEMM_KC % LOW_AMP_PANEL_BYTES == 0, "K chunks hold whole A panels (w divides 32)");
+    _Static_assert(GEMM_KC % KERNEL_AMP_PANEL_BYTES == 0, "K chunks hold whole A panels (w divides 32)");
     /* Row m of an AMP-left panel is 32 bytes at m * 32: the band starts i0 rows in. */
-    const uint8_t *A = ptr[0] + (int64_t)g * r->stride[0][0] + (int64_t)i0 * LOW_AMP_PANEL_BYTES;
+    const uint8_t *A = ptr[0] + (int64_t)g * r->stride[0][0] + (int64_t)i0 * KERNEL_AMP_PANEL_BYTES;
     const uint8_t *B = ptr[1] + (int64_t)g * r->stride[1][0];
     for (size_t k0 = 0; k0 < K; k0 += GEMM_KC) {
         size_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
@@ -387,7 +371,7 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
             for (size_t i = 0; i < Mp; i += GEMM_MR) {
                 gemm_a gi = ga;
                 if (f8)
-                    for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * LOW_AMP_PANEL_BYTES;
+                    for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * KERNEL_AMP_PANEL_BYTES;
                 else
                     gi.f = a + i * (size_t)w;
                 block(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
@@ -396,7 +380,7 @@ static void gemm_band(const low_run *r, uint8_t *const ptr[], uint32_t g, size_t
 }
 
 
-static void run_gemm(const low_run *r, uint8_t *const ptr[]) {
+static void run_gemm(const kernel_run *r, uint8_t *const ptr[]) {
     dtype tc = (dtype)r->dt[2];
     float post = gemm_post(r);
     size_t M = r->n[1], N = r->n[2], Np = round_up(N, GEMM_NR);
@@ -444,7 +428,7 @@ typedef struct adamw_line {
     float step_size, bc2_sqrt, decay, eps;
 } adamw_line;
 
-static adamw_line adamw_line_of(const low_run *r) {
+static adamw_line adamw_line_of(const kernel_run *r) {
     float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
     double t = (double)r->n[1];
     float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
@@ -460,7 +444,7 @@ static void adamw_weights(const adamw_line *k, size_t n, float *w, const float *
 /* n gradient values g (already rounded to the gradient's dtype) at element `at` of the epilogue
  * operands E0..E3 (operands base..base+3), with SGD's or ADAM's arithmetic exactly as run_sgd and
  * run_adamw write it; g is overwritten. */
-static void epilogue(const low_run *r, uint8_t *const ptr[], int base, uint64_t at, size_t n, float *g) {
+static void epilogue(const kernel_run *r, uint8_t *const ptr[], int base, uint64_t at, size_t n, float *g) {
     float *x = scratch_floats(SCR_E0, n), *y = scratch_floats(SCR_E1, n);
     opnd e0 = opnd_dense(r, ptr, base), e2 = opnd_dense(r, ptr, base + 2);
     if (r->op == KERNEL_EPI_SGD) {
@@ -485,9 +469,9 @@ static void epilogue(const low_run *r, uint8_t *const ptr[], int base, uint64_t 
  * values, never the whole block (docs/epilogue.md). */
 enum { EPI_ROWS = 8 * GEMM_MR };
 
-static void run_gemm_epi(const low_run *r, uint8_t *const ptr[]) {
+static void run_gemm_epi(const kernel_run *r, uint8_t *const ptr[]) {
     float post = gemm_post(r);
-    dtype gt = low_epilogue_grad(r);
+    dtype gt = kernel_epilogue_grad(r);
     size_t M = r->n[1], N = r->n[2], Np = round_up(N, GEMM_NR);
     float *c = scratch_floats(SCR_C, EPI_ROWS * Np);
     for (size_t i0 = 0; i0 < M; i0 += EPI_ROWS) {
@@ -506,12 +490,12 @@ static void run_gemm_epi(const low_run *r, uint8_t *const ptr[]) {
 /* ---- REDUCE ------------------------------------------------------------------------------- */
 
 /* Operand 0 is the output, operand 1 the input (slices stride[1][0] apart). */
-static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
+static void run_reduce(const kernel_run *r, uint8_t *const ptr[]) {
     size_t n = r->n[1];
     float *acc = scratch_floats(SCR_T0, n), *x = scratch_floats(SCR_T1, n);
     memset(acc, 0, n * sizeof(float));
     opnd in = opnd_dense(r, ptr, 1);
-    uint32_t own = r->op > 0 ? (uint32_t)r->op - 1 : UINT32_MAX; /* the partial read from ptr3 (low.h) */
+    uint32_t own = r->op > 0 ? (uint32_t)r->op - 1 : UINT32_MAX; /* the partial read from ptr3 (kern.h) */
     for (uint32_t j = 0; j < r->n[0]; j++) {
         in.p = j == own ? ptr[3] : ptr[1] + (int64_t)j * r->stride[1][0];
         opnd_read(&in, 0, n, x);
@@ -519,7 +503,7 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         if (r->acc == DT_F16) num_round_buf(DT_F16, 0, acc, n);
     }
     /* The sum rounded to grad first: the product's dtype before a bias, or
-     * the dtype a cast done by the reduction reads (low.h). */
+     * the dtype a cast done by the reduction reads (kern.h). */
     if (r->grad != DT_F32) num_round_buf((dtype)r->grad, 0, acc, n);
     if (r->n[2]) { /* the bias, added to the rounded product */
         size_t w = r->n[2], rep = r->n[3] > 1 ? r->n[3] : 1;
@@ -528,7 +512,7 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         opnd_read(&bias, 0, w, b);
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
-    if (r->f[0] != 0.0f) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (low.h) */
+    if (r->f[0] != 0.0f) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (kern.h) */
         num_round_buf((dtype)(r->n[2] ? r->dt[2] : r->grad), 0, acc, n);
         if (r->f[0] == KERNEL_REDUCE_GELU_ERF)
             for (size_t e = 0; e < n; e++) acc[e] = num_gelu_erf(acc[e]);
@@ -547,19 +531,19 @@ static void run_reduce(const low_run *r, uint8_t *const ptr[]) {
         opnd_write(&out, 0, n, acc);
         return;
     }
-    size_t c = (size_t)r->stride[0][2]; /* AMP-left panels of rows of c (low.h) */
+    size_t c = (size_t)r->stride[0][2]; /* AMP-left panels of rows of c (kern.h) */
     for (size_t row = 0; row < n / c; row++) {
         opnd o = out;
-        o.p += (int64_t)row * LOW_AMP_PANEL_BYTES;
+        o.p += (int64_t)row * KERNEL_AMP_PANEL_BYTES;
         row_write(r, &o, c, acc + row * c);
     }
 }
 
 /* REDUCE's chains, a chunk of elements at a time, each sum rounded to the gradient's dtype and
  * handed to the epilogue (operands 1..4): no buffer holds the sums. */
-static void run_reduce_epi(const low_run *r, uint8_t *const ptr[]) {
+static void run_reduce_epi(const kernel_run *r, uint8_t *const ptr[]) {
     float *acc = scratch_floats(SCR_T0, CHUNK), *x = scratch_floats(SCR_T1, CHUNK);
-    dtype gt = low_epilogue_grad(r);
+    dtype gt = kernel_epilogue_grad(r);
     for (uint64_t at = 0; at < r->n[1]; at += CHUNK) {
         size_t n = r->n[1] - at < CHUNK ? (size_t)(r->n[1] - at) : CHUNK;
         memset(acc, 0, n * sizeof(float));
@@ -599,7 +583,7 @@ static void ew_apply(kernel_ew_op op, float f0, const float *restrict a, const f
 }
 
 typedef struct ew_ctx {
-    const low_run *r;
+    const kernel_run *r;
     int nops;         /* out, a and (binary ops) b */
     bool unsaturated; /* an unsaturated cast to an 8-bit type */
 } ew_ctx;
@@ -613,7 +597,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
         ew_apply((kernel_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
-        if (x->r->acc != DT_F32) num_round_buf((dtype)x->r->acc, 0, f[0], n); /* a cast done here: low.h */
+        if (x->r->acc != DT_F32) num_round_buf((dtype)x->r->acc, 0, f[0], n); /* a cast done here: kern.h */
         if (x->unsaturated)
             for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
         else
@@ -621,17 +605,16 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
     }
 }
 
-static const int EW_OPS[3] = {0, 1, 2};
 
-static void run_ewise(const low_run *r, uint8_t *const ptr[]) {
+static void run_ewise(const kernel_run *r, uint8_t *const ptr[]) {
     ew_ctx x = {r, 1 + kernel_ew_arity[r->op], r->op == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
-    box b = box_of_run(r, EW_OPS, x.nops);
+    box b = kernel_run_box(r, x.nops);
     box_walk(&b, ptr, ew_row, &x);
 }
 
 /* ---- SOFTMAX, LAYER_NORM ------------------------------------------------------------------ */
 
-static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
+static void run_softmax(const kernel_run *r, uint8_t *const ptr[]) {
     size_t n = r->n[1];
     float *x = scratch_floats(SCR_T0, n);
     for (uint32_t row = 0; row < r->n[0]; row++) {
@@ -652,7 +635,7 @@ static void run_softmax(const low_run *r, uint8_t *const ptr[]) {
     }
 }
 
-static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
+static void run_layer_norm(const kernel_run *r, uint8_t *const ptr[]) {
     size_t n = r->n[1], parts = r->n[2];
     float *x = scratch_floats(SCR_T0, n), *gamma = scratch_floats(SCR_T1, n), *beta = scratch_floats(SCR_T2, n);
     opnd g = opnd_dense(r, ptr, 2), bt = opnd_dense(r, ptr, 3);
@@ -668,22 +651,22 @@ static void run_layer_norm(const low_run *r, uint8_t *const ptr[]) {
         if (parts == 0) {
             s = num_moments_of(x, n);
         } else { /* the parts' statistics, LN_MOMENTS's f32 triples, joined in order */
-            const uint8_t *st = ptr[4] + (size_t)row * parts * LOW_MOMENTS_BYTES;
+            const uint8_t *st = ptr[4] + (size_t)row * parts * KERNEL_MOMENTS_BYTES;
             memcpy(&s, st, sizeof s);
             for (size_t k = 1; k < parts; k++) {
                 num_moments b;
-                memcpy(&b, st + k * LOW_MOMENTS_BYTES, sizeof b);
+                memcpy(&b, st + k * KERNEL_MOMENTS_BYTES, sizeof b);
                 s = num_moments_join(s, b);
             }
         }
         float rstd = 1.0f / sqrtf(s.m2 / s.n + eps);
         for (size_t e = 0; e < n; e++) x[e] = (x[e] - s.mean) * rstd * gamma[e] + beta[e];
-        if (r->acc != DT_F32) num_round_buf((dtype)r->acc, 0, x, n); /* a cast done here: low.h */
+        if (r->acc != DT_F32) num_round_buf((dtype)r->acc, 0, x, n); /* a cast done here: kern.h */
         row_write(r, &out, n, x);
     }
 }
 
-static void run_ln_moments(const low_run *r, uint8_t *const ptr[]) {
+static void run_ln_moments(const kernel_run *r, uint8_t *const ptr[]) {
     size_t n = r->n[1];
     float *x = scratch_floats(SCR_T0, n);
     for (uint32_t row = 0; row < r->n[0]; row++) {
@@ -691,8 +674,8 @@ static void run_ln_moments(const low_run *r, uint8_t *const ptr[]) {
         in.p += (int64_t)row * r->stride[1][0];
         opnd_read(&in, 0, n, x);
         num_moments s = num_moments_of(x, n);
-        memcpy(ptr[0] + (size_t)row * LOW_MOMENTS_BYTES, &s, sizeof s);
-        if (r->n[2]) memcpy(ptr[2] + (size_t)row * r->n[2] * LOW_MOMENTS_BYTES, &s, sizeof s); /* its own slot */
+        memcpy(ptr[0] + (size_t)row * KERNEL_MOMENTS_BYTES, &s, sizeof s);
+        if (r->n[2]) memcpy(ptr[2] + (size_t)row * r->n[2] * KERNEL_MOMENTS_BYTES, &s, sizeof s); /* its own slot */
     }
 }
 
@@ -702,7 +685,7 @@ static void run_ln_moments(const low_run *r, uint8_t *const ptr[]) {
  * element: its stride is 0 on the summed axes (those where out's stride is 0) and compact on the
  * others; a second walk over the kept axes writes acc to out. */
 static void sum_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
-    const low_run *r = v;
+    const kernel_run *r = v;
     float *x = scratch_floats(SCR_T0, CHUNK);
     opnd in = opnd_of(r, p[0], 1, step[0]);
     float *acc = (float *)(void *)p[1];
@@ -716,7 +699,7 @@ static void sum_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const 
 }
 
 static void store_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const int64_t step[BOX_MAX_OPS]) {
-    const low_run *r = v;
+    const kernel_run *r = v;
     opnd out = opnd_of(r, p[0], 0, step[0]);
     opnd acc = {p[1], DT_F32, 0, step[1]};
     float *x = scratch_floats(SCR_T0, CHUNK);
@@ -727,10 +710,10 @@ static void store_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, cons
     }
 }
 
-static void run_reduce_sum(const low_run *r, uint8_t *const ptr[]) {
-    box sum = {.nd = LOW_MAX_BOX, .nops = 2}, keep = {.nd = LOW_MAX_BOX, .nops = 2};
+static void run_reduce_sum(const kernel_run *r, uint8_t *const ptr[]) {
+    box sum = {.nd = KERNEL_MAX_BOX, .nops = 2}, keep = {.nd = KERNEL_MAX_BOX, .nops = 2};
     uint64_t outs = 1;
-    for (int d = LOW_MAX_BOX - 1; d >= 0; d--) {
+    for (int d = KERNEL_MAX_BOX - 1; d >= 0; d--) {
         bool kept = r->stride[0][d] != 0;
         sum.n[d] = r->n[d];
         sum.st[0][d] = r->stride[1][d];
@@ -742,15 +725,15 @@ static void run_reduce_sum(const low_run *r, uint8_t *const ptr[]) {
     }
     float *acc = scratch_floats(SCR_T3, outs);
     memset(acc, 0, outs * sizeof(float));
-    layout_box_collapse(&sum);
-    layout_box_collapse(&keep);
+    kernel_box_collapse(&sum);
+    kernel_box_collapse(&keep);
     box_walk(&sum, (uint8_t *const[BOX_MAX_OPS]){ptr[1], (uint8_t *)acc, NULL}, sum_row, (void *)r);
     box_walk(&keep, (uint8_t *const[BOX_MAX_OPS]){ptr[0], (uint8_t *)acc, NULL}, store_row, (void *)r);
 }
 
 /* ---- FILL, COPY --------------------------------------------------------------------------- */
 
-static void run_fill(const low_run *r, uint8_t *const ptr[]) {
+static void run_fill(const kernel_run *r, uint8_t *const ptr[]) {
     dtype t = (dtype)r->dt[0];
     size_t bytes = (size_t)dtype_bytes(t);
     uint8_t code[4];
@@ -759,7 +742,7 @@ static void run_fill(const low_run *r, uint8_t *const ptr[]) {
 }
 
 /* Spans in box order; each span is one contiguous move. */
-static void run_copy(const low_run *r, uint8_t *const ptr[]) {
+static void run_copy(const kernel_run *r, uint8_t *const ptr[]) {
     for (uint32_t a = 0; a < r->n[0]; a++)
         for (uint32_t b = 0; b < r->n[1]; b++)
             for (uint32_t c = 0; c < r->n[2]; c++) {
@@ -770,7 +753,7 @@ static void run_copy(const low_run *r, uint8_t *const ptr[]) {
 }
 
 /* An embedding lookup's rows, copied as they are stored (dtype and scale equal). */
-static void run_gather(const low_run *r, uint8_t *const ptr[]) {
+static void run_gather(const kernel_run *r, uint8_t *const ptr[]) {
     size_t row = (size_t)r->n[1] * (size_t)dtype_bytes((dtype)r->dt[0]);
     for (uint32_t i = 0; i < r->n[0]; i++) {
         int32_t id;
@@ -786,7 +769,7 @@ static void run_gather(const low_run *r, uint8_t *const ptr[]) {
 
 /* Chunked over n[0]; every input of a chunk is read before any output of it is written, so an
  * output may alias its own input (w' over w). */
-static void run_sgd(const low_run *r, uint8_t *const ptr[]) {
+static void run_sgd(const kernel_run *r, uint8_t *const ptr[]) {
     bool momentum = r->f[1] != 0.0f;
     float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *buf = scratch_floats(SCR_T2, CHUNK);
     opnd ow = opnd_dense(r, ptr, 0), ob = momentum ? opnd_dense(r, ptr, 1) : ow;
@@ -802,7 +785,7 @@ static void run_sgd(const low_run *r, uint8_t *const ptr[]) {
     }
 }
 
-static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
+static void run_adamw(const kernel_run *r, uint8_t *const ptr[]) {
     adamw_line k = adamw_line_of(r);
     float *w = scratch_floats(SCR_T0, CHUNK), *g = scratch_floats(SCR_T1, CHUNK), *m = scratch_floats(SCR_T2, CHUNK),
           *v = scratch_floats(SCR_T3, CHUNK);
@@ -826,7 +809,7 @@ static void run_adamw(const low_run *r, uint8_t *const ptr[]) {
 
 /* ADAMW's last line from the updated moments an ADAM epilogue stored (already rounded to their
  * dtypes, as ADAMW rounds them before they feed w'). */
-static void run_adamw_apply(const low_run *r, uint8_t *const ptr[]) {
+static void run_adamw_apply(const kernel_run *r, uint8_t *const ptr[]) {
     adamw_line k = adamw_line_of(r);
     float *w = scratch_floats(SCR_T0, CHUNK), *m = scratch_floats(SCR_T1, CHUNK), *v = scratch_floats(SCR_T2, CHUNK);
     opnd ow = opnd_dense(r, ptr, 0), iw = opnd_dense(r, ptr, 1), im = opnd_dense(r, ptr, 2), iv = opnd_dense(r, ptr, 3);
@@ -841,7 +824,7 @@ static void run_adamw_apply(const low_run *r, uint8_t *const ptr[]) {
 }
 
 /* s + the sum of in[e] (squared when `square`) over e < n[0], one f32 chain. */
-static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square, float s) {
+static float chain_sum(const kernel_run *r, uint8_t *const ptr[], bool square, float s) {
     float *x = scratch_floats(SCR_T0, CHUNK);
     opnd in = opnd_dense(r, ptr, 1);
     for (uint64_t at = 0; at < r->n[0]; at += CHUNK) {
@@ -855,7 +838,7 @@ static float chain_sum(const low_run *r, uint8_t *const ptr[], bool square, floa
     return s;
 }
 
-static void run_sumsq(const low_run *r, uint8_t *const ptr[]) {
+static void run_sumsq(const kernel_run *r, uint8_t *const ptr[]) {
     float s;
     memcpy(&s, ptr[0], sizeof s);
     s = chain_sum(r, ptr, true, s);
@@ -863,194 +846,22 @@ static void run_sumsq(const low_run *r, uint8_t *const ptr[]) {
 }
 
 /* A NaN coefficient stays NaN (as torch.clamp keeps it), so a NaN gradient is not hidden. */
-static void run_clip_coef(const low_run *r, uint8_t *const ptr[]) {
+static void run_clip_coef(const kernel_run *r, uint8_t *const ptr[]) {
     float c = r->f[0] / (sqrtf(chain_sum(r, ptr, false, 0.0f)) + 1e-6f);
     if (c > 1.0f) c = 1.0f;
     memcpy(ptr[0], &c, sizeof c);
 }
 
-/* ---- cycle model: what each run is, in the machine's formulas (machine.h) ------------------ */
-
-static uint64_t ebytes(const low_run *r, int i) { return (uint64_t)dtype_bytes((dtype)r->dt[i]); }
-static bool inter(const bool *interleaved, int i) { return interleaved && interleaved[i]; }
-
-static void vw_read(machine_vwork *w, const low_run *r, const bool *interleaved, int i, uint64_t elems) {
-    w->vec_bytes += elems * ebytes(r, i);
-    w->load_bytes[i] += elems * ebytes(r, i);
-    w->interleaved[i] = inter(interleaved, i);
-}
-
-static void vw_write(machine_vwork *w, const low_run *r, int i, uint64_t elems) { w->vec_bytes += elems * ebytes(r, i); }
-
-/* Widest operand, as a multiple of 16-bit lanes (f32 work takes twice the instructions). */
-static uint64_t lane_factor(const low_run *r, int nops) {
-    uint64_t w = 2;
-    for (int i = 0; i < nops; i++)
-        if (ebytes(r, i) > w) w = ebytes(r, i);
-    return w / 2;
-}
-
-static uint64_t cycles_gemm(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_gemm g = {(dtype)r->dt[0], (dtype)r->dt[1], (dtype)r->acc, r->n[0], r->n[1], r->n[2], r->n[3],
-                      inter(interleaved, 0), inter(interleaved, 1)};
-    return machine_gemm_cycles(m, &g);
-}
-
-static uint64_t cycles_reduce(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    bool f8_out = r->kernel == LOW_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
-    /* A bias, a residual (REDUCE's f[1]; REDUCE_EPI's f are its epilogue's): one addend more each. */
-    uint64_t addends = r->n[0] + (r->n[2] ? 1 : 0) + (r->kernel == LOW_K_REDUCE && r->f[1] != 0.0f ? 1 : 0);
-    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, r->kernel == LOW_K_REDUCE && r->f[0] != 0.0f);
-}
-
-static uint64_t box_elems(const low_run *r) {
-    uint64_t e = 1;
-    for (int d = 0; d < LOW_MAX_BOX; d++) e *= r->n[d];
-    return e;
-}
-
-/* Each row of the merged box is one pass over the workers. */
-static uint64_t cycles_ewise(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    int nops = 1 + kernel_ew_arity[r->op];
-    box b = box_of_run(r, EW_OPS, nops);
-    uint64_t rows = box_rows(&b), per_row = box_elems(r) / rows;
-    bool f8_out = dtype_is_f8((dtype)r->dt[0]), f8_any = f8_out || dtype_is_f8((dtype)r->dt[1]);
-    uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[r->op], f8_any, f8_out) * lane_factor(r, nops);
-    return machine_ewise_cycles(m, instrs, rows, per_row);
-}
-
-static uint64_t cycles_softmax(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    return machine_softmax_cycles(m, r->n[0], r->n[1], lane_factor(r, 2));
-}
-
-static uint64_t cycles_layer_norm(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    return machine_layer_norm_cycles(m, r->n[0], r->n[1], r->n[2], lane_factor(r, 2), dtype_is_f8((dtype)r->dt[0]));
-}
-
-static uint64_t cycles_ln_moments(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    return machine_ln_moments_cycles(m, r->n[0], r->n[1], dtype_bytes((dtype)r->dt[1]) > 2 ? 2 : 1);
-}
-
-static const int SUM_OPS[2] = {0, 1};
-
-static uint64_t cycles_reduce_sum(const low_run *r, const machine *m, const bool *interleaved) {
-    box b = box_of_run(r, SUM_OPS, 2);
-    uint64_t outs = 1;
-    for (int d = 0; d < LOW_MAX_BOX; d++)
-        if (r->stride[0][d]) outs *= r->n[d];
-    machine_vwork w = {.rows = box_rows(&b)};
-    vw_read(&w, r, interleaved, 1, box_elems(r));
-    vw_write(&w, r, 0, outs);
-    return machine_vector_cycles(m, &w);
-}
-
-static uint64_t cycles_fill(const low_run *r, const machine *m, const bool *interleaved) {
-    (void)interleaved;
-    machine_vwork w = {.rows = 1};
-    vw_write(&w, r, 0, r->n[0]);
-    return machine_vector_cycles(m, &w);
-}
-
-static uint64_t cycles_copy(const low_run *r, const machine *m, const bool *interleaved) {
-    uint64_t spans = (uint64_t)r->n[0] * r->n[1] * r->n[2];
-    return machine_copy_cycles(m, spans, spans * r->n[3], inter(interleaved, 1));
-}
-
-/* An on-tile copy of one row per index (the index load rides in the span's step). */
-static uint64_t cycles_gather(const low_run *r, const machine *m, const bool *interleaved) {
-    return machine_copy_cycles(m, r->n[0], (uint64_t)r->n[0] * r->n[1] * ebytes(r, 0), inter(interleaved, 1));
-}
-
-static uint64_t cycles_sgd(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_vwork w = {.rows = 1};
-    for (int i = 2; i < 5; i++)
-        if (low_run_uses(r, i)) vw_read(&w, r, interleaved, i, r->n[0]);
-    for (int i = 0; i < 2; i++)
-        if (low_run_uses(r, i)) vw_write(&w, r, i, r->n[0]);
-    return machine_vector_cycles(m, &w);
-}
-
-/* Reads w, g, m, v; writes w', m', v'; a square root and a divide per element. */
-static uint64_t cycles_adamw(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_vwork w = {.rows = 1, .funcs = r->n[0]};
-    for (int i = 3; i < 7; i++) vw_read(&w, r, interleaved, i, r->n[0]);
-    for (int i = 0; i < 3; i++) vw_write(&w, r, i, r->n[0]);
-    return machine_vector_cycles(m, &w);
-}
-
-static uint64_t cycles_sumsq(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_vwork w = {.rows = 1};
-    vw_read(&w, r, interleaved, 1, r->n[0]);
-    vw_write(&w, r, 0, 1);
-    return machine_vector_cycles(m, &w);
-}
-
-static uint64_t cycles_clip_coef(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_vwork w = {.rows = 1, .funcs = 1};
-    vw_read(&w, r, interleaved, 1, r->n[0]);
-    vw_write(&w, r, 0, 1);
-    return machine_vector_cycles(m, &w);
-}
-
-/* The epilogue's vector pass over `elems` gradient values in `rows` row passes: it reads E0 (and
- * E1) and writes E2 (and E3), in their dtypes; the gradient itself is neither loaded nor stored. */
-static uint64_t cycles_epilogue(const low_run *r, const machine *m, const bool *interleaved, uint64_t elems, uint64_t rows) {
-    int e = low_epilogue_base(r);
-    machine_vwork w = {.rows = rows};
-    for (int i = e; i < e + 2; i++)
-        if (low_run_uses(r, i)) vw_read(&w, r, interleaved, i, elems);
-    for (int i = e + 2; i < e + 4; i++)
-        if (low_run_uses(r, i)) vw_write(&w, r, i, elems);
-    return machine_vector_cycles(m, &w);
-}
-
-/* The AMP's GEMM as GEMM prices it, then the epilogue on the same workers, one row pass per row of
- * the block (its rows are stride[2][1] apart): the workers that feed the AMP also run the
- * epilogue, so nothing overlaps. */
-static uint64_t cycles_gemm_epi(const low_run *r, const machine *m, const bool *interleaved) {
-    uint64_t gemm = cycles_gemm(r, m, interleaved);
-    if (gemm == SIM_CYCLES_UNSUPPORTED) return gemm;
-    return gemm + cycles_epilogue(r, m, interleaved, (uint64_t)r->n[1] * r->n[2], r->n[1]);
-}
-
-/* REDUCE's grains, then the epilogue over the reduced elements in one pass. */
-static uint64_t cycles_reduce_epi(const low_run *r, const machine *m, const bool *interleaved) {
-    return cycles_reduce(r, m, interleaved) + cycles_epilogue(r, m, interleaved, r->n[1], 1);
-}
-
-/* Reads w, m', v'; writes w'; a square root and a divide per element (ADAMW's last line). */
-static uint64_t cycles_adamw_apply(const low_run *r, const machine *m, const bool *interleaved) {
-    machine_vwork w = {.rows = 1, .funcs = r->n[0]};
-    for (int i = 1; i < 4; i++) vw_read(&w, r, interleaved, i, r->n[0]);
-    vw_write(&w, r, 0, r->n[0]);
-    return machine_vector_cycles(m, &w);
-}
-
 /* ---- the kernel table --------------------------------------------------------------------- */
 
-typedef struct sim_kernel {
-    void (*run)(const low_run *r, uint8_t *const ptr[]);
-    uint64_t (*cycles)(const low_run *r, const machine *m, const bool *interleaved);
-} sim_kernel;
-
-_Static_assert(LOW_K_COUNT == 17, "a new kernel needs a run and a cycles function here");
-static const sim_kernel SIM_KERNELS[LOW_K_COUNT] = {
-#define X(id, name, nops, box, strides, floats, params) [LOW_K_##id] = {run_##name, cycles_##name},
-    LOW_KERNELS(X)
+_Static_assert(KERNEL_K_COUNT == 17, "a new kernel needs a run function here (and a cycles function in kern/cycles.c)");
+static void (*const SIM_KERNELS[KERNEL_K_COUNT])(const kernel_run *r, uint8_t *const ptr[]) = {
+#define X(id, name, nops, box, strides, floats, params) [KERNEL_K_##id] = run_##name,
+    KERNEL_TABLE(X)
 #undef X
 };
 
-void sim_kernel_run(const low_run *r, uint8_t *const ptr[LOW_MAX_OPERANDS]) {
-    TS_ASSERT(r->kernel < LOW_K_COUNT);
-    SIM_KERNELS[r->kernel].run(r, ptr);
-}
-
-uint64_t sim_kernel_cycles(const low_run *r, const machine *m, const bool interleaved[LOW_MAX_OPERANDS]) {
-    TS_ASSERT(r->kernel < LOW_K_COUNT);
-    return SIM_KERNELS[r->kernel].cycles(r, m, interleaved);
+void sim_kernel_run(const kernel_run *r, uint8_t *const ptr[KERNEL_MAX_OPERANDS]) {
+    TS_ASSERT(r->kernel < KERNEL_K_COUNT);
+    SIM_KERNELS[r->kernel](r, ptr);
 }

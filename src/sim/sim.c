@@ -40,7 +40,7 @@ int64_t sim_binding_numel(const pkg_binding *b) {
     return n;
 }
 
-static uint64_t eff(const sim *s, low_addr a) { return (uint64_t)((int64_t)a.off + (int64_t)s->iter * a.iter_stride); }
+static uint64_t eff(const sim *s, kernel_addr a) { return (uint64_t)((int64_t)a.off + (int64_t)s->iter * a.iter_stride); }
 
 static uint8_t *at(const sim *s, uint32_t tile, uint64_t addr) {
     return s->mem + tile * s->tile_bytes + (addr - s->m->tile_memory_base);
@@ -54,7 +54,7 @@ static void note_peak(uint64_t *peak, uint32_t tile, uint64_t end) {
 
 typedef struct compute_job {
     sim *s;
-    const low_run *runs;
+    const kernel_run *runs;
     const uint32_t *gstart;  /* group g is runs [gstart[g], gstart[g+1]) on one tile */
     uint64_t *gcycles;
     uint64_t *gmacs;
@@ -68,21 +68,21 @@ static void run_groups(void *ctx, int64_t b, int64_t e) {
     for (int64_t g = b; g < e; g++) {
         uint64_t cyc = 0, macs = 0, copy = 0;
         for (uint32_t i = j->gstart[g]; i < j->gstart[g + 1]; i++) {
-            const low_run *r = &j->runs[i];
-            uint8_t *ptr[LOW_MAX_OPERANDS] = {0};
-            bool inter[LOW_MAX_OPERANDS] = {0};
-            for (int k = 0; k < LOW_MAX_OPERANDS; k++) {
-                if (!low_run_uses(r, k)) continue;
+            const kernel_run *r = &j->runs[i];
+            uint8_t *ptr[KERNEL_MAX_OPERANDS] = {0};
+            bool inter[KERNEL_MAX_OPERANDS] = {0};
+            for (int k = 0; k < KERNEL_MAX_OPERANDS; k++) {
+                if (!kernel_run_uses(r, k)) continue;
                 uint64_t a = eff(s, r->ptr[k]);
                 ptr[k] = at(s, r->tile, a);
                 inter[k] = machine_addr_interleaved(s->m, (uint32_t)a);
-                note_peak(s->peak, r->tile, a + low_run_extent(r, k));
+                note_peak(s->peak, r->tile, a + kernel_run_extent(r, k));
             }
             sim_kernel_run(r, ptr);
-            uint64_t c = s->m->launch_cycles + sim_kernel_cycles(r, s->m, inter);
+            uint64_t c = s->m->launch_cycles + kernel_run_cycles(r, s->m, inter);
             cyc += c;
-            if (r->kernel == LOW_K_COPY) copy += c;
-            if (r->kernel == LOW_K_GEMM || r->kernel == LOW_K_GEMM_EPI) {
+            if (r->kernel == KERNEL_K_COPY) copy += c;
+            if (r->kernel == KERNEL_K_GEMM || r->kernel == KERNEL_K_GEMM_EPI) {
                 macs += (uint64_t)r->n[0] * r->n[1] * r->n[2] * r->n[3];
                 uint32_t rate = machine_amp_macs(s->m, (dtype)r->dt[0]);
                 j->groof[g] += rate ? (double)r->n[0] * r->n[1] * r->n[2] * r->n[3] / rate / s->m->tiles : 0;
@@ -97,7 +97,7 @@ static void run_groups(void *ctx, int64_t b, int64_t e) {
 
 /* The busiest tile's cycles; *copy: how many of them its COPY runs took. */
 static uint64_t run_compute(sim *s, const low_step *st, uint32_t *busiest, uint64_t *copy) {
-    const low_run *runs = s->p->prog.runs.v + st->first;
+    const kernel_run *runs = s->p->prog.runs.v + st->first;
     uint32_t n = st->count, ng = 0;
     uint32_t *gstart = xmalloc(sizeof(uint32_t) * (n + 1));
     for (uint32_t i = 0; i < n; i++)

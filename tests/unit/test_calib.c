@@ -42,11 +42,11 @@ static void reduce_point_is_the_kernel_cost(void **state) {
     assert_int_equal(run(text, "c600", &r, &d), 0);
     machine m;
     machine_preset("c600", &m);
-    low_run k = {.kernel = LOW_K_REDUCE, .acc = DT_F16, .dt = {DT_F16, DT_F16}, .n = {6, 2624, 0, 1}};
+    kernel_run k = {.kernel = KERNEL_K_REDUCE, .acc = DT_F16, .dt = {DT_F16, DT_F16}, .n = {6, 2624, 0, 1}};
     k.stride[1][0] = 2624 * 2;
-    bool il[LOW_MAX_OPERANDS] = {false, true}; /* out ordinary, partials interleaved, as built */
+    bool il[KERNEL_MAX_OPERANDS] = {false, true}; /* out ordinary, partials interleaved, as built */
     assert_true(r.pts[0].built);
-    assert_true(r.pts[0].simulated == (double)(m.launch_cycles + sim_kernel_cycles(&k, &m, il)));
+    assert_true(r.pts[0].simulated == (double)(m.launch_cycles + kernel_run_cycles(&k, &m, il)));
     assert_int_equal(r.nkinds, 1);
     assert_int_equal(r.kinds[0].points, 1);
     assert_true(fabs(r.kinds[0].median_abs_error - fabs(r.pts[0].simulated / 7218.0 - 1)) < 1e-12);

@@ -232,7 +232,7 @@ static void run_free(run *r) {
     compile_info_free(&r->ci);
 }
 
-static int count_kernel(const package *p, low_kernel k) {
+static int count_kernel(const package *p, kernel_id k) {
     int n = 0;
     for (int32_t i = 0; i < p->prog.runs.n; i++) n += p->prog.runs.v[i].kernel == k;
     return n;
@@ -269,9 +269,9 @@ static void p1_bitwise_on_every_partition(void **state) {
             run f = compile_run(g, &machines[k], false, models[i]), u = compile_run(g, &machines[k], true, models[i]);
             assert_int_equal(graph_fuse_count(&f.ci.fusions), 2);
             assert_int_equal(graph_fuse_count(&u.ci.fusions), 0);
-            int epi = count_kernel(&f.p, LOW_K_GEMM_EPI), red = count_kernel(&f.p, LOW_K_REDUCE_EPI);
+            int epi = count_kernel(&f.p, KERNEL_K_GEMM_EPI), red = count_kernel(&f.p, KERNEL_K_REDUCE_EPI);
             assert_true(epi + red > 0);
-            assert_int_equal(count_kernel(&u.p, LOW_K_GEMM_EPI) + count_kernel(&u.p, LOW_K_REDUCE_EPI), 0);
+            assert_int_equal(count_kernel(&u.p, KERNEL_K_GEMM_EPI) + count_kernel(&u.p, KERNEL_K_REDUCE_EPI), 0);
             split += red > 0;
             whole += epi > 0;
             /* The same accumulation order: every matmul split at the same K bounds. */

@@ -260,7 +260,7 @@ static void unload(subject *s) {
 static mutation *mutations(const package *p, int64_t *n) {
     tables_ed e;
     ed_decode(p, &e);
-    int64_t cap = LOW_MAX_OPERANDS * (int64_t)p->prog.runs.n + p->segments.n + 1, k = 0;
+    int64_t cap = KERNEL_MAX_OPERANDS * (int64_t)p->prog.runs.n + p->segments.n + 1, k = 0;
     for (uint32_t t = 0; t < e.tiles; t++)
         for (uint32_t b = 0; b < e.t[t].nb; b++) cap += 2 * e.t[t].b[b].ns + e.t[t].b[b].nr;
     mutation *m = malloc(sizeof(mutation) * (size_t)cap);
@@ -274,8 +274,8 @@ static mutation *mutations(const package *p, int64_t *n) {
             }
         }
     for (int32_t i = 0; i < p->prog.runs.n; i++)
-        for (int op = 0; op < LOW_MAX_OPERANDS; op++)
-            if (low_run_uses(&p->prog.runs.v[i], op)) m[k++] = (mutation){MUT_RUN_OPERAND, i, 0, 0, op};
+        for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
+            if (kernel_run_uses(&p->prog.runs.v[i], op)) m[k++] = (mutation){MUT_RUN_OPERAND, i, 0, 0, op};
     for (int32_t i = 0; i < p->segments.n; i++)
         if (p->segments.v[i].bytes >= 2) m[k++] = (mutation){MUT_WEIGHT, i, 0, 0, 0};
     ed_free(&e);
@@ -284,16 +284,16 @@ static mutation *mutations(const package *p, int64_t *n) {
 }
 
 /* One element of operand i: its dtype's size (a copy moves bytes: one). */
-static uint32_t element(const low_run *r, int i) {
-    return r->kernel == LOW_K_COPY ? 1u : (uint32_t)dtype_bytes((dtype)r->dt[i]);
+static uint32_t element(const kernel_run *r, int i) {
+    return r->kernel == KERNEL_K_COPY ? 1u : (uint32_t)dtype_bytes((dtype)r->dt[i]);
 }
 
 /* The image of p with m applied (sign +1) or its mirror image (sign -1,
  * for a shift that leaves the tile); p is left as it was. */
 static uint8_t *mutant_image(package *p, const mutation *m, int sign, size_t *len) {
     if (m->kind == MUT_RUN_OPERAND) {
-        low_run *r = &p->prog.runs.v[m->index];
-        low_run saved = *r;
+        kernel_run *r = &p->prog.runs.v[m->index];
+        kernel_run saved = *r;
         r->ptr[m->operand].off += (uint32_t)sign * element(r, m->operand);
         uint8_t *img = package_image(p, len, "test", NULL);
         *r = saved;

@@ -28,10 +28,10 @@ enum { BASE = 0x4c000, INTERLEAVED = 0x5c000 };
 enum { L_MAIN = 1, L_LAYER = 6, L_XCHG = 12 };
 static const char STRINGS[] = "\0main\0layer\0xchg";  /* the literal's own NUL ends "xchg" */
 
-static low_addr at(uint32_t addr, int32_t stride) { return (low_addr){LOW_ABSOLUTE, addr, stride}; }
+static kernel_addr at(uint32_t addr, int32_t stride) { return (kernel_addr){KERNEL_ABSOLUTE, addr, stride}; }
 
-static low_run run_on(uint32_t tile, low_kernel k) {
-    low_run r;
+static kernel_run run_on(uint32_t tile, kernel_id k) {
+    kernel_run r;
     memset(&r, 0, sizeof r);  /* padding too, so loaded runs compare with memcmp */
     r.tile = tile;
     r.kernel = (uint8_t)k;
@@ -51,7 +51,7 @@ static void add_step(package *p, low_step_kind kind, uint32_t first, uint32_t co
 }
 
 static void add_fill(package *p, uint32_t tile, uint32_t addr) {
-    low_run r = run_on(tile, LOW_K_FILL);
+    kernel_run r = run_on(tile, KERNEL_K_FILL);
     r.dt[0] = DT_F32;
     r.ptr[0] = at(addr, 0);
     r.n[0] = 64;  /* 256 bytes */
@@ -62,7 +62,7 @@ static void add_fill(package *p, uint32_t tile, uint32_t addr) {
 /* Before the repeat: fills on tiles 5 and 6 and a copy on tile 3. */
 static void add_prologue(package *p) {
     add_fill(p, 5, BASE + 0x400);
-    low_run r = run_on(3, LOW_K_COPY);
+    kernel_run r = run_on(3, KERNEL_K_COPY);
     r.ptr[0] = at(BASE + 0xa00, 0);
     r.ptr[1] = at(INTERLEAVED + 0x1000, 0);
     r.n[0] = r.n[1] = r.n[2] = 1;
@@ -74,7 +74,7 @@ static void add_prologue(package *p) {
 /* Layer i of 4: C = x . W[i] (W stacked in the interleaved region, 1 KiB per
  * layer), then out = C + bias, all on tile 3. */
 static void add_layer(package *p) {
-    low_run g = run_on(3, LOW_K_GEMM);
+    kernel_run g = run_on(3, KERNEL_K_GEMM);
     g.dt[0] = DT_F16, g.dt[1] = DT_F16, g.dt[2] = DT_F32, g.acc = DT_F32;
     g.n[0] = 1, g.n[1] = 16, g.n[2] = 16, g.n[3] = 32;  /* 16 x 32 times 32 x 16 */
     g.ptr[0] = at(BASE, 0);                              /* AMP-left x: two 16-column panels */
@@ -85,7 +85,7 @@ static void add_layer(package *p) {
     g.stride[2][1] = 64;
     vec_push(&p->arena, &p->prog.runs, g);
 
-    low_run e = run_on(3, LOW_K_EWISE);
+    kernel_run e = run_on(3, KERNEL_K_EWISE);
     e.op = KERNEL_EW_ADD;
     e.dt[0] = e.dt[1] = e.dt[2] = DT_F32;
     e.n[0] = 1, e.n[1] = 1, e.n[2] = 16, e.n[3] = 16;
@@ -97,7 +97,7 @@ static void add_layer(package *p) {
     vec_push(&p->arena, &p->prog.runs, e);
 }
 
-static void add_frag(package *p, uint32_t src_tile, low_addr src, low_addr dst, uint32_t bytes, uint32_t dst0,
+static void add_frag(package *p, uint32_t src_tile, kernel_addr src, kernel_addr dst, uint32_t bytes, uint32_t dst0,
                      uint32_t ndst) {
     low_frag f;
     memset(&f, 0, sizeof f);
@@ -116,7 +116,7 @@ static void add_exchange(package *p) {
 
 /* After the repeat: softmax over the 16 x 16 f32 rows tile 4 received. */
 static void add_epilogue(package *p) {
-    low_run s = run_on(4, LOW_K_SOFTMAX);
+    kernel_run s = run_on(4, KERNEL_K_SOFTMAX);
     s.dt[0] = s.dt[1] = DT_F32;
     s.n[0] = 16, s.n[1] = 16;
     s.ptr[0] = at(BASE + 0x400, 0);
@@ -200,7 +200,7 @@ static void build(package *p) {
     p->meta = arena_strdup(&p->arena, "{\"model\": \"test\", \"cycles\": 1234}");
     /* What placement does: a placed run holds only what its kernel reads,
      * and the exchanges become every tile's tables. */
-    for (int32_t i = 0; i < p->prog.runs.n; i++) low_run_canonical(&p->prog.runs.v[i]);
+    for (int32_t i = 0; i < p->prog.runs.n; i++) kernel_run_canonical(&p->prog.runs.v[i]);
     diag d = {0};
     if (place_package_tables(p, &d)) fail_msg("%s", d.text);
 }
@@ -605,7 +605,7 @@ static void test_records(void **state) {
     img[step + 4 + 9] = LOW_STEP_REPEAT;
     img[runs + 4 + 4] = 99;  /* the first run's kernel */
     expect_refused(img, len, "section RUNS: run 0 (kernel 99 on tile 5): unknown kernel");
-    img[runs + 4 + 4] = LOW_K_FILL;
+    img[runs + 4 + 4] = KERNEL_K_FILL;
     put_u32(img + runs + 4 + 5, 0);  /* its n[0] */
     expect_refused(img, len, "section RUNS: run 0 (fill on tile 5): empty run");
     put_u32(img + runs + 4 + 5, 64);
@@ -639,7 +639,7 @@ static void test_records(void **state) {
 
 /* ---- damaged programs --------------------------------------------------- */
 
-static low_run *run(package *p, int i) { return &p->prog.runs.v[i]; }
+static kernel_run *run(package *p, int i) { return &p->prog.runs.v[i]; }
 
 static void gemm_c_past_end(package *p) { run(p, 3)->ptr[2].off = 0x6bf00; }
 static void gemm_w_walks_out(package *p) { run(p, 3)->ptr[1].iter_stride = 0x6000; }

@@ -302,24 +302,24 @@ static void pstep(prog *g, low_step_kind k, uint32_t iterations) {
 }
 
 /* A run of kernel k on tile t: out = k(in). */
-static low_run run_on(low_kernel k, uint32_t t, int32_t out, int32_t in) {
-    low_run r;
+static kernel_run run_on(kernel_id k, uint32_t t, int32_t out, int32_t in) {
+    kernel_run r;
     memset(&r, 0, sizeof r);
     r.kernel = k;
     r.op = KERNEL_EW_CAST;
     r.tile = t;
-    for (int d = 0; d < LOW_MAX_BOX; d++) r.n[d] = 1;
+    for (int d = 0; d < KERNEL_MAX_BOX; d++) r.n[d] = 1;
     r.dt[0] = r.dt[1] = DT_F32;
-    if (k == LOW_K_COPY) r.n[3] = 4; /* bytes: the one f32 the kernels read */
-    r.ptr[0] = (low_addr){(uint32_t)out, 0, 0};
-    r.ptr[1] = (low_addr){(uint32_t)in, 0, 0};
+    if (k == KERNEL_K_COPY) r.n[3] = 4; /* bytes: the one f32 the kernels read */
+    r.ptr[0] = (kernel_addr){(uint32_t)out, 0, 0};
+    r.ptr[1] = (kernel_addr){(uint32_t)in, 0, 0};
     return r;
 }
 
 /* A compute step of one EWISE run: out = in (in < 0: a FILL of out). */
 static void compute(prog *g, int32_t out, int32_t in) {
-    low_run r = run_on(in < 0 ? LOW_K_FILL : LOW_K_EWISE, 0, out, in < 0 ? 0 : in);
-    if (in < 0) r.ptr[1] = (low_addr){0, 0, 0};
+    kernel_run r = run_on(in < 0 ? KERNEL_K_FILL : KERNEL_K_EWISE, 0, out, in < 0 ? 0 : in);
+    if (in < 0) r.ptr[1] = (kernel_addr){0, 0, 0};
     pstep(g, LOW_STEP_COMPUTE, 0);
     vec_push(&g->a, &g->p.runs, r);
     g->p.steps.v[g->p.steps.n - 1].count = 1;
@@ -391,7 +391,7 @@ static void live_in_nested_repeats(void **state) {
     arena_free(&g.a);
 }
 
-static void labelled(prog *g, low_step_kind k, const char *label, low_run a, low_run b) {
+static void labelled(prog *g, low_step_kind k, const char *label, kernel_run a, kernel_run b) {
     pstep(g, k, 0);
     low_step *st = &g->p.steps.v[g->p.steps.n - 1];
     st->label = (uint32_t)g->p.strings.n;
@@ -413,9 +413,9 @@ static void joined_steps(void **state) {
     bufs(&g, 4);
     /* 0 carried; 1 the copy's temporary; 2, 3 made from it */
     pstep(&g, LOW_STEP_REPEAT, 3);
-    labelled(&g, LOW_STEP_COMPUTE, "a:copy", run_on(LOW_K_COPY, 1, 1, 0), run_on(LOW_K_COPY, 0, 1, 0));
-    labelled(&g, LOW_STEP_COMPUTE, "b:add", run_on(LOW_K_EWISE, 0, 2, 1), run_on(LOW_K_EWISE, 1, 2, 1));
-    labelled(&g, LOW_STEP_COMPUTE, "c:add", run_on(LOW_K_EWISE, 0, 3, 2), run_on(LOW_K_EWISE, 1, 0, 2));
+    labelled(&g, LOW_STEP_COMPUTE, "a:copy", run_on(KERNEL_K_COPY, 1, 1, 0), run_on(KERNEL_K_COPY, 0, 1, 0));
+    labelled(&g, LOW_STEP_COMPUTE, "b:add", run_on(KERNEL_K_EWISE, 0, 2, 1), run_on(KERNEL_K_EWISE, 1, 2, 1));
+    labelled(&g, LOW_STEP_COMPUTE, "c:add", run_on(KERNEL_K_EWISE, 0, 3, 2), run_on(KERNEL_K_EWISE, 1, 0, 2));
     pstep(&g, LOW_STEP_END, 0);
     low_program out;
     int32_t map[5];
@@ -425,11 +425,11 @@ static void joined_steps(void **state) {
     const low_step *j = &out.steps.v[1];
     assert_string_equal(out.strings.v + j->label, "a+b:add");
     assert_int_equal(j->count, 4);
-    const low_run *r = out.runs.v + j->first;
-    assert_int_equal(r[0].tile, 0), assert_int_equal(r[0].kernel, LOW_K_COPY);
-    assert_int_equal(r[1].tile, 0), assert_int_equal(r[1].kernel, LOW_K_EWISE);
-    assert_int_equal(r[2].tile, 1), assert_int_equal(r[2].kernel, LOW_K_COPY);
-    assert_int_equal(r[3].tile, 1), assert_int_equal(r[3].kernel, LOW_K_EWISE);
+    const kernel_run *r = out.runs.v + j->first;
+    assert_int_equal(r[0].tile, 0), assert_int_equal(r[0].kernel, KERNEL_K_COPY);
+    assert_int_equal(r[1].tile, 0), assert_int_equal(r[1].kernel, KERNEL_K_EWISE);
+    assert_int_equal(r[2].tile, 1), assert_int_equal(r[2].kernel, KERNEL_K_COPY);
+    assert_int_equal(r[3].tile, 1), assert_int_equal(r[3].kernel, KERNEL_K_EWISE);
     uint8_t flags[4] = {0};
     place_live l[4];
     place_liveness(&out, flags, l);

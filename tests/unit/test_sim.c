@@ -16,7 +16,7 @@
 
 enum { BASE = 0x4c000 };
 
-static low_addr at(uint32_t a, int32_t stride) { return (low_addr){.buf = LOW_ABSOLUTE, .off = a, .iter_stride = stride}; }
+static kernel_addr at(uint32_t a, int32_t stride) { return (kernel_addr){.buf = KERNEL_ABSOLUTE, .off = a, .iter_stride = stride}; }
 
 /* The package's fragments as tables (what a placed package carries), then the run. */
 static int run_sim(package *p, const sim_options *o, float *const *in, float **out, sim_stats *st, diag *d) {
@@ -46,15 +46,15 @@ static void base_package(package *p, uint32_t xaddr, uint32_t yaddr) {
 }
 
 /* out = a + b, one f32 element on tile t. */
-static void add_f32(package *p, uint32_t t, low_addr out, low_addr a, low_addr b) {
-    low_run r;
+static void add_f32(package *p, uint32_t t, kernel_addr out, kernel_addr a, kernel_addr b) {
+    kernel_run r;
     memset(&r, 0, sizeof r);
     r.tile = t;
-    r.kernel = LOW_K_EWISE;
+    r.kernel = KERNEL_K_EWISE;
     r.op = KERNEL_EW_ADD;
     r.dt[0] = r.dt[1] = r.dt[2] = DT_F32;
     r.ptr[0] = out, r.ptr[1] = a, r.ptr[2] = b;
-    for (int k = 0; k < LOW_MAX_BOX; k++) r.n[k] = 1;
+    for (int k = 0; k < KERNEL_MAX_BOX; k++) r.n[k] = 1;
     vec_push(&p->arena, &p->prog.runs, r);
 }
 

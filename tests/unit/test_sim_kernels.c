@@ -102,38 +102,38 @@ static void image_fill(image *im, uint32_t off, uint64_t bytes, dtype t, int sca
     for (uint64_t e = 0; e + (uint64_t)bytes_of(t) <= bytes; e += (uint64_t)bytes_of(t)) st(t, scale, im->mem + off + e, rnd_val(mag));
 }
 
-/* Places operand i of r in the image (its extent from low_run_extent), fills inputs, and points
+/* Places operand i of r in the image (its extent from kernel_run_extent), fills inputs, and points
  * ptr[i] at it. */
-static uint32_t place(image *im, const low_run *r, int i, bool input, float mag) {
-    uint64_t ext = low_run_extent(r, i);
+static uint32_t place(image *im, const kernel_run *r, int i, bool input, float mag) {
+    uint64_t ext = kernel_run_extent(r, i);
     uint32_t off = image_alloc(im, ext, bytes_of((dtype)r->dt[i]));
     if (input) image_fill(im, off, ext, (dtype)r->dt[i], r->scale[i], mag);
     return off;
 }
 
-/* Runs r again on operands copied into heap blocks of exactly low_run_extent bytes, so that
+/* Runs r again on operands copied into heap blocks of exactly kernel_run_extent bytes, so that
  * AddressSanitizer sees any access outside an operand's extent (inside the image it cannot). */
-static void run_isolated(const low_run *r, uint8_t *const p[LOW_MAX_OPERANDS]) {
-    uint8_t *own[LOW_MAX_OPERANDS] = {0};
-    for (int i = 0; i < LOW_MAX_OPERANDS; i++)
+static void run_isolated(const kernel_run *r, uint8_t *const p[KERNEL_MAX_OPERANDS]) {
+    uint8_t *own[KERNEL_MAX_OPERANDS] = {0};
+    for (int i = 0; i < KERNEL_MAX_OPERANDS; i++)
         if (p[i]) {
-            own[i] = malloc(low_run_extent(r, i));
-            memcpy(own[i], p[i], low_run_extent(r, i));
+            own[i] = malloc(kernel_run_extent(r, i));
+            memcpy(own[i], p[i], kernel_run_extent(r, i));
         }
     sim_kernel_run(r, own);
-    for (int i = 0; i < LOW_MAX_OPERANDS; i++) free(own[i]);
+    for (int i = 0; i < KERNEL_MAX_OPERANDS; i++) free(own[i]);
 }
 
 /* Runs the kernel on the image and `ref` on a copy, then compares every byte. */
-typedef void ref_fn(const low_run *r, uint8_t *const p[LOW_MAX_OPERANDS]);
+typedef void ref_fn(const kernel_run *r, uint8_t *const p[KERNEL_MAX_OPERANDS]);
 
-static void check_run(image *im, const low_run *r, const uint32_t off[LOW_MAX_OPERANDS], ref_fn *ref) {
+static void check_run(image *im, const kernel_run *r, const uint32_t off[KERNEL_MAX_OPERANDS], ref_fn *ref) {
     char why[128];
-    assert_true(low_run_valid(r, why, sizeof why));
+    assert_true(kernel_run_valid(r, why, sizeof why));
     memcpy(im->ref, im->mem, im->size);
-    uint8_t *p[LOW_MAX_OPERANDS] = {0}, *q[LOW_MAX_OPERANDS] = {0};
-    for (int i = 0; i < LOW_MAX_OPERANDS; i++)
-        if (low_run_uses(r, i)) {
+    uint8_t *p[KERNEL_MAX_OPERANDS] = {0}, *q[KERNEL_MAX_OPERANDS] = {0};
+    for (int i = 0; i < KERNEL_MAX_OPERANDS; i++)
+        if (kernel_run_uses(r, i)) {
             p[i] = im->mem + off[i];
             q[i] = im->ref + off[i];
         }
@@ -143,14 +143,14 @@ static void check_run(image *im, const low_run *r, const uint32_t off[LOW_MAX_OP
     if (memcmp(im->mem, im->ref, im->size) != 0) {
         size_t at = 0;
         while (im->mem[at] == im->ref[at]) at++;
-        fail_msg("%s (op %d): byte %zu differs: got %02x want %02x (n = %u %u %u %u, dt %d %d %d)", low_kernel_names[r->kernel],
+        fail_msg("%s (op %d): byte %zu differs: got %02x want %02x (n = %u %u %u %u, dt %d %d %d)", kernel_names[r->kernel],
                  r->op, at, im->mem[at], im->ref[at], r->n[0], r->n[1], r->n[2], r->n[3], r->dt[0], r->dt[1], r->dt[2]);
     }
 }
 
 /* ---- GEMM --------------------------------------------------------------------------------- */
 
-static void ref_gemm(const low_run *r, uint8_t *const p[]) {
+static void ref_gemm(const kernel_run *r, uint8_t *const p[]) {
     dtype ta = (dtype)r->dt[0], tb = (dtype)r->dt[1], tc = (dtype)r->dt[2];
     bool f8 = dtype_is_f8(ta);
     int w = 32 / bytes_of(ta);
@@ -176,7 +176,7 @@ static void ref_gemm(const low_run *r, uint8_t *const p[]) {
 
 /* A GEMM run with padded strides (pad* in elements or panels); operands placed and filled. */
 static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, uint32_t M, uint32_t N, uint32_t K) {
-    low_run r = {.kernel = LOW_K_GEMM, .acc = (uint8_t)acc, .dt = {(uint8_t)ta, (uint8_t)tb, (uint8_t)tc}};
+    kernel_run r = {.kernel = KERNEL_K_GEMM, .acc = (uint8_t)acc, .dt = {(uint8_t)ta, (uint8_t)tb, (uint8_t)tc}};
     r.scale[0] = (int8_t)rnd_scale(ta);
     r.scale[1] = (int8_t)rnd_scale(tb);
     r.n[0] = batch, r.n[1] = M, r.n[2] = N, r.n[3] = K;
@@ -193,9 +193,9 @@ static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, u
     r.stride[2][1] = (int32_t)((N + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(tc));
     r.stride[2][0] = (int32_t)(M * (uint32_t)r.stride[2][1] + (uint32_t)rnd(0, 2) * (uint32_t)bytes_of(tc));
     size_t need = 256;
-    for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
+    for (int i = 0; i < 3; i++) need += kernel_run_extent(&r, i) + 64;
     image im = image_new(need);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
     /* Values up to twice the scale's unit: most f16 chains stay finite, yet some cases
      * saturate. */
     float mag_a = dtype_is_f8(ta) ? ldexpf(1.0f, -r.scale[0]) * 2.0f : 2.0f;
@@ -241,25 +241,25 @@ static void gemm_random(void **state) {
 static void invalid_runs_rejected(void **state) {
     (void)state;
     char why[64];
-    low_run g = {.kernel = LOW_K_GEMM, .acc = DT_F32, .n = {1, 2, 3, 4}, .dt = {DT_BF16, DT_BF16, DT_F32}};
-    assert_false(low_run_valid(&g, why, sizeof why));
+    kernel_run g = {.kernel = KERNEL_K_GEMM, .acc = DT_F32, .n = {1, 2, 3, 4}, .dt = {DT_BF16, DT_BF16, DT_F32}};
+    assert_false(kernel_run_valid(&g, why, sizeof why));
     g.dt[0] = DT_F32, g.dt[1] = DT_F16;
-    assert_false(low_run_valid(&g, why, sizeof why));
+    assert_false(kernel_run_valid(&g, why, sizeof why));
     assert_string_equal(why, "mixed GEMM operands");
     g.dt[0] = DT_F16;
-    assert_true(low_run_valid(&g, why, sizeof why));
-    low_run a = {.kernel = LOW_K_ADAMW, .n = {8, 0, 1, 1}};
+    assert_true(kernel_run_valid(&g, why, sizeof why));
+    kernel_run a = {.kernel = KERNEL_K_ADAMW, .n = {8, 0, 1, 1}};
     for (int i = 0; i < 7; i++) a.dt[i] = DT_F32;
-    assert_false(low_run_valid(&a, why, sizeof why));
+    assert_false(kernel_run_valid(&a, why, sizeof why));
     a.n[1] = 1;
-    assert_true(low_run_valid(&a, why, sizeof why));
-    low_run e = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
+    assert_true(kernel_run_valid(&a, why, sizeof why));
+    kernel_run e = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
     e.stride[0][3] = 2;
-    assert_false(low_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
+    assert_false(kernel_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
     e.stride[0][2] = 8;
-    assert_true(low_run_valid(&e, why, sizeof why));
-    low_run c = {.kernel = LOW_K_CLIP_COEF, .n = {4, 1, 1, 1}, .dt = {DT_F32, DT_F16}};
-    assert_false(low_run_valid(&c, why, sizeof why));
+    assert_true(kernel_run_valid(&e, why, sizeof why));
+    kernel_run c = {.kernel = KERNEL_K_CLIP_COEF, .n = {4, 1, 1, 1}, .dt = {DT_F32, DT_F16}};
+    assert_false(kernel_run_valid(&c, why, sizeof why));
 }
 
 /* ---- epilogues: GEMM_EPI, REDUCE_EPI and ADAMW_APPLY against the unfused kernels ----------------- */
@@ -293,7 +293,7 @@ static void epilogue_case(bool reduce) {
     float f[5] = {0.01f, momentum ? 0.9f : 0.0f, rnd(0, 1) ? 0.01f : 0.0f, 0, 0};
     float af[5] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
     /* The producer: a GEMM (or REDUCE of partials) writing the gradient, row stride rs. */
-    low_run pr = {.kernel = reduce ? LOW_K_REDUCE : LOW_K_GEMM, .acc = (uint8_t)acc};
+    kernel_run pr = {.kernel = reduce ? KERNEL_K_REDUCE : KERNEL_K_GEMM, .acc = (uint8_t)acc};
     uint8_t *A = NULL, *B = NULL, *part = NULL;
     if (!reduce) {
         pr.dt[0] = (uint8_t)ta, pr.dt[1] = (uint8_t)tb, pr.dt[2] = (uint8_t)gt;
@@ -302,11 +302,11 @@ static void epilogue_case(bool reduce) {
         pr.stride[0][1] = (int32_t)(M * 32 + (uint32_t)rnd(0, 1) * 32);
         pr.stride[1][1] = (int32_t)((N + (uint32_t)rnd(0, 2)) * (uint32_t)bytes_of(tb));
         pr.stride[2][1] = (int32_t)(rs * (uint32_t)bytes_of(gt));
-        A = calloc(low_run_extent(&pr, 0) + 1, 1);
-        B = calloc(low_run_extent(&pr, 1) + 1, 1);
-        for (uint64_t i = 0; i + (uint64_t)bytes_of(ta) <= low_run_extent(&pr, 0); i += (uint64_t)bytes_of(ta))
+        A = calloc(kernel_run_extent(&pr, 0) + 1, 1);
+        B = calloc(kernel_run_extent(&pr, 1) + 1, 1);
+        for (uint64_t i = 0; i + (uint64_t)bytes_of(ta) <= kernel_run_extent(&pr, 0); i += (uint64_t)bytes_of(ta))
             st(ta, pr.scale[0], A + i, rnd_val(dtype_is_f8(ta) ? ldexpf(1.0f, -pr.scale[0]) : 2.0f));
-        for (uint64_t i = 0; i + (uint64_t)bytes_of(tb) <= low_run_extent(&pr, 1); i += (uint64_t)bytes_of(tb))
+        for (uint64_t i = 0; i + (uint64_t)bytes_of(tb) <= kernel_run_extent(&pr, 1); i += (uint64_t)bytes_of(tb))
             st(tb, pr.scale[1], B + i, rnd_val(dtype_is_f8(tb) ? ldexpf(1.0f, -pr.scale[1]) : 2.0f));
     } else {
         pr.dt[0] = (uint8_t)gt, pr.dt[1] = (uint8_t)PICK(WIDE_TYPES);
@@ -322,29 +322,29 @@ static void epilogue_case(bool reduce) {
     uint8_t *grad = calloc(E * 4 + 64, 1);
     /* Unfused: the producer stores the gradient, the optimizer kernel reads it, row by row. */
     uint8_t *u2 = calloc(E * 4 + 64, 1), *u3 = calloc(E * 4 + 64, 1), *uw = calloc(E * 4 + 64, 1);
-    if (!reduce) sim_kernel_run(&pr, (uint8_t *const[LOW_MAX_OPERANDS]){A, B, grad});
-    else sim_kernel_run(&pr, (uint8_t *const[LOW_MAX_OPERANDS]){grad, part});
+    if (!reduce) sim_kernel_run(&pr, (uint8_t *const[KERNEL_MAX_OPERANDS]){A, B, grad});
+    else sim_kernel_run(&pr, (uint8_t *const[KERNEL_MAX_OPERANDS]){grad, part});
     size_t gb = (size_t)bytes_of(gt);
     for (uint32_t m = 0; m < M; m++) {
         size_t o = (size_t)m * rs;
 #define AT(p, t) ((p) + o * (size_t)bytes_of(t))
         if (!adam) {
-            low_run o_ = {.kernel = LOW_K_SGD, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1}, .n = {N, 1, 1, 1}};
+            kernel_run o_ = {.kernel = KERNEL_K_SGD, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1}, .n = {N, 1, 1, 1}};
             memcpy(o_.f, f, sizeof f);
-            sim_kernel_run(&o_, (uint8_t *const[LOW_MAX_OPERANDS]){AT(u2, tw), momentum ? AT(u3, ts1) : NULL, AT(e0, tw),
+            sim_kernel_run(&o_, (uint8_t *const[KERNEL_MAX_OPERANDS]){AT(u2, tw), momentum ? AT(u3, ts1) : NULL, AT(e0, tw),
                                                                    grad + o * gb, momentum ? AT(e1, ts1) : NULL});
         } else {
-            low_run o_ = {.kernel = LOW_K_ADAMW, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1, (uint8_t)ts2}, .n = {N, 3, 1, 1}};
+            kernel_run o_ = {.kernel = KERNEL_K_ADAMW, .dt = {(uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2, (uint8_t)tw, (uint8_t)gt, (uint8_t)ts1, (uint8_t)ts2}, .n = {N, 3, 1, 1}};
             memcpy(o_.f, af, sizeof af);
-            sim_kernel_run(&o_, (uint8_t *const[LOW_MAX_OPERANDS]){AT(uw, tw), AT(u2, ts1), AT(u3, ts2), AT(wv, tw), grad + o * gb,
+            sim_kernel_run(&o_, (uint8_t *const[KERNEL_MAX_OPERANDS]){AT(uw, tw), AT(u2, ts1), AT(u3, ts2), AT(wv, tw), grad + o * gb,
                                                                    AT(e0, ts1), AT(e1, ts2)});
         }
 #undef AT
     }
     /* Fused: the epilogue kernel, then (ADAM) ADAMW_APPLY on the stored moments. */
     uint8_t *f2 = calloc(E * 4 + 64, 1), *f3 = calloc(E * 4 + 64, 1), *fw = calloc(E * 4 + 64, 1);
-    low_run r = pr;
-    r.kernel = reduce ? LOW_K_REDUCE_EPI : LOW_K_GEMM_EPI;
+    kernel_run r = pr;
+    r.kernel = reduce ? KERNEL_K_REDUCE_EPI : KERNEL_K_GEMM_EPI;
     r.op = adam ? KERNEL_EPI_ADAM : KERNEL_EPI_SGD;
     int base = reduce ? 1 : 2;
     if (reduce) {
@@ -356,20 +356,20 @@ static void epilogue_case(bool reduce) {
     r.dt[base] = (uint8_t)d0, r.dt[base + 1] = (uint8_t)d1, r.dt[base + 2] = (uint8_t)d0, r.dt[base + 3] = (uint8_t)d1;
     if (adam) r.f[0] = af[1], r.f[1] = af[2];
     else memcpy(r.f, f, sizeof f);
-    low_run_canonical(&r); /* what a package holds of it: every field the kernel reads survives */
+    kernel_run_canonical(&r); /* what a package holds of it: every field the kernel reads survives */
     char why[64];
-    assert_true(low_run_valid(&r, why, sizeof why));
-    uint8_t *ptr[LOW_MAX_OPERANDS] = {0};
+    assert_true(kernel_run_valid(&r, why, sizeof why));
+    uint8_t *ptr[KERNEL_MAX_OPERANDS] = {0};
     if (reduce) ptr[0] = part;
     else ptr[0] = A, ptr[1] = B;
     bool use1 = adam || momentum;
     ptr[base] = e0, ptr[base + 1] = use1 ? e1 : NULL, ptr[base + 2] = f2, ptr[base + 3] = use1 ? f3 : NULL;
     sim_kernel_run(&r, ptr);
     if (adam) {
-        low_run ap = {.kernel = LOW_K_ADAMW_APPLY, .dt = {(uint8_t)tw, (uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2}, .n = {(uint32_t)E, 3, 1, 1}};
+        kernel_run ap = {.kernel = KERNEL_K_ADAMW_APPLY, .dt = {(uint8_t)tw, (uint8_t)tw, (uint8_t)ts1, (uint8_t)ts2}, .n = {(uint32_t)E, 3, 1, 1}};
         memcpy(ap.f, af, sizeof af);
-        assert_true(low_run_valid(&ap, why, sizeof why));
-        sim_kernel_run(&ap, (uint8_t *const[LOW_MAX_OPERANDS]){fw, wv, f2, f3});
+        assert_true(kernel_run_valid(&ap, why, sizeof why));
+        sim_kernel_run(&ap, (uint8_t *const[KERNEL_MAX_OPERANDS]){fw, wv, f2, f3});
     }
     /* Every valid element (the row padding is not the kernels' to write), bit for bit. */
     for (uint32_t m = 0; m < M; m++)
@@ -404,7 +404,7 @@ static float ref_gelu_grad(float x, float dy) {
     return d * dy;
 }
 
-static float ew(const low_run *r, float a, float b) {
+static float ew(const kernel_run *r, float a, float b) {
     switch ((kernel_ew_op)r->op) {
     case KERNEL_EW_ADD: return a + b;
     case KERNEL_EW_SUB: return a - b;
@@ -430,16 +430,16 @@ static float ew(const low_run *r, float a, float b) {
     }
 }
 
-static const uint8_t *at4(const low_run *r, uint8_t *const p[], int i, const uint32_t idx[4]) {
+static const uint8_t *at4(const kernel_run *r, uint8_t *const p[], int i, const uint32_t idx[4]) {
     int64_t off = 0;
     for (int d = 0; d < 4; d++) off += (int64_t)idx[d] * r->stride[i][d];
     return p[i] + off;
 }
 
 /* A cast done by its producer: the result rounds to acc first (low.h). */
-static float through(const low_run *r, float v) { return r->acc == DT_F32 ? v : num_round((dtype)r->acc, 0, v); }
+static float through(const kernel_run *r, float v) { return r->acc == DT_F32 ? v : num_round((dtype)r->acc, 0, v); }
 
-static void ref_ewise(const low_run *r, uint8_t *const p[]) {
+static void ref_ewise(const kernel_run *r, uint8_t *const p[]) {
     bool binary = kernel_ew_arity[r->op] == 2;
     uint32_t idx[4];
     for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
@@ -459,7 +459,7 @@ static void ref_ewise(const low_run *r, uint8_t *const p[]) {
 
 /* Strides for operand i over the box: compact in a random axis order (a transpose) with random
  * padding, or (broadcast) 0 on random axes. */
-static void box_strides(low_run *r, int i, bool permute, bool pad, bool broadcast) {
+static void box_strides(kernel_run *r, int i, bool permute, bool pad, bool broadcast) {
     int order[4] = {0, 1, 2, 3};
     if (permute)
         for (int k = 3; k > 0; k--) {
@@ -476,13 +476,13 @@ static void box_strides(low_run *r, int i, bool permute, bool pad, bool broadcas
     }
 }
 
-static void random_box(low_run *r) {
+static void random_box(kernel_run *r) {
     for (int d = 0; d < 3; d++) r->n[d] = (uint32_t)(rnd(0, 2) ? rnd(1, 4) : 1);
     r->n[3] = (uint32_t)(rnd(0, 5) ? rnd(1, 40) : rnd(500, 1100)); /* long rows cross the 512 chunk */
 }
 
 static void ewise_case(kernel_ew_op op) {
-    low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = (uint8_t)op};
     for (int i = 0; i < 3; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
@@ -497,9 +497,9 @@ static void ewise_case(kernel_ew_op op) {
     box_strides(&r, 2, !dense && rnd(0, 1), !dense, !dense);
     if (kernel_ew_arity[op] == 1) memset(r.stride[2], 0, sizeof r.stride[2]);
     size_t need = 256;
-    for (int i = 0; i < 3; i++) need += low_run_extent(&r, i) + 64;
+    for (int i = 0; i < 3; i++) need += kernel_run_extent(&r, i) + 64;
     image im = image_new(need);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
     for (int i = 1; i < 1 + kernel_ew_arity[op]; i++) off[i] = place(&im, &r, i, true, 4.0f);
     off[0] = place(&im, &r, 0, false, 0);
     check_run(&im, &r, off, ref_ewise);
@@ -515,12 +515,12 @@ static void ewise_random(void **state) {
 /* out over its own input: each chunk is read before it is written. */
 static void ewise_in_place(void **state) {
     (void)state;
-    low_run r = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
     box_strides(&r, 0, false, true, false);
     memcpy(r.stride[1], r.stride[0], sizeof r.stride[0]);
     box_strides(&r, 2, false, false, false);
-    image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 2) + 256);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 2) + 256);
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
     off[0] = off[1] = place(&im, &r, 1, true, 4.0f);
     off[2] = place(&im, &r, 2, true, 4.0f);
     check_run(&im, &r, off, ref_ewise);
@@ -529,7 +529,7 @@ static void ewise_in_place(void **state) {
 
 /* ---- REDUCE, REDUCE_SUM ------------------------------------------------------------------- */
 
-static void ref_reduce(const low_run *r, uint8_t *const p[]) {
+static void ref_reduce(const kernel_run *r, uint8_t *const p[]) {
     for (uint32_t e = 0; e < r->n[1]; e++) {
         float acc = 0.0f;
         for (uint32_t j = 0; j < r->n[0]; j++) {
@@ -555,7 +555,7 @@ static void ref_reduce(const low_run *r, uint8_t *const p[]) {
 static void reduce_random(void **state) {
     (void)state;
     for (int c = 0; c < 200; c++) {
-        low_run r = {.kernel = LOW_K_REDUCE, .acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32)};
+        kernel_run r = {.kernel = KERNEL_K_REDUCE, .acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32)};
         r.dt[0] = (uint8_t)PICK(FLOAT_TYPES), r.dt[1] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]), r.scale[1] = (int8_t)rnd_scale((dtype)r.dt[1]);
         r.n[0] = (uint32_t)rnd(1, 9), r.n[1] = (uint32_t)rnd(1, 100);
@@ -584,9 +584,9 @@ static void reduce_random(void **state) {
             r.f[1] = 1.0f;
             r.dt[4] = r.dt[0];
         }
-        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) +
-                             low_run_extent(&r, 3) + low_run_extent(&r, 4) + 320);
-        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + kernel_run_extent(&r, 2) +
+                             kernel_run_extent(&r, 3) + kernel_run_extent(&r, 4) + 320);
+        uint32_t off[KERNEL_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
         if (r.n[2]) off[2] = place(&im, &r, 2, true, 4.0f);
         if (r.op) off[3] = place(&im, &r, 3, true, 4.0f);
@@ -598,7 +598,7 @@ static void reduce_random(void **state) {
 }
 
 /* One f32 accumulator per output element, its terms in box order. */
-static void ref_reduce_sum(const low_run *r, uint8_t *const p[]) {
+static void ref_reduce_sum(const kernel_run *r, uint8_t *const p[]) {
     uint64_t outs = 1, ks[4];
     for (int d = 3; d >= 0; d--) {
         ks[d] = r->stride[0][d] ? outs : 0;
@@ -624,7 +624,7 @@ static void ref_reduce_sum(const low_run *r, uint8_t *const p[]) {
 static void reduce_sum_random(void **state) {
     (void)state;
     for (int c = 0; c < 200; c++) {
-        low_run r = {.kernel = LOW_K_REDUCE_SUM};
+        kernel_run r = {.kernel = KERNEL_K_REDUCE_SUM};
         r.dt[0] = (uint8_t)PICK(FLOAT_TYPES), r.dt[1] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]), r.scale[1] = (int8_t)rnd_scale((dtype)r.dt[1]);
         random_box(&r);
@@ -638,8 +638,8 @@ static void reduce_sum_random(void **state) {
             r.stride[0][d] = sum ? 0 : (int32_t)s;
             if (!sum) s = s * r.n[d] + (rnd(0, 1) ? bytes_of((dtype)r.dt[0]) : 0);
         }
-        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + 256);
-        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + 256);
+        uint32_t off[KERNEL_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
         off[0] = place(&im, &r, 0, false, 0);
         check_run(&im, &r, off, ref_reduce_sum);
@@ -651,13 +651,13 @@ static void reduce_sum_random(void **state) {
 
 /* Where a row kernel writes element i of row `row`: contiguous rows, or AMP-left panels of 32
  * bytes stride[0][1] apart (low.h). */
-static uint8_t *row_out(const low_run *r, uint8_t *p0, uint32_t row, uint32_t i) {
+static uint8_t *row_out(const kernel_run *r, uint8_t *p0, uint32_t row, uint32_t i) {
     size_t b = (size_t)bytes_of((dtype)r->dt[0]), w = 32 / b;
     if (r->stride[0][1] == 0) return p0 + row * r->stride[0][0] + i * b;
     return p0 + row * r->stride[0][0] + (i / w) * (size_t)r->stride[0][1] + (i % w) * b;
 }
 
-static void ref_softmax(const low_run *r, uint8_t *const p[]) {
+static void ref_softmax(const kernel_run *r, uint8_t *const p[]) {
     uint32_t n = r->n[1];
     float *e = malloc(n * sizeof(float));
     dtype tx = (dtype)r->dt[1], to = (dtype)r->dt[0];
@@ -678,7 +678,7 @@ static void ref_softmax(const low_run *r, uint8_t *const p[]) {
     free(e);
 }
 
-static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
+static void ref_layer_norm(const kernel_run *r, uint8_t *const p[]) {
     uint32_t n = r->n[1];
     dtype tx = (dtype)r->dt[1], to = (dtype)r->dt[0], tg = (dtype)r->dt[2], tb = (dtype)r->dt[3];
     for (uint32_t row = 0; row < r->n[0]; row++) {
@@ -699,11 +699,11 @@ static void ref_layer_norm(const low_run *r, uint8_t *const p[]) {
     }
 }
 
-static void rows_case(low_kernel k) {
-    int nops = low_kernel_operands[k];
-    low_run r = {.kernel = (uint8_t)k, .f = {1e-5f}};
-    if (k == LOW_K_LAYER_NORM) r.acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32); /* a later cast done here, or none */
-    if (k == LOW_K_SOFTMAX) r.f[0] = rnd(0, 1) ? 0.0f : (float)rnd(1, 40) / 16.0f + 0.01f; /* an earlier scale done here, or none */
+static void rows_case(kernel_id k) {
+    int nops = kernel_operands[k];
+    kernel_run r = {.kernel = (uint8_t)k, .f = {1e-5f}};
+    if (k == KERNEL_K_LAYER_NORM) r.acc = (uint8_t)(rnd(0, 1) ? DT_F16 : DT_F32); /* a later cast done here, or none */
+    if (k == KERNEL_K_SOFTMAX) r.f[0] = rnd(0, 1) ? 0.0f : (float)rnd(1, 40) / 16.0f + 0.01f; /* an earlier scale done here, or none */
     for (int i = 0; i < nops; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
@@ -715,20 +715,20 @@ static void rows_case(low_kernel k) {
         r.stride[0][1] = (int32_t)(32 * (r.n[0] + (uint32_t)rnd(0, 2)));
     }
     size_t need = 256;
-    for (int i = 0; i < nops; i++) need += low_run_extent(&r, i) + 64;
+    for (int i = 0; i < nops; i++) need += kernel_run_extent(&r, i) + 64;
     image im = image_new(need);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
-    for (int i = 1; i < nops; i++) off[i] = place(&im, &r, i, true, k == LOW_K_SOFTMAX ? 6.0f : 3.0f);
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
+    for (int i = 1; i < nops; i++) off[i] = place(&im, &r, i, true, k == KERNEL_K_SOFTMAX ? 6.0f : 3.0f);
     off[0] = place(&im, &r, 0, false, 0);
-    check_run(&im, &r, off, k == LOW_K_SOFTMAX ? ref_softmax : ref_layer_norm);
+    check_run(&im, &r, off, k == KERNEL_K_SOFTMAX ? ref_softmax : ref_layer_norm);
     image_free(&im);
 }
 
 static void softmax_layer_norm_random(void **state) {
     (void)state;
     for (int c = 0; c < 150; c++) {
-        rows_case(LOW_K_SOFTMAX);
-        rows_case(LOW_K_LAYER_NORM);
+        rows_case(KERNEL_K_SOFTMAX);
+        rows_case(KERNEL_K_LAYER_NORM);
     }
 }
 
@@ -756,23 +756,23 @@ static void layer_norm_parts_random(void **state) {
         for (uint32_t p = 0; p < P; p++) { /* each part's statistics, gathered row by row; each run also
                                              writes its own slot of every row (n[2] = P) */
             uint32_t len = p + 1 < P ? block : N - p * block;
-            low_run m = {.kernel = LOW_K_LN_MOMENTS, .dt = {DT_F32, (uint8_t)tx, DT_F32}, .scale = {0, (int8_t)sx},
+            kernel_run m = {.kernel = KERNEL_K_LN_MOMENTS, .dt = {DT_F32, (uint8_t)tx, DT_F32}, .scale = {0, (int8_t)sx},
                          .n = {R, len, P}};
             m.stride[1][0] = (int32_t)(N * bx);
             char why[128];
-            assert_true(low_run_valid(&m, why, sizeof why));
-            sim_kernel_run(&m, (uint8_t *const[LOW_MAX_OPERANDS]){(uint8_t *)stats, x + p * block * bx, (uint8_t *)(own + 3 * p)});
+            assert_true(kernel_run_valid(&m, why, sizeof why));
+            sim_kernel_run(&m, (uint8_t *const[KERNEL_MAX_OPERANDS]){(uint8_t *)stats, x + p * block * bx, (uint8_t *)(own + 3 * p)});
             for (uint32_t r = 0; r < R; r++) memcpy(all + 3 * (r * P + p), stats + 3 * r, 12);
         }
         assert_memory_equal(all, own, sizeof(float) * 3 * R * P);
         for (uint32_t p = 0; p < P; p++) {
             uint32_t len = p + 1 < P ? block : N - p * block;
-            low_run l = {.kernel = LOW_K_LAYER_NORM, .acc = DT_F32, .dt = {(uint8_t)to, (uint8_t)tx, DT_F16, DT_F16, DT_F32},
+            kernel_run l = {.kernel = KERNEL_K_LAYER_NORM, .acc = DT_F32, .dt = {(uint8_t)to, (uint8_t)tx, DT_F16, DT_F16, DT_F32},
                          .scale = {(int8_t)so, (int8_t)sx}, .n = {R, len, P}, .f = {1e-5f}};
             l.stride[0][0] = (int32_t)(N * bo), l.stride[1][0] = (int32_t)(N * bx);
             char why[128];
-            assert_true(low_run_valid(&l, why, sizeof why));
-            sim_kernel_run(&l, (uint8_t *const[LOW_MAX_OPERANDS]){out + p * block * bo, x + p * block * bx, g + p * block * 2,
+            assert_true(kernel_run_valid(&l, why, sizeof why));
+            sim_kernel_run(&l, (uint8_t *const[KERNEL_MAX_OPERANDS]){out + p * block * bo, x + p * block * bx, g + p * block * 2,
                                                                    b + p * block * 2, (uint8_t *)all});
         }
         for (uint32_t r = 0; r < R; r++) {
@@ -808,11 +808,11 @@ static void layer_norm_parts_random(void **state) {
 
 /* ---- FILL, COPY --------------------------------------------------------------------------- */
 
-static void ref_fill(const low_run *r, uint8_t *const p[]) {
+static void ref_fill(const kernel_run *r, uint8_t *const p[]) {
     for (uint32_t e = 0; e < r->n[0]; e++) st((dtype)r->dt[0], r->scale[0], p[0] + e * bytes_of((dtype)r->dt[0]), r->f[0]);
 }
 
-static void ref_copy(const low_run *r, uint8_t *const p[]) {
+static void ref_copy(const kernel_run *r, uint8_t *const p[]) {
     for (uint32_t a = 0; a < r->n[0]; a++)
         for (uint32_t b = 0; b < r->n[1]; b++)
             for (uint32_t c = 0; c < r->n[2]; c++)
@@ -824,27 +824,27 @@ static void ref_copy(const low_run *r, uint8_t *const p[]) {
 static void fill_copy_random(void **state) {
     (void)state;
     for (int c = 0; c < 100; c++) {
-        low_run r = {.kernel = LOW_K_FILL, .dt = {(uint8_t)PICK(FLOAT_TYPES)}, .n = {(uint32_t)rnd(1, 300)}};
+        kernel_run r = {.kernel = KERNEL_K_FILL, .dt = {(uint8_t)PICK(FLOAT_TYPES)}, .n = {(uint32_t)rnd(1, 300)}};
         r.scale[0] = (int8_t)rnd_scale((dtype)r.dt[0]);
         r.f[0] = rnd(0, 4) ? rnd_val(10.0f) : 1e9f; /* 8-bit fills saturate */
-        image im = image_new(low_run_extent(&r, 0) + 64);
-        uint32_t off[LOW_MAX_OPERANDS] = {place(&im, &r, 0, false, 0)};
+        image im = image_new(kernel_run_extent(&r, 0) + 64);
+        uint32_t off[KERNEL_MAX_OPERANDS] = {place(&im, &r, 0, false, 0)};
         check_run(&im, &r, off, ref_fill);
         image_free(&im);
 
         /* Spans of n[3] bytes in a strided 3-D box, gaps on both sides. */
-        low_run cp = {.kernel = LOW_K_COPY, .dt = {DT_F32, DT_F32},
+        kernel_run cp = {.kernel = KERNEL_K_COPY, .dt = {DT_F32, DT_F32},
                       .n = {(uint32_t)rnd(1, 3), (uint32_t)rnd(1, 4), (uint32_t)rnd(1, 5), (uint32_t)rnd(1, 300)}};
         for (int i = 0; i < 2; i++) {
             cp.stride[i][2] = (int32_t)(cp.n[3] + (uint32_t)rnd(0, 7));
             cp.stride[i][1] = cp.stride[i][2] * (int32_t)cp.n[2] + (int32_t)rnd(0, 5);
             cp.stride[i][0] = cp.stride[i][1] * (int32_t)cp.n[1] + (int32_t)rnd(0, 5);
         }
-        im = image_new(low_run_extent(&cp, 0) + low_run_extent(&cp, 1) + 64);
-        uint32_t o2[LOW_MAX_OPERANDS] = {0};
-        o2[1] = image_alloc(&im, low_run_extent(&cp, 1), 1);
-        image_fill(&im, o2[1], low_run_extent(&cp, 1), DT_F32, 0, 4.0f);
-        o2[0] = image_alloc(&im, low_run_extent(&cp, 0), 1);
+        im = image_new(kernel_run_extent(&cp, 0) + kernel_run_extent(&cp, 1) + 64);
+        uint32_t o2[KERNEL_MAX_OPERANDS] = {0};
+        o2[1] = image_alloc(&im, kernel_run_extent(&cp, 1), 1);
+        image_fill(&im, o2[1], kernel_run_extent(&cp, 1), DT_F32, 0, 4.0f);
+        o2[0] = image_alloc(&im, kernel_run_extent(&cp, 0), 1);
         check_run(&im, &cp, o2, ref_copy);
         image_free(&im);
     }
@@ -853,7 +853,7 @@ static void fill_copy_random(void **state) {
 /* ---- GATHER ------------------------------------------------------------------------------- */
 
 /* low.h's definition, element by element: row ids[i] (negative: from the end) or zeros. */
-static void ref_gather(const low_run *r, uint8_t *const p[]) {
+static void ref_gather(const kernel_run *r, uint8_t *const p[]) {
     uint32_t b = (uint32_t)bytes_of((dtype)r->dt[0]);
     for (uint32_t i = 0; i < r->n[0]; i++) {
         int32_t id;
@@ -869,14 +869,14 @@ static void gather_random(void **state) {
     (void)state;
     for (int c = 0; c < 100; c++) {
         dtype t = PICK(FLOAT_TYPES);
-        low_run r = {.kernel = LOW_K_GATHER, .dt = {(uint8_t)t, (uint8_t)t, DT_I32},
+        kernel_run r = {.kernel = KERNEL_K_GATHER, .dt = {(uint8_t)t, (uint8_t)t, DT_I32},
                      .n = {(uint32_t)rnd(1, 60), (uint32_t)rnd(1, 40), (uint32_t)rnd(1, 50)}};
         r.scale[0] = r.scale[1] = (int8_t)rnd_scale(t);
         for (int i = 0; i < 2; i++) r.stride[i][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of(t));
-        image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
-        uint32_t off[LOW_MAX_OPERANDS] = {0};
+        image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + kernel_run_extent(&r, 2) + 256);
+        uint32_t off[KERNEL_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
-        off[2] = image_alloc(&im, low_run_extent(&r, 2), 4);
+        off[2] = image_alloc(&im, kernel_run_extent(&r, 2), 4);
         for (uint32_t i = 0; i < r.n[0]; i++) { /* every row, both ends, and past them */
             int32_t id = (int32_t)rnd(-(int)r.n[2] - 3, (int)r.n[2] + 3);
             memcpy(im.mem + off[2] + 4 * i, &id, 4);
@@ -887,26 +887,26 @@ static void gather_random(void **state) {
     }
     /* One dtype for table and result, and rows that do not overlap. */
     char why[128];
-    low_run bad = {.kernel = LOW_K_GATHER, .dt = {DT_F16, DT_F32, DT_I32}, .n = {2, 4, 8}, .stride = {{8}, {8}}};
-    assert_false(low_run_valid(&bad, why, sizeof why));
+    kernel_run bad = {.kernel = KERNEL_K_GATHER, .dt = {DT_F16, DT_F32, DT_I32}, .n = {2, 4, 8}, .stride = {{8}, {8}}};
+    assert_false(kernel_run_valid(&bad, why, sizeof why));
     bad.dt[1] = DT_F16;
-    assert_true(low_run_valid(&bad, why, sizeof why));
+    assert_true(kernel_run_valid(&bad, why, sizeof why));
     bad.stride[0][0] = 6;
-    assert_false(low_run_valid(&bad, why, sizeof why));
+    assert_false(kernel_run_valid(&bad, why, sizeof why));
     bad.stride[0][0] = 8, bad.dt[2] = DT_F16; /* indices are i32 */
-    assert_false(low_run_valid(&bad, why, sizeof why));
+    assert_false(kernel_run_valid(&bad, why, sizeof why));
 
     /* Integers become floats only through a cast (a mask from token data), each value rounded once. */
     const int32_t ints[5] = {-5, 3, 70000, (1 << 24) + 1, INT32_MIN};
     const float want16[5] = {-5.0f, 3.0f, INFINITY, INFINITY, -INFINITY}; /* past f16's 65504 */
     for (int k = 0; k < 2; k++) {
         dtype to = k ? DT_F32 : DT_F16;
-        low_run cast = {.kernel = LOW_K_EWISE, .op = KERNEL_EW_CAST, .acc = DT_F32, .dt = {(uint8_t)to, DT_I32},
+        kernel_run cast = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_CAST, .acc = DT_F32, .dt = {(uint8_t)to, DT_I32},
                         .n = {1, 1, 1, 5}, .stride = {{0, 0, 0, (int32_t)bytes_of(to)}, {0, 0, 0, 4}}};
-        assert_true(low_run_valid(&cast, why, sizeof why));
+        assert_true(kernel_run_valid(&cast, why, sizeof why));
         uint8_t in[20], out[20];
         memcpy(in, ints, sizeof in);
-        uint8_t *p[LOW_MAX_OPERANDS] = {out, in};
+        uint8_t *p[KERNEL_MAX_OPERANDS] = {out, in};
         sim_kernel_run(&cast, p);
         for (int i = 0; i < 5; i++) {
             float got = ld(to, 0, out + i * bytes_of(to));
@@ -914,13 +914,13 @@ static void gather_random(void **state) {
             else assert_true(got == want16[i]);
         }
         cast.op = KERNEL_EW_ADD; /* nothing else reads them */
-        assert_false(low_run_valid(&cast, why, sizeof why));
+        assert_false(kernel_run_valid(&cast, why, sizeof why));
     }
 }
 
 /* ---- SGD, ADAMW, SUMSQ, CLIP_COEF --------------------------------------------------------- */
 
-static void ref_sgd(const low_run *r, uint8_t *const p[]) {
+static void ref_sgd(const kernel_run *r, uint8_t *const p[]) {
     float lr = r->f[0], mom = r->f[1], wd = r->f[2];
     for (uint32_t e = 0; e < r->n[0]; e++) {
 #define EL(i) (p[i] + e * bytes_of((dtype)r->dt[i]))
@@ -936,7 +936,7 @@ static void ref_sgd(const low_run *r, uint8_t *const p[]) {
     }
 }
 
-static void ref_adamw(const low_run *r, uint8_t *const p[]) {
+static void ref_adamw(const kernel_run *r, uint8_t *const p[]) {
     float lr = r->f[0], b1 = r->f[1], b2 = r->f[2], eps = r->f[3], wd = r->f[4];
     float bc1 = (float)(1.0 - pow(b1, (double)r->n[1])), bc2 = (float)(1.0 - pow(b2, (double)r->n[1]));
     for (uint32_t e = 0; e < r->n[0]; e++) {
@@ -952,7 +952,7 @@ static void ref_adamw(const low_run *r, uint8_t *const p[]) {
     }
 }
 
-static void ref_sumsq(const low_run *r, uint8_t *const p[]) {
+static void ref_sumsq(const kernel_run *r, uint8_t *const p[]) {
     float s;
     memcpy(&s, p[0], 4); /* the chain continues from the output's value */
     for (uint32_t e = 0; e < r->n[0]; e++) {
@@ -962,7 +962,7 @@ static void ref_sumsq(const low_run *r, uint8_t *const p[]) {
     memcpy(p[0], &s, 4);
 }
 
-static void ref_clip_coef(const low_run *r, uint8_t *const p[]) {
+static void ref_clip_coef(const kernel_run *r, uint8_t *const p[]) {
     float s = 0.0f;
     for (uint32_t e = 0; e < r->n[0]; e++) s = s + ld(DT_F32, 0, p[1] + 4 * e);
     float c = r->f[0] / (sqrtf(s) + 1e-6f);
@@ -971,35 +971,35 @@ static void ref_clip_coef(const low_run *r, uint8_t *const p[]) {
 }
 
 /* A run over n[0] contiguous elements; state operands (v of adamw, sumsq inputs) positive. */
-static void elems_case(low_kernel k, bool momentum) {
-    int nops = low_kernel_operands[k];
-    low_run r = {.kernel = (uint8_t)k, .n = {(uint32_t)(rnd(0, 3) ? rnd(1, 100) : rnd(500, 1500)), (uint32_t)rnd(1, 12)}};
+static void elems_case(kernel_id k, bool momentum) {
+    int nops = kernel_operands[k];
+    kernel_run r = {.kernel = (uint8_t)k, .n = {(uint32_t)(rnd(0, 3) ? rnd(1, 100) : rnd(500, 1500)), (uint32_t)rnd(1, 12)}};
     for (int i = 0; i < nops; i++) {
         r.dt[i] = (uint8_t)(rnd(0, 2) ? DT_F32 : PICK(FLOAT_TYPES));
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
     }
-    if (k == LOW_K_SUMSQ || k == LOW_K_CLIP_COEF) r.dt[0] = DT_F32;
-    if (k == LOW_K_CLIP_COEF) r.dt[1] = DT_F32;
-    if (k == LOW_K_SGD) r.f[0] = 0.1f, r.f[1] = momentum ? 0.9f : 0.0f, r.f[2] = rnd(0, 1) ? 0.01f : 0.0f;
-    if (k == LOW_K_ADAMW) r.f[0] = 1e-3f, r.f[1] = 0.9f, r.f[2] = 0.999f, r.f[3] = 1e-8f, r.f[4] = 0.01f;
-    if (k == LOW_K_CLIP_COEF) r.f[0] = rnd(0, 1) ? 1.0f : 1e6f; /* below and above the norm */
+    if (k == KERNEL_K_SUMSQ || k == KERNEL_K_CLIP_COEF) r.dt[0] = DT_F32;
+    if (k == KERNEL_K_CLIP_COEF) r.dt[1] = DT_F32;
+    if (k == KERNEL_K_SGD) r.f[0] = 0.1f, r.f[1] = momentum ? 0.9f : 0.0f, r.f[2] = rnd(0, 1) ? 0.01f : 0.0f;
+    if (k == KERNEL_K_ADAMW) r.f[0] = 1e-3f, r.f[1] = 0.9f, r.f[2] = 0.999f, r.f[3] = 1e-8f, r.f[4] = 0.01f;
+    if (k == KERNEL_K_CLIP_COEF) r.f[0] = rnd(0, 1) ? 1.0f : 1e6f; /* below and above the norm */
     size_t need = 256;
-    for (int i = 0; i < nops; i++) need += low_run_extent(&r, i) + 64;
+    for (int i = 0; i < nops; i++) need += kernel_run_extent(&r, i) + 64;
     image im = image_new(need);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
-    int first_in = k == LOW_K_SGD ? 2 : k == LOW_K_ADAMW ? 3 : 1;
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
+    int first_in = k == KERNEL_K_SGD ? 2 : k == KERNEL_K_ADAMW ? 3 : 1;
     for (int i = first_in; i < nops; i++)
-        if (low_run_uses(&r, i)) {
+        if (kernel_run_uses(&r, i)) {
             off[i] = place(&im, &r, i, true, 2.0f);
-            if ((k == LOW_K_ADAMW && i == 6) || k == LOW_K_CLIP_COEF) /* second moments, squared sums: >= 0 */
+            if ((k == KERNEL_K_ADAMW && i == 6) || k == KERNEL_K_CLIP_COEF) /* second moments, squared sums: >= 0 */
                 for (uint32_t e = 0; e < r.n[0]; e++) {
                     uint8_t *q = im.mem + off[i] + e * (uint32_t)bytes_of((dtype)r.dt[i]);
                     st((dtype)r.dt[i], r.scale[i], q, fabsf(ld((dtype)r.dt[i], r.scale[i], q)));
                 }
         }
     for (int i = 0; i < first_in; i++)
-        if (low_run_uses(&r, i)) off[i] = place(&im, &r, i, false, 0);
-    ref_fn *ref = k == LOW_K_SGD ? ref_sgd : k == LOW_K_ADAMW ? ref_adamw : k == LOW_K_SUMSQ ? ref_sumsq : ref_clip_coef;
+        if (kernel_run_uses(&r, i)) off[i] = place(&im, &r, i, false, 0);
+    ref_fn *ref = k == KERNEL_K_SGD ? ref_sgd : k == KERNEL_K_ADAMW ? ref_adamw : k == KERNEL_K_SUMSQ ? ref_sumsq : ref_clip_coef;
     check_run(&im, &r, off, ref);
     image_free(&im);
 }
@@ -1007,11 +1007,11 @@ static void elems_case(low_kernel k, bool momentum) {
 static void optimizer_norm_random(void **state) {
     (void)state;
     for (int c = 0; c < 60; c++) {
-        elems_case(LOW_K_SGD, false);
-        elems_case(LOW_K_SGD, true);
-        elems_case(LOW_K_ADAMW, false);
-        elems_case(LOW_K_SUMSQ, false);
-        elems_case(LOW_K_CLIP_COEF, false);
+        elems_case(KERNEL_K_SGD, false);
+        elems_case(KERNEL_K_SGD, true);
+        elems_case(KERNEL_K_ADAMW, false);
+        elems_case(KERNEL_K_SUMSQ, false);
+        elems_case(KERNEL_K_CLIP_COEF, false);
     }
 }
 
@@ -1022,7 +1022,7 @@ static void optimizer_norm_random(void **state) {
 enum { THREAD_JOBS = 16 };
 
 typedef struct thread_job {
-    low_run r;
+    kernel_run r;
     uint8_t *mem;          /* the job's image */
     uint32_t off[3];
 } thread_job;
@@ -1030,7 +1030,7 @@ typedef struct thread_job {
 static void run_jobs(void *ctx, int64_t begin, int64_t end) {
     thread_job *jobs = ctx;
     for (int64_t j = begin; j < end; j++) {
-        uint8_t *p[LOW_MAX_OPERANDS] = {jobs[j].mem + jobs[j].off[0], jobs[j].mem + jobs[j].off[1], jobs[j].mem + jobs[j].off[2]};
+        uint8_t *p[KERNEL_MAX_OPERANDS] = {jobs[j].mem + jobs[j].off[0], jobs[j].mem + jobs[j].off[1], jobs[j].mem + jobs[j].off[2]};
         sim_kernel_run(&jobs[j].r, p);
     }
 }
@@ -1042,12 +1042,12 @@ static void threads_agree(void **state) {
     for (int j = 0; j < THREAD_JOBS; j++) {
         uint32_t M = (uint32_t)rnd(20, 90), N = (uint32_t)rnd(20, 90), K = (uint32_t)rnd(100, 600);
         dtype t = j % 2 ? DT_F143 : DT_F16;
-        low_run r = {.kernel = LOW_K_GEMM, .acc = (uint8_t)(j % 4 < 2 ? DT_F32 : DT_F16), .dt = {(uint8_t)t, (uint8_t)t, DT_F32}, .n = {1, M, N, K}};
+        kernel_run r = {.kernel = KERNEL_K_GEMM, .acc = (uint8_t)(j % 4 < 2 ? DT_F32 : DT_F16), .dt = {(uint8_t)t, (uint8_t)t, DT_F32}, .n = {1, M, N, K}};
         uint32_t w = (uint32_t)(32 / bytes_of(t));
         r.stride[0][1] = (int32_t)(M * 32), r.stride[0][0] = (int32_t)((K + w - 1) / w * M * 32);
         r.stride[1][1] = (int32_t)(N * (uint32_t)bytes_of(t)), r.stride[1][0] = (int32_t)K * r.stride[1][1];
         r.stride[2][1] = (int32_t)(N * 4), r.stride[2][0] = (int32_t)(M * N * 4);
-        ims[j] = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 256);
+        ims[j] = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + kernel_run_extent(&r, 2) + 256);
         jobs[j] = (thread_job){.r = r, .mem = ims[j].mem};
         jobs[j].off[0] = place(&ims[j], &r, 0, true, 1.0f);
         jobs[j].off[1] = place(&ims[j], &r, 1, true, 1.0f);
@@ -1080,9 +1080,9 @@ static machine preset(const char *name) {
 
 static uint64_t gemm_cycles_acc(const machine *m, dtype t, dtype acc, uint32_t batch, uint32_t M, uint32_t N, uint32_t K,
                                 bool interleaved) {
-    low_run r = {.kernel = LOW_K_GEMM, .acc = (uint8_t)acc, .dt = {(uint8_t)t, (uint8_t)t, DT_F16}, .n = {batch, M, N, K}};
-    bool il[LOW_MAX_OPERANDS] = {interleaved, interleaved, interleaved};
-    return sim_kernel_cycles(&r, m, il);
+    kernel_run r = {.kernel = KERNEL_K_GEMM, .acc = (uint8_t)acc, .dt = {(uint8_t)t, (uint8_t)t, DT_F16}, .n = {batch, M, N, K}};
+    bool il[KERNEL_MAX_OPERANDS] = {interleaved, interleaved, interleaved};
+    return kernel_run_cycles(&r, m, il);
 }
 
 static uint64_t gemm_cycles(const machine *m, dtype t, uint32_t M, uint32_t N, uint32_t K, bool interleaved) {
@@ -1137,10 +1137,10 @@ static void cycles_gemm_shape(void **state) {
     assert_true(f8w > f8 && f8w < f16);
     /* mk2 has no 8-bit AMP path: the cost says so; f16 is fine there. */
     machine mk2 = preset("mk2");
-    for (size_t i = 0; i < TS_COUNT(F8_TYPES); i++) assert_true(gemm_cycles(&mk2, F8_TYPES[i], 16, 16, 64, false) == SIM_CYCLES_UNSUPPORTED);
+    for (size_t i = 0; i < TS_COUNT(F8_TYPES); i++) assert_true(gemm_cycles(&mk2, F8_TYPES[i], 16, 16, 64, false) == KERNEL_CYCLES_UNSUPPORTED);
     assert_true(gemm_cycles(&mk2, DT_F16, 16, 16, 64, false) < 10000);
     /* bf16 has no AMP path anywhere. */
-    assert_true(gemm_cycles(&c600, DT_BF16, 16, 16, 64, false) == SIM_CYCLES_UNSUPPORTED);
+    assert_true(gemm_cycles(&c600, DT_BF16, 16, 16, 64, false) == KERNEL_CYCLES_UNSUPPORTED);
     /* The load floor: with no per-panel overhead the AMP eats A as fast as ordinary memory
      * delivers it, so A and B together are load-bound unless they are interleaved. */
     machine lean = c600;
@@ -1153,9 +1153,9 @@ static void cycles_gemm_shape(void **state) {
 }
 
 static uint64_t ew_cycles(const machine *m, kernel_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
-    low_run r = {.kernel = LOW_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
     for (int i = 0; i < 3; i++) r.stride[i][3] = dtype_bytes(t), r.stride[i][2] = (int32_t)len * dtype_bytes(t) + row_pad;
-    return sim_kernel_cycles(&r, m, NULL);
+    return kernel_run_cycles(&r, m, NULL);
 }
 
 static void cycles_vector_shape(void **state) {
@@ -1182,45 +1182,45 @@ static void cycles_vector_shape(void **state) {
     assert_int_equal(ew_cycles(&c600, KERNEL_EW_ADD, DT_F16, 10, 64, 2), 309 + 10 * 6 * 15);
     /* Softmax rows go one per worker: up to six rows cost one, 7 and 8 rows cost the same
      * (measured, docs/calibration.md). Layer norm rows go one after another. */
-    low_run sm = {.kernel = LOW_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {4, 100}};
-    low_run ln = {.kernel = LOW_K_LAYER_NORM, .dt = {DT_F16, DT_F16, DT_F16, DT_F16}, .n = {4, 100}};
-    uint64_t s0 = sim_kernel_cycles(&sm, &c600, NULL), l0 = sim_kernel_cycles(&ln, &c600, NULL);
+    kernel_run sm = {.kernel = KERNEL_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {4, 100}};
+    kernel_run ln = {.kernel = KERNEL_K_LAYER_NORM, .dt = {DT_F16, DT_F16, DT_F16, DT_F16}, .n = {4, 100}};
+    uint64_t s0 = kernel_run_cycles(&sm, &c600, NULL), l0 = kernel_run_cycles(&ln, &c600, NULL);
     sm.n[0] = 6;
-    assert_true(sim_kernel_cycles(&sm, &c600, NULL) == s0);
+    assert_true(kernel_run_cycles(&sm, &c600, NULL) == s0);
     sm.n[0] = 7;
-    uint64_t s7 = sim_kernel_cycles(&sm, &c600, NULL);
+    uint64_t s7 = kernel_run_cycles(&sm, &c600, NULL);
     sm.n[0] = 8;
-    assert_true(s7 > s0 && sim_kernel_cycles(&sm, &c600, NULL) == s7);
+    assert_true(s7 > s0 && kernel_run_cycles(&sm, &c600, NULL) == s7);
     ln.n[0] = 5;
-    assert_true(sim_kernel_cycles(&ln, &c600, NULL) > l0);
+    assert_true(kernel_run_cycles(&ln, &c600, NULL) > l0);
     sm.n[0] = 4, sm.n[1] = 101, ln.n[1] = 200;
-    assert_true(sim_kernel_cycles(&sm, &c600, NULL) > s0 && sim_kernel_cycles(&ln, &c600, NULL) > l0);
+    assert_true(kernel_run_cycles(&sm, &c600, NULL) > s0 && kernel_run_cycles(&ln, &c600, NULL) > l0);
     /* One row over six workers is split into segments and merged: far less than a whole row. */
-    low_run sm1 = {.kernel = LOW_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {1, 729}};
-    assert_true(sim_kernel_cycles(&sm1, &c600, NULL) < ceil_div_u64(729ull * c600.softmax_key_centi, 100));
+    kernel_run sm1 = {.kernel = KERNEL_K_SOFTMAX, .dt = {DT_F16, DT_F16}, .n = {1, 729}};
+    assert_true(kernel_run_cycles(&sm1, &c600, NULL) < ceil_div_u64(729ull * c600.softmax_key_centi, 100));
     /* Interleaved operands never cost more; copies go at copy_bytes_per_cycle. */
-    low_run cp = {.kernel = LOW_K_COPY, .n = {1, 1, 1, 8000}};
-    bool il[LOW_MAX_OPERANDS] = {true, true};
-    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 277 + 8 + 1000);
+    kernel_run cp = {.kernel = KERNEL_K_COPY, .n = {1, 1, 1, 8000}};
+    bool il[KERNEL_MAX_OPERANDS] = {true, true};
+    assert_int_equal(kernel_run_cycles(&cp, &c600, NULL), 277 + 8 + 1000);
     cp.n[2] = 10; /* ten spans cost ten loop steps more than one of the same bytes */
     cp.n[3] = 800;
     cp.stride[0][2] = cp.stride[1][2] = 800;
-    assert_int_equal(sim_kernel_cycles(&cp, &c600, NULL), 277 + 80 + 1000);
-    assert_true(sim_kernel_cycles(&cp, &c600, il) <= sim_kernel_cycles(&cp, &c600, NULL));
+    assert_int_equal(kernel_run_cycles(&cp, &c600, NULL), 277 + 80 + 1000);
+    assert_true(kernel_run_cycles(&cp, &c600, il) <= kernel_run_cycles(&cp, &c600, NULL));
     /* A residual added by a reduce costs one addend more; an epilogue reduction's floats are
      * its optimizer's (momentum in f[1]) and never read as a residual. */
-    low_run rd = {.kernel = LOW_K_REDUCE, .dt = {DT_F16, DT_F16, 0, 0, DT_F16}, .n = {4, 512}};
-    uint64_t r0 = sim_kernel_cycles(&rd, &c600, NULL);
+    kernel_run rd = {.kernel = KERNEL_K_REDUCE, .dt = {DT_F16, DT_F16, 0, 0, DT_F16}, .n = {4, 512}};
+    uint64_t r0 = kernel_run_cycles(&rd, &c600, NULL);
     rd.f[1] = 1.0f;
-    assert_true(sim_kernel_cycles(&rd, &c600, NULL) > r0);
-    low_run re = {.kernel = LOW_K_REDUCE_EPI, .op = KERNEL_EPI_ADAM, .grad = DT_F16,
+    assert_true(kernel_run_cycles(&rd, &c600, NULL) > r0);
+    kernel_run re = {.kernel = KERNEL_K_REDUCE_EPI, .op = KERNEL_EPI_ADAM, .grad = DT_F16,
                   .dt = {DT_F16, DT_F32, DT_F32, DT_F32, DT_F32}, .n = {4, 512}, .f = {0.9f, 0.0f}};
-    uint64_t e0 = sim_kernel_cycles(&re, &c600, NULL);
+    uint64_t e0 = kernel_run_cycles(&re, &c600, NULL);
     re.f[1] = 0.999f; /* Adam's beta2: the same work */
-    assert_int_equal(sim_kernel_cycles(&re, &c600, NULL), e0);
+    assert_int_equal(kernel_run_cycles(&re, &c600, NULL), e0);
     /* Every kernel has a cost. */
-    low_run adam = {.kernel = LOW_K_ADAMW, .dt = {0}, .n = {100, 1}};
-    assert_true(sim_kernel_cycles(&adam, &c600, NULL) > 850 + 100 * 4);
+    kernel_run adam = {.kernel = KERNEL_K_ADAMW, .dt = {0}, .n = {100, 1}};
+    assert_true(kernel_run_cycles(&adam, &c600, NULL) > 850 + 100 * 4);
 }
 
 /* ---- throughput ------------------------------------------------------------------------- */
@@ -1230,16 +1230,16 @@ static void cycles_vector_shape(void **state) {
 static void gemm_throughput(void **state) {
     (void)state;
     const uint32_t M = 496, K = 1152, N = 48, w = 32;
-    low_run r = {.kernel = LOW_K_GEMM, .acc = DT_F32, .dt = {DT_F143, DT_F143, DT_F16}, .scale = {-3, -4}, .n = {1, M, N, K}};
+    kernel_run r = {.kernel = KERNEL_K_GEMM, .acc = DT_F32, .dt = {DT_F143, DT_F143, DT_F16}, .scale = {-3, -4}, .n = {1, M, N, K}};
     r.stride[0][1] = (int32_t)(M * 32), r.stride[0][0] = (int32_t)(K / w * M * 32);
     r.stride[1][1] = (int32_t)N, r.stride[1][0] = (int32_t)(K * N);
     r.stride[2][1] = (int32_t)(N * 2), r.stride[2][0] = (int32_t)(M * N * 2);
-    image im = image_new(low_run_extent(&r, 0) + low_run_extent(&r, 1) + low_run_extent(&r, 2) + 1024);
-    uint32_t off[LOW_MAX_OPERANDS] = {0};
+    image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + kernel_run_extent(&r, 2) + 1024);
+    uint32_t off[KERNEL_MAX_OPERANDS] = {0};
     off[0] = place(&im, &r, 0, true, 8.0f);
     off[1] = place(&im, &r, 1, true, 16.0f);
     off[2] = place(&im, &r, 2, false, 0);
-    uint8_t *p[LOW_MAX_OPERANDS] = {im.mem + off[0], im.mem + off[1], im.mem + off[2]};
+    uint8_t *p[KERNEL_MAX_OPERANDS] = {im.mem + off[0], im.mem + off[1], im.mem + off[2]};
     double fast = INFINITY; /* the best of a few runs: the host may be busy */
     for (int i = 0; i < 8; i++) {
         double t0 = util_now_seconds();

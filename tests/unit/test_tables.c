@@ -19,7 +19,7 @@
 
 enum { BASE = 0x4c000 };
 
-static low_addr at(uint32_t a, int32_t stride) { return (low_addr){.buf = LOW_ABSOLUTE, .off = a, .iter_stride = stride}; }
+static kernel_addr at(uint32_t a, int32_t stride) { return (kernel_addr){.buf = KERNEL_ABSOLUTE, .off = a, .iter_stride = stride}; }
 
 /* ---- rows --------------------------------------------------------------- */
 
@@ -101,7 +101,7 @@ static void add_step(package *p, low_step_kind k, uint32_t first, uint32_t count
     vec_push(&p->arena, &p->prog.steps, s);
 }
 
-static void add_frag(package *p, uint32_t src_tile, low_addr src, low_addr dst, uint32_t bytes, const uint32_t *dsts,
+static void add_frag(package *p, uint32_t src_tile, kernel_addr src, kernel_addr dst, uint32_t bytes, const uint32_t *dsts,
                      uint32_t ndst) {
     low_frag f = {.src_tile = src_tile, .src = src, .dst = dst, .bytes = bytes, .dst0 = (uint32_t)p->prog.dst_tiles.n,
                   .ndst = ndst};
