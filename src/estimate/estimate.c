@@ -392,16 +392,6 @@ static bool shard_shape(const layout *l, uint32_t tail, int64_t *ext) {
     return true;
 }
 
-/* Strides of tensor t aligned to out's axes (broadcast axes 0), as the lowering's. */
-static void aligned_st(const ex *x, int32_t t, const layout *out, int64_t *st) {
-    const layout *l = lay(x, t);
-    int off = out->rank - l->rank;
-    for (int j = 0; j < out->rank; j++) {
-        int i = j - off;
-        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? layout_axis_stride(l, i) : 0;
-    }
-}
-
 static uint64_t lanes_of(const ex *x, const int32_t *t, int n) {
     int64_t w = 2;
     for (int i = 0; i < n; i++)
@@ -415,14 +405,26 @@ static uint64_t box_outer(const kernel_box *b, int keep) {
     return runs;
 }
 
-static uint64_t box_inner_rows(const kernel_box *b, int keep) {
-    uint64_t rows = 1;
-    int first = b->nd > keep ? b->nd - keep : 0;
-    for (int d = first; d + 1 < b->nd; d++) rows *= (uint64_t)b->n[d];
-    return rows;
+static const layout *runs_layout(const ex *x, const mid_prim *pr);
+
+/* Every operand interleaved: what the estimate assumes of buffers it has not placed. */
+static const bool ALL_INTERLEAVED[KERNEL_MAX_OPERANDS] = {true, true, true, true, true, true, true};
+
+/* A run of kernel k over tensors ops (dtypes, scales), its box 1 and no addresses. */
+static kernel_run est_run(const ex *x, kernel_id k, const int32_t *ops, int nops) {
+    kernel_run r;
+    memset(&r, 0, sizeof r);
+    r.kernel = (uint8_t)k;
+    r.acc = DT_F32;
+    for (int d = 0; d < KERNEL_MAX_BOX; d++) r.n[d] = 1;
+    for (int i = 0; i < nops; i++) r.dt[i] = (uint8_t)mid_t(x->p, ops[i])->dtype, r.scale[i] = mid_t(x->p, ops[i])->scale;
+    return r;
 }
 
-static const layout *runs_layout(const ex *x, const mid_prim *pr);
+/* What the simulator charges for run r, its launch included. */
+static uint64_t run_cost(const ex *x, const kernel_run *r) {
+    return x->m->launch_cycles + kernel_run_cycles(r, x->m, ALL_INTERLEAVED);
+}
 
 /* One shard's runs; kext > 0: a GEMM's K extent there (the last K part's
  * tail), else its first K part's. */
@@ -447,51 +449,41 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         /* As the lowering runs the block: one run, per strip, or a batch of panels. */
         return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
     }
-    case MID_EWISE: {
-        kernel_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
-        for (int a = 0; a < lo->rank; a++) b.n[a] = ext[a];
-        if (layout_transposed(lo)) b.n[layout_panel_axis(lo)] = lo->block[layout_panel_axis(lo)]; /* lower.c: rows whole */
-        aligned_st(x, pr->out[0], lo, b.st[0]);
-        for (int i = 0; i < pr->nin; i++) aligned_st(x, pr->in[i], lo, b.st[1 + i]);
-        kernel_box_order(&b);
-        kernel_box_collapse(&b);
+    case MID_EWISE: { /* lower.c's ewise_shard: the runs of mid_ewise_box */
+        kernel_box b = mid_ewise_box(x->p, pr, ext);
         int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
-        int nops = 1 + kernel_ew_arity[pr->ew];
-        bool f8_out = dtype_is_f8(mid_t(x->p, ops[0])->dtype), f8_any = f8_out || dtype_is_f8(mid_t(x->p, ops[1])->dtype);
-        uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[pr->ew], f8_any, f8_out) * lanes_of(x, ops, nops);
-        uint64_t rows = box_inner_rows(&b, 4), per_row = (uint64_t)b.n[b.nd - 1];
-        return box_outer(&b, 4) * (L + machine_ewise_cycles(m, instrs, rows, per_row));
+        kernel_run r = est_run(x, KERNEL_K_EWISE, ops, 1 + pr->nin);
+        r.op = (uint8_t)pr->ew;
+        r.acc = (uint8_t)pr->acc;
+        r.f[0] = pr->f[0];
+        uint64_t runs = kernel_box_run(&b, KERNEL_MAX_BOX, &r);
+        return runs * run_cost(x, &r);
     }
     case MID_SOFTMAX:
     case MID_LAYER_NORM:
     case MID_LN_MOMENTS: {
-        /* As lower.c's rows_shard runs them: rows of this shard's part of
-         * the last axis (LN_MOMENTS: of its input's shard). */
-        const layout *lr = pr->kind == MID_LN_MOMENTS ? lay(x, pr->in[0]) : lo;
-        int last = lr->rank - 1;
-        kernel_box b = {.nd = lr->rank > 1 ? last : 1, .nops = 2};
-        b.n[0] = 1;
-        for (int a = 0; a < last; a++) {
-            b.n[a] = ext[a];
-            b.st[0][a] = layout_axis_stride(lo, a);
-            b.st[1][a] = layout_axis_stride(lay(x, pr->in[0]), a);
-        }
-        kernel_box_collapse(&b);
+        /* lower.c's rows_shard: a run per index of mid_rows_box's outer
+         * axes, its innermost the run's rows, each the shard's part of the
+         * last axis (LN_MOMENTS: of its input's shard). */
+        kernel_box b = mid_rows_box(x->p, pr, ext);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        uint64_t rows = (uint64_t)b.n[b.nd - 1], n = (uint64_t)ext[last], lanes = lanes_of(x, ops, 2);
-        uint64_t c = pr->kind == MID_SOFTMAX      ? machine_softmax_cycles(m, rows, n, lanes)
-                     : pr->kind == MID_LN_MOMENTS ? machine_ln_moments_cycles(m, rows, n, lanes_of(x, ops + 1, 1))
-                                                  : machine_layer_norm_cycles(m, rows, n, mid_layer_norm_parts(x->p, pr), lanes,
-                                                                              dtype_is_f8(mid_t(x->p, pr->out[0])->dtype));
-        return box_outer(&b, 1) * (L + c);
+        kernel_run r = est_run(x, pr->kind == MID_SOFTMAX ? KERNEL_K_SOFTMAX : pr->kind == MID_LN_MOMENTS ? KERNEL_K_LN_MOMENTS
+                                                                                                           : KERNEL_K_LAYER_NORM,
+                               ops, 2);
+        r.n[0] = (uint32_t)b.n[b.nd - 1];
+        r.n[1] = (uint32_t)ext[runs_layout(x, pr)->rank - 1];
+        r.n[2] = (uint32_t)mid_layer_norm_parts(x->p, pr);
+        return box_outer(&b, 1) * run_cost(x, &r);
     }
     case MID_REDUCE: {
-        int64_t block = layout_block_elems(lo);
         int32_t ops[2] = {pr->out[0], pr->in[0]};
-        uint64_t addends = (uint64_t)lay(x, pr->in[0])->dim[0] + (mid_reduce_has_bias(pr) ? 1 : 0) +
-                           (pr->residual ? 1 : 0); /* a bias, a residual: one more each */
-        return L + machine_reduce_cycles(m, addends, (uint64_t)block, lanes_of(x, ops, 2), dtype_is_f8(mid_t(x->p, pr->out[0])->dtype),
-                                         pr->f[0] != 0); /* a GeLU folded in */
+        kernel_run r = est_run(x, KERNEL_K_REDUCE, ops, 2);
+        r.n[0] = (uint32_t)lay(x, pr->in[0])->dim[0];
+        r.n[1] = (uint32_t)layout_block_elems(lo);
+        r.n[2] = mid_reduce_has_bias(pr) ? 1 : 0; /* a bias, a residual: one addend more each */
+        r.f[0] = pr->f[0];                        /* a GeLU folded in */
+        r.f[1] = pr->residual ? 1.0f : 0.0f;
+        return run_cost(x, &r);
     }
     case MID_GEMM_EPI:
     case MID_REDUCE_EPI: {
@@ -530,9 +522,23 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         }
         return runs;
     }
-    case MID_GATHER: { /* as lower.c's gather_shard: a row copy per index of this shard's columns */
-        uint64_t width = (uint64_t)ext[lo->rank - 1], rows = (uint64_t)elems / width;
-        return L + machine_copy_cycles(m, rows, rows * width * (uint64_t)ebytes_t(x, pr->out[0]), true);
+    case MID_GATHER: { /* lower.c's gather_shard */
+        kernel_run r = mid_gather_run(x->p, pr, ext);
+        return run_cost(x, &r);
+    }
+    case MID_FILL: {
+        int32_t ops[1] = {pr->out[0]};
+        kernel_run r = est_run(x, KERNEL_K_FILL, ops, 1);
+        r.n[0] = (uint32_t)elems;
+        return run_cost(x, &r);
+    }
+    case MID_REDUCE_SUM: { /* lower.c's reduce_sum_shard: the runs of mid_reduce_sum_box */
+        kernel_box b = mid_reduce_sum_box(x->p, pr, ext);
+        kernel_box_collapse(&b);
+        int32_t ops[2] = {pr->out[0], pr->in[0]};
+        kernel_run r = est_run(x, KERNEL_K_REDUCE_SUM, ops, 2);
+        uint64_t runs = kernel_box_run(&b, KERNEL_MAX_BOX, &r);
+        return runs * run_cost(x, &r);
     }
     default: break;
     }
@@ -540,7 +546,6 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
     machine_vwork w = {.rows = 1};
     int64_t block = layout_block_elems(lo);
     switch (pr->kind) {
-    case MID_FILL: w.vec_bytes = (uint64_t)(elems * ebytes_t(x, pr->out[0])); break;
     case MID_SGD:
     case MID_ADAMW:
         for (int i = 0; i < pr->nin; i++) {
@@ -560,23 +565,6 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[0]));
         w.funcs = (uint64_t)block;
         break;
-    case MID_REDUCE_SUM: {
-        /* As lower.c's reduce_sum_shard runs it: ext is an input shard's,
-         * its box has the result's strides (0 on the summed axes), and
-         * every row of it but the last axis pays a row setup. */
-        kernel_box b = mid_reduce_sum_box(x->p, pr, ext);
-        kernel_box_collapse(&b);
-        uint64_t in = 1, outs = 1;
-        for (int d = 0; d < b.nd; d++) {
-            in *= (uint64_t)b.n[d];
-            if (b.st[0][d]) outs *= (uint64_t)b.n[d];
-        }
-        w.rows = box_inner_rows(&b, b.nd);
-        w.vec_bytes = in * (uint64_t)ebytes_t(x, pr->in[0]) + outs * (uint64_t)ebytes_t(x, pr->out[0]);
-        w.load_bytes[1] = in * (uint64_t)ebytes_t(x, pr->in[0]);
-        w.interleaved[1] = true;
-        break;
-    }
     case MID_SUMSQ:
     case MID_CLIP_COEF: {
         const layout *li = lay(x, pr->in[0]);

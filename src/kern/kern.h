@@ -276,6 +276,11 @@ bool kernel_run_valid(const kernel_run *r, char *why, size_t cap);
 kernel_box kernel_run_box(const kernel_run *r, int nops);
 /* Rows of a box: every axis but the innermost. */
 uint64_t kernel_box_rows(const kernel_box *b);
+/* The runs of a box when each takes its `keep` innermost axes (the others
+ * are iterated, a run per index): sets r's box (n) and the strides of
+ * operands 0..b->nops-1 to those axes and returns how many runs there are;
+ * only their operands' addresses differ. */
+uint64_t kernel_box_run(const kernel_box *b, int keep, kernel_run *r);
 
 /* ---- cycles.c: what a run costs ---------------------------------------------------------- */
 

@@ -298,3 +298,16 @@ uint64_t kernel_box_rows(const kernel_box *b) {
     for (int d = 0; d + 1 < b->nd; d++) rows *= (uint64_t)b->n[d];
     return rows;
 }
+
+uint64_t kernel_box_run(const kernel_box *b, int keep, kernel_run *r) {
+    int outer = b->nd > keep ? b->nd - keep : 0, inner = b->nd - outer;
+    uint64_t runs = 1;
+    for (int a = 0; a < outer; a++) runs *= (uint64_t)b->n[a];
+    for (int i = 0; i < b->nops && i < KERNEL_STRIDED_OPERANDS; i++) {
+        for (int d = 0; d < KERNEL_MAX_BOX; d++) r->stride[i][d] = 0;
+        for (int a = 0; a < inner; a++) r->stride[i][KERNEL_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
+    }
+    for (int d = 0; d < KERNEL_MAX_BOX; d++) r->n[d] = 1;
+    for (int a = 0; a < inner; a++) r->n[KERNEL_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
+    return runs;
+}

@@ -166,25 +166,21 @@ typedef struct box_emit {
 } box_emit;
 
 static void emit_box(lx *x, const kernel_box *b, const box_emit *e) {
+    kernel_run shape = *e->tmpl;
+    shape.kernel = (uint8_t)e->kernel;
+    kernel_box_run(b, e->keep, &shape);
     int outer = b->nd > e->keep ? b->nd - e->keep : 0;
     int64_t idx[LAYOUT_MAX_RANK] = {0};
     for (;;) {
         kernel_run *r = new_run(x, e->kernel, e->tile);
         uint32_t tile = r->tile;
-        *r = *e->tmpl;
+        *r = shape;
         r->tile = tile;
-        r->kernel = (uint8_t)e->kernel;
-        int inner = b->nd - outer;
         for (int i = 0; i < b->nops; i++) {
             int64_t off = e->off[i];
             for (int a = 0; a < outer; a++) off += idx[a] * b->st[i][a];
             set_operand(x, r, i, e->t[i], off);
-            if (i >= KERNEL_STRIDED_OPERANDS) continue; /* its steps are the kernel's own (kern.h) */
-            for (int d = 0; d < KERNEL_MAX_BOX; d++) r->stride[i][d] = 0;
-            for (int a = 0; a < inner; a++) r->stride[i][KERNEL_MAX_BOX - inner + a] = (int32_t)b->st[i][outer + a];
         }
-        for (int d = 0; d < KERNEL_MAX_BOX; d++) r->n[d] = 1;
-        for (int a = 0; a < inner; a++) r->n[KERNEL_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
         int a = outer - 1;
         for (; a >= 0; a--) {
             if (++idx[a] < b->n[a]) break;
@@ -201,40 +197,14 @@ typedef struct ew_ctx {
     const kernel_run *tmpl;
 } ew_ctx;
 
-/* Operand strides of tensor t (aligned to out, broadcast axes 0) along
- * out's axes. */
-static void aligned_strides(lx *x, int32_t t, const layout *out, int64_t *st) {
-    const layout *l = &mid_t(x->p, t)->lay;
-    int off = out->rank - l->rank;
-    for (int j = 0; j < out->rank; j++) {
-        int i = j - off;
-        st[j] = i >= 0 && l->dim[i] == out->dim[j] ? layout_axis_stride(l, i) : 0;
-    }
-}
-
 static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     ew_ctx *c = vctx;
     const mid_prim *pr = c->pr;
+    int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], ext[LAYOUT_MAX_RANK];
     const layout *lo = &mid_t(x->p, pr->out[0])->lay;
-    int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
-    kernel_box b = {.nd = lo->rank, .nops = 1 + pr->nin};
-    for (int a = 0; a < lo->rank; a++) b.n[a] = hi[a] - lo_[a];
-    /* A transposed result's storage rows are swept whole, the padding of a
-     * tail shard too (no kernel reads padding as values): every operand of its
-     * rank is stored as it is (expand.c's aligned), the others are broadcast. */
-    if (layout_transposed(lo)) {
-        int pa = layout_panel_axis(lo);
-        b.n[pa] = lo->block[pa];
-        for (int i = 0; i < pr->nin; i++) {
-            const layout *li = &mid_t(x->p, pr->in[i])->lay;
-            TS_ASSERT(li->rank != lo->rank || (li->enc == lo->enc && li->block[pa] == lo->block[pa]) || li->dim[pa] == 1);
-        }
-    }
-    aligned_strides(x, pr->out[0], lo, b.st[0]);
-    for (int i = 0; i < pr->nin; i++) aligned_strides(x, pr->in[i], lo, b.st[1 + i]);
-    kernel_box_order(&b); /* a transposed result in storage order */
-    kernel_box_collapse(&b);
+    for (int a = 0; a < lo->rank; a++) ext[a] = hi[a] - lo_[a];
+    kernel_box b = mid_ewise_box(x->p, pr, ext);
     box_emit e = {.kernel = KERNEL_K_EWISE, .tile = tile, .keep = KERNEL_MAX_BOX, .tmpl = c->tmpl};
     e.t[0] = pr->out[0];
     for (int i = 0; i < pr->nin; i++) e.t[1 + i] = pr->in[i];
@@ -264,35 +234,19 @@ static void rows_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lr, s, lo_, hi);
     int last = lr->rank - 1;
-    int64_t parts = mid_layer_norm_parts(x->p, pr);
-    kernel_box b = {.nd = lr->rank > 1 ? lr->rank - 1 : 1, .nops = 2};
-    if (lr->rank == 1) {
-        b.n[0] = 1;
-    } else {
-        for (int a = 0; a < last; a++) b.n[a] = hi[a] - lo_[a];
-    }
-    for (int a = 0; a < b.nd && lr->rank > 1; a++) {
-        b.st[0][a] = layout_axis_stride(lo, a);
-        b.st[1][a] = layout_axis_stride(li, a);
-    }
+    int64_t parts = mid_layer_norm_parts(x->p, pr), ext[LAYOUT_MAX_RANK];
+    for (int a = 0; a < lr->rank; a++) ext[a] = hi[a] - lo_[a];
+    kernel_box b = mid_rows_box(x->p, pr, ext);
     kernel_run tmpl = *c->tmpl;
     kernel_id k = moments ? KERNEL_K_LN_MOMENTS : pr->kind == MID_SOFTMAX ? KERNEL_K_SOFTMAX : KERNEL_K_LAYER_NORM;
     box_emit e = {.kernel = k, .tile = tile, .keep = 1, .tmpl = &tmpl};
     e.t[0] = pr->out[0];
     e.t[1] = pr->in[0];
-    if (pr->kind == MID_LAYER_NORM) {
-        /* gamma and beta ride along as operands 2 and 3, unstrided; the
-         * parts' statistics, if any, as operand 4 (its rows contiguous). */
-        b.nops = parts ? 5 : 4;
-        for (int a = 0; a < b.nd; a++) b.st[2][a] = b.st[3][a] = 0;
+    if (pr->kind == MID_LAYER_NORM) { /* gamma, beta, and the parts' statistics (mid_rows_box) */
         e.t[2] = pr->in[1];
         e.t[3] = pr->in[2];
-        if (parts) {
-            e.t[4] = pr->in[3];
-            for (int a = 0; a < b.nd && lr->rank > 1; a++) b.st[4][a] = layout_axis_stride(&mid_t(x->p, pr->in[3])->lay, a);
-        }
+        if (parts) e.t[4] = pr->in[3];
     }
-    kernel_box_collapse(&b);
     /* The kernel's row count is n[0] with stride[i][0]; emit_box fills the
      * innermost box axis, so move it to the front. */
     TS_ASSERT(!parts || b.n[b.nd - 1] == 1 || b.st[4][b.nd - 1] == parts * KERNEL_MOMENTS_BYTES);
@@ -650,18 +604,17 @@ static void lower_clip_coef(lx *x, const mid_prim *pr) {
  * the result and the table are row-major, rows their blocks' width apart. */
 static void gather_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((flat_ctx *)vctx)->pr;
-    const layout *lo = &mid_t(x->p, pr->out[0])->lay, *lt = &mid_t(x->p, pr->in[0])->lay;
+    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
     int64_t lo_[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
     layout_shard_extent(lo, s, lo_, hi);
+    int64_t ext[LAYOUT_MAX_RANK];
+    for (int a = 0; a < lo->rank; a++) ext[a] = hi[a] - lo_[a];
     kernel_run *r = new_run(x, KERNEL_K_GATHER, tile);
+    *r = mid_gather_run(x->p, pr, ext);
+    r->tile = (uint32_t)tile;
     set_operand(x, r, 0, pr->out[0], 0);
     set_operand(x, r, 1, pr->in[0], 0);
     set_operand(x, r, 2, pr->in[1], 0);
-    r->n[0] = (uint32_t)(layout_block_elems(lo) / lo->block[lo->rank - 1]);
-    r->n[1] = (uint32_t)(hi[lo->rank - 1] - lo_[lo->rank - 1]);
-    r->n[2] = (uint32_t)lt->dim[0];
-    r->stride[0][0] = (int32_t)(lo->block[lo->rank - 1] * lo->elem_bytes);
-    r->stride[1][0] = (int32_t)(lt->block[1] * lt->elem_bytes);
 }
 
 static void lower_gather(lx *x, const mid_prim *pr) {

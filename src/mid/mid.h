@@ -365,6 +365,27 @@ void mid_gemm_k_range(const mid_program *p, const mid_prim *pr, const int64_t *s
  * as operand 1, not collapsed. */
 kernel_box mid_reduce_sum_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
 
+/* runs.c: the runs of one shard of a prim, as lower.c emits them and
+ * estimate.c prices them (kern.h's kernel_run_cycles). */
+
+/* Operand strides of tensor t along out's axes, aligned to out's trailing
+ * axes (broadcast axes 0). */
+void mid_aligned_strides(const mid_program *p, int32_t t, const layout *out, int64_t *st);
+/* An EWISE prim's box over a result shard of extents ext: out, then each
+ * input, aligned; a transposed result's storage rows whole (their padding
+ * too); ordered by the result's storage and collapsed. Each run takes its
+ * innermost KERNEL_MAX_BOX axes (kernel_box_run). */
+kernel_box mid_ewise_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+/* A SOFTMAX, LAYER_NORM or LN_MOMENTS prim's rows over a shard of extents
+ * ext (LN_MOMENTS: of its input, else of its result): the box of every axis
+ * but the last with out's and in's strides (a layer norm's gamma and beta
+ * unstrided, and its parts' statistics), collapsed. Each run takes the
+ * innermost axis as its rows; the last axis' extent is each row. */
+kernel_box mid_rows_box(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+/* A GATHER prim's run over a result shard of extents ext: the rows of the
+ * shard's block, ext's columns, the table's rows (addresses left 0). */
+kernel_run mid_gather_run(const mid_program *p, const mid_prim *pr, const int64_t *ext);
+
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
 /* How many partials a REDUCE can read as a tile's own: the lowering names
