@@ -392,13 +392,6 @@ static bool shard_shape(const layout *l, uint32_t tail, int64_t *ext) {
     return true;
 }
 
-static uint64_t lanes_of(const ex *x, const int32_t *t, int n) {
-    int64_t w = 2;
-    for (int i = 0; i < n; i++)
-        if (ebytes_t(x, t[i]) > w) w = ebytes_t(x, t[i]);
-    return (uint64_t)(w / 2);
-}
-
 static uint64_t box_outer(const kernel_box *b, int keep) {
     uint64_t runs = 1;
     for (int d = 0; d + keep < b->nd; d++) runs *= (uint64_t)b->n[d];
@@ -421,33 +414,40 @@ static kernel_run est_run(const ex *x, kernel_id k, const int32_t *ops, int nops
     return r;
 }
 
-/* What the simulator charges for run r, its launch included. */
+/* What the simulator charges for run r, its launch included: for r as a
+ * package stores it (kernel_run_canonical: what its kernel does not read
+ * zeroed). */
 static uint64_t run_cost(const ex *x, const kernel_run *r) {
-    return x->m->launch_cycles + kernel_run_cycles(r, x->m, ALL_INTERLEAVED);
+    kernel_run c = *r;
+    kernel_run_canonical(&c);
+    return x->m->launch_cycles + kernel_run_cycles(&c, x->m, ALL_INTERLEAVED);
+}
+
+/* Sums the cost of the runs a template gives (mid_run_fn). */
+typedef struct run_sum {
+    const ex *x;
+    uint64_t sum;
+} run_sum;
+
+static void sum_run(void *vctx, const mid_run *m) {
+    run_sum *c = vctx;
+    c->sum += run_cost(c->x, &m->r);
 }
 
 /* One shard's runs; kext > 0: a GEMM's K extent there (the last K part's
  * tail), else its first K part's. */
 static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, int64_t kext) {
     const machine *m = x->m;
-    const layout *lo = lay(x, pr->out[0]);
     uint64_t L = m->launch_cycles;
     int64_t elems = 1; /* of the shard the runs are cut from (runs_layout's) */
     for (int a = 0; a < runs_layout(x, pr)->rank; a++) elems *= ext[a];
     switch (pr->kind) {
-    case MID_GEMM: {
-        /* As the lowering runs it (lower.c's gemm_shard): with B streaming the
-         * kernel's A is B, its rows N, its columns M. */
+    case MID_GEMM: { /* lower.c's gemm_shard: mid_gemm_runs */
         int64_t first[LAYOUT_MAX_RANK] = {0}, k0, k1;
         mid_gemm_k_range(x->p, pr, first, &k0, &k1);
-        mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
-        kernel_box b = gk.batch;
-        kernel_box_collapse(&b);
-        machine_gemm g = {mid_t(x->p, gk.a)->dtype, mid_t(x->p, gk.b)->dtype, pr->acc, (uint64_t)b.n[b.nd - 1],
-                          (uint64_t)ext[gk.row], (uint64_t)ext[gk.col],
-                          (uint64_t)(kext > 0 ? kext : k1 - k0), true, true};
-        /* As the lowering runs the block: one run, per strip, or a batch of panels. */
-        return box_outer(&b, 1) * machine_gemm_block_cycles(m, &g, (uint64_t)pr->col_run, pr->panel_batch);
+        run_sum c = {x, 0};
+        mid_gemm_runs(x->p, pr, ext, kext > 0 ? kext : k1 - k0, sum_run, &c);
+        return c.sum;
     }
     case MID_EWISE: { /* lower.c's ewise_shard: the runs of mid_ewise_box */
         kernel_box b = mid_ewise_box(x->p, pr, ext);
@@ -475,52 +475,18 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         r.n[2] = (uint32_t)mid_layer_norm_parts(x->p, pr);
         return box_outer(&b, 1) * run_cost(x, &r);
     }
-    case MID_REDUCE: {
-        int32_t ops[2] = {pr->out[0], pr->in[0]};
-        kernel_run r = est_run(x, KERNEL_K_REDUCE, ops, 2);
-        r.n[0] = (uint32_t)lay(x, pr->in[0])->dim[0];
-        r.n[1] = (uint32_t)layout_block_elems(lo);
-        r.n[2] = mid_reduce_has_bias(pr) ? 1 : 0; /* a bias, a residual: one addend more each */
-        r.f[0] = pr->f[0];                        /* a GeLU folded in */
-        r.f[1] = pr->residual ? 1.0f : 0.0f;
-        return run_cost(x, &r);
+    case MID_GEMM_EPI: { /* lower.c's gemm_epi_shard: mid_gemm_epi_runs */
+        run_sum c = {x, 0};
+        mid_gemm_epi_runs(x->p, pr, ext, sum_run, &c);
+        return c.sum;
     }
-    case MID_GEMM_EPI:
-    case MID_REDUCE_EPI: {
-        /* The fused GEMM (2-D) or K reduction, then the epilogue's pass over
-         * what it completes: its state inputs read, its outputs written. */
-        int64_t block = layout_block_elems(lo);
-        bool gemm = pr->kind == MID_GEMM_EPI;
-        int64_t n = gemm ? ext[0] * ext[1] : block;
-        int first = gemm ? 2 : 1;
-        machine_vwork w = {.rows = gemm ? (uint64_t)ext[0] : 1};
-        for (int i = first; i < pr->nin; i++) {
-            w.vec_bytes += (uint64_t)(n * ebytes_t(x, pr->in[i]));
-            w.load_bytes[i] = (uint64_t)(n * ebytes_t(x, pr->in[i]));
-            w.interleaved[i] = true;
-        }
-        for (int i = 0; i < pr->nout; i++) w.vec_bytes += (uint64_t)(n * ebytes_t(x, pr->out[i]));
-        uint64_t epi = machine_vector_cycles(m, &w);
-        if (!gemm) {
-            int32_t ops[2] = {pr->out[0], pr->in[0]};
-            return L + machine_reduce_cycles(m, (uint64_t)lay(x, pr->in[0])->dim[0], (uint64_t)block, lanes_of(x, ops, 2), false, false) + epi;
-        }
-        const layout *la = lay(x, pr->in[0]);
-        machine_gemm g = {mid_t(x->p, pr->in[0])->dtype, mid_t(x->p, pr->in[1])->dtype, pr->acc, 1, (uint64_t)ext[0],
-                          (uint64_t)ext[1], (uint64_t)(la->parts[la->rank - 1] > 1 ? la->block[la->rank - 1] : la->dim[la->rank - 1]),
-                          true, true};
-        /* One run, or one per strip of col_run columns, each with its share of the epilogue. */
-        uint64_t cols = g.cols, strip = pr->col_run > 0 && (uint64_t)pr->col_run < cols ? (uint64_t)pr->col_run : cols;
-        if (strip == cols) return L + machine_gemm_cycles(m, &g) + epi;
-        uint64_t runs = 0;
-        for (uint64_t c0 = 0; c0 < cols; c0 += strip) {
-            g.cols = cols - c0 < strip ? cols - c0 : strip;
-            machine_vwork ws = w;
-            ws.vec_bytes = w.vec_bytes / cols * g.cols;
-            for (int i = 0; i < (int)TS_COUNT(ws.load_bytes); i++) ws.load_bytes[i] = w.load_bytes[i] / cols * g.cols;
-            runs += L + machine_gemm_cycles(m, &g) + machine_vector_cycles(m, &ws);
-        }
-        return runs;
+    case MID_REDUCE:
+    case MID_REDUCE_EPI:
+    case MID_SGD:
+    case MID_ADAMW:
+    case MID_ADAMW_APPLY: { /* lower.c's flat_shard: one run over the whole shard */
+        mid_run r = mid_flat_run(x->p, pr);
+        return run_cost(x, &r.r);
     }
     case MID_GATHER: { /* lower.c's gather_shard */
         kernel_run r = mid_gather_run(x->p, pr, ext);
@@ -540,45 +506,21 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         uint64_t runs = kernel_box_run(&b, KERNEL_MAX_BOX, &r);
         return runs * run_cost(x, &r);
     }
-    default: break;
-    }
-    /* Vector kernels over whole shards. */
-    machine_vwork w = {.rows = 1};
-    int64_t block = layout_block_elems(lo);
-    switch (pr->kind) {
-    case MID_SGD:
-    case MID_ADAMW:
-        for (int i = 0; i < pr->nin; i++) {
-            w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->in[i]));
-            w.load_bytes[i] = (uint64_t)(block * ebytes_t(x, pr->in[i]));
-            w.interleaved[i] = true;
-        }
-        for (int i = 0; i < pr->nout; i++) w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[i]));
-        if (pr->kind == MID_ADAMW) w.funcs = (uint64_t)block;
-        break;
-    case MID_ADAMW_APPLY: /* reads w, m', v'; writes w'; a square root and a divide each */
-        for (int i = 0; i < pr->nin; i++) {
-            w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->in[i]));
-            w.load_bytes[1 + i] = (uint64_t)(block * ebytes_t(x, pr->in[i]));
-            w.interleaved[1 + i] = true;
-        }
-        w.vec_bytes += (uint64_t)(block * ebytes_t(x, pr->out[0]));
-        w.funcs = (uint64_t)block;
-        break;
     case MID_SUMSQ:
     case MID_CLIP_COEF: {
+        /* Priced as one run over the input's whole shard (the lowering runs
+         * a SUMSQ per contiguous span), writing the result's shard. */
         const layout *li = lay(x, pr->in[0]);
         int64_t in = 1;
         for (int a = 0; a < li->rank; a++) in *= li->parts[a] > 1 ? li->block[a] : li->dim[a];
+        machine_vwork w = {.rows = 1, .funcs = pr->kind == MID_CLIP_COEF};
         w.vec_bytes = (uint64_t)(in * ebytes_t(x, pr->in[0]) + elems * ebytes_t(x, pr->out[0]));
         w.load_bytes[1] = (uint64_t)(in * ebytes_t(x, pr->in[0]));
         w.interleaved[1] = true;
-        w.funcs = pr->kind == MID_CLIP_COEF;
-        break;
+        return L + machine_vector_cycles(m, &w);
     }
     default: TS_UNREACHABLE();
     }
-    return L + machine_vector_cycles(m, &w);
 }
 
 /* The layout whose shards the lowering cuts runs from: a reduce_sum's or

@@ -151,6 +151,21 @@ static void set_operand(lx *x, kernel_run *r, int i, int32_t t, int64_t off) {
     r->scale[i] = mt->scale;
 }
 
+/* Emits a run of mid's run templates (mid/runs.c) on the sink's tile. */
+typedef struct run_sink {
+    lx *x;
+    int32_t tile;
+} run_sink;
+
+static void emit_run(void *vctx, const mid_run *m) {
+    run_sink *c = vctx;
+    kernel_run *r = new_run(c->x, (kernel_id)m->r.kernel, c->tile);
+    *r = m->r;
+    r->tile = (uint32_t)c->tile;
+    for (int i = 0; i < KERNEL_MAX_OPERANDS; i++)
+        if (m->t[i] >= 0) set_operand(c->x, r, i, m->t[i], m->off[i]);
+}
+
 /* ---- boxes: elementwise-like kernels over up to four strided axes ------------------------ */
 
 /* Emits one run per index of the axes beyond the kernel's `keep` innermost
@@ -289,110 +304,17 @@ static void lower_rows(lx *x, const mid_prim *pr) {
     end_compute(x, first, mid_kind_names[pr->kind]);
 }
 
-/* GEMM: one run per result shard (per outer batch index beyond the kernel's
- * one batch axis); the A and B shards on the same tile are its operands. */
-static void gemm_panels(lx *x, const layout *lc, int64_t n_step, size_t before, size_t end, int32_t tile);
-
-/* With B streaming (mid_prim.swap) the kernel's A is B^T (AMP_LEFT_T) and its
- * B is A^T, read through A's strides; it writes the transposed product, whose
- * rows are B's columns: kernel rows run over N, kernel columns over M. */
+/* GEMM: mid_gemm_runs of each result shard; the A and B shards on the same
+ * tile are its operands. */
 static void gemm_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((ew_ctx *)vctx)->pr;
-    const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
     const layout *lc = &mid_t(x->p, pr->out[0])->lay;
-    bool sw = pr->swap;
-    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], ext[LAYOUT_MAX_RANK], k0, k1;
     layout_shard_extent(lc, s, lo, hi);
-    int64_t ext[LAYOUT_MAX_RANK];
     for (int a = 0; a < lc->rank; a++) ext[a] = hi[a] - lo[a];
-    mid_gemm_kernel gk = mid_gemm_kernel_of(x->p, pr, ext);
-    kernel_box b = gk.batch;
-    int64_t k0, k1;
     mid_gemm_k_range(x->p, pr, s, &k0, &k1);
-    const layout *kb = &mid_t(x->p, gk.b)->lay, *ka = &mid_t(x->p, gk.a)->lay;
-    kernel_run tmpl;
-    memset(&tmpl, 0, sizeof tmpl);
-    tmpl.acc = (uint8_t)pr->acc;
-    box_emit e = {.kernel = KERNEL_K_GEMM, .tile = tile, .keep = 1, .tmpl = &tmpl};
-    e.t[0] = gk.a;
-    e.t[1] = gk.b;
-    e.t[2] = pr->out[0];
-    int krow = gk.row, kcol = gk.col;
-    /* The kernel's B: element (k, n) k_step, n_step bytes along (0: contiguous columns). */
-    int64_t k_step = sw ? layout_axis_stride(la, la->rank - 1) : layout_axis_stride(lb, lb->rank - 2);
-    int64_t n_step = sw ? layout_axis_stride(la, la->rank - 2) : layout_axis_stride(lb, lb->rank - 1);
-    TS_ASSERT(layout_axis_stride(lc, kcol) == lc->elem_bytes);
-    size_t before = (size_t)x->out->runs.n;
-    emit_box(x, &b, &e);
-    for (size_t i = before; i < (size_t)x->out->runs.n; i++) {
-        kernel_run *r = &x->out->runs.v[i];
-        uint32_t g = r->n[KERNEL_MAX_BOX - 1];
-        int32_t sa = r->stride[0][KERNEL_MAX_BOX - 1], sb = r->stride[1][KERNEL_MAX_BOX - 1], sc = r->stride[2][KERNEL_MAX_BOX - 1];
-        r->n[0] = g;
-        r->n[1] = (uint32_t)(hi[krow] - lo[krow]);
-        r->n[2] = (uint32_t)(hi[kcol] - lo[kcol]);
-        r->n[3] = (uint32_t)(k1 - k0);
-        memset(r->stride, 0, sizeof r->stride);
-        r->stride[0][0] = sa;
-        r->stride[0][1] = (int32_t)layout_panel_stride(ka);
-        r->stride[1][0] = sb;
-        r->stride[1][1] = (int32_t)k_step;
-        r->stride[1][2] = n_step == kb->elem_bytes ? 0 : (int32_t)n_step;
-        r->stride[2][0] = sc;
-        r->stride[2][1] = (int32_t)layout_axis_stride(lc, krow);
-    }
-    size_t end = (size_t)x->out->runs.n;
-    uint32_t cols = (uint32_t)(hi[kcol] - lo[kcol]), strip = (uint32_t)pr->col_run;
-    if (pr->panel_batch) {
-        gemm_panels(x, lc, n_step, before, end, tile);
-        return;
-    }
-    /* A run per strip of col_run columns (B and C: a strip starts col_run
-     * columns further along each row). */
-    if (!strip || strip >= cols) return;
-    kernel_run *whole = xmalloc(sizeof(kernel_run) * (end - before));
-    memcpy(whole, &x->out->runs.v[before], sizeof(kernel_run) * (end - before));
-    x->out->runs.n = (int32_t)before;
-    for (size_t i = 0; i < end - before; i++)
-        for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
-            kernel_run *r = new_run(x, KERNEL_K_GEMM, tile);
-            *r = whole[i];
-            r->n[2] = cols - c0 < strip ? cols - c0 : strip;
-            r->ptr[1].off += c0 * (uint32_t)n_step;
-            r->ptr[2].off += c0 * (uint32_t)lc->elem_bytes;
-        }
-    free(whole);
-}
-
-/* A batch of panels (mid_gemm_plan.panel_batch): per batch entry of each
- * run, one run over a batch of its whole 16-column panels, sharing A
- * (stride 0), B and C 16 columns further per entry (B's columns n_step bytes
- * apart; C stays row-major); then one run for a narrower last panel. */
-static void gemm_panels(lx *x, const layout *lc, int64_t n_step, size_t before, size_t end, int32_t tile) {
-    kernel_run *whole = xmalloc(sizeof(kernel_run) * (end - before));
-    memcpy(whole, &x->out->runs.v[before], sizeof(kernel_run) * (end - before));
-    x->out->runs.n = (int32_t)before;
-    uint32_t pc = LAYOUT_AMP_OUT_COLS;
-    int32_t panel = (int32_t)(pc * (uint32_t)lc->elem_bytes);
-    for (size_t i = 0; i < end - before; i++) {
-        const kernel_run *w = &whole[i];
-        uint32_t full = w->n[2] / pc, tail = w->n[2] % pc;
-        for (uint32_t g = 0; g < w->n[0]; g++)
-            for (int part = 0; part < 2; part++) {
-                if (part == 0 ? full == 0 : tail == 0) continue;
-                kernel_run *r = new_run(x, KERNEL_K_GEMM, tile);
-                *r = *w;
-                r->n[0] = part == 0 ? full : 1;
-                r->n[2] = part == 0 ? pc : tail;
-                r->ptr[0].off += (uint32_t)((int64_t)g * w->stride[0][0]);
-                r->ptr[1].off += (uint32_t)((int64_t)g * w->stride[1][0] + (part ? (int64_t)full * pc * n_step : 0));
-                r->ptr[2].off += (uint32_t)((int64_t)g * w->stride[2][0] + (part ? (int64_t)full * panel : 0));
-                r->stride[0][0] = 0;
-                r->stride[1][0] = part == 0 ? (int32_t)(pc * n_step) : 0;
-                r->stride[2][0] = part == 0 ? panel : 0;
-            }
-    }
-    free(whole);
+    run_sink c = {x, tile};
+    mid_gemm_runs(x->p, pr, ext, k1 - k0, emit_run, &c);
 }
 
 static void lower_gemm(lx *x, const mid_prim *pr) {
@@ -402,48 +324,15 @@ static void lower_gemm(lx *x, const mid_prim *pr) {
     end_compute(x, first, "gemm");
 }
 
-/* GEMM_EPI: one run per shard of the result layout, which the epilogue's
- * operands (E0..E3: the prim's inputs after A and B, then its outputs) all
- * share; their rows are one stride apart, in elements whatever the dtype. */
+/* GEMM_EPI: mid_gemm_epi_runs of each result shard. */
 static void gemm_epi_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     const mid_prim *pr = ((ew_ctx *)vctx)->pr;
-    const layout *la = &mid_t(x->p, pr->in[0])->lay, *lb = &mid_t(x->p, pr->in[1])->lay;
     const layout *lc = &mid_t(x->p, pr->out[0])->lay;
-    TS_ASSERT(lc->rank == 2 && la->rank == 2 && lb->rank == 2);
-    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+    int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK], ext[LAYOUT_MAX_RANK];
     layout_shard_extent(lc, s, lo, hi);
-    int64_t K = la->dim[1], k1 = la->block[1] < K ? la->block[1] : K;
-    kernel_run *r = new_run(x, KERNEL_K_GEMM_EPI, tile);
-    r->acc = (uint8_t)pr->acc;
-    r->op = (uint8_t)pr->epi;
-    set_operand(x, r, 0, pr->in[0], 0);
-    set_operand(x, r, 1, pr->in[1], 0);
-    int e = 2;
-    for (int i = 2; i < pr->nin; i++) set_operand(x, r, e + (i - 2), pr->in[i], 0);
-    for (int i = 0; i < pr->nout; i++) set_operand(x, r, e + 2 + i, pr->out[i], 0);
-    r->grad = (uint8_t)pr->grad;
-    r->n[0] = 1;
-    r->n[1] = (uint32_t)(hi[0] - lo[0]);
-    r->n[2] = (uint32_t)(hi[1] - lo[1]);
-    r->n[3] = (uint32_t)k1;
-    r->stride[0][1] = (int32_t)layout_panel_stride(la);
-    r->stride[1][1] = (int32_t)layout_axis_stride(lb, 0);
-    r->stride[2][1] = (int32_t)(layout_axis_stride(lc, 0) / lc->elem_bytes);
-    memcpy(r->f, pr->f, sizeof r->f);
-    /* A run per strip of col_run columns, as GEMM's: B and every epilogue
-     * operand start col_run elements further along each row. */
-    uint32_t cols = r->n[2], strip = (uint32_t)pr->col_run;
-    if (!strip || strip >= cols) return;
-    kernel_run whole = *r;
-    x->out->runs.n--;
-    for (uint32_t c0 = 0; c0 < cols; c0 += strip) {
-        kernel_run *q = new_run(x, KERNEL_K_GEMM_EPI, tile);
-        *q = whole;
-        q->n[2] = cols - c0 < strip ? cols - c0 : strip;
-        q->ptr[1].off += c0 * (uint32_t)lb->elem_bytes;
-        for (int i = 2; i < KERNEL_MAX_OPERANDS; i++)
-            if (kernel_run_uses(q, i)) q->ptr[i].off += c0 * dtype_bytes((dtype)q->dt[i]);
-    }
+    for (int a = 0; a < lc->rank; a++) ext[a] = hi[a] - lo[a];
+    run_sink c = {x, tile};
+    mid_gemm_epi_runs(x->p, pr, ext, emit_run, &c);
 }
 
 static void lower_gemm_epi(lx *x, const mid_prim *pr) {
@@ -462,84 +351,15 @@ typedef struct flat_ctx {
 static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     (void)s;
     const mid_prim *pr = ((flat_ctx *)vctx)->pr;
-    const layout *lo = &mid_t(x->p, pr->out[0])->lay;
-    kernel_run *r;
-    switch (pr->kind) {
-    case MID_REDUCE: {
-        const layout *lq = &mid_t(x->p, pr->in[0])->lay;
-        r = new_run(x, KERNEL_K_REDUCE, tile);
-        r->acc = (uint8_t)pr->acc;
-        set_operand(x, r, 0, pr->out[0], 0);
-        set_operand(x, r, 1, pr->in[0], 0);
-        r->n[0] = (uint32_t)lq->dim[0];
-        r->n[1] = (uint32_t)layout_block_elems(lo);
-        r->stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
-        r->n[2] = 0; /* no bias */
-        r->grad = (uint8_t)pr->grad; /* f32 (none) unless a bias or a cast was folded in (expand.c) */
-        r->f[0] = pr->f[0];          /* a GeLU folded in (absorb.c's gelu rewrite, kern.h's KERNEL_REDUCE_GELU*) */
-        if (lo->enc == ENC_AMP_LEFT) { /* the next GEMM's panels (absorb.c's panels rewrite) */
-            r->stride[0][1] = (int32_t)layout_panel_stride(lo);
-            r->stride[0][2] = (int32_t)lo->block[lo->rank - 1];
-        }
-        /* The tile's own partial where its GEMM left it (lower_copy kept it there). */
-        if (pr->own && x->own_dst == pr->in[0] && x->own_slot[tile] >= 0) {
-            set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
-            r->op = (uint8_t)(x->own_slot[tile] + 1);
-        }
-        if (pr->residual) { /* a residual add done by the reduction (absorb.c's residual rewrite) */
-            set_operand(x, r, 4, mid_reduce_residual(pr), 0);
-            r->f[1] = 1.0f;
-        }
-        if (mid_reduce_has_bias(pr)) { /* a bias added where the partials are summed (mid's fuse_biases) */
-            set_operand(x, r, 2, pr->in[1], 0);
-            r->n[2] = (uint32_t)lo->block[lo->rank - 1];
-            /* A transposed result holds each bias value's column as one run of rows. */
-            if (layout_transposed(lo)) r->n[3] = (uint32_t)lo->block[lo->rank - 2];
-        }
-        return;
+    run_sink c = {x, tile};
+    mid_run m = mid_flat_run(x->p, pr);
+    emit_run(&c, &m);
+    /* A REDUCE reads the tile's own partial where its GEMM left it (lower_copy kept it there). */
+    kernel_run *r = &x->out->runs.v[x->out->runs.n - 1];
+    if (pr->kind == MID_REDUCE && pr->own && x->own_dst == pr->in[0] && x->own_slot[tile] >= 0) {
+        set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
+        r->op = (uint8_t)(x->own_slot[tile] + 1);
     }
-    case MID_SGD:
-        r = new_run(x, KERNEL_K_SGD, tile);
-        set_operand(x, r, 0, pr->out[0], 0);
-        set_operand(x, r, 2, pr->in[0], 0);
-        set_operand(x, r, 3, pr->in[1], 0);
-        if (pr->nin == 3) {
-            set_operand(x, r, 1, pr->out[1], 0);
-            set_operand(x, r, 4, pr->in[2], 0);
-        }
-        break;
-    case MID_ADAMW:
-        r = new_run(x, KERNEL_K_ADAMW, tile);
-        for (int i = 0; i < 3; i++) set_operand(x, r, i, pr->out[i], 0);
-        for (int i = 0; i < 4; i++) set_operand(x, r, 3 + i, pr->in[i], 0);
-        r->n[1] = (uint32_t)pr->step;
-        break;
-    case MID_REDUCE_EPI: {
-        /* REDUCE's partials, the epilogue's E0.. after them (inputs, then outputs). */
-        const layout *lq = &mid_t(x->p, pr->in[0])->lay;
-        r = new_run(x, KERNEL_K_REDUCE_EPI, tile);
-        r->acc = (uint8_t)pr->acc;
-        r->op = (uint8_t)pr->epi;
-        set_operand(x, r, 0, pr->in[0], 0);
-        for (int i = 1; i < pr->nin; i++) set_operand(x, r, i, pr->in[i], 0);
-        for (int i = 0; i < pr->nout; i++) set_operand(x, r, 3 + i, pr->out[i], 0);
-        r->grad = (uint8_t)pr->grad;
-        r->n[0] = (uint32_t)lq->dim[0];
-        r->n[1] = (uint32_t)layout_block_elems(lo);
-        r->stride[0][0] = (int32_t)layout_axis_stride(lq, 0);
-        memcpy(r->f, pr->f, sizeof r->f);
-        return;
-    }
-    case MID_ADAMW_APPLY:
-        r = new_run(x, KERNEL_K_ADAMW_APPLY, tile);
-        set_operand(x, r, 0, pr->out[0], 0);
-        for (int i = 0; i < 3; i++) set_operand(x, r, 1 + i, pr->in[i], 0);
-        r->n[1] = (uint32_t)pr->step;
-        break;
-    default: TS_UNREACHABLE();
-    }
-    r->n[0] = (uint32_t)layout_block_elems(lo);
-    memcpy(r->f, pr->f, sizeof r->f);
 }
 
 /* Sums of squares read only a shard's elements, never its padding (a

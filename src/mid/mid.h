@@ -386,6 +386,28 @@ kernel_box mid_rows_box(const mid_program *p, const mid_prim *pr, const int64_t 
  * shard's block, ext's columns, the table's rows (addresses left 0). */
 kernel_run mid_gather_run(const mid_program *p, const mid_prim *pr, const int64_t *ext);
 
+/* One run of a shard: its kernel, box, strides, dtypes and parameters, and
+ * for each operand i the tensor t[i] (-1: unused) and the byte offset off[i]
+ * into that tensor's shard on the tile where the run reads or writes it. */
+typedef struct mid_run {
+    kernel_run r;
+    int32_t t[KERNEL_MAX_OPERANDS];
+    int64_t off[KERNEL_MAX_OPERANDS];
+} mid_run;
+typedef void mid_run_fn(void *ctx, const mid_run *run);
+/* The GEMM runs of a result shard of extents ext computing K extent k (the
+ * shard's K part): a run per index of the batch axes the kernel does not
+ * take, each cut into strips of col_run columns or into a batch of whole
+ * 16-column panels and a narrower last one (mid_gemm_plan). */
+void mid_gemm_runs(const mid_program *p, const mid_prim *pr, const int64_t *ext, int64_t k, mid_run_fn *fn, void *ctx);
+/* The GEMM_EPI runs of a result shard of extents ext: one, or one per
+ * strip of col_run columns. */
+void mid_gemm_epi_runs(const mid_program *p, const mid_prim *pr, const int64_t *ext, mid_run_fn *fn, void *ctx);
+/* The one run of a whole-shard prim (REDUCE, SGD, ADAMW, REDUCE_EPI,
+ * ADAMW_APPLY) on a shard of its result: every stored element, padding
+ * included. A REDUCE's own partial (operand 3, op) is the lowering's to add. */
+mid_run mid_flat_run(const mid_program *p, const mid_prim *pr);
+
 /* The tensor whose buffer t lives in (through aliases and slices). */
 int32_t mid_storage(const mid_program *p, int32_t t);
 /* How many partials a REDUCE can read as a tile's own: the lowering names
