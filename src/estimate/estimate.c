@@ -627,18 +627,21 @@ static int32_t join_target(const ex *x, const mid_block *b, int32_t j, const int
     for (int32_t k = j - 1; k >= 0; k--) {
         const mid_prim *q = mid_p(p, b->v[k]);
         if (q->kind == MID_REPEAT) return -1;
-        bool rw = touches(p, pj->in, pj->nin, q->out, q->nout) || touches(p, pj->out, pj->nout, q->out, q->nout);
-        if (phase_of[k] == k) { /* q opened a phase */
-            /* the phase writes what its copies write: theirs were checked as they joined */
-            bool hazard = rw;
-            for (int32_t i = k + 1; i < j && !hazard; i++) {
-                const mid_prim *o = mid_p(p, b->v[i]);
-                if (phase_of[i] == k) hazard = touches(p, pj->in, pj->nin, o->out, o->nout) || touches(p, pj->out, pj->nout, o->out, o->nout);
-            }
-            return hazard ? -1 : k;
+        if (phase_of[k] >= 0 && phase_of[k] != k) continue; /* joined an earlier phase: its writes are that phase's */
+        bool opened = phase_of[k] == k; /* q opened a phase */
+        bool rq = touches(p, pj->in, pj->nin, q->out, q->nout), wq = touches(p, pj->out, pj->nout, q->out, q->nout);
+        /* the phase writes what its copies write: theirs were checked as they joined */
+        for (int32_t i = k + 1; opened && i < j; i++) {
+            const mid_prim *o = mid_p(p, b->v[i]);
+            if (phase_of[i] != k) continue;
+            rq = rq || touches(p, pj->in, pj->nin, o->out, o->nout);
+            wq = wq || touches(p, pj->out, pj->nout, o->out, o->nout);
         }
-        if (phase_of[k] >= 0) continue; /* joined an earlier phase: its writes are that phase's */
-        if (rw || touches(p, pj->out, pj->nout, q->in, q->nin)) return -1;
+        switch (kernel_join_step(opened, rq, wq, !opened && touches(p, pj->out, pj->nout, q->in, q->nin))) {
+        case KERNEL_JOIN_HERE: return k;
+        case KERNEL_JOIN_NEVER: return -1;
+        case KERNEL_JOIN_PAST: break;
+        }
     }
     return -1;
 }

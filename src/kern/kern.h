@@ -297,6 +297,24 @@ uint64_t kernel_box_run(const kernel_box *b, int keep, kernel_run *r);
  * nothing interleaved. The simulator charges it, the estimate sums it. */
 uint64_t kernel_run_cycles(const kernel_run *r, const machine *m, const bool interleaved[KERNEL_MAX_OPERANDS]);
 
+/* ---- supersteps: when an exchange phase may join an earlier one --------------------------
+ *
+ * Every fragment of a phase reads the memory as it was before the phase, so
+ * a phase may join the nearest phase before it in its block when nothing in
+ * between stands in the way. Going back from the phase one step at a time,
+ * what each step q says, from whether the phase reads what q writes, writes
+ * what q writes, and writes what q reads: an earlier phase takes it unless
+ * it reads or writes what that phase writes; a compute step in between is
+ * passed unless it writes the phase's sources or touches its destinations.
+ * place/schedule.c joins phases so, on buffers; the estimate prices the
+ * joins so, on the mid prims' storage. */
+typedef enum { KERNEL_JOIN_HERE, KERNEL_JOIN_PAST, KERNEL_JOIN_NEVER } kernel_join;
+static inline kernel_join kernel_join_step(bool q_is_phase, bool reads_q_writes, bool writes_q_writes, bool writes_q_reads) {
+    if (reads_q_writes || writes_q_writes) return KERNEL_JOIN_NEVER;
+    if (q_is_phase) return KERNEL_JOIN_HERE;
+    return writes_q_reads ? KERNEL_JOIN_NEVER : KERNEL_JOIN_PAST;
+}
+
 /* ---- the exchange tables' row format ---------------------------------------------------
  *
  * Every row of a package's exchange tables has fields as wide as its machine

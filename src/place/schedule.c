@@ -146,8 +146,10 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
             const sstep *q = &s[k];
             if (q->st.kind == LOW_STEP_REPEAT || q->st.kind == LOW_STEP_END) break;
             if (q->into >= 0) continue; /* already part of an earlier phase */
-            if (q->st.kind == LOW_STEP_EXCHANGE) {
-                if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes)) break;
+            kernel_join jq = kernel_join_step(q->st.kind == LOW_STEP_EXCHANGE, meets(&s[j].reads, &q->writes),
+                                              meets(&s[j].writes, &q->writes), meets(&s[j].writes, &q->reads));
+            if (jq == KERNEL_JOIN_NEVER) break;
+            if (jq == KERNEL_JOIN_HERE) {
                 /* join q: its fragments follow q's, and q now also writes what it writes */
                 for (int32_t f = 0; f < s[j].frags.n; f++) vec_push(&fa, &s[k].frags, s[j].frags.v[f]);
                 for (int32_t b = 0; b < s[j].writes.n; b++) set_add(&s[k].writes, s[j].writes.v[b]);
@@ -156,8 +158,6 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
                 merged++;
                 break;
             }
-            /* a compute step in between: the sources must be ready, the destinations free */
-            if (meets(&s[j].reads, &q->writes) || meets(&s[j].writes, &q->writes) || meets(&s[j].writes, &q->reads)) break;
         }
     }
     /* The new program: surviving steps in order, fragments regrouped. Two
