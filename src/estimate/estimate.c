@@ -924,12 +924,12 @@ static int64_t reserved(const tile_live *tl, const mem_map *mm) {
     return tl->payload + waste;
 }
 
+/* The regions placement allocates in (kern.h's tile memory map), with code
+ * and tables taken as EST_CODE_BYTES and table_max. */
 static mem_map memory_map(const machine *m, double table_max) {
-    int64_t il_lo = m->interleaved_base > m->tile_memory_base ? m->interleaved_base : m->tile_memory_base;
-    int64_t il_bytes = m->loader_limit > il_lo ? (int64_t)m->loader_limit - il_lo : 0;
-    mem_map mm = {.ordinary = il_lo - (int64_t)m->tile_memory_base - (int64_t)table_max - EST_CODE_BYTES,
-                  .element = (int64_t)m->interleave_factor * m->memory_element_bytes};
-    mm.elements = mm.element > 0 ? (il_bytes + mm.element - 1) / mm.element : 0;
+    kernel_regions k = kernel_tile_regions(m, m->tile_memory_base + (uint64_t)table_max + EST_CODE_BYTES);
+    mem_map mm = {.ordinary = (int64_t)(k.ord_hi - k.ord_lo), .element = (int64_t)k.unit};
+    mm.elements = k.unit > 0 ? (int64_t)((k.il_hi - k.il_lo + k.unit - 1) / k.unit) : 0;
     return mm;
 }
 

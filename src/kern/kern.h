@@ -297,6 +297,23 @@ uint64_t kernel_box_run(const kernel_box *b, int keep, kernel_run *r);
  * nothing interleaved. The simulator charges it, the estimate sums it. */
 uint64_t kernel_run_cycles(const kernel_run *r, const machine *m, const bool interleaved[KERNEL_MAX_OPERANDS]);
 
+/* ---- the tile memory map --------------------------------------------------------------------
+ *
+ *   base ─ code, tables ─ data_base ── ordinary region ──┬── interleaved region ──┐ loader_limit
+ *                                       packed, aligned    │ whole logical elements │
+ *
+ * The ordinary region runs from data_base to interleaved_base (data_base
+ * rounded to 16 bytes when it reaches past it); the interleaved one in
+ * logical elements of interleave_factor x memory_element_bytes from the
+ * first element boundary at or past data_base, up to loader_limit.
+ * Placement allocates in these regions; the estimate models them. */
+typedef struct kernel_regions {
+    uint64_t ord_lo, ord_hi; /* [lo, hi) */
+    uint64_t il_lo, il_hi;   /* [lo, hi): whole elements from il_lo, the last one usable up to loader_limit */
+    uint64_t unit;           /* bytes per logical interleaved element */
+} kernel_regions;
+kernel_regions kernel_tile_regions(const machine *m, uint64_t data_base);
+
 /* ---- supersteps: when an exchange phase may join an earlier one --------------------------
  *
  * Every fragment of a phase reads the memory as it was before the phase, so

@@ -311,3 +311,19 @@ uint64_t kernel_box_run(const kernel_box *b, int keep, kernel_run *r) {
     for (int a = 0; a < inner; a++) r->n[KERNEL_MAX_BOX - inner + a] = (uint32_t)b->n[outer + a];
     return runs;
 }
+
+/* ---- the tile memory map ---------------------------------------------------------------------- */
+
+kernel_regions kernel_tile_regions(const machine *m, uint64_t data_base) {
+    kernel_regions r;
+    uint64_t ib = m->interleaved_base > data_base ? m->interleaved_base : (data_base + 15) / 16 * 16;
+    r.ord_lo = data_base;
+    r.ord_hi = ib < m->loader_limit ? ib : m->loader_limit;
+    r.unit = (uint64_t)m->interleave_factor * m->memory_element_bytes;
+    /* Interleaved elements start at interleaved_base; code may not reach in. */
+    uint64_t first = m->interleaved_base;
+    while (first < data_base) first += r.unit;
+    r.il_lo = first;
+    r.il_hi = first < m->loader_limit ? m->loader_limit : first;
+    return r;
+}

@@ -33,13 +33,9 @@ typedef struct region {
 } region;
 
 static void regions(const machine *m, uint32_t data_base, region *ord, region *il) {
-    uint64_t ib = m->interleaved_base > data_base ? m->interleaved_base : align_up(data_base, 16);
-    *ord = (region){data_base, ib < m->loader_limit ? ib : m->loader_limit, 0};
-    uint64_t unit = (uint64_t)m->interleave_factor * m->memory_element_bytes;
-    /* Interleaved elements start at interleaved_base; code may not reach in. */
-    uint64_t first = m->interleaved_base;
-    while (first < data_base) first += unit;
-    *il = (region){first, first < m->loader_limit ? m->loader_limit : first, unit};
+    kernel_regions k = kernel_tile_regions(m, data_base);
+    *ord = (region){k.ord_lo, k.ord_hi, 0};
+    *il = (region){k.il_lo, k.il_hi, k.unit};
 }
 
 static bool overlaps_time(const place_req *a, const place_req *b) { return a->first <= b->last && b->first <= a->last; }
