@@ -2,6 +2,7 @@
  * another until one places (driver_compile). */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "driver.h"
+#include "../low/lower.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -110,21 +111,14 @@ static void numerics_for_model(const graph *g, const graph *gm, const graph *gc,
     graph_numerics_free(&mnu);
 }
 
-/* Lowering and the schedule: low holds the scheduled program (in arena
- * la), buf_of and prim_steps map mid tensors and prims onto it. */
+/* Lowering and the schedule: low holds the scheduled program (in arena la). */
 static int lower(const mid_program *mid, const machine *m, const compile_options *o, arena *la, low_program *low,
-                 int32_t *buf_of, low_prim_steps *prim_steps, compile_info *info, diag *d) {
-    if (low_lower(mid, m, la, low, buf_of, prim_steps, d)) return -1;
+                 compile_info *info, diag *d) {
+    if (low_lower(mid, m, la, low, d)) return -1;
     print_low_after(o, "lower", low);
     /* Supersteps: independent copies share exchange phases. */
     low_program sched;
-    int32_t *step_map = xmalloc(sizeof(int32_t) * (size_t)(low->steps.n + 1));
-    info->steps_merged = place_schedule(low, la, &sched, step_map);
-    for (int32_t i = 0; i < mid->prims.n; i++) {
-        if (prim_steps[i].first >= 0) prim_steps[i].first = step_map[prim_steps[i].first];
-        if (prim_steps[i].last >= 0) prim_steps[i].last = step_map[prim_steps[i].last];
-    }
-    free(step_map);
+    info->steps_merged = place_schedule(low, la, &sched, NULL);
     *low = sched;
     print_low_after(o, "schedule", low);
     info->prims = mid->prims.n;
@@ -189,21 +183,17 @@ static int build_finalist(const graph *g, const graph *gc, const machine *m, con
     arena la;
     arena_init(&la);
     low_program low;
-    int32_t *buf_of = xmalloc(sizeof(int32_t) * (size_t)(mid.tensors.n + 1));
-    low_prim_steps *prim_steps = xmalloc(sizeof(low_prim_steps) * (size_t)(mid.prims.n + 1));
     progress_stage("compile", "lowering to per-tile runs and exchanges");
-    rc = lower(&mid, m, o, &la, &low, buf_of, prim_steps, info, d);
+    rc = lower(&mid, m, o, &la, &low, info, d);
     info->lower_seconds += util_now_seconds() - t0;
     t0 = util_now_seconds();
     /* Placement first fills the statistics the metadata reports. */
-    if (rc == 0) rc = place_package(&mid, &low, buf_of, prim_steps, "{}", !o->fit_only, out, &info->place, d);
+    if (rc == 0) rc = place_package(&low, m, "{}", !o->fit_only, out, &info->place, d);
     info->place_seconds += util_now_seconds() - t0;
     if (rc == 0) {
         print_low_after(o, "place", &out->prog);
         package_meta(g, gc, m, o, &mid, info, out);
     }
-    free(buf_of);
-    free(prim_steps);
     arena_free(&la);
     mid_free(&mid);
     return rc;

@@ -10,6 +10,13 @@
 
 _Static_assert((int)MID_MAX_ROW_PARTS <= (int)KERNEL_MAX_PARTS, "the kernel joins every part a plan makes");
 
+/* The steps a mid prim became: first is its first step (a REPEAT prim's
+ * REPEAT step), last the last step emitted up to and including it (-1 when
+ * none has been yet), so a value a prim completes is complete after `last`. */
+typedef struct prim_steps {
+    int32_t first, last;
+} prim_steps;
+
 typedef struct lx {
     const mid_program *p;
     const machine *m;
@@ -17,7 +24,7 @@ typedef struct lx {
     arena *a;
     diag *d;
     int32_t *buf_of;    /* storage tensor -> buffer id, -1 if none yet */
-    low_prim_steps *prim_steps; /* per prim: the steps it became */
+    prim_steps *steps_of;       /* per prim: the steps it became */
     int32_t repeat;     /* innermost repeat prim being lowered, -1 at top */
     int32_t prim;       /* prim being lowered, for labels and messages */
     /* The last copy that left own partials (mid_prim.own): its destination,
@@ -45,7 +52,8 @@ static int32_t buffer(lx *x, int32_t t) {
         const mid_tensor *mt = mid_t(x->p, s);
         int64_t bytes = layout_shard_bytes(&mt->lay) * mt->stack;
         TS_ASSERT(bytes < (1ll << 32));
-        low_buf b = {.bytes = (uint32_t)bytes, .label = intern(x, mt->name), .first = -1, .last = -1};
+        low_buf b = {.bytes = (uint32_t)bytes, .label = intern(x, mt->name), .first = -1, .last = -1,
+                     .role = (uint8_t)(mt->kind == MT_PARAM ? LOW_BUF_PARAM : mt->kind == MT_INPUT ? LOW_BUF_INPUT : LOW_BUF_TEMP)};
         vec_push(x->a, &x->out->bufs, b);
         x->buf_of[s] = x->out->bufs.n - 1;
     }
@@ -649,9 +657,9 @@ static int check_slices(lx *x, const mid_prim *pr) {
 static int lower_prim_kind(lx *x, int32_t id);
 
 static int lower_prim(lx *x, int32_t id) {
-    x->prim_steps[id].first = x->out->steps.n;
+    x->steps_of[id].first = x->out->steps.n;
     int rc = lower_prim_kind(x, id);
-    x->prim_steps[id].last = x->out->steps.n - 1;
+    x->steps_of[id].last = x->out->steps.n - 1;
     return rc;
 }
 
@@ -702,12 +710,72 @@ static int lower_block(lx *x, const mid_block *b) {
     return 0;
 }
 
-int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, int32_t *buf_of,
-              low_prim_steps *prim_steps, diag *d) {
+/* ---- what placement needs besides the program ------------------------------------------- */
+
+static int graph_values(const void *ctx, int32_t source, int64_t first, int64_t n, float *out, diag *d) {
+    return graph_param_values_at((const graph *)ctx, source, false, first, n, out, d);
+}
+
+/* Tensor t bound as graph value v: the binding takes the value's name (a
+ * repeat's result lives in the tensor of its body argument, named after
+ * that). */
+static void bind(lx *x, int32_t t, int32_t v, low_bind_role role, int32_t step) {
+    const mid_tensor *mt = mid_t(x->p, t);
+    int32_t b = x->buf_of[mid_storage(x->p, t)];
+    TS_ASSERT(b >= 0);
+    low_binding lb = {.name = arena_strdup(x->a, graph_val(x->p->g, v)->name), .role = (uint8_t)role, .dtype = (uint8_t)mt->dtype,
+                      .scale = mt->scale, .lay = mt->lay, .buf = (uint32_t)b, .step = step};
+    vec_push(x->a, &x->out->bindings, lb);
+}
+
+/* The program's outputs, parameters (their data by the graph's values) and
+ * host bindings: inputs, outputs, then a probe for every value the program
+ * completes (after the step of the prim that completes it; a value complete
+ * at the start of a body, at its REPEAT step). */
+static void host_view(lx *x) {
+    const mid_program *p = x->p;
+    low_program *out = x->out;
+    for (int32_t i = 0; i < p->outputs.n; i++) {
+        int32_t b = x->buf_of[mid_storage(p, p->outputs.v[i])];
+        if (b >= 0) out->bufs.v[b].output = true;
+    }
+    for (int32_t t = 0; t < p->tensors.n; t++) {
+        const mid_tensor *mt = mid_t(p, t);
+        if (x->buf_of[t] < 0 || mt->kind != MT_PARAM) continue;
+        low_param pp = {.buf = (uint32_t)x->buf_of[t], .name = arena_strdup(x->a, mt->name), .lay = mt->lay, .dtype = (uint8_t)mt->dtype,
+                        .scale = mt->scale, .stack = mt->stack,
+                        .layer = graph_type_numel(&graph_val(p->g, mt->value)->type) / mt->stack, .source = mt->param_op};
+        vec_push(x->a, &out->params, pp);
+    }
+    for (int32_t i = 0; i < p->inputs.n; i++) bind(x, p->inputs.v[i], mid_t(p, p->inputs.v[i])->value, LOW_BIND_INPUT, -1);
+    int32_t nout = graph_outputs(p->g, NULL, 0), *vals = xmalloc(sizeof(int32_t) * ((size_t)nout + 1));
+    graph_outputs(p->g, vals, nout);
+    TS_ASSERT(nout == p->outputs.n);
+    for (int32_t i = 0; i < p->outputs.n; i++) bind(x, p->outputs.v[i], vals[i], LOW_BIND_OUTPUT, -1);
+    free(vals);
+    for (int32_t i = 0; i < p->probes.n; i++) {
+        const mid_probe *pb = &p->probes.v[i];
+        int32_t step = pb->after >= 0 ? x->steps_of[pb->after].last : pb->scope >= 0 ? x->steps_of[pb->scope].first : -1;
+        if (step >= 0) bind(x, pb->tensor, pb->value, LOW_BIND_PROBE, step);
+    }
+    out->values = graph_values;
+    out->values_ctx = p->g;
+    out->model_path = p->g->path;
+    out->model_name = p->g->name;
+    for (int32_t i = 0; i < p->g->ops.n; i++)
+        if (graph_opr(p->g, i)->kind == OP_PARAM) {
+            const graph_type *t = &graph_val(p->g, graph_opr(p->g, i)->out[0])->type;
+            out->param_bytes += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
+        }
+}
+
+int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out, diag *d) {
     memset(out, 0, sizeof *out);
-    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .prim_steps = prim_steps, .repeat = -1, .prim = -1,
+    int32_t *buf_of = xmalloc(sizeof(int32_t) * ((size_t)p->tensors.n + 1));
+    prim_steps *steps_of = xmalloc(sizeof(prim_steps) * ((size_t)p->prims.n + 1));
+    lx x = {.p = p, .m = m, .out = out, .a = a, .d = d, .buf_of = buf_of, .steps_of = steps_of, .repeat = -1, .prim = -1,
             .own_dst = -1};
-    for (int32_t i = 0; i < p->prims.n; i++) prim_steps[i] = (low_prim_steps){-1, -1};
+    for (int32_t i = 0; i < p->prims.n; i++) steps_of[i] = (prim_steps){-1, -1};
     for (int32_t t = 0; t < p->tensors.n; t++) buf_of[t] = -1;
     vec_push(a, &out->strings, 0); /* offset 0: the empty label */
     /* A buffer of 4 GiB or more fits no tile (tile memory is addressed in 32
@@ -721,15 +789,20 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
             char need[32], have[32];
             fmt_bytes(need, sizeof need, bytes);
             fmt_bytes(have, sizeof have, machine_tile_bytes(m));
+            free(buf_of);
+            free(steps_of);
             return diag_fail_fit(d, "%s: error: does not fit: %s needs %s per tile for '%s' alone, machine '%s' has %s",
-                             p->g->path, p->g->name, need, mt->name, m->name, have);
+                                 p->g->path, p->g->name, need, mt->name, m->name, have);
         }
     }
     /* Every tensor the host or the data touches gets its buffer, used or not. */
     for (int32_t t = 0; t < p->tensors.n; t++)
         if (mid_t(p, t)->kind != MT_TEMP && mid_t(p, t)->placed) buffer(&x, t);
     int rc = lower_block(&x, &p->top);
+    if (rc == 0) host_view(&x);
     free(x.own_slot);
     free(x.own_off);
+    free(buf_of);
+    free(steps_of);
     return rc;
 }

@@ -12,14 +12,11 @@
 enum { CODE_KERNEL_BYTES = 1536, CODE_RUN_BYTES = 48, CODE_STEP_BYTES = 16, SUPPORT_ALIGN = 64 };
 
 typedef struct placer {
-    const mid_program *mp;
     const low_program *lp;
-    const int32_t *buf_of;
     const machine *m;
     package *pkg;
     place_xt *xt;        /* the exchange tables, planned once: counted for support, then encoded */
     uint32_t *addr;      /* per buffer */
-    int32_t *tensor_of;  /* buffer -> its storage tensor */
     diag *d;
     uint8_t *blob;       /* parameter bytes being gathered, in the package's arena (never copied) */
     uint64_t blob_bytes, blob_cap;
@@ -93,13 +90,13 @@ static int support(placer *p, place_stats *st, uint32_t *data_base) {
         return diag_fail_fit(p->d,
                          "%s: error: does not fit: %s's exchange tables need %s on tile %u, machine '%s' allows %s (its largest "
                          "phases: %s)",
-                         p->mp->g->path, p->mp->g->name, need, busiest, m->name, have, top);
+                         p->lp->model_path, p->lp->model_name, need, busiest, m->name, have, top);
     }
     if ((uint64_t)m->tile_memory_base + most_code > m->code_limit) {
         fmt_bytes(need, sizeof need, most_code);
         fmt_bytes(have, sizeof have, m->code_limit - m->tile_memory_base);
         return diag_fail_fit(p->d, "%s: error: does not fit: %s needs %s of code on one tile, machine '%s' has %s below code_limit",
-                         p->mp->g->path, p->mp->g->name, need, m->name, have);
+                         p->lp->model_path, p->lp->model_name, need, m->name, have);
     }
     *data_base = (uint32_t)align_to((uint64_t)m->tile_memory_base + most, SUPPORT_ALIGN);
     return 0;
@@ -159,12 +156,8 @@ static void requests(placer *p, place_req *req, int32_t *tile_of, const int32_t 
     int32_t nb = lp->bufs.n;
     uint8_t *flags = xcalloc((size_t)nb + 1, 1);
     for (int32_t b = 0; b < nb; b++) {
-        int32_t t = p->tensor_of[b];
-        if (t >= 0 && mid_t(p->mp, t)->kind != MT_TEMP) flags[b] |= PLACE_LIVE_AT_START;
-    }
-    for (int32_t i = 0; i < p->mp->outputs.n; i++) {
-        int32_t b = p->buf_of[mid_storage(p->mp, p->mp->outputs.v[i])];
-        if (b >= 0) flags[b] |= PLACE_LIVE_AT_END;
+        if (lp->bufs.v[b].role != LOW_BUF_TEMP) flags[b] |= PLACE_LIVE_AT_START;
+        if (lp->bufs.v[b].output) flags[b] |= PLACE_LIVE_AT_END;
     }
     place_live *live = xmalloc(sizeof(place_live) * (size_t)(nb + 1));
     place_liveness(lp, flags, live);
@@ -213,13 +206,7 @@ static int assign_addresses(placer *p, place_stats *st) {
     int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why, &sf);
     if (rc) {
         /* What no plan can change: the parameters' bytes spread evenly. */
-        const graph *g = p->mp->g;
-        double params = 0;
-        for (int32_t i = 0; i < g->ops.n; i++)
-            if (graph_opr(g, i)->kind == OP_PARAM) {
-                const graph_type *t = &graph_val(g, graph_opr(g, i)->out[0])->type;
-                params += (double)graph_type_numel(t) * dtype_bytes(t->dtype);
-            }
+        double params = lp->param_bytes;
         char all[32], each[32], room[32], need[32], over[32];
         int tile = tile_of[failed] >= 0 ? tile_of[failed] : 0;
         fmt_bytes(all, sizeof all, params);
@@ -233,13 +220,13 @@ static int assign_addresses(placer *p, place_stats *st) {
             diag_fail_fit(p->d,
                           "%s: error: does not fit machine '%s': tile %d needs %s at once for '%s' and the buffers live beside "
                           "it, %s more than its %s for data\n",
-                          g->path, p->m->name, tile, need, req[failed].name ? req[failed].name : "?", over, room);
+                          lp->model_path, p->m->name, tile, need, req[failed].name ? req[failed].name : "?", over, room);
         else {
             fmt_bytes(over, sizeof over, (double)(sf.room - sf.need));
             diag_fail_fit(p->d,
                           "%s: error: does not fit machine '%s': tile %d has %s free but in gaps too small for '%s' beside "
                           "the buffers live with it\n",
-                          g->path, p->m->name, tile, over, req[failed].name ? req[failed].name : "?");
+                          lp->model_path, p->m->name, tile, over, req[failed].name ? req[failed].name : "?");
         }
         size_t at = strlen(p->d->text);
         snprintf(p->d->text + at, sizeof p->d->text - at,
@@ -274,7 +261,7 @@ static int assign_addresses(placer *p, place_stats *st) {
         /* The package keeps every buffer: its live steps and where it went. */
         for (int32_t b = 0; b < nb; b++) {
             p->addr[b] = slot[b].addr;
-            if (p->tensor_of[b] >= 0 && mid_t(p->mp, p->tensor_of[b])->kind == MT_PARAM) st->param_bytes += (uint32_t)slot[b].reserved;
+            if (lp->bufs.v[b].role == LOW_BUF_PARAM) st->param_bytes += (uint32_t)slot[b].reserved;
             low_buf pb = lp->bufs.v[b];
             pb.first = req[b].first;
             pb.last = req[b].last;
@@ -347,29 +334,27 @@ static void next_shard(const layout *l, int64_t *s) {
 /* A parameter's shards, encoded layer by layer (a stacked parameter is
  * generated one layer at a time, never whole in f32), then one blob range per
  * shard that every replica's tile points at. */
-static int add_param(placer *p, int32_t t) {
-    const mid_tensor *mt = mid_t(p->mp, t);
-    const graph *g = p->mp->g;
-    int64_t layer = graph_type_numel(&graph_val(g, mt->value)->type) / mt->stack;
-    const layout *l = &mt->lay;
-    int64_t sb = layout_shard_bytes(l), shards = layout_shards(l), stride = sb * mt->stack;
+static int add_param(placer *p, const low_param *pp) {
+    int64_t layer = pp->layer;
+    const layout *l = &pp->lay;
+    int64_t sb = layout_shard_bytes(l), shards = layout_shards(l), stride = sb * pp->stack;
     uint8_t *img = xcalloc((size_t)(stride * shards), 1); /* every shard's image, layer after layer */
     float *values = xmalloc(sizeof(float) * (size_t)(layer ? layer : 1));
     int64_t s[LAYOUT_MAX_RANK] = {0}, reps = layout_replicas(l);
-    for (int64_t i = 0; i < mt->stack; i++) {
-        if (graph_param_values_at(g, mt->param_op, false, i * layer, layer, values, p->d)) {
+    for (int64_t i = 0; i < pp->stack; i++) {
+        if (p->lp->values(p->lp->values_ctx, pp->source, i * layer, layer, values, p->d)) {
             free(values);
             free(img);
             return -1;
         }
         memset(s, 0, sizeof s);
         for (int64_t k = 0; k < shards; k++, next_shard(l, s)) {
-            shard_img c = {values, mt->dtype, mt->scale, img + k * stride + i * sb};
+            shard_img c = {values, (dtype)pp->dtype, pp->scale, img + k * stride + i * sb};
             layout_spans(l, s, encode_span, &c);
         }
     }
     free(values);
-    int32_t b = p->buf_of[t], *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
+    int32_t b = (int32_t)pp->buf, *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
     memset(s, 0, sizeof s);
     for (int64_t k = 0; k < shards; k++) {
         uint64_t off = p->blob_bytes;
@@ -395,46 +380,28 @@ static int cmp_segment(const void *a, const void *b) {
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Binds tensor t as graph value v: the binding takes the value's name (a
- * repeat's result lives in the tensor of its body argument, named after
- * that). */
-static void add_binding(placer *p, int32_t t, int32_t v, pkg_role role, int32_t step) {
-    const mid_tensor *mt = mid_t(p->mp, t);
-    int32_t s = mid_storage(p->mp, t);
-    pkg_binding b = {.name = arena_strdup(&p->pkg->arena, graph_val(p->mp->g, v)->name),
-                     .role = (uint8_t)role,
-                     .dtype = mt->dtype,
-                     .scale = mt->scale,
-                     .layout = mt->lay,
-                     .addr = p->addr[p->buf_of[s]],
-                     .step = step};
+static const pkg_role ROLES[] = {[LOW_BIND_INPUT] = PKG_INPUT, [LOW_BIND_OUTPUT] = PKG_OUTPUT, [LOW_BIND_PROBE] = PKG_PROBE};
+
+static void add_binding(placer *p, const low_binding *lb) {
+    pkg_binding b = {.name = arena_strdup(&p->pkg->arena, lb->name),
+                     .role = (uint8_t)ROLES[lb->role],
+                     .dtype = (dtype)lb->dtype,
+                     .scale = lb->scale,
+                     .layout = lb->lay,
+                     .addr = p->addr[lb->buf],
+                     .step = lb->step};
     vec_push(&p->pkg->arena, &p->pkg->bindings, b);
 }
 
-/* Probes in program order; a value complete at the start of a body is read
- * at its REPEAT step, each iteration. */
-static void add_probes(placer *p, const low_prim_steps *steps) {
-    for (int32_t i = 0; i < p->mp->probes.n; i++) {
-        const mid_probe *pb = &p->mp->probes.v[i];
-        int32_t step = pb->after >= 0 ? steps[pb->after].last : pb->scope >= 0 ? steps[pb->scope].first : -1;
-        if (step >= 0) add_binding(p, pb->tensor, pb->value, PKG_PROBE, step);
-    }
-}
-
-int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
-                  const char *meta_json, bool data, package *out, place_stats *st, diag *d) {
+int place_package(const low_program *lp, const machine *m, const char *meta_json, bool data, package *out, place_stats *st,
+                  diag *d) {
     memset(st, 0, sizeof *st);
     package_init(out);
-    out->machine = *mp->m;
-    out->fingerprint = machine_fingerprint(mp->m);
-    placer p = {.mp = mp, .lp = lp, .buf_of = buf_of, .m = mp->m, .pkg = out, .d = d,
-                .addr = xcalloc((size_t)lp->bufs.n + 1, sizeof(uint32_t)),
-                .tensor_of = xmalloc(sizeof(int32_t) * ((size_t)lp->bufs.n + 1))};
-    for (int32_t b = 0; b < lp->bufs.n; b++) p.tensor_of[b] = -1;
-    for (int32_t t = 0; t < mp->tensors.n; t++)
-        if (buf_of[t] >= 0) p.tensor_of[buf_of[t]] = t;
+    out->machine = *m;
+    out->fingerprint = machine_fingerprint(m);
+    placer p = {.lp = lp, .m = m, .pkg = out, .d = d, .addr = xcalloc((size_t)lp->bufs.n + 1, sizeof(uint32_t))};
     progress_stage("place", "planning the exchange tables");
-    p.xt = place_tables_plan(lp, mp->m);
+    p.xt = place_tables_plan(lp, m);
     progress_stage("place", "assigning buffer addresses");
     int rc = assign_addresses(&p, st);
     if (rc == 0) {
@@ -445,30 +412,22 @@ int place_package(const mid_program *mp, const low_program *lp, const int32_t *b
     }
     if (rc == 0) {
         if (data) progress_stage("place", "writing the parameters");
-        for (int32_t t = 0; t < mp->tensors.n && rc == 0 && data; t++)
-            if (buf_of[t] >= 0 && mid_t(mp, t)->kind == MT_PARAM) {
-                char what[300];
-                snprintf(what, sizeof what, "writing parameter '%s'", mid_t(mp, t)->name);
-                progress_stage("place", what);
-                rc = add_param(&p, t);
-            }
+        for (int32_t i = 0; i < lp->params.n && rc == 0 && data; i++) {
+            char what[300];
+            snprintf(what, sizeof what, "writing parameter '%s'", lp->params.v[i].name);
+            progress_stage("place", what);
+            rc = add_param(&p, &lp->params.v[i]);
+        }
         if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
         /* The package owns its blob through its arena, as a loaded one does:
          * it was gathered there (a SigLIP blob is 421 MiB; no second copy). */
         out->blob = p.blob ? p.blob : arena_alloc(&out->arena, 0);
         out->blob_bytes = p.blob_bytes;
-        for (int32_t i = 0; i < mp->inputs.n; i++) add_binding(&p, mp->inputs.v[i], mid_t(mp, mp->inputs.v[i])->value, PKG_INPUT, -1);
-        int32_t nout = graph_outputs(mp->g, NULL, 0), *vals = xmalloc(sizeof(int32_t) * ((size_t)nout + 1));
-        graph_outputs(mp->g, vals, nout);
-        TS_ASSERT(nout == mp->outputs.n);
-        for (int32_t i = 0; i < mp->outputs.n; i++) add_binding(&p, mp->outputs.v[i], vals[i], PKG_OUTPUT, -1);
-        free(vals);
-        add_probes(&p, prim_steps);
+        for (int32_t i = 0; i < lp->bindings.n; i++) add_binding(&p, &lp->bindings.v[i]);
         out->meta = arena_strdup(&out->arena, meta_json ? meta_json : "{}");
     }
     place_tables_free(p.xt);
     free(p.addr);
-    free(p.tensor_of);
     if (rc) package_free(out);
     return rc;
 }

@@ -19,8 +19,7 @@
 #ifndef TESSEL_PLACE_H
 #define TESSEL_PLACE_H
 
-#include "../low/lower.h"
-#include "../mid/mid.h"
+#include "../low/low.h"
 #include "../package/package.h"
 
 /* ---- schedule.c ------------------------------------------------------- */
@@ -128,11 +127,13 @@ typedef struct place_stats {
     int32_t buffers;
 } place_stats;
 
-/* Assembles out from the expanded and lowered program. A program that does
- * not fit the tile memory is a user-level failure: -1 with d saying by how
- * much and which buffers are largest. Without `data` the parameters' values
- * are neither made nor written (a fit check: out is not for running). */
-int place_package(const mid_program *mp, const low_program *lp, const int32_t *buf_of, const low_prim_steps *prim_steps,
-                  const char *meta_json, bool data, package *out, place_stats *st, diag *d);
+/* Assembles out from the lowered (and scheduled) program lp for machine m:
+ * the program, its buffers, parameters and bindings are all lp's. A program
+ * that does not fit the tile memory is a user-level failure: -1 with d
+ * saying by how much and which buffers are largest. Without `data` the
+ * parameters' values are neither made nor written (a fit check: out is not
+ * for running). */
+int place_package(const low_program *lp, const machine *m, const char *meta_json, bool data, package *out, place_stats *st,
+                  diag *d);
 
 #endif

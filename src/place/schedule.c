@@ -173,6 +173,12 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
     out->dst_tiles = lp->dst_tiles;
     out->bufs = lp->bufs;
     out->strings = lp->strings;
+    out->params = lp->params;
+    out->values = lp->values;
+    out->values_ctx = lp->values_ctx;
+    out->model_path = lp->model_path;
+    out->model_name = lp->model_name;
+    out->param_bytes = lp->param_bytes;
     int32_t *new_index = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
     bool prev_compute = false, prev_copies = false; /* the last new step: compute, only copies */
     for (int32_t i = 0; i < n; i++) {
@@ -206,6 +212,12 @@ int32_t place_schedule(const low_program *lp, arena *a, low_program *out, int32_
     }
     if (step_map)
         for (int32_t i = 0; i < n; i++) step_map[i] = new_index[i];
+    /* A probe watches the step its old one became. */
+    for (int32_t i = 0; i < lp->bindings.n; i++) {
+        low_binding b = lp->bindings.v[i];
+        if (b.step >= 0) b.step = new_index[b.step];
+        vec_push(a, &out->bindings, b);
+    }
     for (int32_t i = 0; i < n; i++) {
         free(s[i].reads.v);
         free(s[i].writes.v);

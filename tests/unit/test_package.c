@@ -193,7 +193,7 @@ static void build(package *p) {
     add_step(p, LOW_STEP_EXCHANGE, 0, 2, 0, L_XCHG);
     add_step(p, LOW_STEP_END, 0, 0, 0, 0);
     add_step(p, LOW_STEP_COMPUTE, 5, 1, 0, 0);
-    low_buf b = {1024, L_LAYER, 2, 3, 0, 0};
+    low_buf b = {.bytes = 1024, .label = L_LAYER, .first = 2, .last = 3};
     vec_push(&p->arena, &p->prog.bufs, b);
     add_image(p);
     add_bindings(p);
