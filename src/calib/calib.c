@@ -241,7 +241,7 @@ static bool build_reduce(build *b, json_t *sh, json_t *dt, char *why) {
     r.stride[1][0] = (int32_t)(e * dtype_bytes(t));
     if (gelu) { /* the bias after the result */
         r.ptr[2] = abs_at(m->tile_memory_base + ((uint64_t)e * dtype_bytes(t) + 15) / 16 * 16);
-        r.dt[2] = (uint8_t)t, r.n[2] = (uint32_t)cols, r.grad = (uint8_t)t, r.f[0] = 1.0f;
+        r.dt[2] = (uint8_t)t, r.n[2] = (uint32_t)cols, r.grad = (uint8_t)t, r.gelu = KERNEL_REDUCE_GELU;
     }
     return add_run(b, &r, why);
 }
@@ -257,7 +257,7 @@ static bool build_ewise(build *b, kernel_ew_op op, json_t *sh, dtype tin, dtype 
     if (rows == 1 || cols <= 0) cols = e / rows;
     kernel_run r;
     run_init(&r, KERNEL_K_EWISE);
-    r.op = (uint8_t)op;
+    r.ew = (uint8_t)op;
     r.dt[0] = (uint8_t)tout, r.dt[1] = r.dt[2] = (uint8_t)tin;
     r.n[2] = (uint32_t)rows, r.n[3] = (uint32_t)cols;
     int nops = 1 + kernel_ew_arity[op];

@@ -453,7 +453,7 @@ static uint64_t shard_cost(const ex *x, const mid_prim *pr, const int64_t *ext, 
         kernel_box b = mid_ewise_box(x->p, pr, ext);
         int32_t ops[3] = {pr->out[0], pr->in[0], pr->nin > 1 ? pr->in[1] : pr->in[0]};
         kernel_run r = est_run(x, KERNEL_K_EWISE, ops, 1 + pr->nin);
-        r.op = (uint8_t)pr->ew;
+        r.ew = (uint8_t)pr->ew;
         r.acc = (uint8_t)pr->acc;
         r.f[0] = pr->f[0];
         uint64_t runs = kernel_box_run(&b, KERNEL_MAX_BOX, &r);

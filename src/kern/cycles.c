@@ -31,9 +31,9 @@ static uint64_t cycles_gemm(const kernel_run *r, const machine *m, const bool *i
 static uint64_t cycles_reduce(const kernel_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
     bool f8_out = r->kernel == KERNEL_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
-    /* A bias, a residual (REDUCE's f[1]; REDUCE_EPI's f are its epilogue's): one addend more each. */
-    uint64_t addends = r->n[0] + (r->n[2] ? 1 : 0) + (r->kernel == KERNEL_K_REDUCE && r->f[1] != 0.0f ? 1 : 0);
-    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, r->kernel == KERNEL_K_REDUCE && r->f[0] != 0.0f);
+    /* A bias, a residual: one addend more each. */
+    uint64_t addends = r->n[0] + (r->n[2] ? 1 : 0) + (r->kernel == KERNEL_K_REDUCE && r->residual ? 1 : 0);
+    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, r->kernel == KERNEL_K_REDUCE && r->gelu != 0);
 }
 
 static uint64_t box_elems(const kernel_run *r) {
@@ -45,11 +45,11 @@ static uint64_t box_elems(const kernel_run *r) {
 /* Each row of the merged box is one pass over the workers. */
 static uint64_t cycles_ewise(const kernel_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    int nops = 1 + kernel_ew_arity[r->op];
+    int nops = 1 + kernel_ew_arity[r->ew];
     kernel_box b = kernel_run_box(r, nops);
     uint64_t rows = kernel_box_rows(&b), per_row = box_elems(r) / rows;
     bool f8_out = dtype_is_f8((dtype)r->dt[0]), f8_any = f8_out || dtype_is_f8((dtype)r->dt[1]);
-    uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[r->op], f8_any, f8_out) * lane_factor(r, nops);
+    uint64_t instrs = machine_ewise_instrs(m, kernel_ew_class[r->ew], f8_any, f8_out) * lane_factor(r, nops);
     return machine_ewise_cycles(m, instrs, rows, per_row);
 }
 

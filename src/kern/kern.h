@@ -111,15 +111,15 @@ void kernel_box_collapse(kernel_box *b);
  *                             With stride[0][1] != 0 the result is AMP-left panels of rows of
  *                             c = stride[0][2] elements: out[e] at ptr0 + ((e%c)/w)*stride[0][1]
  *                             + (e/c)*32 + (e%c%w)*bytes, w = 32/bytes (the next GEMM's operand).
- *                             With op = j + 1 > 0, partial j is read from ptr3 instead (the tile's
- *                             own, where its GEMM wrote it). With f[0] = 1 (2) a GeLU follows (a GeLU done
+ *                             With own = j + 1 > 0, partial j is read from ptr3 instead (the tile's
+ *                             own, where its GEMM wrote it). With gelu = 1 (2) a GeLU follows (a GeLU done
  *                             by the reduction): the value rounds to the sum's dtype (dt[2] with a bias,
  *                             else `grad`), out = num_gelu (num_gelu_erf) of it, rounded to f16 first when
  *                             out is 8-bit (kern.h's KERNEL_REDUCE_GELU, _GELU_ERF).
- *                             With f[1] = 1 a residual follows (a residual add done by the reduction;
+ *                             With residual a residual follows (a residual add done by the reduction;
  *                             not with a GeLU, out row-major): the value rounds to out's dtype, then
  *                             out = that + res[e] (ptr4, out's dtype, e*bytes), rounded again
- *  EWISE       ewise       3  out = op(a, b) over the box n[0..4) (op is KERNEL_EW_*); operand i at
+ *  EWISE       ewise       3  out = ew(a, b) over the box n[0..4) (ew is KERNEL_EW_*); operand i at
  *                             ptr[i] + sum_d idx[d]*stride[i][d]; operands 0 = out, 1 = a, 2 = b
  *                             (b unused for unary ops); f[0] is the scale factor for EW_SCALE;
  *                             for EW_CAST f[0] != 0 leaves an 8-bit result unsaturated (inf or NaN)
@@ -153,10 +153,10 @@ void kernel_box_collapse(kernel_box *b);
  *  CLIP_COEF   clip_coef   2  out = min(1, f[0] / (sqrt(sum_{j<n[0]} in[j]) + 1e-6)), f32 in and out
  *  GEMM_EPI    gemm_epi    6  GEMM's C for n[0] = 1, A and B (operands 0, 1) addressed as GEMM's, each element
  *                             rounded to `grad` (the gradient's dtype; no operand holds it) and handed to the
- *                             epilogue `op` (KERNEL_EPI_*) with operands 2..5: element (m,n) of each at
+ *                             epilogue `epi` (KERNEL_EPI_*) with operands 2..5: element (m,n) of each at
  *                             ptr + (m*stride[2][1] + n)*bytes (stride[2][1] in elements, one for all four)
  *  REDUCE_EPI  reduce_epi  5  REDUCE's sum of in[j][e] (ptr0 = in, slices stride[0][0] apart; acc, j ascending),
- *                             rounded to `grad` (the gradient's dtype) and handed to the epilogue `op` with
+ *                             rounded to `grad` (the gradient's dtype) and handed to the epilogue `epi` with
  *                             operands 1..4, element e at ptr + e*bytes
  *  GATHER      gather      3  per i<n[0]: r = ids[i] (i32 at ptr2 + i*4), plus n[2] when negative; the n[1]
  *                             elements of row r of the table (ptr1 + r*stride[1][0], dt[1]) to ptr0 +
@@ -165,7 +165,7 @@ void kernel_box_collapse(kernel_box *b);
  *  ADAMW_APPLY adamw_apply 4  per e<n[0], ADAMW's last line at step n[1]: w' = w (1 - lr wd) - (lr / bc1) m' /
  *                             (sqrt(v') / sqrt(bc2) + eps); ptr0 = w', ptr1 = w, ptr2 = m', ptr3 = v'; f as ADAMW
  *
- * Epilogues (the `op` of GEMM_EPI and REDUCE_EPI) take each gradient value g
+ * Epilogues (the `epi` of GEMM_EPI and REDUCE_EPI) take each gradient value g
  * with four operands E0..E3 (GEMM_EPI's 2..5, REDUCE_EPI's 1..4):
  *  SGD   E0 = w, E1 = buf, E2 = w', E3 = buf' (E1, E3 only with momentum f[1] != 0); SGD's arithmetic with
  *        f = lr, momentum, weight_decay
@@ -229,8 +229,11 @@ typedef struct kernel_addr {
 typedef struct kernel_run {
     uint32_t tile;
     uint8_t kernel;                          /* kernel_id */
-    uint8_t op;                              /* kernel_ew_op for EWISE, kernel_epi_op for GEMM_EPI and REDUCE_EPI; REDUCE:
-                                                0, or 1 + the partial read from ptr3 */
+    uint8_t ew;                              /* EWISE: its op (kernel_ew_op) */
+    uint8_t epi;                             /* GEMM_EPI, REDUCE_EPI: the epilogue (kernel_epi_op) */
+    uint8_t own;                             /* REDUCE: 0, or 1 + the partial it reads from ptr3 (the tile's own) */
+    uint8_t gelu;                            /* REDUCE: a GeLU after the sum (KERNEL_REDUCE_GELU, _GELU_ERF) or none */
+    bool residual;                           /* REDUCE: a residual (ptr4) added after the sum */
     uint8_t acc;                             /* accumulation dtype (GEMM, REDUCE, GEMM_EPI, REDUCE_EPI); EWISE,
                                                 LAYER_NORM: the dtype the result rounds to before out's (a cast
                                                 done by its producer), f32 for none */
@@ -253,6 +256,15 @@ int kernel_epilogue_base(const kernel_run *r);
 dtype kernel_epilogue_grad(const kernel_run *r);
 /* Whether run r uses operand i (SGD without momentum skips its buffers). */
 bool kernel_run_uses(const kernel_run *r, int i);
+/* A package stores a run's op byte (KERNEL_P_OP: EWISE's ew, an epilogue
+ * kernel's epi, REDUCE's own) and its floats f[0..floats) (REDUCE's: gelu
+ * and the residual as 0 or 1); these give and take them. Setting a float
+ * REDUCE cannot hold (a GeLU kind it does not know, a residual not 0 or 1)
+ * returns false. */
+uint8_t kernel_run_op_byte(const kernel_run *r);
+void kernel_run_set_op_byte(kernel_run *r, uint8_t b);
+float kernel_run_float(const kernel_run *r, int f);
+bool kernel_run_set_float(kernel_run *r, int f, float v);
 /* Zeroes every field of r its kernel does not read (KERNEL_TABLE' columns,
  * operands kernel_run_uses says are unused): what a package stores of r, so a
  * placed run equals the run a package gives back. */

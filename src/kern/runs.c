@@ -34,25 +34,69 @@ bool kernel_run_uses(const kernel_run *r, int i) {
     if (i < 0 || r->kernel >= KERNEL_K_COUNT || i >= kernel_operands[r->kernel]) return false;
     if (r->kernel == KERNEL_K_SGD && (i == 1 || i == 4)) return r->f[1] != 0.0f;
     if (r->kernel == KERNEL_K_REDUCE && i == 2) return r->n[2] != 0; /* the bias */
-    if (r->kernel == KERNEL_K_REDUCE && i == 3) return r->op > 0; /* the tile's own partial */
-    if (r->kernel == KERNEL_K_REDUCE && i == 4) return r->f[1] != 0.0f; /* a residual added */
+    if (r->kernel == KERNEL_K_REDUCE && i == 3) return r->own > 0; /* the tile's own partial */
+    if (r->kernel == KERNEL_K_REDUCE && i == 4) return r->residual; /* a residual added */
     if (r->kernel == KERNEL_K_LAYER_NORM && i == 4) return r->n[2] != 0; /* the parts' statistics */
     if (r->kernel == KERNEL_K_LN_MOMENTS && i == 2) return r->n[2] != 0; /* the own slot of the gathered ones */
     int e = kernel_epilogue_base(r);
     /* An SGD epilogue without momentum has no buffer (E1) nor buffer' (E3). */
-    if (e >= 0 && r->op == KERNEL_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
-    if (r->kernel == KERNEL_K_EWISE && i == 2) return r->op < KERNEL_EW_COUNT && kernel_ew_arity[r->op] == 2;
+    if (e >= 0 && r->epi == KERNEL_EPI_SGD && (i == e + 1 || i == e + 3)) return r->f[1] != 0.0f;
+    if (r->kernel == KERNEL_K_EWISE && i == 2) return r->ew < KERNEL_EW_COUNT && kernel_ew_arity[r->ew] == 2;
     return true;
+}
+
+uint8_t kernel_run_op_byte(const kernel_run *r) {
+    switch ((kernel_id)r->kernel) {
+    case KERNEL_K_EWISE: return r->ew;
+    case KERNEL_K_GEMM_EPI:
+    case KERNEL_K_REDUCE_EPI: return r->epi;
+    case KERNEL_K_REDUCE: return r->own;
+    default: return 0;
+    }
+}
+
+void kernel_run_set_op_byte(kernel_run *r, uint8_t b) {
+    switch ((kernel_id)r->kernel) {
+    case KERNEL_K_EWISE: r->ew = b; break;
+    case KERNEL_K_GEMM_EPI:
+    case KERNEL_K_REDUCE_EPI: r->epi = b; break;
+    case KERNEL_K_REDUCE: r->own = b; break;
+    default: break;
+    }
+}
+
+float kernel_run_float(const kernel_run *r, int f) {
+    if (r->kernel == KERNEL_K_REDUCE) return f == 0 ? (float)r->gelu : f == 1 && r->residual ? 1.0f : 0.0f;
+    return r->f[f];
+}
+
+bool kernel_run_set_float(kernel_run *r, int f, float v) {
+    if (r->kernel != KERNEL_K_REDUCE) {
+        r->f[f] = v;
+        return true;
+    }
+    if (f == 0 && (v == KERNEL_REDUCE_NO_GELU || v == KERNEL_REDUCE_GELU || v == KERNEL_REDUCE_GELU_ERF)) {
+        r->gelu = (uint8_t)v;
+        return true;
+    }
+    if (f == 1 && (v == 0.0f || v == 1.0f)) {
+        r->residual = v == 1.0f;
+        return true;
+    }
+    return false;
 }
 
 void kernel_run_canonical(kernel_run *r) {
     if (r->kernel >= KERNEL_K_COUNT) return;
     const kernel_fields *u = &kernel_used[r->kernel];
     if (!(u->params & KERNEL_P_ACC)) r->acc = 0;
-    if (!(u->params & KERNEL_P_OP)) r->op = 0;
+    if (r->kernel != KERNEL_K_EWISE) r->ew = 0;
+    if (r->kernel != KERNEL_K_GEMM_EPI && r->kernel != KERNEL_K_REDUCE_EPI) r->epi = 0;
+    if (r->kernel != KERNEL_K_REDUCE) r->own = r->gelu = 0, r->residual = false;
     if (!(u->params & KERNEL_P_GRAD)) r->grad = 0;
     for (int d = u->box; d < KERNEL_MAX_BOX; d++) r->n[d] = 0;
-    for (int k = u->floats; k < (int)TS_COUNT(r->f); k++) r->f[k] = 0.0f;
+    /* REDUCE's floats are its gelu and residual. */
+    for (int k = r->kernel == KERNEL_K_REDUCE ? 0 : u->floats; k < (int)TS_COUNT(r->f); k++) r->f[k] = 0.0f;
     for (int i = 0; i < KERNEL_MAX_OPERANDS; i++) {
         if (kernel_run_uses(r, i)) continue;
         r->dt[i] = 0;
@@ -171,13 +215,13 @@ static bool reduce_valid(const kernel_run *r, char *w, size_t cap) {
         ((r->n[2] && r->n[1] % ((uint64_t)r->n[2] * (r->n[3] > 1 ? r->n[3] : 1))) ||
          (r->grad != DT_F32 && r->grad != DT_F16 && r->grad != DT_BF16)))
         return why(w, cap, "bias rows do not divide the reduction, or a bad sum dtype");
-    if (r->kernel == KERNEL_K_REDUCE && r->f[0] != KERNEL_REDUCE_NO_GELU && r->f[0] != KERNEL_REDUCE_GELU &&
-        r->f[0] != KERNEL_REDUCE_GELU_ERF)
+    if (r->kernel == KERNEL_K_REDUCE && r->gelu != KERNEL_REDUCE_NO_GELU && r->gelu != KERNEL_REDUCE_GELU &&
+        r->gelu != KERNEL_REDUCE_GELU_ERF)
         return why(w, cap, "a reduction's epilogue is none (0) or a GeLU (1: tanh form, 2: erf form)");
-    if (r->kernel == KERNEL_K_REDUCE && r->f[1] != 0.0f &&
-        (r->f[1] != 1.0f || r->f[0] != 0.0f || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
+    if (r->kernel == KERNEL_K_REDUCE && r->residual &&
+        (r->gelu != KERNEL_REDUCE_NO_GELU || r->stride[0][1] || r->dt[4] != r->dt[0] || dtype_is_f8((dtype)r->dt[0])))
         return why(w, cap, "a residual is added to a plain row-major sum of its own dtype");
-    if (r->kernel == KERNEL_K_REDUCE && r->op > 0 && (r->op > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
+    if (r->kernel == KERNEL_K_REDUCE && r->own > 0 && (r->own > r->n[0] || r->dt[3] != r->dt[1] || r->scale[3] != r->scale[1]))
         return why(w, cap, "the own partial is none of the reduction's, or of another dtype");
     if (r->kernel == KERNEL_K_REDUCE && r->stride[0][1] &&
         (r->stride[0][2] <= 0 || r->n[1] % (uint32_t)r->stride[0][2] ||
@@ -192,7 +236,7 @@ bool kernel_run_valid(const kernel_run *r, char *w, size_t cap) {
     int nops = kernel_operands[r->kernel];
     /* i32 only as a gather's indices or what a cast makes floats of (a mask from token data). */
     for (int i = 0; i < nops; i++) {
-        bool ints = (r->kernel == KERNEL_K_GATHER && i == 2) || (r->kernel == KERNEL_K_EWISE && r->op == KERNEL_EW_CAST && i == 1);
+        bool ints = (r->kernel == KERNEL_K_GATHER && i == 2) || (r->kernel == KERNEL_K_EWISE && r->ew == KERNEL_EW_CAST && i == 1);
         if (kernel_run_uses(r, i) && (r->dt[i] >= DT_COUNT || (r->dt[i] == DT_I32 && !ints))) return why(w, cap, "bad operand dtype");
     }
     if (r->kernel == KERNEL_K_GATHER && r->dt[2] != DT_I32) return why(w, cap, "a gather's indices are i32");
@@ -210,7 +254,7 @@ bool kernel_run_valid(const kernel_run *r, char *w, size_t cap) {
     int e = kernel_epilogue_base(r);
     if (e >= 0) {
         /* The epilogue's operands and the gradient's dtype: wide floats only. */
-        if (r->op >= KERNEL_EPI_COUNT) return why(w, cap, "unknown epilogue");
+        if (r->epi >= KERNEL_EPI_COUNT) return why(w, cap, "unknown epilogue");
         dtype gt = kernel_epilogue_grad(r);
         if (gt != DT_F32 && gt != DT_F16 && gt != DT_BF16) return why(w, cap, "bad gradient dtype");
         for (int i = e; i < e + 4; i++)
@@ -233,7 +277,7 @@ bool kernel_run_valid(const kernel_run *r, char *w, size_t cap) {
     case KERNEL_K_REDUCE_EPI:
     case KERNEL_K_REDUCE: return reduce_valid(r, w, cap);
     case KERNEL_K_EWISE:
-        if (r->op >= KERNEL_EW_COUNT) return why(w, cap, "unknown elementwise op");
+        if (r->ew >= KERNEL_EW_COUNT) return why(w, cap, "unknown elementwise op");
         if (r->acc != DT_F32 && r->acc != DT_F16 && r->acc != DT_BF16) return why(w, cap, "bad rounding dtype");
         /* fall through */
     case KERNEL_K_REDUCE_SUM:

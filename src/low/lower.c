@@ -237,7 +237,7 @@ static void ewise_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
 static void lower_ewise(lx *x, const mid_prim *pr) {
     kernel_run tmpl;
     memset(&tmpl, 0, sizeof tmpl);
-    tmpl.op = (uint8_t)pr->ew;
+    tmpl.ew = (uint8_t)pr->ew;
     tmpl.acc = (uint8_t)pr->acc;
     tmpl.f[0] = pr->f[0];
     ew_ctx c = {pr, &tmpl};
@@ -366,7 +366,7 @@ static void flat_shard(lx *x, const int64_t *s, int32_t tile, void *vctx) {
     kernel_run *r = &x->out->runs.v[x->out->runs.n - 1];
     if (pr->kind == MID_REDUCE && pr->own && x->own_dst == pr->in[0] && x->own_slot[tile] >= 0) {
         set_operand(x, r, 3, pr->in[pr->nin - 1], x->own_off[tile]);
-        r->op = (uint8_t)(x->own_slot[tile] + 1);
+        r->own = (uint8_t)(x->own_slot[tile] + 1);
     }
 }
 

@@ -190,7 +190,7 @@ void mid_gemm_epi_runs(const mid_program *p, const mid_prim *pr, const int64_t *
     int64_t K = la->dim[1], k1 = la->block[1] < K ? la->block[1] : K;
     mid_run w = run_of(KERNEL_K_GEMM_EPI);
     w.r.acc = (uint8_t)pr->acc;
-    w.r.op = (uint8_t)pr->epi;
+    w.r.epi = (uint8_t)pr->epi;
     operand(p, &w, 0, pr->in[0], 0);
     operand(p, &w, 1, pr->in[1], 0);
     for (int i = 2; i < pr->nin; i++) operand(p, &w, i, pr->in[i], 0);
@@ -236,14 +236,14 @@ mid_run mid_flat_run(const mid_program *p, const mid_prim *pr) {
         m.r.stride[1][0] = (int32_t)layout_axis_stride(lq, 0);
         m.r.n[2] = 0; /* no bias */
         m.r.grad = (uint8_t)pr->grad; /* f32 (none) unless a bias or a cast was folded in (expand.c) */
-        m.r.f[0] = pr->f[0];          /* a GeLU folded in (absorb.c's gelu rewrite, kern.h's KERNEL_REDUCE_GELU*) */
+        m.r.gelu = (uint8_t)pr->f[0]; /* a GeLU folded in (absorb.c's gelu rewrite, kern.h's KERNEL_REDUCE_GELU*) */
         if (lo->enc == ENC_AMP_LEFT) { /* the next GEMM's panels (absorb.c's panels rewrite) */
             m.r.stride[0][1] = (int32_t)layout_panel_stride(lo);
             m.r.stride[0][2] = (int32_t)lo->block[lo->rank - 1];
         }
         if (pr->residual) { /* a residual add done by the reduction (absorb.c's residual rewrite) */
             operand(p, &m, 4, mid_reduce_residual(pr), 0);
-            m.r.f[1] = 1.0f;
+            m.r.residual = true;
         }
         if (mid_reduce_has_bias(pr)) { /* a bias added where the partials are summed (mid's fuse_biases) */
             operand(p, &m, 2, pr->in[1], 0);
@@ -274,7 +274,7 @@ mid_run mid_flat_run(const mid_program *p, const mid_prim *pr) {
         const layout *lq = &mid_t(p, pr->in[0])->lay;
         m = run_of(KERNEL_K_REDUCE_EPI);
         m.r.acc = (uint8_t)pr->acc;
-        m.r.op = (uint8_t)pr->epi;
+        m.r.epi = (uint8_t)pr->epi;
         operand(p, &m, 0, pr->in[0], 0);
         for (int i = 1; i < pr->nin; i++) operand(p, &m, i, pr->in[i], 0);
         for (int i = 0; i < pr->nout; i++) operand(p, &m, 3 + i, pr->out[i], 0);

@@ -107,13 +107,14 @@ void pkg_runs_encode(pkg_out *o, const low_program *g) {
         pkg_out_le(o, r->kernel, 1);
         if (r->kernel >= KERNEL_K_COUNT) continue; /* a damaged run: the reader stops here */
         const kernel_fields *u = &kernel_used[r->kernel];
-        if (u->params & KERNEL_P_OP) pkg_out_le(o, r->op, 1);
+        if (u->params & KERNEL_P_OP) pkg_out_le(o, kernel_run_op_byte(r), 1);
         if (u->params & KERNEL_P_ACC) pkg_out_le(o, r->acc, 1);
         if (u->params & KERNEL_P_GRAD) pkg_out_le(o, r->grad, 1);
         for (int d = 0; d < u->box; d++) pkg_out_le(o, r->n[d], 4);
         for (int f = 0; f < u->floats; f++) {
+            float v = kernel_run_float(r, f);
             uint32_t bits;
-            memcpy(&bits, &r->f[f], 4);
+            memcpy(&bits, &v, 4);
             pkg_out_le(o, bits, 4);
         }
         for (int i = 0; i < kernel_operands[r->kernel]; i++) {
@@ -158,7 +159,7 @@ static bool run_decode(pkg_in *in, kernel_run *r, char *why, size_t cap) {
     const kernel_fields *u = &kernel_used[r->kernel];
     if (u->params & KERNEL_P_OP) {
         if (!take(in, 1, &v, "op", why, cap)) return false;
-        r->op = (uint8_t)v;
+        kernel_run_set_op_byte(r, (uint8_t)v);
     }
     if (u->params & KERNEL_P_ACC) {
         if (!take(in, 1, &v, "acc", why, cap)) return false;
@@ -175,7 +176,13 @@ static bool run_decode(pkg_in *in, kernel_run *r, char *why, size_t cap) {
     for (int f = 0; f < u->floats; f++) {
         if (!take(in, 4, &v, F_FIELD[f], why, cap)) return false;
         uint32_t bits = (uint32_t)v;
-        memcpy(&r->f[f], &bits, 4);
+        float x;
+        memcpy(&x, &bits, 4);
+        if (!kernel_run_set_float(r, f, x)) {
+            snprintf(why, cap, "%s: %s", F_FIELD[f],
+                     f == 0 ? "a reduction's epilogue is none (0) or a GeLU (1: tanh form, 2: erf form)" : "a residual flag is 0 or 1");
+            return false;
+        }
     }
     for (int i = 0; i < KERNEL_MAX_OPERANDS; i++) r->ptr[i].buf = KERNEL_ABSOLUTE;
     for (int i = 0; i < kernel_operands[r->kernel]; i++) {

@@ -447,7 +447,7 @@ static void adamw_weights(const adamw_line *k, size_t n, float *w, const float *
 static void epilogue(const kernel_run *r, uint8_t *const ptr[], int base, uint64_t at, size_t n, float *g) {
     float *x = scratch_floats(SCR_E0, n), *y = scratch_floats(SCR_E1, n);
     opnd e0 = opnd_dense(r, ptr, base), e2 = opnd_dense(r, ptr, base + 2);
-    if (r->op == KERNEL_EPI_SGD) {
+    if (r->epi == KERNEL_EPI_SGD) {
         bool momentum = r->f[1] != 0.0f;
         opnd e1 = momentum ? opnd_dense(r, ptr, base + 1) : e0, e3 = momentum ? opnd_dense(r, ptr, base + 3) : e0;
         opnd_read(&e0, at, n, x); /* w */
@@ -495,7 +495,7 @@ static void run_reduce(const kernel_run *r, uint8_t *const ptr[]) {
     float *acc = scratch_floats(SCR_T0, n), *x = scratch_floats(SCR_T1, n);
     memset(acc, 0, n * sizeof(float));
     opnd in = opnd_dense(r, ptr, 1);
-    uint32_t own = r->op > 0 ? (uint32_t)r->op - 1 : UINT32_MAX; /* the partial read from ptr3 (kern.h) */
+    uint32_t own = r->own > 0 ? (uint32_t)r->own - 1 : UINT32_MAX; /* the partial read from ptr3 (kern.h) */
     for (uint32_t j = 0; j < r->n[0]; j++) {
         in.p = j == own ? ptr[3] : ptr[1] + (int64_t)j * r->stride[1][0];
         opnd_read(&in, 0, n, x);
@@ -512,15 +512,15 @@ static void run_reduce(const kernel_run *r, uint8_t *const ptr[]) {
         opnd_read(&bias, 0, w, b);
         for (size_t e = 0; e < n; e++) acc[e] = acc[e] + b[e / rep % w];
     }
-    if (r->f[0] != 0.0f) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (kern.h) */
+    if (r->gelu != KERNEL_REDUCE_NO_GELU) { /* a GeLU done by the reduction: the sum's dtype, then the GeLU's (kern.h) */
         num_round_buf((dtype)(r->n[2] ? r->dt[2] : r->grad), 0, acc, n);
-        if (r->f[0] == KERNEL_REDUCE_GELU_ERF)
+        if (r->gelu == KERNEL_REDUCE_GELU_ERF)
             for (size_t e = 0; e < n; e++) acc[e] = num_gelu_erf(acc[e]);
         else
             for (size_t e = 0; e < n; e++) acc[e] = num_gelu(acc[e]);
         if (dtype_is_f8((dtype)r->dt[0])) num_round_buf(DT_F16, 0, acc, n);
     }
-    if (r->f[1] != 0.0f) { /* a residual add done by the reduction: the value in out's dtype, plus the residual */
+    if (r->residual) { /* a residual add done by the reduction: the value in out's dtype, plus the residual */
         num_round_buf((dtype)r->dt[0], r->scale[0], acc, n);
         opnd res = opnd_dense(r, ptr, 4);
         opnd_read(&res, 0, n, x);
@@ -596,7 +596,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
     for (uint64_t at = 0; at < len; at += CHUNK) {
         size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         for (int i = 1; i < x->nops; i++) opnd_read(&o[i], at, n, f[i]);
-        ew_apply((kernel_ew_op)x->r->op, x->r->f[0], f[1], f[2], f[0], n);
+        ew_apply((kernel_ew_op)x->r->ew, x->r->f[0], f[1], f[2], f[0], n);
         if (x->r->acc != DT_F32) num_round_buf((dtype)x->r->acc, 0, f[0], n); /* a cast done here: kern.h */
         if (x->unsaturated)
             for (size_t i = 0; i < n; i++) o[0].p[(int64_t)(at + i) * o[0].step] = f8_encode(o[0].t, f[0][i], o[0].scale, false);
@@ -607,7 +607,7 @@ static void ew_row(void *v, uint8_t *const p[BOX_MAX_OPS], uint64_t len, const i
 
 
 static void run_ewise(const kernel_run *r, uint8_t *const ptr[]) {
-    ew_ctx x = {r, 1 + kernel_ew_arity[r->op], r->op == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
+    ew_ctx x = {r, 1 + kernel_ew_arity[r->ew], r->ew == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0])};
     box b = kernel_run_box(r, x.nops);
     box_walk(&b, ptr, ew_row, &x);
 }

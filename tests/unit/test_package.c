@@ -86,7 +86,7 @@ static void add_layer(package *p) {
     vec_push(&p->arena, &p->prog.runs, g);
 
     kernel_run e = run_on(3, KERNEL_K_EWISE);
-    e.op = KERNEL_EW_ADD;
+    e.ew = KERNEL_EW_ADD;
     e.dt[0] = e.dt[1] = e.dt[2] = DT_F32;
     e.n[0] = 1, e.n[1] = 1, e.n[2] = 16, e.n[3] = 16;
     e.ptr[0] = at(BASE + 0x800, 0);

@@ -306,7 +306,7 @@ static kernel_run run_on(kernel_id k, uint32_t t, int32_t out, int32_t in) {
     kernel_run r;
     memset(&r, 0, sizeof r);
     r.kernel = k;
-    r.op = KERNEL_EW_CAST;
+    r.ew = KERNEL_EW_CAST;
     r.tile = t;
     for (int d = 0; d < KERNEL_MAX_BOX; d++) r.n[d] = 1;
     r.dt[0] = r.dt[1] = DT_F32;

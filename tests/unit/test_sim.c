@@ -51,7 +51,7 @@ static void add_f32(package *p, uint32_t t, kernel_addr out, kernel_addr a, kern
     memset(&r, 0, sizeof r);
     r.tile = t;
     r.kernel = KERNEL_K_EWISE;
-    r.op = KERNEL_EW_ADD;
+    r.ew = KERNEL_EW_ADD;
     r.dt[0] = r.dt[1] = r.dt[2] = DT_F32;
     r.ptr[0] = out, r.ptr[1] = a, r.ptr[2] = b;
     for (int k = 0; k < KERNEL_MAX_BOX; k++) r.n[k] = 1;

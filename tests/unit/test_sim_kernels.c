@@ -144,7 +144,7 @@ static void check_run(image *im, const kernel_run *r, const uint32_t off[KERNEL_
         size_t at = 0;
         while (im->mem[at] == im->ref[at]) at++;
         fail_msg("%s (op %d): byte %zu differs: got %02x want %02x (n = %u %u %u %u, dt %d %d %d)", kernel_names[r->kernel],
-                 r->op, at, im->mem[at], im->ref[at], r->n[0], r->n[1], r->n[2], r->n[3], r->dt[0], r->dt[1], r->dt[2]);
+                 kernel_run_op_byte(r), at, im->mem[at], im->ref[at], r->n[0], r->n[1], r->n[2], r->n[3], r->dt[0], r->dt[1], r->dt[2]);
     }
 }
 
@@ -253,7 +253,7 @@ static void invalid_runs_rejected(void **state) {
     assert_false(kernel_run_valid(&a, why, sizeof why));
     a.n[1] = 1;
     assert_true(kernel_run_valid(&a, why, sizeof why));
-    kernel_run e = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
+    kernel_run e = {.kernel = KERNEL_K_EWISE, .ew = KERNEL_EW_ADD, .n = {1, 1, 2, 4}, .dt = {DT_F16, DT_F16, DT_F16}};
     e.stride[0][3] = 2;
     assert_false(kernel_run_valid(&e, why, sizeof why)); /* axis 2 writes twice */
     e.stride[0][2] = 8;
@@ -345,7 +345,7 @@ static void epilogue_case(bool reduce) {
     uint8_t *f2 = calloc(E * 4 + 64, 1), *f3 = calloc(E * 4 + 64, 1), *fw = calloc(E * 4 + 64, 1);
     kernel_run r = pr;
     r.kernel = reduce ? KERNEL_K_REDUCE_EPI : KERNEL_K_GEMM_EPI;
-    r.op = adam ? KERNEL_EPI_ADAM : KERNEL_EPI_SGD;
+    r.epi = adam ? KERNEL_EPI_ADAM : KERNEL_EPI_SGD;
     int base = reduce ? 1 : 2;
     if (reduce) {
         r.dt[0] = pr.dt[1], r.stride[0][0] = pr.stride[1][0], r.stride[1][0] = 0;
@@ -405,7 +405,7 @@ static float ref_gelu_grad(float x, float dy) {
 }
 
 static float ew(const kernel_run *r, float a, float b) {
-    switch ((kernel_ew_op)r->op) {
+    switch ((kernel_ew_op)r->ew) {
     case KERNEL_EW_ADD: return a + b;
     case KERNEL_EW_SUB: return a - b;
     case KERNEL_EW_MUL: return a * b;
@@ -440,7 +440,7 @@ static const uint8_t *at4(const kernel_run *r, uint8_t *const p[], int i, const 
 static float through(const kernel_run *r, float v) { return r->acc == DT_F32 ? v : num_round((dtype)r->acc, 0, v); }
 
 static void ref_ewise(const kernel_run *r, uint8_t *const p[]) {
-    bool binary = kernel_ew_arity[r->op] == 2;
+    bool binary = kernel_ew_arity[r->ew] == 2;
     uint32_t idx[4];
     for (idx[0] = 0; idx[0] < r->n[0]; idx[0]++)
         for (idx[1] = 0; idx[1] < r->n[1]; idx[1]++)
@@ -450,7 +450,7 @@ static void ref_ewise(const kernel_run *r, uint8_t *const p[]) {
                     float b = binary ? ld((dtype)r->dt[2], r->scale[2], at4(r, p, 2, idx)) : 0.0f;
                     uint8_t *o = (uint8_t *)at4(r, p, 0, idx);
                     /* f[0] != 0: an unsaturated cast, whose 8-bit overflow is inf or NaN */
-                    if (r->op == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
+                    if (r->ew == KERNEL_EW_CAST && r->f[0] != 0.0f && dtype_is_f8((dtype)r->dt[0]))
                         *o = f8_encode((dtype)r->dt[0], through(r, a), r->scale[0], false);
                     else
                         st((dtype)r->dt[0], r->scale[0], o, through(r, ew(r, a, b)));
@@ -482,7 +482,7 @@ static void random_box(kernel_run *r) {
 }
 
 static void ewise_case(kernel_ew_op op) {
-    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = (uint8_t)op};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .ew = (uint8_t)op};
     for (int i = 0; i < 3; i++) {
         r.dt[i] = (uint8_t)PICK(FLOAT_TYPES);
         r.scale[i] = (int8_t)rnd_scale((dtype)r.dt[i]);
@@ -515,7 +515,7 @@ static void ewise_random(void **state) {
 /* out over its own input: each chunk is read before it is written. */
 static void ewise_in_place(void **state) {
     (void)state;
-    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .ew = KERNEL_EW_MUL, .dt = {DT_F16, DT_F16, DT_F16}, .n = {1, 3, 1, 700}};
     box_strides(&r, 0, false, true, false);
     memcpy(r.stride[1], r.stride[0], sizeof r.stride[0]);
     box_strides(&r, 2, false, false, false);
@@ -533,7 +533,7 @@ static void ref_reduce(const kernel_run *r, uint8_t *const p[]) {
     for (uint32_t e = 0; e < r->n[1]; e++) {
         float acc = 0.0f;
         for (uint32_t j = 0; j < r->n[0]; j++) {
-            const uint8_t *in = j + 1 == r->op ? p[3] : p[1] + j * r->stride[1][0]; /* the own partial: ptr3 */
+            const uint8_t *in = j + 1 == r->own ? p[3] : p[1] + j * r->stride[1][0]; /* the own partial: ptr3 */
             acc = acc + ld((dtype)r->dt[1], r->scale[1], in + e * bytes_of((dtype)r->dt[1]));
             if (r->acc == DT_F16) acc = f16r(acc);
         }
@@ -542,7 +542,7 @@ static void ref_reduce(const kernel_run *r, uint8_t *const p[]) {
         if (r->n[2]) /* a bias: the bias of its column added to the rounded product */
             acc = acc + ld((dtype)r->dt[2], r->scale[2], p[2] + (e / rep % r->n[2]) * bytes_of((dtype)r->dt[2]));
         size_t ob = bytes_of((dtype)r->dt[0]), at = e * ob;
-        if (r->f[1] != 0.0f) /* a residual: the value in out's dtype, plus the residual's element */
+        if (r->residual) /* a residual: the value in out's dtype, plus the residual's element */
             acc = num_round((dtype)r->dt[0], 0, acc) + ld((dtype)r->dt[4], 0, p[4] + e * ob);
         if (r->stride[0][1]) { /* AMP-left panels of rows of stride[0][2] */
             uint32_t c = (uint32_t)r->stride[0][2], w = 32 / (uint32_t)ob, col = e % c;
@@ -577,11 +577,11 @@ static void reduce_random(void **state) {
         }
         r.stride[1][0] = (int32_t)((r.n[1] + (uint32_t)rnd(0, 3)) * (uint32_t)bytes_of((dtype)r.dt[1]));
         if (rnd(0, 1)) { /* one partial read from its own buffer (the tile's own, where its GEMM left it) */
-            r.op = (uint8_t)rnd(1, (int)r.n[0]);
+            r.own = (uint8_t)rnd(1, (int)r.n[0]);
             r.dt[3] = r.dt[1], r.scale[3] = r.scale[1];
         }
         if (!r.stride[0][1] && !dtype_is_f8((dtype)r.dt[0]) && rnd(0, 1)) { /* a residual add done by the reduction */
-            r.f[1] = 1.0f;
+            r.residual = true;
             r.dt[4] = r.dt[0];
         }
         image im = image_new(kernel_run_extent(&r, 0) + kernel_run_extent(&r, 1) + kernel_run_extent(&r, 2) +
@@ -589,8 +589,8 @@ static void reduce_random(void **state) {
         uint32_t off[KERNEL_MAX_OPERANDS] = {0};
         off[1] = place(&im, &r, 1, true, 4.0f);
         if (r.n[2]) off[2] = place(&im, &r, 2, true, 4.0f);
-        if (r.op) off[3] = place(&im, &r, 3, true, 4.0f);
-        if (r.f[1] != 0.0f) off[4] = place(&im, &r, 4, true, 4.0f);
+        if (r.own) off[3] = place(&im, &r, 3, true, 4.0f);
+        if (r.residual) off[4] = place(&im, &r, 4, true, 4.0f);
         off[0] = place(&im, &r, 0, false, 0);
         check_run(&im, &r, off, ref_reduce);
         image_free(&im);
@@ -901,7 +901,7 @@ static void gather_random(void **state) {
     const float want16[5] = {-5.0f, 3.0f, INFINITY, INFINITY, -INFINITY}; /* past f16's 65504 */
     for (int k = 0; k < 2; k++) {
         dtype to = k ? DT_F32 : DT_F16;
-        kernel_run cast = {.kernel = KERNEL_K_EWISE, .op = KERNEL_EW_CAST, .acc = DT_F32, .dt = {(uint8_t)to, DT_I32},
+        kernel_run cast = {.kernel = KERNEL_K_EWISE, .ew = KERNEL_EW_CAST, .acc = DT_F32, .dt = {(uint8_t)to, DT_I32},
                         .n = {1, 1, 1, 5}, .stride = {{0, 0, 0, (int32_t)bytes_of(to)}, {0, 0, 0, 4}}};
         assert_true(kernel_run_valid(&cast, why, sizeof why));
         uint8_t in[20], out[20];
@@ -913,7 +913,7 @@ static void gather_random(void **state) {
             if (k) assert_true(got == (float)ints[i]);
             else assert_true(got == want16[i]);
         }
-        cast.op = KERNEL_EW_ADD; /* nothing else reads them */
+        cast.ew = KERNEL_EW_ADD; /* nothing else reads them */
         assert_false(kernel_run_valid(&cast, why, sizeof why));
     }
 }
@@ -1153,7 +1153,7 @@ static void cycles_gemm_shape(void **state) {
 }
 
 static uint64_t ew_cycles(const machine *m, kernel_ew_op op, dtype t, uint32_t rows, uint32_t len, int32_t row_pad) {
-    kernel_run r = {.kernel = KERNEL_K_EWISE, .op = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
+    kernel_run r = {.kernel = KERNEL_K_EWISE, .ew = (uint8_t)op, .dt = {(uint8_t)t, (uint8_t)t, (uint8_t)t}, .n = {1, 1, rows, len}};
     for (int i = 0; i < 3; i++) r.stride[i][3] = dtype_bytes(t), r.stride[i][2] = (int32_t)len * dtype_bytes(t) + row_pad;
     return kernel_run_cycles(&r, m, NULL);
 }
@@ -1211,9 +1211,9 @@ static void cycles_vector_shape(void **state) {
      * its optimizer's (momentum in f[1]) and never read as a residual. */
     kernel_run rd = {.kernel = KERNEL_K_REDUCE, .dt = {DT_F16, DT_F16, 0, 0, DT_F16}, .n = {4, 512}};
     uint64_t r0 = kernel_run_cycles(&rd, &c600, NULL);
-    rd.f[1] = 1.0f;
+    rd.residual = true;
     assert_true(kernel_run_cycles(&rd, &c600, NULL) > r0);
-    kernel_run re = {.kernel = KERNEL_K_REDUCE_EPI, .op = KERNEL_EPI_ADAM, .grad = DT_F16,
+    kernel_run re = {.kernel = KERNEL_K_REDUCE_EPI, .epi = KERNEL_EPI_ADAM, .grad = DT_F16,
                   .dt = {DT_F16, DT_F32, DT_F32, DT_F32, DT_F32}, .n = {4, 512}, .f = {0.9f, 0.0f}};
     uint64_t e0 = kernel_run_cycles(&re, &c600, NULL);
     re.f[1] = 0.999f; /* Adam's beta2: the same work */
