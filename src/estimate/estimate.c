@@ -414,13 +414,9 @@ static kernel_run est_run(const ex *x, kernel_id k, const int32_t *ops, int nops
     return r;
 }
 
-/* What the simulator charges for run r, its launch included: for r as a
- * package stores it (kernel_run_canonical: what its kernel does not read
- * zeroed). */
+/* What the simulator charges for run r, its launch included. */
 static uint64_t run_cost(const ex *x, const kernel_run *r) {
-    kernel_run c = *r;
-    kernel_run_canonical(&c);
-    return x->m->launch_cycles + kernel_run_cycles(&c, x->m, ALL_INTERLEAVED);
+    return x->m->launch_cycles + kernel_run_cycles(r, x->m, ALL_INTERLEAVED);
 }
 
 /* Sums the cost of the runs a template gives (mid_run_fn). */

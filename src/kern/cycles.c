@@ -30,10 +30,11 @@ static uint64_t cycles_gemm(const kernel_run *r, const machine *m, const bool *i
 
 static uint64_t cycles_reduce(const kernel_run *r, const machine *m, const bool *interleaved) {
     (void)interleaved;
-    bool f8_out = r->kernel == KERNEL_K_REDUCE && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
+    bool reduce = r->kernel == KERNEL_K_REDUCE; /* REDUCE_EPI has no bias, residual, GeLU or cast (its box is n[0..2)) */
+    bool f8_out = reduce && dtype_is_f8((dtype)r->dt[0]); /* a cast done by the reduction */
     /* A bias, a residual: one addend more each. */
-    uint64_t addends = r->n[0] + (r->n[2] ? 1 : 0) + (r->kernel == KERNEL_K_REDUCE && r->residual ? 1 : 0);
-    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, r->kernel == KERNEL_K_REDUCE && r->gelu != 0);
+    uint64_t addends = r->n[0] + (reduce && r->n[2] ? 1 : 0) + (reduce && r->residual ? 1 : 0);
+    return machine_reduce_cycles(m, addends, r->n[1], lane_factor(r, 2), f8_out, reduce && r->gelu != 0);
 }
 
 static uint64_t box_elems(const kernel_run *r) {
