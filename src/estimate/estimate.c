@@ -403,15 +403,9 @@ static const layout *runs_layout(const ex *x, const mid_prim *pr);
 /* Every operand interleaved: what the estimate assumes of buffers it has not placed. */
 static const bool ALL_INTERLEAVED[KERNEL_MAX_OPERANDS] = {true, true, true, true, true, true, true};
 
-/* A run of kernel k over tensors ops (dtypes, scales), its box 1 and no addresses. */
+/* A run of kernel k over tensors ops (mid_run_over), without addresses. */
 static kernel_run est_run(const ex *x, kernel_id k, const int32_t *ops, int nops) {
-    kernel_run r;
-    memset(&r, 0, sizeof r);
-    r.kernel = (uint8_t)k;
-    r.acc = DT_F32;
-    for (int d = 0; d < KERNEL_MAX_BOX; d++) r.n[d] = 1;
-    for (int i = 0; i < nops; i++) r.dt[i] = (uint8_t)mid_t(x->p, ops[i])->dtype, r.scale[i] = mid_t(x->p, ops[i])->scale;
-    return r;
+    return mid_run_over(x->p, k, ops, nops).r;
 }
 
 /* What the simulator charges for run r, its launch included. */

@@ -395,6 +395,9 @@ typedef struct mid_run {
     int64_t off[KERNEL_MAX_OPERANDS];
 } mid_run;
 typedef void mid_run_fn(void *ctx, const mid_run *run);
+/* A run of kernel k over tensors ops[0..nops) as its operands 0.. at offset
+ * 0 (their dtypes and scales), its box 1 and no parameters. */
+mid_run mid_run_over(const mid_program *p, kernel_id k, const int32_t *ops, int nops);
 /* The GEMM runs of a result shard of extents ext computing K extent k (the
  * shard's K part): a run per index of the batch axes the kernel does not
  * take, each cut into strips of col_run columns or into a batch of whole

@@ -98,6 +98,12 @@ static void operand(const mid_program *p, mid_run *m, int i, int32_t t, int64_t 
     m->r.scale[i] = mid_t(p, t)->scale;
 }
 
+mid_run mid_run_over(const mid_program *p, kernel_id k, const int32_t *ops, int nops) {
+    mid_run m = run_of(k);
+    for (int i = 0; i < nops; i++) operand(p, &m, i, ops[i], 0);
+    return m;
+}
+
 /* With B streaming (mid_prim.swap) the kernel's A is B^T (AMP_LEFT_T) and its
  * B is A^T, read through A's strides; it writes the transposed product, whose
  * rows are B's columns: kernel rows run over N, kernel columns over M. */
