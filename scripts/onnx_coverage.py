@@ -5,7 +5,7 @@ batch 1), then imported, compiled for c600, and checked against PyTorch's
 own output with `tessel check`. Prints one Markdown table row per model
 (docs/onnx.md keeps the table).
 
-    scripts/onnx_coverage.py TESSEL [--only NAME,...] [--precision f16|fp8] [--keep DIR] [--import-only]
+    scripts/onnx_coverage.py TESSEL [--only NAME,...] [--extra] [--precision f16|fp8] [--keep DIR] [--import-only]
 
 --import-only stops after the import (`tessel graph`), which is what
 tests/lit/onnx/torchvision_import.test runs over every model here.
@@ -92,6 +92,12 @@ MODELS = {
     "causal decoder block (E=256, T=64)": seq(CausalBlock, (1, 64, 256)),
 }
 
+# More of torchvision, run only with --extra or named in --only (not in the
+# import test: they repeat what the models above cover).
+EXTRA = {n: vision(getattr(torchvision.models, n)) for n in (
+    "resnet50", "resnext50_32x4d", "mobilenet_v2", "mnasnet1_0", "regnet_x_400mf", "shufflenet_v2_x1_0",
+    "densenet121", "efficientnet_b1")}
+
 
 def first_line(text):
     for line in text.splitlines():
@@ -146,15 +152,17 @@ def main():
     ap.add_argument("--precision", default="f16")
     ap.add_argument("--keep")
     ap.add_argument("--import-only", action="store_true")
+    ap.add_argument("--extra", action="store_true", help="also the models of EXTRA")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="tessel-coverage-")
     os.makedirs(work, exist_ok=True)
     exe = os.path.abspath(a.tessel) if os.sep in a.tessel else shutil.which(a.tessel)  # a path, or a name on PATH
-    names = [n for n in MODELS if not a.only or any(o in n for o in a.only.split(","))]
+    models = dict(MODELS, **EXTRA)
+    names = [n for n in models if (n in MODELS or a.extra or a.only) and (not a.only or any(o in n for o in a.only.split(",")))]
     print("| model (%s, batch 1) | imports | compiles | fits c600 | check | cycles |" % a.precision)
     print("| --- | --- | --- | --- | --- | ---: |")
     for name in names:
-        row = one(exe, name, MODELS[name], a.precision, work, a.import_only)
+        row = one(exe, name, models[name], a.precision, work, a.import_only)
         print("| " + " | ".join(row) + " |", flush=True)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)

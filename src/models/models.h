@@ -33,6 +33,8 @@ typedef struct models_options {
     FILE *report;                /* the import report (NULL: none) */
     bool shapes_only;            /* zoo models, for a fit check (shapes and dtypes, not values): FP8 weights keep
                                     scale 0 rather than have every value generated to choose theirs */
+    bool fp8_unmeasured;         /* imported fp8: keep every weight the rules allow, without running the model to
+                                    measure what that costs (reroll.c; the ONNX fuzzer, which tests the importer) */
 } models_options;
 
 /* models_load with options for imported models. */
