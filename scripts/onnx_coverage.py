@@ -107,8 +107,12 @@ def first_line(text):
 
 
 def run(argv, timeout=900):
+    """The command's result and seconds; past the timeout, a failed result that says so."""
     t0 = time.time()
-    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        r = subprocess.CompletedProcess(argv, 124, "", "error: timed out after %d s" % timeout)
     return r, time.time() - t0
 
 
