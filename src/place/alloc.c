@@ -204,10 +204,25 @@ static void describe_failure(const place_req *req, const place_slot *slot, const
         return;
     }
     int32_t nb = occupied(req, slot, done, n, q, &(region){ord->lo, il->hi > ord->hi ? il->hi : ord->hi, 0}, b);
-    uint64_t live = 0;
-    for (int32_t k = 0; k < nb; k++) live += b[k].hi - b[k].lo;
-    sf->need += live;
-    PUT("%" PRId32 " buffers live then hold %" PRIu64 " bytes", nb, live);
+    /* What is live at once: the placed buffers' reservations at the busiest
+     * step of q's life (the buffers live at some step of it, summed, would
+     * count a reused address once per occupant). */
+    int32_t span = q->last - q->first + 1;
+    int64_t *delta = xcalloc((size_t)span + 1, sizeof(int64_t));
+    for (int32_t k = 0; k < nb; k++) {
+        const place_req *o = &req[b[k].req];
+        delta[(o->first > q->first ? o->first : q->first) - q->first] += (int64_t)(b[k].hi - b[k].lo);
+        delta[(o->last < q->last ? o->last : q->last) - q->first + 1] -= (int64_t)(b[k].hi - b[k].lo);
+    }
+    int64_t live = 0, peak = 0;
+    int32_t peak_step = q->first;
+    for (int32_t t = 0; t < span; t++) {
+        live += delta[t];
+        if (live > peak) peak = live, peak_step = q->first + t;
+    }
+    free(delta);
+    sf->need += (uint64_t)peak;
+    PUT("%" PRId32 " buffers live beside it, at most %" PRId64 " bytes at once (step %" PRId32 ")", nb, peak, peak_step);
     /* The largest of them (what to shrink first), each at its address. */
     int32_t shown[6];
     int ns = 0;

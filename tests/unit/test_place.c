@@ -162,8 +162,18 @@ static void exclusive_then_reused(void **state) {
     place_req three[3] = {rq("a", 22000, 0, 9, PLACE_ORDINARY), rq("b", 22000, 0, 9, PLACE_ORDINARY),
                           rq("c", 22000, 0, 9, PLACE_ORDINARY)};
     assert_int_equal(assign(&m, 0x4c000 + 4096, three, 3, s, why), -1);
-    assert_non_null(strstr(why, "2 buffers live then hold"));
+    assert_non_null(strstr(why, "2 buffers live beside it, at most 44000 bytes at once (step 0)"));
     assert_non_null(strstr(why, "free:"));
+    /* What is live at once counts reused bytes once: a and c share theirs,
+     * so beside d there are at most 50000 bytes at once, not 70000. */
+    place_req reuse[4] = {rq("b", 30000, 0, 9, PLACE_ORDINARY), rq("a", 20000, 0, 4, PLACE_ORDINARY),
+                          rq("c", 20000, 5, 9, PLACE_ORDINARY), rq("d", 15000, 2, 7, PLACE_ORDINARY)};
+    place_shortfall sf;
+    int32_t failed = -1;
+    assert_int_equal(place_assign(&m, 0x4c000 + 4096, reuse, 4, s, &failed, why, sizeof why, &sf), -1);
+    assert_int_equal(failed, 3);
+    assert_non_null(strstr(why, "3 buffers live beside it, at most 50000 bytes at once"));
+    assert_int_equal(sf.need, 50000 + 15000);
 }
 
 /* A temporary just under a whole interleaved element, placed first (the
