@@ -37,7 +37,7 @@ static void on_out_of_memory(size_t bytes) {
     {"--beam", "N", "plans the beam over the matmuls keeps (default 3; 0: local search only)", false},              \
     {"--micro-batches", "N", "several chips: the batch in N pieces through the pipeline (default: the fewest that fit; auto: the fastest batch of those that fit, a compile each)", false}, \
     {"--replicas", "R|auto", "several chips: R data-parallel copies of a pipeline of chips / R stages (default 1; auto: the fastest)", false}
-#define PRECISION_OPT {"--precision", "f16|fp8|fp8-all|f32", "types of an imported (.onnx) model: f16, or f143 GEMM weights (default f16)", false}
+#define PRECISION_OPT {"--precision", "f16|fp8|fp8-all|f32", "types of an imported (.onnx) model: f16, f143 GEMM weights where they keep the outputs within cosine 0.995 (fp8), or all of them (fp8-all) (default f16)", false}
 static const opt_spec graph_opts[] = {PRECISION_OPT, {0}};
 static const opt_spec zoo_opts[] = {{0}};
 static const opt_spec machine_opts[] = {{"--json", NULL, "print the description as JSON (loadable back)", false}, {0}};
