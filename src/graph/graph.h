@@ -347,6 +347,9 @@ void graph_input_default(const graph *g, int32_t value, int k, float *out);
 /* The same data from the input's position, dtype and size alone (what a
  * package run uses when no file is given). */
 void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n);
+/* Input data of that kind from any seed: normal(0, 1), or for i32 (ids)
+ * normal(0, 64) whole values, rounded to dt. */
+void graph_input_fill_seeded(uint64_t seed, dtype dt, int scale, float *out, int64_t n);
 
 /* ---- numerics.c: the numeric decisions of a compiled plan ----------------
  *

@@ -239,11 +239,15 @@ int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, di
     return graph_param_values_at(g, op, keep_f32, 0, graph_type_numel(&graph_val(g, graph_opr(g, op)->out[0])->type), out, d);
 }
 
-void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n) {
+void graph_input_fill_seeded(uint64_t seed, dtype dt, int scale, float *out, int64_t n) {
     /* i32 inputs are indices: the same stream times 64, so a default lookup
      * reads rows from both ends of a table (negative ids count from the end). */
-    graph_normal_fill(1000 + (uint64_t)k, 0.0, dt == DT_I32 ? 64.0 : 1.0, out, n);
+    graph_normal_fill(seed, 0.0, dt == DT_I32 ? 64.0 : 1.0, out, n);
     num_round_buf(dt, scale, out, (size_t)n);
+}
+
+void graph_default_input_fill(int k, dtype dt, int scale, float *out, int64_t n) {
+    graph_input_fill_seeded(1000 + (uint64_t)k, dt, scale, out, n);
 }
 
 void graph_input_default(const graph *g, int32_t value, int k, float *out) {

@@ -549,8 +549,7 @@ static graph *fp8_measured(rb *r, const reroll_plan *pl, graph *out, const model
         const graph_type *t = &graph_val(out, ids[k])->type;
         int64_t n = graph_type_numel(t);
         p.in[k] = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
-        graph_normal_fill(FP8_SEED + (uint64_t)k, 0.0, t->dtype == DT_I32 ? 64.0 : 1.0, p.in[k], n);
-        num_round_buf(t->dtype, t->scale, p.in[k], (size_t)n);
+        graph_input_fill_seeded(FP8_SEED + (uint64_t)k, t->dtype, t->scale, p.in[k], n);
     }
     free(ids);
     ref_options f32 = {.strip_precision = true, .quiet = true};
