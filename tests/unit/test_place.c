@@ -168,9 +168,10 @@ static void exclusive_then_reused(void **state) {
      * so beside d there are at most 50000 bytes at once, not 70000. */
     place_req reuse[4] = {rq("b", 30000, 0, 9, PLACE_ORDINARY), rq("a", 20000, 0, 4, PLACE_ORDINARY),
                           rq("c", 20000, 5, 9, PLACE_ORDINARY), rq("d", 15000, 2, 7, PLACE_ORDINARY)};
+    place_slot s4[4];
     place_shortfall sf;
     int32_t failed = -1;
-    assert_int_equal(place_assign(&m, 0x4c000 + 4096, reuse, 4, s, &failed, why, sizeof why, &sf), -1);
+    assert_int_equal(place_assign(&m, 0x4c000 + 4096, reuse, 4, s4, &failed, why, sizeof why, &sf), -1);
     assert_int_equal(failed, 3);
     assert_non_null(strstr(why, "3 buffers live beside it, at most 50000 bytes at once"));
     assert_int_equal(sf.need, 50000 + 15000);
