@@ -565,14 +565,11 @@ static graph *fp8_measured(rb *r, const reroll_plan *pl, graph *out, const model
         fp8_probe_free(&p);
         return out;
     }
-    bool *rule = xmalloc(sizeof(bool) * ((size_t)g->values.n + 1));
-    memcpy(rule, r->is_weight, sizeof(bool) * (size_t)g->values.n);
+    /* Each rule weight's K (0: not one), and the distinct K, ascending. */
+    int64_t *kv = xcalloc((size_t)g->values.n + 1, sizeof(int64_t)), *ks = xmalloc(sizeof(int64_t) * ((size_t)g->values.n + 1));
     int32_t nk = 0;
-    for (int32_t v = 0; v < g->values.n; v++) nk += rule[v];
-    int64_t *ks = xmalloc(sizeof(int64_t) * ((size_t)nk + 1));
-    nk = 0;
     for (int32_t v = 0; v < g->values.n; v++)
-        if (rule[v]) ks[nk++] = weight_k(f, v);
+        if (r->is_weight[v]) ks[nk++] = kv[v] = weight_k(f, v);
     qsort(ks, (size_t)nk, sizeof(int64_t), cmp_i64);
     int32_t u = 0;
     for (int32_t i = 0; i < nk; i++)
@@ -584,7 +581,7 @@ static graph *fp8_measured(rb *r, const reroll_plan *pl, graph *out, const model
     double c_hi = 1.0;
     graph *best = NULL;
     for (; hi < nk && !best; hi++) {
-        for (int32_t v = 0; v < g->values.n; v++) r->is_weight[v] = rule[v] && weight_k(f, v) >= ks[hi];
+        for (int32_t v = 0; v < g->values.n; v++) r->is_weight[v] = kv[v] && kv[v] >= ks[hi];
         graph *t = rebuild(r, pl);
         double c = t ? fp8_cosine(t, &p, &quiet) : -1;
         if (c >= FP8_COSINE) best = t, c_hi = c, kept = count_f143(t);
@@ -607,13 +604,12 @@ static graph *fp8_measured(rb *r, const reroll_plan *pl, graph *out, const model
                 "cosine below %.3f against f32 on a seeded input (%.4f with all %d)\n",
                 g->path, (long long)ks[nk - 1], FP8_COSINE, c0, nw);
     free(ks);
-    free(rule);
+    free(kv);
     fp8_probe_free(&p);
     if (!best) return out; /* rebuilt once before: cannot fail now; keep what worked */
     graph_free(out);
     return best;
 }
-
 
 graph *models_raise(graph *g, const models_options *o, diag *d) {
     fctx f = {.g = g};
