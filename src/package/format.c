@@ -16,7 +16,7 @@ const char pkg_magic[PKG_MAGIC_BYTES] = {'T', 'E', 'S', 'S', 'P', 'K', 'G', 0};
  * kernel ln_moments = 15 (format 11); a reduce's residual operand and second float (format 12); ln_moments's own-slot operand and n[2] (format 13); the kernel gather = 16 and i32 bindings (format 14); the
  * layout encodings row_major_t = 3, amp_left_t = 4)
  * keeps every older file valid. */
-_Static_assert(PACKAGE_VERSION == 14 && PKG_PROBE == 2 && KERNEL_K_COUNT == 17 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
+_Static_assert(PACKAGE_VERSION == 15 && PKG_PROBE == 2 && KERNEL_K_COUNT == 17 && KERNEL_EPI_COUNT == 2 && KERNEL_EW_GELU_ERF == 7 &&
                    KERNEL_EW_RELU == 8 && KERNEL_EW_ERF == 17 && KERNEL_EW_SOFTPLUS == 18 && KERNEL_EW_MAX == 19 && KERNEL_EW_MIN == 20 &&
                    KERNEL_EW_COUNT == 21 && LOW_STEP_END == 3 &&
                    DT_COUNT == 7 && ENC_AMP_LEFT_T == 4 && KERNEL_MAX_OPERANDS == 7 && KERNEL_MAX_BOX == 4 &&
@@ -91,6 +91,7 @@ const pkg_section_info pkg_sections[SEC_COUNT] = {
     [SEC_GROUPS] = {TAG('G', 'R', 'P', 'S'), "GRPS", NULL}, /* records.c */
     [SEC_TABLES] = {TAG('X', 'T', 'A', 'B'), "XTAB", NULL}, /* records.c */
     [SEC_BUFS] = {TAG('B', 'U', 'F', 'S'), "BUFS", &BUF},
+    [SEC_BUFTILES] = {TAG('B', 'T', 'I', 'L'), "BTIL", NULL}, /* records.c */
     [SEC_SEGMENTS] = {TAG('S', 'E', 'G', 'S'), "SEGS", &SEGMENT},
     [SEC_BLOB] = {TAG('B', 'L', 'O', 'B'), "BLOB", NULL},
     [SEC_BINDINGS] = {TAG('B', 'I', 'N', 'D'), "BIND", &BINDING},

@@ -33,6 +33,7 @@ typedef enum {
     SEC_GROUPS,
     SEC_TABLES,
     SEC_BUFS,
+    SEC_BUFTILES,
     SEC_SEGMENTS,
     SEC_BLOB,
     SEC_BINDINGS,
@@ -126,6 +127,8 @@ void pkg_groups_encode(pkg_out *o, const pkg_tables *t);
 int pkg_groups_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t);
 void pkg_tables_encode(pkg_out *o, const pkg_tables *t, uint32_t tiles);
 int pkg_tables_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t, uint32_t tiles);
+void pkg_buf_tiles_encode(pkg_out *o, const package *p);
+int pkg_buf_tiles_decode(pkg_in_ctx *c, pkg_in *in, package *p);
 
 /* ---- check.c ---------------------------------------------------------- */
 

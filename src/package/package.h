@@ -8,6 +8,8 @@
  *   tables    every tile's encoded exchange tables: per exchange phase a
  *             header, its send rows, its receive rows and its repeat patch
  *             rows; the multicast groups the send rows name
+ *   buffer tiles  per buffer, the tiles that hold it (a bitmap): two buffers
+ *             live at once share addresses only on no common tile
  *   segments  sparse initial tile memory (weights, constants): (tile, address,
  *             bytes, offset into the blob); replicas share blob bytes
  *   bindings  host inputs and outputs: name, dtype, scale, shape, layout and
@@ -31,7 +33,7 @@
 #include "../low/low.h"
 #include "../machine/machine.h"
 
-enum { PACKAGE_VERSION = 14 };
+enum { PACKAGE_VERSION = 15 };
 
 typedef struct pkg_segment {
     uint32_t tile;
@@ -73,12 +75,21 @@ typedef struct package {
                                    EXCHANGE step's first is its phase, the how-manieth exchange
                                    step it is, and its count is 0): the exchanges are the tables */
     pkg_tables tables;
+    uint64_t *buf_tiles;        /* buffer b holds tile t: bit t % 64 of word b * package_tile_words() + t / 64;
+                                   NULL (a package built by hand): every buffer on every tile */
     VEC(pkg_segment) segments;
     uint8_t *blob;              /* initial memory bytes */
     uint64_t blob_bytes;
     VEC(pkg_binding) bindings;  /* inputs first, in graph order, then outputs, then probes in program order */
     const char *meta;           /* JSON text */
 } package;
+
+/* Words of one buffer's tile bitmap on machine m. */
+static inline uint32_t package_tile_words(const machine *m) { return (m->tiles + 63) / 64; }
+/* Whether buffer b of p holds tile t (its address there is its own while it lives). */
+static inline bool package_buf_on_tile(const package *p, int32_t b, uint32_t t) {
+    return !p->buf_tiles || (p->buf_tiles[(size_t)b * package_tile_words(&p->machine) + t / 64] >> (t % 64) & 1);
+}
 
 /* ---- xtab.c: exchange tables ------------------------------------------ */
 

@@ -29,6 +29,7 @@
 
 typedef struct step_live {
     int32_t *ids;      /* live buffers at the step, by address */
+    uint64_t *reach;   /* reach[i]: the furthest end of ids[0..i] */
     int32_t n;
     bool built;
 } step_live;
@@ -64,8 +65,11 @@ static int cmp_addr(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The buffer live at `step` that holds byte `addr`, -1 if none. */
-static int32_t buf_at(px *x, int32_t step, uint64_t addr) {
+/* The buffer live at `step` that holds byte `addr` on `tile`, -1 if none.
+ * Buffers live at once overlap only on no common tile, so the one found is
+ * the one of that tile: by address, back from the last starting at or
+ * below addr while an earlier one could still reach it. */
+static int32_t buf_at(px *x, uint32_t tile, int32_t step, uint64_t addr) {
     step_live *sl = &x->live[step];
     if (!sl->built) {
         addr_id *tmp = xmalloc(sizeof(addr_id) * ((size_t)x->nb + 1));
@@ -73,7 +77,12 @@ static int32_t buf_at(px *x, int32_t step, uint64_t addr) {
             if (live_at(x, &x->p->prog.bufs.v[b], step)) tmp[sl->n++] = (addr_id){x->p->prog.bufs.v[b].addr, b};
         qsort(tmp, (size_t)sl->n, sizeof(addr_id), cmp_addr);
         sl->ids = xmalloc(sizeof(int32_t) * ((size_t)sl->n + 1));
-        for (int32_t i = 0; i < sl->n; i++) sl->ids[i] = tmp[i].id;
+        sl->reach = xmalloc(sizeof(uint64_t) * ((size_t)sl->n + 1));
+        for (int32_t i = 0; i < sl->n; i++) {
+            uint64_t e = buf_end(&x->p->prog.bufs.v[tmp[i].id]);
+            sl->ids[i] = tmp[i].id;
+            sl->reach[i] = i && sl->reach[i - 1] > e ? sl->reach[i - 1] : e;
+        }
         free(tmp);
         sl->built = true;
     }
@@ -83,9 +92,9 @@ static int32_t buf_at(px *x, int32_t step, uint64_t addr) {
         if (x->p->prog.bufs.v[sl->ids[mid]].addr <= addr) at = mid, lo = mid + 1;
         else hi = mid - 1;
     }
-    if (at < 0) return -1;
-    const low_buf *b = &x->p->prog.bufs.v[sl->ids[at]];
-    return addr < buf_end(b) ? sl->ids[at] : -1;
+    for (; at >= 0 && sl->reach[at] > addr; at--)
+        if (addr < buf_end(&x->p->prog.bufs.v[sl->ids[at]]) && package_buf_on_tile(x->p, sl->ids[at], tile)) return sl->ids[at];
+    return -1;
 }
 
 static void add_edge(px *x, int64_t *cap, int32_t dst, int32_t src) {
@@ -118,17 +127,22 @@ static void scan(px *x, const pkg_xplan *xp, int32_t **step_of_run) {
                 (*step_of_run)[i] = s;
                 for (int op = 0; op < KERNEL_MAX_OPERANDS; op++) {
                     if (!kernel_run_writes(r, op)) continue;
-                    int32_t b = buf_at(x, s, r->ptr[op].off);
+                    int32_t b = buf_at(x, r->tile, s, r->ptr[op].off);
                     if (b < 0) continue;
                     x->writers[b] |= 1u << r->kernel;
-                    if (r->kernel == KERNEL_K_COPY) add_edge(x, &cap, b, buf_at(x, s, r->ptr[1].off));
+                    if (r->kernel == KERNEL_K_COPY) add_edge(x, &cap, b, buf_at(x, r->tile, s, r->ptr[1].off));
                 }
             }
     }
     for (uint32_t ph = 0; ph < xp->nphases; ph++) {
         const pkg_xphase *P = &xp->phase[ph];
-        for (uint64_t i = P->first_recv; i < P->first_recv + P->nrecv; i++)
-            add_edge(x, &cap, buf_at(x, P->step, xp->recv[i].addr), buf_at(x, P->step, xp->send[xp->recv[i].send].addr));
+        for (uint32_t k = 0; k < P->nreceivers; k++) {
+            const pkg_xtile *t = &xp->tiles[P->receivers + k];
+            for (uint64_t i = t->first; i < t->first + t->n; i++) {
+                const pkg_xsend *sd = &xp->send[xp->recv[i].send];
+                add_edge(x, &cap, buf_at(x, t->tile, P->step, xp->recv[i].addr), buf_at(x, sd->tile, P->step, sd->addr));
+            }
+        }
     }
     if (x->nedges) qsort(x->edges, (size_t)x->nedges, sizeof(edge), cmp_edge);
 }
@@ -157,7 +171,10 @@ static int32_t result_bufs(px *x, const char *const *outs, int nouts, int32_t *b
         for (int32_t i = 0; i < x->p->bindings.n && b < 0; i++) {
             const pkg_binding *bd = &x->p->bindings.v[i];
             if (bd->role == PKG_INPUT || strcmp(bd->name, outs[k]) != 0) continue;
-            b = buf_at(x, bd->role == PKG_PROBE && bd->step >= 0 ? bd->step : last, bd->addr);
+            int64_t e0[LAYOUT_MAX_RANK] = {0};
+            int32_t tile = 0;
+            layout_owners(&bd->layout, e0, &tile, 1); /* its element 0's first replica: a tile of its buffer */
+            b = buf_at(x, (uint32_t)tile, bd->role == PKG_PROBE && bd->step >= 0 ? bd->step : last, bd->addr);
         }
         if (b >= 0) bufs[n++] = b;
     }
@@ -190,7 +207,7 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
         bool update = false;
         for (int op = 0; op < KERNEL_MAX_OPERANDS && !update; op++)
             if (kernel_run_writes(r, op)) {
-                int32_t b = buf_at(&x, s, r->ptr[op].off);
+                int32_t b = buf_at(&x, r->tile, s, r->ptr[op].off);
                 for (int32_t k = 0; k < nres && !update; k++) update = b == res[k];
             }
         if (!update) continue;
@@ -202,7 +219,7 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
                 read_factor = true;
                 continue;
             }
-            int32_t b = buf_at(&x, s, r->ptr[op].off);
+            int32_t b = buf_at(&x, r->tile, s, r->ptr[op].off);
             if (b < 0) continue;
             bool grad_operand = (r->kernel == KERNEL_K_SGD && op == 3) || (r->kernel == KERNEL_K_ADAMW && op == 4);
             memset(seen, 0, (size_t)x.nb + 1);
@@ -235,7 +252,7 @@ int package_epilogue_proof(const package *p, const char *const *outs, int nouts,
     free(seen);
     free(res);
     free(step_of_run);
-    for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids);
+    for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids), free(x.live[s].reach);
     free(x.live);
     free(x.writers);
     free(x.edges);
@@ -265,20 +282,20 @@ int package_live_peak(const package *p, package_peak *out, diag *d) {
             for (uint32_t i = st->first; i < st->first + st->count; i++) {
                 const kernel_run *r = &lp->runs.v[i];
                 for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
-                    if (kernel_run_uses(r, op)) HOLD(buf_at(&x, s, r->ptr[op].off), r->tile);
+                    if (kernel_run_uses(r, op)) HOLD(buf_at(&x, r->tile, s, r->ptr[op].off), r->tile);
             }
     }
     for (uint32_t ph = 0; ph < xp.nphases; ph++) {
         const pkg_xphase *P = &xp.phase[ph];
         for (uint64_t i = P->first_send; i < P->first_send + P->nsend; i++)
-            HOLD(buf_at(&x, P->step, xp.send[i].addr), xp.send[i].tile);
+            HOLD(buf_at(&x, xp.send[i].tile, P->step, xp.send[i].addr), xp.send[i].tile);
         for (uint32_t k = 0; k < P->nreceivers; k++) {
             const pkg_xtile *t = &xp.tiles[P->receivers + k];
-            for (uint64_t i = t->first; i < t->first + t->n; i++) HOLD(buf_at(&x, P->step, xp.recv[i].addr), t->tile);
+            for (uint64_t i = t->first; i < t->first + t->n; i++) HOLD(buf_at(&x, t->tile, P->step, xp.recv[i].addr), t->tile);
         }
     }
     pkg_xplan_free(&xp);
-    for (int32_t i = 0; i < p->segments.n; i++) HOLD(buf_at(&x, 0, p->segments.v[i].addr), p->segments.v[i].tile);
+    for (int32_t i = 0; i < p->segments.n; i++) HOLD(buf_at(&x, p->segments.v[i].tile, 0, p->segments.v[i].addr), p->segments.v[i].tile);
 #undef HOLD
     /* Per tile, the bytes reserved by the buffers it holds, at each step: changes at first and last + 1. */
     int32_t ns = lp->steps.n;
@@ -309,7 +326,7 @@ int package_live_peak(const package *p, package_peak *out, diag *d) {
     free(delta);
     free(dpay);
     free(held);
-    for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids);
+    for (int32_t s = 0; s < lp->steps.n; s++) free(x.live[s].ids), free(x.live[s].reach);
     free(x.live);
     return 0;
 }

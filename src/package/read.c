@@ -213,6 +213,8 @@ static int read_sections(reader *r) {
         pkg_groups_decode(&c, &groups, &p->tables) != 0 || pkg_tables_decode(&c, &tables, &p->tables, p->machine.tiles) != 0)
         return -1;
     RECORDS(p->prog.bufs, SEC_BUFS);
+    pkg_in btil = {r->payload[SEC_BUFTILES], r->payload_bytes[SEC_BUFTILES], 0};
+    if (pkg_buf_tiles_decode(&c, &btil, p) != 0) return -1;
     RECORDS(p->segments, SEC_SEGMENTS);
     if (read_blob(r) != 0) return -1;
     RECORDS(p->bindings, SEC_BINDINGS);

@@ -290,3 +290,35 @@ int pkg_tables_decode(pkg_in_ctx *c, pkg_in *in, pkg_tables *t, uint32_t tiles) 
     in->at = in->n;
     return 0;
 }
+
+/* ---- buffer tiles ------------------------------------------------------- */
+
+/* BTIL: per buffer (in BUFS order) its tile bitmap, package_tile_words u64
+ * words, tile t at bit t % 64 of word t / 64; bits past the machine's tiles
+ * are 0. A package built without them holds every buffer on every tile. */
+void pkg_buf_tiles_encode(pkg_out *o, const package *p) {
+    uint32_t w = package_tile_words(&p->machine), tiles = p->machine.tiles;
+    for (int32_t b = 0; b < p->prog.bufs.n; b++)
+        for (uint32_t k = 0; k < w; k++) {
+            uint64_t all = tiles - 64 * k >= 64 ? ~0ull : (1ull << (tiles - 64 * k)) - 1;
+            pkg_out_le(o, p->buf_tiles ? p->buf_tiles[(size_t)b * w + k] : all, 8);
+        }
+}
+
+int pkg_buf_tiles_decode(pkg_in_ctx *c, pkg_in *in, package *p) {
+    uint32_t w = package_tile_words(&p->machine), tiles = p->machine.tiles;
+    uint64_t nb = (uint64_t)p->prog.bufs.n, want = nb * w * 8;
+    if (in->n != want)
+        return diag_fail(c->d, "%s: error: section BTIL: %" PRIu64 " bytes, but %" PRIu64 " buffers of %" PRIu32
+                         " tiles take %" PRIu64, c->path, in->n, nb, tiles, want);
+    p->buf_tiles = arena_alloc(c->a, sizeof(uint64_t) * (size_t)(nb * w + 1));
+    for (uint64_t i = 0; i < nb * w; i++) {
+        uint64_t v = pkg_get_le(in->p + 8 * i, 8), k = i % w;
+        if (tiles - 64 * k < 64 && v >> (tiles - 64 * k))
+            return diag_fail(c->d, "%s: error: section BTIL: buffer %" PRIu64 " names a tile past the machine's %" PRIu32,
+                             c->path, i / w, tiles);
+        p->buf_tiles[i] = v;
+    }
+    in->at = in->n;
+    return 0;
+}

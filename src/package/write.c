@@ -60,6 +60,8 @@ static void gather(const package *p, image_parts *w) {
     PART(SEC_GROUPS, w->enc[SEC_GROUPS].v, w->enc[SEC_GROUPS].n);
     PART(SEC_TABLES, w->enc[SEC_TABLES].v, w->enc[SEC_TABLES].n);
     PART(SEC_BUFS, p->prog.bufs.v, p->prog.bufs.n);
+    pkg_buf_tiles_encode(&w->enc[SEC_BUFTILES], p);
+    PART(SEC_BUFTILES, w->enc[SEC_BUFTILES].v, w->enc[SEC_BUFTILES].n);
     PART(SEC_SEGMENTS, p->segments.v, p->segments.n);
     PART(SEC_BLOB, p->blob, p->blob_bytes);
     PART(SEC_BINDINGS, p->bindings.v, p->bindings.n);

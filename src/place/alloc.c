@@ -38,7 +38,14 @@ static void regions(const machine *m, uint32_t data_base, region *ord, region *i
     *il = (region){k.il_lo, k.il_hi, k.unit};
 }
 
-static bool overlaps_time(const place_req *a, const place_req *b) { return a->first <= b->last && b->first <= a->last; }
+/* Whether a and b may need the same bytes: live at once on a common tile. */
+static bool overlaps_time(const place_req *a, const place_req *b) {
+    if (a->first > b->last || b->first > a->last) return false;
+    if (!a->tiles || !b->tiles) return true;
+    for (int32_t k = 0; k < a->tile_words && k < b->tile_words; k++)
+        if (a->tiles[k] & b->tiles[k]) return true;
+    return false;
+}
 
 typedef struct busy {
     uint64_t lo, hi;
@@ -290,24 +297,39 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
     elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
     int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
-    for (int mode = 0; mode < ALL_ORDERS && rc; mode++) { /* the orders keeping requests apart, then without, then split */
-        if (mode) {
+    /* First every request apart from every other live with it (its address
+     * its own on every tile), then, when none of the orders places them and
+     * the requests say their tiles, apart only from those live with it on a
+     * common tile. */
+    place_req *apart_everywhere = xmalloc(sizeof(place_req) * (size_t)(n + 1));
+    bool tiled = false;
+    for (int32_t i = 0; i < n; i++) {
+        apart_everywhere[i] = req[i];
+        apart_everywhere[i].tiles = NULL;
+        tiled |= req[i].tiles != NULL;
+    }
+    int passes = tiled ? 2 : 1;
+    for (int k = 0; k < passes * ALL_ORDERS && rc; k++) { /* the orders keeping requests apart, then without, then split */
+        int mode = k % ALL_ORDERS;
+        const place_req *rq = k < ALL_ORDERS ? apart_everywhere : req;
+        if (k) {
             char what[64];
-            snprintf(what, sizeof what, "buffer order %d of %d", mode + 1, ALL_ORDERS);
+            snprintf(what, sizeof what, "buffer order %d of %d", k + 1, passes * ALL_ORDERS);
             progress_stage("place", what);
         }
         int32_t f = -1, placed = 0, nunclear = 0;
         char w[2048];
         place_shortfall sf = {0};
-        rc = assign_in_order(&ord, &il, &el, req, n, mode, slot, &f, &placed, NULL, unclear, &nunclear, w, sizeof w, &sf);
-        if (rc && placed > furthest) { /* explain the order that got furthest */
+        rc = assign_in_order(&ord, &il, &el, rq, n, mode, slot, &f, &placed, NULL, unclear, &nunclear, w, sizeof w, &sf);
+        if (rc && (placed > furthest || (placed == furthest && k >= ALL_ORDERS))) { /* the furthest (tile-aware on a tie) */
             furthest = placed;
             *failed = f;
             if (shortfall) *shortfall = sf;
-            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, ALL_ORDERS);
+            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, passes * ALL_ORDERS);
         }
-        if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, req, n, mode, slot, unclear, nunclear);
+        if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, rq, n, mode, slot, unclear, nunclear);
     }
+    free(apart_everywhere);
     free(unclear);
     return rc;
 }

@@ -148,9 +148,57 @@ static int32_t *apart_lists(const low_program *lp, int32_t nb, int32_t **first) 
     return edges;
 }
 
+static void next_shard(const layout *l, int64_t *s) {
+    for (int a = l->rank - 1; a >= 0; a--) {
+        if (++s[a] < l->parts[a]) return;
+        s[a] = 0;
+    }
+}
+
+/* Marks in buffer b's bitmap (words words) the tiles of every shard and
+ * replica of layout l. */
+static void mark_layout(uint64_t *bits, uint32_t words, uint32_t b, const layout *l) {
+    int64_t s[LAYOUT_MAX_RANK] = {0}, reps = layout_replicas(l), shards = layout_shards(l);
+    int32_t *tiles = xmalloc(sizeof(int32_t) * (size_t)reps);
+    for (int64_t k = 0; k < shards; k++, next_shard(l, s)) {
+        int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
+        layout_shard_extent(l, s, lo, hi);
+        int64_t nt = layout_owners(l, lo, tiles, reps);
+        for (int64_t r = 0; r < nt; r++) bits[(size_t)b * words + (uint32_t)tiles[r] / 64] |= 1ull << ((uint32_t)tiles[r] % 64);
+    }
+    free(tiles);
+}
+
+/* Every buffer's tiles (package.h's bitmaps, in the package's arena): where
+ * a kernel run reads or writes it, an exchange fragment leaves or lands in
+ * it, its parameter data or a host binding sits. Buffers on no common tile
+ * may share addresses (alloc.c's orders of last resort), and the package's
+ * readers tell them apart by these. */
+static uint64_t *buffer_tiles(placer *p) {
+    const low_program *lp = p->lp;
+    uint32_t nb = (uint32_t)lp->bufs.n, words = package_tile_words(p->m);
+    uint64_t *bits = arena_alloc(&p->pkg->arena, sizeof(uint64_t) * ((size_t)nb * words + 1));
+    memset(bits, 0, sizeof(uint64_t) * ((size_t)nb * words + 1));
+#define MARK(b, t) (bits[(size_t)(b) * words + (t) / 64] |= 1ull << ((t) % 64))
+    for (int32_t i = 0; i < lp->runs.n; i++) {
+        const kernel_run *r = &lp->runs.v[i];
+        for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
+            if (kernel_run_uses(r, op) && r->ptr[op].buf < nb) MARK(r->ptr[op].buf, r->tile);
+    }
+    for (int32_t i = 0; i < lp->frags.n; i++) {
+        const low_frag *f = &lp->frags.v[i];
+        if (f->src.buf < nb) MARK(f->src.buf, f->src_tile);
+        for (uint32_t k = 0; f->dst.buf < nb && k < f->ndst; k++) MARK(f->dst.buf, lp->dst_tiles.v[f->dst0 + k]);
+    }
+#undef MARK
+    for (int32_t i = 0; i < lp->params.n; i++) mark_layout(bits, words, lp->params.v[i].buf, &lp->params.v[i].lay);
+    for (int32_t i = 0; i < lp->bindings.n; i++) mark_layout(bits, words, lp->bindings.v[i].buf, &lp->bindings.v[i].lay);
+    return bits;
+}
+
 /* What placement needs of each buffer: live steps, alignment, access tail
- * past its payload, the buffers to keep out of its memory elements, and a
- * tile that holds it (for messages). */
+ * past its payload, its tiles, the buffers to keep out of its memory
+ * elements, and a tile that holds it (for messages). */
 static void requests(placer *p, place_req *req, int32_t *tile_of, const int32_t *apart, const int32_t *apart_first) {
     const low_program *lp = p->lp;
     int32_t nb = lp->bufs.n;
@@ -164,7 +212,9 @@ static void requests(placer *p, place_req *req, int32_t *tile_of, const int32_t 
     for (int32_t b = 0; b < nb; b++) {
         req[b] = (place_req){.name = lp->strings.v + lp->bufs.v[b].label, .payload = lp->bufs.v[b].bytes, .align = 16,
                              .first = live[b].first, .last = live[b].last, .region = PLACE_ANY,
-                             .apart = apart + apart_first[b], .napart = apart_first[b + 1] - apart_first[b]};
+                             .apart = apart + apart_first[b], .napart = apart_first[b + 1] - apart_first[b],
+                             .tiles = p->pkg->buf_tiles + (size_t)b * package_tile_words(p->m),
+                             .tile_words = (int32_t)package_tile_words(p->m)};
         tile_of[b] = -1;
     }
     for (int32_t i = 0; i < lp->runs.n; i++) {
@@ -200,6 +250,7 @@ static int assign_addresses(placer *p, place_stats *st) {
     place_slot *slot = xcalloc((size_t)nb + 1, sizeof(place_slot));
     int32_t *tile_of = xmalloc(sizeof(int32_t) * (size_t)(nb + 1)), failed = -1, *apart_first;
     int32_t *apart = apart_lists(lp, nb, &apart_first);
+    p->pkg->buf_tiles = buffer_tiles(p);
     requests(p, req, tile_of, apart, apart_first);
     char why[1536];
     place_shortfall sf = {0};
@@ -322,13 +373,6 @@ static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
     }
     memcpy(p->blob + p->blob_bytes, b, n);
     p->blob_bytes += n;
-}
-
-static void next_shard(const layout *l, int64_t *s) {
-    for (int a = l->rank - 1; a >= 0; a--) {
-        if (++s[a] < l->parts[a]) return;
-        s[a] = 0;
-    }
 }
 
 /* A parameter's shards, encoded layer by layer (a stacked parameter is

@@ -55,6 +55,9 @@ typedef struct place_req {
     uint32_t align;        /* address alignment, bytes (a power of two) */
     int32_t first, last;   /* live steps, inclusive */
     place_region region;   /* ANY: packed if small, else in whole interleaved elements */
+    const uint64_t *tiles; /* the tiles that hold it, a bitmap of tile_words words; NULL: every tile.
+                              Buffers on no common tile may share addresses (the orders of last resort) */
+    int32_t tile_words;
     const int32_t *apart;  /* requests best kept out of this one's memory elements while both live:
                               an exchange phase sends from one and receives into the other, and a
                               tile doing both in one element pays exchange_conflict_percent */

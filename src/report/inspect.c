@@ -5,7 +5,8 @@
  * payload, reservation and live steps. Which tile holds which buffer comes
  * from the program itself: every run operand and every send and receive of
  * the decoded exchange tables, matched to the buffer live at that address
- * at that step (live buffers never share a byte, so the match is unique).
+ * at that step on that tile (buffers live at once share bytes only on no
+ * common tile, so the match is unique).
  * Table bytes are the encoded tables' own sizes. */
 #include <jansson.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@
 #include "report.h"
 
 typedef struct live_at {
-    int32_t *buf;   /* buffers live at the step, by address */
+    int32_t *buf;     /* buffers live at the step, by address */
+    uint64_t *reach;  /* reach[i]: the furthest end of buf[0..i] */
     int32_t n;
 } live_at;
 
@@ -48,19 +50,28 @@ static void index_steps(view *v) {
         for (int32_t b = 0; b < nb; b++)
             if (vb(v, b)->reserved && vb(v, b)->first <= s && s <= vb(v, b)->last) l->buf[l->n++] = b;
         sort_by_addr(v->p, l->buf, l->n);
+        l->reach = xmalloc(sizeof(uint64_t) * (size_t)(l->n + 1));
+        for (int32_t i = 0; i < l->n; i++) {
+            uint64_t e = (uint64_t)vb(v, l->buf[i])->addr + vb(v, l->buf[i])->reserved;
+            l->reach[i] = i && l->reach[i - 1] > e ? l->reach[i - 1] : e;
+        }
     }
 }
 
+/* The buffer live at step on tile that holds addr: back from the last
+ * starting at or below it while an earlier one could still reach it. */
 static void mark(view *v, int32_t step, uint32_t tile, uint32_t addr) {
     const live_at *l = &v->steps[step];
-    int32_t lo = 0, hi = l->n - 1;
+    int32_t lo = 0, hi = l->n - 1, at = -1;
     while (lo <= hi) {
         int32_t mid = (lo + hi) / 2;
-        const low_buf *b = vb(v, l->buf[mid]);
-        if (addr < b->addr) hi = mid - 1;
-        else if (addr >= b->addr + b->reserved) lo = mid + 1;
-        else {
-            v->holds[(size_t)tile * (size_t)v->nbufs + (size_t)l->buf[mid]] = 1;
+        if (vb(v, l->buf[mid])->addr <= addr) at = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    for (; at >= 0 && l->reach[at] > addr; at--) {
+        const low_buf *b = vb(v, l->buf[at]);
+        if (addr < (uint64_t)b->addr + b->reserved && package_buf_on_tile(v->p, l->buf[at], tile)) {
+            v->holds[(size_t)tile * (size_t)v->nbufs + (size_t)l->buf[at]] = 1;
             return;
         }
     }
@@ -129,7 +140,7 @@ int report_tiles_build(const package *pkg, const char *path, report_tiles *out, 
     view v = {.p = pkg, .xp = &xp, .nbufs = pkg->prog.bufs.n};
     index_steps(&v);
     index_tiles(&v);
-    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf);
+    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf), free(v.steps[s].reach);
     free(v.steps);
     out->xp = xp;
     uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles);

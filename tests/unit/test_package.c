@@ -372,13 +372,46 @@ static void test_round_trip(void **state) {
     package_free(&r);
 }
 
+/* Buffer tiles: a package built without them holds every buffer on every
+ * tile; set, they round-trip, and a bit past the machine's tiles is refused. */
+static void test_buffer_tiles(void **state) {
+    (void)state;
+    package p, q;
+    build(&p);
+    size_t len;
+    uint8_t *img = package_image(&p, &len, "test", NULL);
+    diag d = {0};
+    assert_int_equal(package_parse(img, len, "t.tpk", &q, &d), 0);
+    for (uint32_t t = 0; t < q.machine.tiles; t++) assert_true(package_buf_on_tile(&q, 0, t));
+    package_free(&q);
+    free(img);
+    uint64_t bits = 1ull << 3 | 1ull << 5;
+    p.buf_tiles = &bits;
+    img = package_image(&p, &len, "test", NULL);
+    assert_int_equal(package_parse(img, len, "t.tpk", &q, &d), 0);
+    for (uint32_t t = 0; t < q.machine.tiles; t++) assert_int_equal(package_buf_on_tile(&q, 0, t), t == 3 || t == 5);
+    size_t len2;
+    uint8_t *again = package_image(&q, &len2, "test", NULL);
+    assert_int_equal(len2, len);
+    assert_memory_equal(again, img, len);
+    free(again);
+    package_free(&q);
+    free(img);
+    bits |= 1ull << 16; /* tiny has 16 tiles */
+    img = package_image(&p, &len, "test", NULL);
+    expect_refused(img, len, "section BTIL: buffer 0 names a tile past the machine's 16");
+    free(img);
+    p.buf_tiles = NULL;
+    package_free(&p);
+}
+
 /* The record sizes docs/package.md gives, pinned: header 24, section
  * headers 16; steps and runs a count and variable records (a step 5 bytes
  * and its count or iterations; a run its tile and kernel, op or acc, the
  * kernel's box axes and floats, 10 bytes per operand it uses, 4 per stride
  * its kernel reads); groups a count and their tile lists; the tables a
- * size per tile and the rows docs/package.md gives; buffer 24, segment
- * 20, binding 278 bytes. */
+ * size per tile and the rows docs/package.md gives; buffer 24, its tile
+ * bitmap 8 bytes per 64 tiles, segment 20, binding 278 bytes. */
 static void test_documented_sizes(void **state) {
     (void)state;
     package p;
@@ -398,10 +431,10 @@ static void test_documented_sizes(void **state) {
      * tiny), the multicast's source patched; tiles 4, 5, 6 receive it through
      * one 4-byte row, patched; tile 7 the other through one row. */
     size_t tables = 16 * 4 + (8 + 2 * 8 + 8) + 3 * (8 + 4 + 8) + (8 + 4);
-    size_t want = 24 + 11 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 +
+    size_t want = 24 + 12 * 16 + strlen(json) + (sizeof STRINGS + 4) + steps + runs + groups + tables + 1 * 24 + 1 * 8 +
                   3 * 20 + (size_t)p.blob_bytes + 4 * 278 + strlen(p.meta);
     assert_int_equal(len, want);
-    assert_memory_equal(img, "TESSPKG\0\16\0\0\0\13\0\0\0", 16);
+    assert_memory_equal(img, "TESSPKG\0\17\0\0\0\14\0\0\0", 16);
     assert_memory_equal(img + 24, "MACH", 4);
     uint32_t crc = (uint32_t)img[28] | (uint32_t)img[29] << 8 | (uint32_t)img[30] << 16 | (uint32_t)img[31] << 24;
     assert_int_equal(crc, util_crc32c(img + 40, strlen(json))); /* the payload's CRC-32C */
@@ -473,8 +506,8 @@ static void test_truncation(void **state) {
     }
     for (size_t n = 0; n < len; n++) expect_refused(img, n, NULL);
     expect_refused(img, 10, "truncated header: the file has 10 bytes");
-    expect_refused(img, 24, "truncated: section 0 (of 11) has its header at byte 24, but only 0 bytes remain");
-    expect_refused(img, 30, "truncated: section 0 (of 11) has its header at byte 24, but only 6 bytes remain");
+    expect_refused(img, 24, "truncated: section 0 (of 12) has its header at byte 24, but only 0 bytes remain");
+    expect_refused(img, 30, "truncated: section 0 (of 12) has its header at byte 24, but only 6 bytes remain");
     expect_refused(img, len - 1, "truncated: section META");
     free(img);
 }
@@ -489,18 +522,18 @@ static void test_header(void **state) {
     img[0] = 'T';
 
     put_u32(img + 8, 5);
-    expect_refused(img, len, "package format version 5, but this tessel reads only version 14");
+    expect_refused(img, len, "package format version 5, but this tessel reads only version 15");
     put_u32(img + 8, PACKAGE_VERSION);
 
     img[16] ^= 1;
     expect_refused(img, len, "the header's machine fingerprint");
     img[16] ^= 1;
 
-    put_u32(img + 12, 10);  /* one section fewer */
+    put_u32(img + 12, 11);  /* one section fewer */
     expect_refused(img, len, "missing section META");
+    put_u32(img + 12, 13);
+    expect_refused(img, len, "truncated: section 12 (of 13)");
     put_u32(img + 12, 12);
-    expect_refused(img, len, "truncated: section 11 (of 12)");
-    put_u32(img + 12, 11);
 
     uint8_t *longer = malloc(len + 1);
     memcpy(longer, img, len);
@@ -906,6 +939,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_documented_sizes),
+        cmocka_unit_test(test_buffer_tiles),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_truncation),

@@ -199,6 +199,28 @@ static void split_order_of_last_resort(void **state) {
         for (int j = i + 1; j < 10; j++) assert_false(overlap(&s[i], &s[j]));
 }
 
+/* Buffers live at once on no common tile share addresses, but only when
+ * no placement keeps every address its own: one that fits apart stays apart. */
+static void disjoint_tiles_share_addresses(void **state) {
+    (void)state;
+    machine m = small();
+    place_slot s[3];
+    char why[2048];
+    uint64_t t0 = 1ull << 0, t1 = 1ull << 1, both = t0 | t1;
+    place_req r[2] = {rq("a", 2 * E, 0, 9, PLACE_INTERLEAVED), rq("b", 2 * E, 0, 9, PLACE_INTERLEAVED)};
+    assert_int_equal(assign(&m, IB, r, 2, s, why), -1); /* four elements asked of three */
+    r[0].tiles = &t0, r[1].tiles = &t1, r[0].tile_words = r[1].tile_words = 1;
+    if (assign(&m, IB, r, 2, s, why)) fail_msg("%s", why);
+    assert_true(overlap(&s[0], &s[1]));
+    r[1].tiles = &both; /* tile 0 holds both */
+    assert_int_equal(assign(&m, IB, r, 2, s, why), -1);
+    assert_non_null(strstr(why, "the furthest of 14 placement orders"));
+    place_req fit[3] = {rq("a", E, 0, 9, PLACE_INTERLEAVED), rq("b", E, 0, 9, PLACE_INTERLEAVED), rq("c", 1000, 0, 9, PLACE_ANY)};
+    fit[0].tiles = &t0, fit[1].tiles = &t1, fit[0].tile_words = fit[1].tile_words = 1;
+    if (assign(&m, IB, fit, 3, s, why)) fail_msg("%s", why);
+    assert_false(overlap(&s[0], &s[1]));
+}
+
 /* Whole elements everywhere but the last: a buffer a few bytes over one
  * element takes two; at an interior free element it is refused rather
  * than clipped, even though the element plus the gap's slack would hold it. */
@@ -463,6 +485,7 @@ int main(void) {
         cmocka_unit_test(loading_boundary),
         cmocka_unit_test(exclusive_then_reused),
         cmocka_unit_test(split_order_of_last_resort),
+        cmocka_unit_test(disjoint_tiles_share_addresses),
         cmocka_unit_test(apart_elements),
         cmocka_unit_test(apart_small_first),
         cmocka_unit_test(no_clipping_at_an_ordinary_gap),
