@@ -3,7 +3,7 @@
 set -euo pipefail
 build=${1:-build}; shift || true
 root=$(cd "$(dirname "$0")/.." && pwd)
-for b in "$root"/bench/sim "$root"/bench/calibrate "$root"/bench/compile "$root"/bench/epilogue; do
+for b in "$root"/bench/sim "$root"/bench/calibrate "$root"/bench/compile "$root"/bench/throughput "$root"/bench/epilogue; do
   echo "== $(basename "$b")"
   "$b" "$@" "$build"
 done
