@@ -291,12 +291,14 @@ static void promote(const region *ord, const region *il, const elements *el, con
 }
 
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
-                 char *why, size_t cap, place_shortfall *shortfall) {
+                 char *why, size_t cap, place_shortfall *shortfall,
+                 bool *shared) {
     region ord, il;
     regions(m, data_base, &ord, &il);
     elements el = {m->tile_memory_base, m->memory_element_bytes};
     int rc = -1, furthest = -1;
     int32_t *unclear = xmalloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (shared) *shared = false;
     /* First every request apart from every other live with it (its address
      * its own on every tile), then, when none of the orders places them and
      * the requests say their tiles, apart only from those live with it on a
@@ -328,6 +330,7 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
             snprintf(why, cap, "%s (the furthest of %d placement orders)", w, passes * ALL_ORDERS);
         }
         if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, rq, n, mode, slot, unclear, nunclear);
+        if (rc == 0 && shared) *shared = k >= ALL_ORDERS;
     }
     free(apart_everywhere);
     free(unclear);

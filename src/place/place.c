@@ -254,7 +254,7 @@ static int assign_addresses(placer *p, place_stats *st) {
     requests(p, req, tile_of, apart, apart_first);
     char why[1536];
     place_shortfall sf = {0};
-    int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why, &sf);
+    int rc = place_assign(p->m, data_base, req, nb, slot, &failed, why, sizeof why, &sf, &st->shared_addresses);
     if (rc) {
         /* What no plan can change: the parameters' bytes spread evenly. */
         double params = lp->param_bytes;

@@ -72,7 +72,9 @@ typedef struct place_slot {
 /* Addresses for n requests in memory from data_base to loader_limit
  * (alloc.c's picture). On failure returns -1 with *failed the request that
  * did not fit, why (cap bytes) naming its payload, reservation rules, the
- * buffers live then and the free ranges, and *shortfall (may be NULL). */
+ * buffers live then and the free ranges, and *shortfall (may be NULL).
+ * *shared (may be NULL) says whether the placement found lets buffers on no
+ * common tile share addresses (the orders of last resort). */
 /* What the request that did not fit needed at once on its tile (its own
  * bytes and those of the buffers live beside it) and the bytes the tile has
  * for data: need > room is a tile too full, need <= room free memory cut
@@ -81,7 +83,8 @@ typedef struct place_shortfall {
     uint64_t need, room;
 } place_shortfall;
 int place_assign(const machine *m, uint32_t data_base, const place_req *req, int32_t n, place_slot *slot, int32_t *failed,
-                 char *why, size_t cap, place_shortfall *shortfall);
+                 char *why, size_t cap, place_shortfall *shortfall,
+                 bool *shared);
 
 /* ---- tables.c --------------------------------------------------------- */
 
@@ -128,6 +131,7 @@ typedef struct place_stats {
     uint64_t table_bytes_total;
     uint32_t param_bytes;      /* parameter buffers' reservations, summed (a tile holding one of each) */
     int32_t buffers;
+    bool shared_addresses;     /* buffers on disjoint tiles share addresses: no placement kept every address its own */
 } place_stats;
 
 /* Assembles out from the lowered (and scheduled) program lp for machine m:

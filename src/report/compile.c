@@ -213,6 +213,7 @@ char *report_compile_json(const graph *model, const machine *m, const compile_in
         (int)info->place.table_bytes_median, "seconds", "search", info->search_seconds, "lower", info->lower_seconds,
         "place", info->place_seconds, "total", info->seconds);
     json_object_set_new(json_object_get(j, "placed"), "table_bytes_total", json_integer((json_int_t)info->place.table_bytes_total));
+    json_object_set_new(json_object_get(j, "placed"), "shared_addresses", json_boolean(info->place.shared_addresses));
     json_object_set_new(j, "cast_sites", sites);
     /* The epilogue fusion: every candidate, and what the package holds at once. */
     json_object_set_new(j, "fusions", report_fusion_json(driver_model_graph(model, info), &info->fusions, info->fusion_saved,

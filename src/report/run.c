@@ -20,8 +20,9 @@ void report_compile_summary(FILE *f, const char *model, const machine *m, const 
     fmt_bytes(sup, sizeof sup, ci->place.support_bytes);
     fmt_bytes(tmax, sizeof tmax, ci->place.table_bytes_max);
     fmt_bytes(tmed, sizeof tmed, ci->place.table_bytes_median);
-    fprintf(f, "  tile memory %s of %s reserved on the fullest tile (%u), %d buffers reusing memory once dead; code and tables %s\n",
-           used, have, ci->place.peak_tile, ci->place.buffers, sup);
+    fprintf(f, "  tile memory %s of %s reserved on the fullest tile (%u), %d buffers reusing memory once dead%s; code and tables %s\n",
+           used, have, ci->place.peak_tile, ci->place.buffers,
+           ci->place.shared_addresses ? " and sharing addresses on disjoint tiles" : "", sup);
     fprintf(f, "  tables      %s on the busiest tile, median %s (budget %u KiB)\n", tmax, tmed, m->table_budget_bytes / 1024);
     if (path) fprintf(f, "  package     %s, %s\n", path, size);
 }

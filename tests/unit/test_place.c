@@ -35,7 +35,7 @@ static place_req rq(const char *name, uint64_t payload, int32_t first, int32_t l
 
 static int assign(const machine *m, uint32_t base, const place_req *req, int32_t n, place_slot *slot, char *why) {
     int32_t failed = -1;
-    return place_assign(m, base, req, n, slot, &failed, why, 2048, NULL);
+    return place_assign(m, base, req, n, slot, &failed, why, 2048, NULL, NULL);
 }
 
 /* Payload and tail may end exactly at loader_limit in the last element;
@@ -171,7 +171,7 @@ static void exclusive_then_reused(void **state) {
     place_slot s4[4];
     place_shortfall sf;
     int32_t failed = -1;
-    assert_int_equal(place_assign(&m, 0x4c000 + 4096, reuse, 4, s4, &failed, why, sizeof why, &sf), -1);
+    assert_int_equal(place_assign(&m, 0x4c000 + 4096, reuse, 4, s4, &failed, why, sizeof why, &sf, NULL), -1);
     assert_int_equal(failed, 3);
     assert_non_null(strstr(why, "3 buffers live beside it, at most 50000 bytes at once"));
     assert_int_equal(sf.need, 50000 + 15000);
@@ -210,14 +210,18 @@ static void disjoint_tiles_share_addresses(void **state) {
     place_req r[2] = {rq("a", 2 * E, 0, 9, PLACE_INTERLEAVED), rq("b", 2 * E, 0, 9, PLACE_INTERLEAVED)};
     assert_int_equal(assign(&m, IB, r, 2, s, why), -1); /* four elements asked of three */
     r[0].tiles = &t0, r[1].tiles = &t1, r[0].tile_words = r[1].tile_words = 1;
-    if (assign(&m, IB, r, 2, s, why)) fail_msg("%s", why);
+    int32_t failed = -1;
+    bool shared = false;
+    if (place_assign(&m, IB, r, 2, s, &failed, why, sizeof why, NULL, &shared)) fail_msg("%s", why);
+    assert_true(shared);
     assert_true(overlap(&s[0], &s[1]));
     r[1].tiles = &both; /* tile 0 holds both */
     assert_int_equal(assign(&m, IB, r, 2, s, why), -1);
     assert_non_null(strstr(why, "the furthest of 14 placement orders"));
     place_req fit[3] = {rq("a", E, 0, 9, PLACE_INTERLEAVED), rq("b", E, 0, 9, PLACE_INTERLEAVED), rq("c", 1000, 0, 9, PLACE_ANY)};
     fit[0].tiles = &t0, fit[1].tiles = &t1, fit[0].tile_words = fit[1].tile_words = 1;
-    if (assign(&m, IB, fit, 3, s, why)) fail_msg("%s", why);
+    if (place_assign(&m, IB, fit, 3, s, &failed, why, sizeof why, NULL, &shared)) fail_msg("%s", why);
+    assert_false(shared);
     assert_false(overlap(&s[0], &s[1]));
 }
 
