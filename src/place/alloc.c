@@ -159,8 +159,18 @@ static bool place_in(const place_req *q, const region *r, const busy *b, int32_t
  * largest buffers interleaved, where they waste least, leaving the packed
  * region to the small ones, which whole elements would waste most on):
  * order 0 without the apart rule, a request that wastes at most an eighth
- * in whole elements kept out of the ordinary region. */
-enum { ORDERS = 3, PROMOTE_ROUNDS = 4, ALL_ORDERS = 2 * ORDERS + 1 };
+ * in whole elements kept out of the ordinary region.
+ *
+ * With the requests' tiles known, the seven run again apart only from
+ * requests on a common tile, and then one more (STARTS_FIRST): those live
+ * from the first step (parameters, inputs) first, then the rest, each
+ * largest first. Where a parameter is held on many tiles, its address must
+ * be free on all of them for as long as it lives; placed after the
+ * temporaries it finds their addresses taken on one tile or another
+ * (resnet50: a stem convolution's 261 KB im2col operand beside hundreds of
+ * small weights replicated over the tiles), placed first it packs with the
+ * other parameters below them. */
+enum { ORDERS = 3, PROMOTE_ROUNDS = 4, ALL_ORDERS = 2 * ORDERS + 1, STARTS_FIRST = ALL_ORDERS };
 
 /* Bytes a request would waste rounded up to whole logical elements. */
 static int64_t element_waste(const place_req *q, uint64_t unit) {
@@ -310,13 +320,13 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
         apart_everywhere[i].tiles = NULL;
         tiled |= req[i].tiles != NULL;
     }
-    int passes = tiled ? 2 : 1;
-    for (int k = 0; k < passes * ALL_ORDERS && rc; k++) { /* the orders keeping requests apart, then without, then split */
-        int mode = k % ALL_ORDERS;
+    int norders = tiled ? 2 * ALL_ORDERS + 1 : ALL_ORDERS;
+    for (int k = 0; k < norders && rc; k++) { /* the orders keeping requests apart, then without, then split; then starts first */
+        int mode = k < 2 * ALL_ORDERS ? k % ALL_ORDERS : STARTS_FIRST;
         const place_req *rq = k < ALL_ORDERS ? apart_everywhere : req;
         if (k) {
             char what[64];
-            snprintf(what, sizeof what, "buffer order %d of %d", k + 1, passes * ALL_ORDERS);
+            snprintf(what, sizeof what, "buffer order %d of %d", k + 1, norders);
             progress_stage("place", what);
         }
         int32_t f = -1, placed = 0, nunclear = 0;
@@ -327,9 +337,9 @@ int place_assign(const machine *m, uint32_t data_base, const place_req *req, int
             furthest = placed;
             *failed = f;
             if (shortfall) *shortfall = sf;
-            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, passes * ALL_ORDERS);
+            snprintf(why, cap, "%s (the furthest of %d placement orders)", w, norders);
         }
-        if (rc == 0 && mode < ORDERS && nunclear) promote(&ord, &il, &el, rq, n, mode, slot, unclear, nunclear);
+        if (rc == 0 && (mode < ORDERS || mode == STARTS_FIRST) && nunclear) promote(&ord, &il, &el, rq, n, mode, slot, unclear, nunclear);
         if (rc == 0 && shared) *shared = k >= ALL_ORDERS;
     }
     free(apart_everywhere);
@@ -341,7 +351,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
                            place_slot *slot, int32_t *failed, int32_t *placed, const bool *first, int32_t *unclear,
                            int32_t *nunclear, char *why, size_t cap, place_shortfall *sf) {
     region ord = *ordp, il = *ilp;
-    bool apart = mode < ORDERS, split = mode >= 2 * ORDERS;
+    bool apart = mode < ORDERS || mode == STARTS_FIRST, split = mode == 2 * ORDERS, starts = mode == STARTS_FIRST;
     mode = split ? 0 : mode % ORDERS;
     order_key *order = xmalloc(sizeof(order_key) * (size_t)(n + 1));
     bool *done = xcalloc((size_t)n + 1, sizeof(bool));
@@ -353,6 +363,7 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
         int64_t life = (int64_t)req[i].last - req[i].first, size = (int64_t)(req[i].payload + req[i].tail);
         int resident = mode < 2 && 2 * life > span;
         order[i] = (order_key){first && first[i], resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
+        if (starts) order[i] = (order_key){first && first[i], req[i].first == 0, size, life, i};
     }
     qsort(order, (size_t)n, sizeof(order_key), cmp_order);
     int rc = 0;
