@@ -147,6 +147,12 @@ static bool run_decode(pkg_in *in, kernel_run *r, char *why, size_t cap) {
     };
     static const char *const N_FIELD[KERNEL_MAX_BOX] = {"n[0]", "n[1]", "n[2]", "n[3]"};
     static const char *const F_FIELD[5] = {"f[0]", "f[1]", "f[2]", "f[3]", "f[4]"};
+    static const char *const STRIDE_FIELD[KERNEL_STRIDED_OPERANDS][KERNEL_MAX_BOX] = {
+#define SF(i) {"stride[" #i "][0]", "stride[" #i "][1]", "stride[" #i "][2]", "stride[" #i "][3]"}
+        SF(0), SF(1), SF(2), SF(3),
+#undef SF
+    };
+    _Static_assert(KERNEL_STRIDED_OPERANDS == 4 && KERNEL_MAX_BOX == 4, "STRIDE_FIELD names every stride");
     uint64_t v;
     if (!take(in, 4, &v, "tile", why, cap)) return false;
     r->tile = (uint32_t)v;
@@ -199,9 +205,7 @@ static bool run_decode(pkg_in *in, kernel_run *r, char *why, size_t cap) {
     for (int i = 0; i < KERNEL_STRIDED_OPERANDS; i++)
         for (int d = 0; d < KERNEL_MAX_BOX; d++)
             if ((u->strides >> (4 * i + d) & 1) && kernel_run_uses(r, i)) {
-                char field[24];
-                snprintf(field, sizeof field, "stride[%d][%d]", i, d);
-                if (!take(in, 4, &v, field, why, cap)) return false;
+                if (!take(in, 4, &v, STRIDE_FIELD[i][d], why, cap)) return false;
                 r->stride[i][d] = sext32(v);
             }
     return true;

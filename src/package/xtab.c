@@ -139,18 +139,20 @@ static int failf(decoder *x, const char *fmt, ...) {
     return rc;
 }
 
-/* "tile 5, phase 2 (step 7 'xchg')" */
-static void where(const decoder *x, uint32_t tile, uint32_t phase, char *buf, size_t cap) {
+/* "tile 5, phase 2 (step 7 'xchg')", in buf; formatted only for a message
+ * (a load checks millions of rows and formats none of them). */
+static const char *where(const decoder *x, uint32_t tile, uint32_t phase, char *buf, size_t cap) {
     const low_program *g = &x->p->prog;
     if (phase >= x->nphases) {
         snprintf(buf, cap, "tile %" PRIu32 ", phase %" PRIu32, tile, phase);
-        return;
+        return buf;
     }
     int32_t s = x->step_of[phase];
     uint32_t l = g->steps.v[s].label;
     const char *label = pkg_string_ok(g->strings.v, (uint64_t)g->strings.n, l) ? g->strings.v + l : "";
     snprintf(buf, cap, "tile %" PRIu32 ", phase %" PRIu32 " (step %" PRId32 "%s%.60s%s)", tile, phase, s, *label ? " '" : "",
              label, *label ? "'" : "");
+    return buf;
 }
 
 static int check_groups(decoder *x) {
@@ -194,7 +196,6 @@ static int read_blocks(decoder *x) {
             }
             block b = {.tile = tile, .at = pos};
             pkg_xt_get_header(t->bytes + pos, &b.h);
-            where(x, tile, b.h.phase, at, sizeof at);
             const char *bad = NULL;
             if (b.h.phase >= x->nphases) bad = "the program has fewer exchange phases";
             else if ((int64_t)b.h.phase <= last) bad = "it comes after a later phase (a table's phases ascend, each once)";
@@ -202,7 +203,8 @@ static int read_blocks(decoder *x) {
             else if (kernel_xt_block_bytes(&x->f, b.h.nsend, b.h.nrecv, b.h.npatch) > end - pos) bad = "its rows run past the end of the table";
             if (bad) {
                 free(all);
-                return failf(x, "section XTAB: %s: %s (%" PRIu32 " send, %" PRIu32 " receive and %" PRIu32 " patch rows)", at, bad,
+                return failf(x, "section XTAB: %s: %s (%" PRIu32 " send, %" PRIu32 " receive and %" PRIu32 " patch rows)",
+                             where(x, tile, b.h.phase, at, sizeof at), bad,
                              b.h.nsend, b.h.nrecv, b.h.npatch);
             }
             last = b.h.phase;
@@ -276,7 +278,6 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
     uint64_t s0 = al->sends, stage = 0;
     for (uint64_t k = b0; k < b1; k++) {
         const block *b = &x->blocks[k];
-        where(x, b->tile, ph, at, sizeof at);
         const uint8_t *row = bytes + b->at + KERNEL_XT_HEADER_BYTES;
         const uint8_t *patch = row + (uint64_t)b->h.nsend * x->f.send_bytes + (uint64_t)b->h.nrecv * x->f.recv_bytes;
         if (b->h.nsend) push_tile(out, al, (pkg_xtile){b->tile, b->h.nsend, al->sends});
@@ -290,7 +291,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
             if (bad) {
                 free(slot);
                 return failf(x, "section XTAB: %s: send row %" PRIu32 ": %s (source 0x%" PRIx32 ", %" PRIu32 " bytes, slot %" PRIu32
-                             ", destination %" PRIu32 "; %" PRIu32 " tiles, %" PRIu32 " groups)", at, i, bad, s.addr, s.bytes,
+                             ", destination %" PRIu32 "; %" PRIu32 " tiles, %" PRIu32 " groups)", where(x, b->tile, ph, at, sizeof at), i, bad, s.addr, s.bytes,
                              s.slot, s.dst, x->f.tiles, t->ngroups);
             }
             out->send[al->sends] = (pkg_xsend){b->tile, s.addr, 0, s.bytes, stage};
@@ -311,7 +312,8 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
             else if (!pr.stride) bad = "a stride of 0";
             if (bad) {
                 free(slot);
-                return failf(x, "section XTAB: %s: patch row %" PRIu32 " (%s row %" PRIu32 ", %" PRId32 " bytes): %s", at, i,
+                return failf(x, "section XTAB: %s: patch row %" PRIu32 " (%s row %" PRIu32 ", %" PRId32 " bytes): %s",
+                             where(x, b->tile, ph, at, sizeof at), i,
                              recv ? "receive" : "send", r, pr.stride, bad);
             }
             last = key;
@@ -410,7 +412,6 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
     for (uint64_t k = b0; k < b1 && !rc; k++) {
         const block *b = &x->blocks[k];
         if (!b->h.nrecv) continue;
-        where(x, b->tile, ph, at, sizeof at);
         const pkg_xtile *rt = &out->tiles[r++];
         const uint8_t *row = bytes + b->at + KERNEL_XT_HEADER_BYTES + (uint64_t)b->h.nsend * x->f.send_bytes;
         const uint8_t *patch = row + (uint64_t)b->h.nrecv * x->f.recv_bytes;
@@ -419,7 +420,7 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
         for (uint32_t i = 0; i < b->h.nrecv && !rc; i++, row += x->f.recv_bytes) {
             pkg_xt_recv rv;
             if (!pkg_xt_get_recv(&x->f, row, &rv)) {
-                rc = failf(x, "section XTAB: %s: receive row %" PRIu32 ": bits past its fields are set", at, i);
+                rc = failf(x, "section XTAB: %s: receive row %" PRIu32 ": bits past its fields are set", where(x, b->tile, ph, at, sizeof at), i);
                 break;
             }
             int32_t stride = 0;
@@ -435,14 +436,14 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
             }
             if (taken + rv.count > rt->n) {
                 rc = failf(x, "section XTAB: %s: receive row %" PRIu32 " (0x%" PRIx32 ", %" PRIu32 " fragments): its rows take more than the %" PRIu32
-                           " fragments sent to the tile", at, i, rv.addr, rv.count, rt->n);
+                           " fragments sent to the tile", where(x, b->tile, ph, at, sizeof at), i, rv.addr, rv.count, rt->n);
                 break;
             }
             uint64_t addr = rv.addr;
             for (uint32_t j = 0; j < rv.count; j++) {
                 pkg_xrecv *e = &out->recv[rt->first + taken + j];
                 if (addr > UINT32_MAX) {
-                    rc = failf(x, "section XTAB: %s: receive row %" PRIu32 " (0x%" PRIx32 ", %" PRIu32 " fragments) runs past 2^32", at, i,
+                    rc = failf(x, "section XTAB: %s: receive row %" PRIu32 " (0x%" PRIx32 ", %" PRIu32 " fragments) runs past 2^32", where(x, b->tile, ph, at, sizeof at), i,
                                rv.addr, rv.count);
                     break;
                 }
@@ -453,7 +454,8 @@ static int decode_phase(decoder *x, uint32_t ph, uint64_t b0, uint64_t b1, pkg_x
             taken += rv.count;
         }
         if (!rc && taken != rt->n)
-            rc = failf(x, "section XTAB: %s: its receive rows take %" PRIu64 " fragments, but %" PRIu32 " are sent to it", at, taken, rt->n);
+            rc = failf(x, "section XTAB: %s: its receive rows take %" PRIu64 " fragments, but %" PRIu32 " are sent to it",
+                       where(x, b->tile, ph, at, sizeof at), taken, rt->n);
     }
     P->nreceivers = (uint32_t)(al->tiles - P->receivers);
     al->recvs = pos;
