@@ -2,11 +2,9 @@
  * reach, its code and exchange-table bytes and its headroom below the loader
  * limit, their distribution over the tiles, the tiles with the least
  * headroom first, and one tile's memory map: every buffer with its address,
- * payload, reservation and live steps. Which tile holds which buffer comes
- * from the program itself: every run operand and every send and receive of
- * the decoded exchange tables, matched to the buffer live at that address
- * at that step on that tile (buffers live at once share bytes only on no
- * common tile, so the match is unique).
+ * payload, reservation and live steps. Which tile holds which buffer the
+ * package says (section BTIL, written by placement from the program's runs,
+ * fragments, parameter data and host bindings).
  * Table bytes are the encoded tables' own sizes. */
 #include <jansson.h>
 #include <stdlib.h>
@@ -14,17 +12,9 @@
 
 #include "report.h"
 
-typedef struct live_at {
-    int32_t *buf;     /* buffers live at the step, by address */
-    uint64_t *reach;  /* reach[i]: the furthest end of buf[0..i] */
-    int32_t n;
-} live_at;
-
 typedef struct view {
     const package *p;
-    const pkg_xplan *xp;  /* the exchange tables, decoded */
-    live_at *steps;       /* per step, plus one for "before the first" (segments) */
-    uint8_t *holds;       /* [tile][buffer]: the tile uses the buffer */
+    uint8_t *holds;       /* [tile][buffer]: the buffer has bytes on the tile */
     int32_t nbufs;
 } view;
 
@@ -41,66 +31,16 @@ static void sort_by_addr(const package *p, int32_t *v, int32_t n) {
         }
 }
 
-static void index_steps(view *v) {
-    int32_t n = v->p->prog.steps.n, nb = v->nbufs;
-    v->steps = xcalloc((size_t)n + 2, sizeof(live_at));
-    for (int32_t s = 0; s <= n; s++) {
-        live_at *l = &v->steps[s];
-        l->buf = xmalloc(sizeof(int32_t) * (size_t)(nb + 1));
-        for (int32_t b = 0; b < nb; b++)
-            if (vb(v, b)->reserved && vb(v, b)->first <= s && s <= vb(v, b)->last) l->buf[l->n++] = b;
-        sort_by_addr(v->p, l->buf, l->n);
-        l->reach = xmalloc(sizeof(uint64_t) * (size_t)(l->n + 1));
-        for (int32_t i = 0; i < l->n; i++) {
-            uint64_t e = (uint64_t)vb(v, l->buf[i])->addr + vb(v, l->buf[i])->reserved;
-            l->reach[i] = i && l->reach[i - 1] > e ? l->reach[i - 1] : e;
-        }
-    }
-}
-
-/* The buffer live at step on tile that holds addr: back from the last
- * starting at or below it while an earlier one could still reach it. */
-static void mark(view *v, int32_t step, uint32_t tile, uint32_t addr) {
-    const live_at *l = &v->steps[step];
-    int32_t lo = 0, hi = l->n - 1, at = -1;
-    while (lo <= hi) {
-        int32_t mid = (lo + hi) / 2;
-        if (vb(v, l->buf[mid])->addr <= addr) at = mid, lo = mid + 1;
-        else hi = mid - 1;
-    }
-    for (; at >= 0 && l->reach[at] > addr; at--) {
-        const low_buf *b = vb(v, l->buf[at]);
-        if (addr < (uint64_t)b->addr + b->reserved && package_buf_on_tile(v->p, l->buf[at], tile)) {
-            v->holds[(size_t)tile * (size_t)v->nbufs + (size_t)l->buf[at]] = 1;
-            return;
-        }
-    }
-}
-
+/* Which tile holds which buffer: the package says (section BTIL, the tiles
+ * where a run reads or writes it, a fragment leaves or lands in it, its
+ * parameter data or a host binding sits); a buffer that reserves nothing
+ * holds no bytes anywhere. */
 static void index_tiles(view *v) {
-    const low_program *g = &v->p->prog;
-    v->holds = xcalloc((size_t)v->p->machine.tiles * (size_t)(v->nbufs + 1), 1);
-    for (int32_t s = 0; s < g->steps.n; s++) {
-        const low_step *st = &g->steps.v[s];
-        if (st->kind == LOW_STEP_COMPUTE)
-            for (uint32_t k = st->first; k < st->first + st->count; k++) {
-                const kernel_run *r = &g->runs.v[k];
-                for (int op = 0; op < KERNEL_MAX_OPERANDS; op++)
-                    if (kernel_run_uses(r, op)) mark(v, s, r->tile, r->ptr[op].off);
-            }
-        else if (st->kind == LOW_STEP_EXCHANGE) {
-            const pkg_xphase *ph = &v->xp->phase[st->first];
-            for (uint32_t k = 0; k < ph->nsenders; k++) {
-                const pkg_xtile *t = &v->xp->tiles[ph->senders + k];
-                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->send[i].addr);
-            }
-            for (uint32_t k = 0; k < ph->nreceivers; k++) {
-                const pkg_xtile *t = &v->xp->tiles[ph->receivers + k];
-                for (uint64_t i = t->first; i < t->first + t->n; i++) mark(v, s, t->tile, v->xp->recv[i].addr);
-            }
-        }
-    }
-    for (int32_t i = 0; i < v->p->segments.n; i++) mark(v, 0, v->p->segments.v[i].tile, v->p->segments.v[i].addr);
+    uint32_t tiles = v->p->machine.tiles;
+    v->holds = xcalloc((size_t)tiles * (size_t)(v->nbufs + 1), 1);
+    for (uint32_t t = 0; t < tiles; t++)
+        for (int32_t b = 0; b < v->nbufs; b++)
+            v->holds[(size_t)t * (size_t)v->nbufs + (size_t)b] = vb(v, b)->reserved && package_buf_on_tile(v->p, b, t);
 }
 
 static int cmp_headroom(const void *a, const void *b) {
@@ -137,11 +77,8 @@ int report_tiles_build(const package *pkg, const char *path, report_tiles *out, 
     pkg_xplan xp;
     if (pkg_xplan_build(pkg, path, &xp, d)) return -1;
     for (uint32_t k = 0; k < xp.nphases; k++) out->fragments += xp.phase[k].nsend;
-    view v = {.p = pkg, .xp = &xp, .nbufs = pkg->prog.bufs.n};
-    index_steps(&v);
+    view v = {.p = pkg, .nbufs = pkg->prog.bufs.n};
     index_tiles(&v);
-    for (int32_t s = 0; s <= pkg->prog.steps.n; s++) free(v.steps[s].buf), free(v.steps[s].reach);
-    free(v.steps);
     out->xp = xp;
     uint32_t tiles = m->tiles, *code = xmalloc(sizeof(uint32_t) * tiles);
     place_code_bytes(&pkg->prog, m, code);
