@@ -599,7 +599,8 @@ static double prim_cost(ex *x, int32_t id, double times) {
  * of its copies. */
 typedef struct phase {
     int32_t head;               /* block position of the copy that opened it */
-    est_tile_traffic *t;        /* per tile: the summed traffic */
+    const est_tile_traffic *t;  /* per tile: the summed traffic (the opening copy's own until one joins) */
+    est_tile_traffic *sum;      /* per tile, once a copy joins: t's own array */
     double cost;                /* the phase's cycles as priced so far */
 } phase;
 
@@ -646,15 +647,19 @@ static int32_t join_phase(ex *x, const mid_block *b, int32_t i, int32_t *phase_o
     double own = (double)machine_exchange_phase_cycles(m, cc->busiest, cc->patch_words, true, NULL);
     if (k < 0) { /* a phase of its own */
         phase_of[i] = i;
-        ph[i] = (phase){i, arena_alloc(x->scratch, sizeof(est_tile_traffic) * m->tiles), own};
-        memcpy(ph[i].t, cc->tile, sizeof(est_tile_traffic) * m->tiles);
+        ph[i] = (phase){i, cc->tile, NULL, own}; /* copied only if a copy joins it: most phases stay alone */
         return -1;
     }
     phase *f = &ph[k];
     phase_of[i] = k;
+    if (!f->sum) {
+        f->sum = arena_alloc(x->scratch, sizeof(est_tile_traffic) * m->tiles);
+        memcpy(f->sum, f->t, sizeof(est_tile_traffic) * m->tiles);
+        f->t = f->sum;
+    }
     uint64_t busiest = 0, patch = 0;
     for (uint32_t t = 0; t < m->tiles; t++) {
-        est_tile_traffic *a = &f->t[t];
+        est_tile_traffic *a = &f->sum[t];
         const est_tile_traffic *d = &cc->tile[t];
         a->sent += d->sent, a->recv += d->recv, a->frags += d->frags, a->patch += d->patch;
         uint64_t e = machine_exchange_tile_cycles(m, a->sent, a->recv, a->frags, false);
@@ -890,8 +895,8 @@ static int64_t layout_tile_list(const layout *l, uint32_t tiles, int32_t *out) {
  * allocator places resident buffers first (docs/search.md has how far it
  * is from what placement reserves). */
 typedef struct tile_live {
-    int64_t *size; /* live reservations, largest first */
-    int32_t n, cap;
+    int64_t *size; /* live reservations: size[0, sorted) largest first, the rest as added */
+    int32_t n, cap, sorted;
     int64_t payload;  /* their sum */
     double bytes;     /* the live shards' bytes (the payload before request rounding) */
 } tile_live;
@@ -902,7 +907,22 @@ typedef struct mem_map {
     int64_t elements;   /* whole and partial elements below the loader limit */
 } mem_map;
 
-static int64_t reserved(const tile_live *tl, const mem_map *mm) {
+/* Sorts the sizes added since the last sort into the largest-first prefix. */
+static void live_sort(tile_live *tl) {
+    for (; tl->sorted < tl->n; tl->sorted++) {
+        int64_t size = tl->size[tl->sorted];
+        int32_t i = tl->sorted;
+        while (i > 0 && tl->size[i - 1] < size) tl->size[i] = tl->size[i - 1], i--;
+        tl->size[i] = size;
+    }
+}
+
+/* A multiset's function: which of equal sizes is where does not matter.
+ * Below the ordinary region's room it is the payload, and the sizes are
+ * left unsorted until a tile needs more (most never do). */
+static int64_t reserved(tile_live *tl, const mem_map *mm) {
+    if (tl->payload <= mm->ordinary || mm->element <= 0) return tl->payload;
+    live_sort(tl);
     int64_t rest = tl->payload, waste = 0, used = 0;
     for (int32_t i = 0; i < tl->n && rest > mm->ordinary && mm->element > 0; i++) {
         int64_t e = (tl->size[i] + mm->element - 1) / mm->element;
@@ -929,25 +949,29 @@ static void live_add(arena *a, tile_live *tl, int64_t size) {
         tl->size = arena_grow(a, tl->size, sizeof(int64_t) * (size_t)tl->cap, sizeof(int64_t) * (size_t)cap);
         tl->cap = cap;
     }
-    int32_t i = tl->n++;
-    while (i > 0 && tl->size[i - 1] < size) tl->size[i] = tl->size[i - 1], i--;
-    tl->size[i] = size;
+    tl->size[tl->n++] = size;
     tl->payload += size;
 }
 
 static void live_remove(tile_live *tl, int64_t size) {
-    /* Sizes run largest first: the first not larger is one of size (which
-     * of equal ones leaves the same list). */
-    int32_t lo = 0, hi = tl->n;
+    tl->payload -= size;
+    /* Unsorted sizes first: one taken from there, the last takes its place. */
+    for (int32_t i = tl->sorted; i < tl->n; i++)
+        if (tl->size[i] == size) {
+            tl->size[i] = tl->size[--tl->n];
+            return;
+        }
+    /* The sorted ones run largest first: the first not larger is one of
+     * size (which of equal ones leaves the same list). */
+    int32_t lo = 0, hi = tl->sorted;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
         if (tl->size[mid] > size) lo = mid + 1;
         else hi = mid;
     }
-    TS_ASSERT(lo < tl->n && tl->size[lo] == size);
+    TS_ASSERT(lo < tl->sorted && tl->size[lo] == size);
     memmove(&tl->size[lo], &tl->size[lo + 1], sizeof(int64_t) * (size_t)(tl->n - lo - 1));
-    tl->n--;
-    tl->payload -= size;
+    tl->n--, tl->sorted--;
 }
 
 int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
