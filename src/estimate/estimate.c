@@ -897,6 +897,7 @@ static int64_t layout_tile_list(const layout *l, uint32_t tiles, int32_t *out) {
 typedef struct tile_live {
     int64_t *size; /* live reservations: size[0, sorted) largest first, the rest as added */
     int32_t n, cap, sorted;
+    bool grown;       /* buffers added since the reservation was last priced */
     int64_t payload;  /* their sum */
     double bytes;     /* the live shards' bytes (the payload before request rounding) */
 } tile_live;
@@ -974,6 +975,17 @@ static void live_remove(tile_live *tl, int64_t size) {
     tl->n--, tl->sorted--;
 }
 
+/* A tile's reservation at the top of a run of additions, into its peak.
+ * Adding a buffer never lowers reserved() (the largest taken into whole
+ * elements are the same ones and perhaps more, the payload grows), so the
+ * peak is reached just before some buffer dies or at the end, and it is
+ * priced only there. */
+static void reserved_peak(tile_live *tl, const mem_map *mm, double *peak) {
+    double v = (double)reserved(tl, mm);
+    if (v > *peak) *peak = v;
+    tl->grown = false;
+}
+
 int64_t est_tile_reserved(const machine *m, double table_max, const int64_t *sizes, int32_t n) {
     tile_live tl = {0};
     arena a;
@@ -1039,17 +1051,19 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
         for (int64_t i = 0; i < nt; i++) {
             tile_live *x = &tl[tiles[i]];
             if (ev[k].end) {
+                if (x->grown) reserved_peak(x, &mm, &rpeak[tiles[i]]);
                 live_remove(x, bytes);
                 x->bytes -= shard;
                 continue;
             }
             live_add(a, x, bytes);
             x->bytes += shard;
-            double v = (double)reserved(x, &mm);
-            if (v > rpeak[tiles[i]]) rpeak[tiles[i]] = v;
+            x->grown = true;
             if (x->bytes > peak[tiles[i]]) peak[tiles[i]] = x->bytes;
         }
     }
+    for (uint32_t t = 0; t < m->tiles; t++)
+        if (tl[t].grown) reserved_peak(&tl[t], &mm, &rpeak[t]);
     r->peak_bytes = 0;
     r->peak_tile = 0;
     r->reserved_peak_bytes = 0;
