@@ -977,9 +977,13 @@ static void live_remove(tile_live *tl, int64_t size) {
 
 /* A tile's reservation at the top of a run of additions, into its peak.
  * Adding a buffer never lowers reserved() (the largest taken into whole
- * elements are the same ones and perhaps more, the payload grows), so the
- * peak is reached just before some buffer dies or at the end, and it is
- * priced only there. */
+ * elements are the same ones and perhaps more, the payload grows; when it
+ * passes the elements the region holds, ordinary + used elements is at
+ * least what the buffers packed before, as the packed rest is at most the
+ * ordinary room), so the peak is reached just before some buffer dies or at
+ * the end, and it is priced only there. That needs a room of 0 or more:
+ * code and tables past it (mm.ordinary < 0, a plan refused anyway) price
+ * every addition. */
 static void reserved_peak(tile_live *tl, const mem_map *mm, double *peak) {
     double v = (double)reserved(tl, mm);
     if (v > *peak) *peak = v;
@@ -1059,6 +1063,7 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
             live_add(a, x, bytes);
             x->bytes += shard;
             x->grown = true;
+            if (mm.ordinary < 0) reserved_peak(x, &mm, &rpeak[tiles[i]]); /* code and tables past the room: not monotone */
             if (x->bytes > peak[tiles[i]]) peak[tiles[i]] = x->bytes;
         }
     }
