@@ -599,8 +599,8 @@ static double prim_cost(ex *x, int32_t id, double times) {
  * of its copies. */
 typedef struct phase {
     int32_t head;               /* block position of the copy that opened it */
-    const est_tile_traffic *t;  /* per tile: the summed traffic (the opening copy's own until one joins) */
-    est_tile_traffic *sum;      /* per tile, once a copy joins: t's own array */
+    const est_tile_traffic *t;  /* per tile: the opening copy's traffic */
+    est_tile_traffic *sum;      /* per tile, once a copy joins: the summed traffic (NULL before) */
     double cost;                /* the phase's cycles as priced so far */
 } phase;
 
@@ -655,7 +655,6 @@ static int32_t join_phase(ex *x, const mid_block *b, int32_t i, int32_t *phase_o
     if (!f->sum) {
         f->sum = arena_alloc(x->scratch, sizeof(est_tile_traffic) * m->tiles);
         memcpy(f->sum, f->t, sizeof(est_tile_traffic) * m->tiles);
-        f->t = f->sum;
     }
     uint64_t busiest = 0, patch = 0;
     for (uint32_t t = 0; t < m->tiles; t++) {
@@ -925,7 +924,7 @@ static int64_t reserved(tile_live *tl, const mem_map *mm) {
     if (tl->payload <= mm->ordinary || mm->element <= 0) return tl->payload;
     live_sort(tl);
     int64_t rest = tl->payload, waste = 0, used = 0;
-    for (int32_t i = 0; i < tl->n && rest > mm->ordinary && mm->element > 0; i++) {
+    for (int32_t i = 0; i < tl->n && rest > mm->ordinary; i++) {
         int64_t e = (tl->size[i] + mm->element - 1) / mm->element;
         rest -= tl->size[i];
         used += e;
@@ -1042,6 +1041,7 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
     }
     qsort(ev, (size_t)ne, sizeof(mem_ev), cmp_ev);
     mem_map mm = memory_map(m, table_max);
+    bool monotone = mm.ordinary >= 0; /* else (code and tables past the room) every addition is priced */
     tile_live *tl = arena_alloc(a, sizeof(tile_live) * m->tiles);
     double *peak = arena_alloc(a, sizeof(double) * m->tiles), *rpeak = arena_alloc(a, sizeof(double) * m->tiles);
     int32_t *tiles = NULL;
@@ -1063,7 +1063,7 @@ static void memory_peak(const mid_program *p, const machine *m, double table_max
             live_add(a, x, bytes);
             x->bytes += shard;
             x->grown = true;
-            if (mm.ordinary < 0) reserved_peak(x, &mm, &rpeak[tiles[i]]); /* code and tables past the room: not monotone */
+            if (!monotone) reserved_peak(x, &mm, &rpeak[tiles[i]]);
             if (x->bytes > peak[tiles[i]]) peak[tiles[i]] = x->bytes;
         }
     }

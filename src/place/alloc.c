@@ -362,8 +362,8 @@ static int assign_in_order(const region *ordp, const region *ilp, const elements
     for (int32_t i = 0; i < n; i++) {
         int64_t life = (int64_t)req[i].last - req[i].first, size = (int64_t)(req[i].payload + req[i].tail);
         int resident = mode < 2 && 2 * life > span;
-        order[i] = (order_key){first && first[i], resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
-        if (starts) order[i] = (order_key){first && first[i], req[i].first == 0, size, life, i};
+        order[i] = starts ? (order_key){first && first[i], req[i].first == 0, size, life, i}
+                          : (order_key){first && first[i], resident, mode == 0 && resident ? element_waste(&req[i], il.unit) : size, life, i};
     }
     qsort(order, (size_t)n, sizeof(order_key), cmp_order);
     int rc = 0;
