@@ -18,7 +18,7 @@ typedef struct placer {
     place_xt *xt;        /* the exchange tables, planned once: counted for support, then encoded */
     uint32_t *addr;      /* per buffer */
     diag *d;
-    uint8_t *blob;       /* parameter bytes being gathered, in the package's arena (never copied) */
+    uint8_t *blob;       /* every parameter's bytes, allocated whole in the package's arena */
     uint64_t blob_bytes, blob_cap;
 } placer;
 
@@ -365,30 +365,26 @@ static void encode_span(void *ctx, const int64_t *s, int64_t off, int64_t elem, 
     num_encode_buf(c->dt, c->scale, c->values + elem, c->bytes + off, (size_t)n);
 }
 
-static void blob_append(placer *p, const uint8_t *b, uint64_t n) {
-    if (p->blob_bytes + n > p->blob_cap) {
-        uint64_t old = p->blob_cap;
-        while (p->blob_bytes + n > p->blob_cap) p->blob_cap = p->blob_cap ? p->blob_cap * 2 : 1 << 20;
-        p->blob = arena_grow(&p->pkg->arena, p->blob, (size_t)old, (size_t)p->blob_cap);
-    }
-    memcpy(p->blob + p->blob_bytes, b, n);
-    p->blob_bytes += n;
+/* Blob bytes a parameter takes: every shard's storage, layer after layer. */
+static uint64_t param_bytes(const low_param *pp) {
+    return (uint64_t)(layout_shard_bytes(&pp->lay) * pp->stack * layout_shards(&pp->lay));
 }
 
 /* A parameter's shards, encoded layer by layer (a stacked parameter is
- * generated one layer at a time, never whole in f32), then one blob range per
- * shard that every replica's tile points at. */
+ * generated one layer at a time, never whole in f32) straight into the blob
+ * (allocated whole and zeroed, so padding is zero), one blob range per shard
+ * that every replica's tile points at. */
 static int add_param(placer *p, const low_param *pp) {
     int64_t layer = pp->layer;
     const layout *l = &pp->lay;
     int64_t sb = layout_shard_bytes(l), shards = layout_shards(l), stride = sb * pp->stack;
-    uint8_t *img = xcalloc((size_t)(stride * shards), 1); /* every shard's image, layer after layer */
+    uint8_t *img = p->blob + p->blob_bytes; /* every shard's image, layer after layer */
+    TS_ASSERT(p->blob_bytes + param_bytes(pp) <= p->blob_cap);
     float *values = xmalloc(sizeof(float) * (size_t)(layer ? layer : 1));
     int64_t s[LAYOUT_MAX_RANK] = {0}, reps = layout_replicas(l);
     for (int64_t i = 0; i < pp->stack; i++) {
         if (p->lp->values(p->lp->values_ctx, pp->source, i * layer, layer, values, p->d)) {
             free(values);
-            free(img);
             return -1;
         }
         memset(s, 0, sizeof s);
@@ -402,7 +398,7 @@ static int add_param(placer *p, const low_param *pp) {
     memset(s, 0, sizeof s);
     for (int64_t k = 0; k < shards; k++) {
         uint64_t off = p->blob_bytes;
-        blob_append(p, img + k * stride, (uint64_t)stride);
+        p->blob_bytes += (uint64_t)stride;
         int64_t lo[LAYOUT_MAX_RANK], hi[LAYOUT_MAX_RANK];
         layout_shard_extent(l, s, lo, hi);
         int64_t nt = layout_owners(l, lo, tiles, reps);
@@ -414,7 +410,6 @@ static int add_param(placer *p, const low_param *pp) {
         next_shard(l, s);
     }
     free(tiles);
-    free(img);
     return 0;
 }
 
@@ -455,7 +450,11 @@ int place_package(const low_program *lp, const machine *m, const char *meta_json
         rc = place_tables_encode(p.xt, p.addr, out, d);
     }
     if (rc == 0) {
-        if (data) progress_stage("place", "writing the parameters");
+        if (data) {
+            progress_stage("place", "writing the parameters");
+            for (int32_t i = 0; i < lp->params.n; i++) p.blob_cap += param_bytes(&lp->params.v[i]);
+            p.blob = p.blob_cap ? arena_alloc(&out->arena, (size_t)p.blob_cap) : NULL;
+        }
         for (int32_t i = 0; i < lp->params.n && rc == 0 && data; i++) {
             char what[300];
             snprintf(what, sizeof what, "writing parameter '%s'", lp->params.v[i].name);
@@ -464,7 +463,7 @@ int place_package(const low_program *lp, const machine *m, const char *meta_json
         }
         if (out->segments.n) qsort(out->segments.v, (size_t)out->segments.n, sizeof(pkg_segment), cmp_segment);
         /* The package owns its blob through its arena, as a loaded one does:
-         * it was gathered there (a SigLIP blob is 421 MiB; no second copy). */
+         * it was encoded there (a SigLIP blob is 421 MiB; no second copy). */
         out->blob = p.blob ? p.blob : arena_alloc(&out->arena, 0);
         out->blob_bytes = p.blob_bytes;
         for (int32_t i = 0; i < lp->bindings.n; i++) add_binding(&p, &lp->bindings.v[i]);
