@@ -332,6 +332,9 @@ int graph_verify(const graph *g, diag *d);
 void graph_normal_fill(uint64_t seed, double mean, double std, float *out, int64_t n);
 /* Elements [first, first + n) of the same stream, for chunked generation. */
 void graph_normal_fill_at(uint64_t seed, double mean, double std, int64_t first, float *out, int64_t n);
+/* The largest |value| of graph_normal_fill's first n values, on every
+ * core, without keeping them (an fp8 weight's scale). */
+float graph_normal_maxabs(uint64_t seed, double mean, double std, int64_t n);
 /* Values of parameter op (numel of its type) as f32: the init's values
  * rounded to the parameter's dtype, or exact when keep_f32. */
 int graph_param_values(const graph *g, int32_t op, bool keep_f32, float *out, diag *d);

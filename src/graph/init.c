@@ -123,6 +123,49 @@ void graph_normal_fill_at(uint64_t seed, double mean, double std, int64_t first,
     util_parallel(pairs, 1 << 16, normal_pairs, &j);
 }
 
+/* The largest |value| of elements [0, n): each chunk of MAXABS_CHUNK pairs
+ * its own maximum (max is exact, so the split changes nothing), no values
+ * kept. */
+enum { MAXABS_CHUNK = 1 << 16 };
+
+typedef struct maxabs_job {
+    normal_job j;    /* out unused */
+    float *chunk_max; /* per chunk */
+} maxabs_job;
+
+static void maxabs_chunks(void *ctx, int64_t begin, int64_t end) {
+    const maxabs_job *m = ctx;
+    float v[2 * NORMAL_BLOCK];
+    for (int64_t ch = begin; ch < end; ch++) {
+        float mx = 0;
+        int64_t first = 2 * ch * MAXABS_CHUNK, last = first + 2 * MAXABS_CHUNK < m->j.n ? first + 2 * MAXABS_CHUNK : m->j.n;
+        for (int64_t e = first; e < last; e += 2 * NORMAL_BLOCK) {
+            /* normal_pairs itself, so the values are the stream's */
+            normal_job j = m->j;
+            j.first = e;
+            j.n = last - e < 2 * NORMAL_BLOCK ? last - e : 2 * NORMAL_BLOCK;
+            j.out = v;
+            normal_pairs(&j, 0, (j.n + 1) / 2);
+            for (int64_t i = 0; i < j.n; i++) { /* no NaN comes out of the sampler: a compare, not fmaxf */
+                float a = fabsf(v[i]);
+                mx = a > mx ? a : mx;
+            }
+        }
+        m->chunk_max[ch] = mx;
+    }
+}
+
+float graph_normal_maxabs(uint64_t seed, double mean, double std, int64_t n) {
+    if (n <= 0) return 0;
+    int64_t chunks = ((n + 1) / 2 + MAXABS_CHUNK - 1) / MAXABS_CHUNK;
+    maxabs_job m = {{mix64(seed + 0x9e3779b97f4a7c15ull), mean, std, 0, n, NULL}, xmalloc(sizeof(float) * (size_t)chunks)};
+    util_parallel(chunks, 1, maxabs_chunks, &m);
+    float mx = 0;
+    for (int64_t i = 0; i < chunks; i++) mx = m.chunk_max[i] > mx ? m.chunk_max[i] : mx;
+    free(m.chunk_max);
+    return mx;
+}
+
 void graph_normal_fill(uint64_t seed, double mean, double std, float *out, int64_t n) {
     graph_normal_fill_at(seed, mean, std, 0, out, n);
 }

@@ -147,23 +147,6 @@ static graph_init normal(double mean, double std, uint64_t seed) {
     return (graph_init){.kind = INIT_NORMAL, .mean = mean, .std = std, .seed = seed};
 }
 
-/* Largest |value| of a seeded normal tensor, generated in chunks so even a
- * stacked 27-layer weight needs only a small buffer. */
-static float normal_maxabs(graph_init init, int64_t n) {
-    enum { CHUNK = 1 << 20 };
-    float *buf = xmalloc(sizeof(float) * CHUNK), mx = 0;
-    for (int64_t at = 0; at < n; at += CHUNK) {
-        int64_t k = n - at < CHUNK ? n - at : CHUNK;
-        graph_normal_fill_at(init.seed, init.mean, init.std, at, buf, k);
-        for (int64_t i = 0; i < k; i++) { /* no NaN comes out of the sampler: a compare, not a call to fmaxf */
-            float v = fabsf(buf[i]);
-            mx = v > mx ? v : mx;
-        }
-    }
-    free(buf);
-    return mx;
-}
-
 /* A weight in the model's GEMM precision: f16, or f143 scaled to its maximum. */
 static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_init init) {
     if (b->err) return 0;
@@ -182,7 +165,7 @@ static int32_t weight(zb *b, const char *name, bool fp8, graph_type t, graph_ini
             char what[160];
             snprintf(what, sizeof what, "choosing the fp8 scale of '%s' (%lld values)", name, (long long)n);
             progress_stage(b->g->path, what);
-            t.scale = (int8_t)f8_scale_for_max(DT_F143, normal_maxabs(init, graph_type_numel(&t)));
+            t.scale = (int8_t)f8_scale_for_max(DT_F143, graph_normal_maxabs(init.seed, init.mean, init.std, n));
         }
     } else {
         t.dtype = DT_F16;

@@ -28,8 +28,12 @@ int util_threads(void) {
         int n = atoi(e);
         if (n >= 1 && n <= 256) return n;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+    static int online; /* asked once: glibc reads a file in /sys for it */
+    if (!__atomic_load_n(&online, __ATOMIC_RELAXED)) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&online, n < 1 ? 1 : n > 64 ? 64 : (int)n, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&online, __ATOMIC_RELAXED);
 }
 
 void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx) {

@@ -377,6 +377,19 @@ static void param_initializers(void **state) {
         differ += all[2 * k + 1] != (float)(0.5 + 0.02 * r * sin(t));
     }
     assert_int_equal(differ, 0);
+    /* graph_normal_maxabs (an fp8 weight's scale) is the largest |value| of
+     * the same stream: odd and even lengths, inside one chunk and across
+     * several, with an offset that moves the maximum to a negative value. */
+    const int64_t lens[] = {1, 2, 3, 255, 256, 257, 131071, 131072, 131073, 400001, N};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (int m = 0; m < 2; m++) {
+            double mu = m ? -0.25 : 0.0, sd = m ? 0.5 : 1.0;
+            graph_normal_fill(7 + i, mu, sd, all, lens[i]);
+            float want = 0;
+            for (int64_t k = 0; k < lens[i]; k++) want = fabsf(all[k]) > want ? fabsf(all[k]) : want;
+            assert_true(graph_normal_maxabs(7 + i, mu, sd, lens[i]) == want);
+        }
+    assert_true(graph_normal_maxabs(7, 0.0, 1.0, 0) == 0);
     free(all);
     free(part);
 
