@@ -370,6 +370,16 @@ typedef struct walk {
     int64_t sfirst[LAYOUT_MAX_RANK], scount[LAYOUT_MAX_RANK]; /* overlapping source shards per source axis */
     int32_t *src_tiles;                  /* tile of each overlapping source shard, row-major */
     int64_t src_tiles_cap;               /* entries */
+    int64_t tmul[LAYOUT_MAX_RANK];       /* src_tiles index step per source axis */
+    /* Offsets without layout_offset's divisions: byte strides of every axis
+     * but the panel axis (whose offset is (l / pw) * panel stride + (l % pw)
+     * * element), and the current destination shard's first element. */
+    int64_t sstride[LAYOUT_MAX_RANK], dstride[LAYOUT_MAX_RANK], dorg[LAYOUT_MAX_RANK];
+    int s_pa;
+    int64_t s_pw, s_pstride, d_pw, d_pstride;
+    /* Per source axis, the last coordinate asked and its shard and place in
+     * it: neighbouring segments differ in one coordinate, by one. */
+    int64_t cg[LAYOUT_MAX_RANK], cq[LAYOUT_MAX_RANK], cr[LAYOUT_MAX_RANK];
 } walk;
 
 /* False when the view reads a fixed source coordinate outside the source:
@@ -390,7 +400,36 @@ static bool walk_init(walk *w, const layout *src, const layout *dst, const layou
         w->scount[j] = 1;
     }
     w->src_step_bytes = layout_axis_stride(src, v->axis[layout_panel_axis(dst)]);
+    w->s_pa = layout_panel_axis(src);
+    w->s_pw = layout_panel_width(src);
+    w->s_pstride = layout_panel_stride(src);
+    w->d_pw = layout_panel_width(dst);
+    w->d_pstride = layout_panel_stride(dst);
+    for (int j = 0; j < src->rank; j++) {
+        w->sstride[j] = j == w->s_pa ? 0 : layout_axis_stride(src, j);
+        w->cg[j] = -1; /* nothing asked yet */
+    }
+    for (int i = 0; i < dst->rank; i++) w->dstride[i] = i == layout_panel_axis(dst) ? 0 : layout_axis_stride(dst, i);
     return true;
+}
+
+/* Source coordinate g along axis j: its shard (cq) and place in it (cr),
+ * from the last one asked when g is at or a little past it. */
+static inline void src_axis_at(walk *w, int j, int64_t g) {
+    int64_t b = w->src->block[j], dg = g - w->cg[j];
+    if (dg == 0) return;
+    if (dg > 0 && w->cg[j] >= 0 && w->cr[j] + dg < b) {
+        w->cr[j] += dg;
+    } else {
+        w->cq[j] = g / b;
+        w->cr[j] = g - w->cq[j] * b;
+    }
+    w->cg[j] = g;
+}
+
+/* Byte offset of place r along axis j of a shard of l (stride or panels). */
+static inline int64_t axis_bytes(int64_t r, int64_t stride, bool panel, int64_t pw, int64_t pstride, int64_t eb) {
+    return panel ? (r / pw) * pstride + (r % pw) * eb : r * stride;
 }
 
 /* The box of the current destination shard whose elements have a source, and
@@ -420,18 +459,14 @@ static void fill_src_tiles(walk *w, const dst_target *t) {
         w->src_tiles = xrealloc(w->src_tiles, (size_t)n * sizeof *w->src_tiles);
         w->src_tiles_cap = n;
     }
+    int64_t m = 1;
+    for (int j = s->rank - 1; j >= 0; j--) w->tmul[j] = m, m *= w->scount[j];
     for (int64_t k = 0; k < n; k++) {
         lin_decode(s->rank, w->scount, k, idx);
         for (int j = 0; j < s->rank; j++) idx[j] += w->sfirst[j];
         layout_pick_source(s, idx, t->tile, t->shard_lin, t->rep_lin, rep);
         w->src_tiles[k] = layout_tile(s, idx, rep);
     }
-}
-
-static int32_t src_tile_of(const walk *w, const int64_t *e) {
-    int64_t k = 0;
-    for (int j = 0; j < w->src->rank; j++) k = k * w->scount[j] + (e[j] / w->src->block[j] - w->sfirst[j]);
-    return w->src_tiles[k];
 }
 
 static void flush(walk *w) {
@@ -452,32 +487,39 @@ static void emit(walk *w, int32_t src_tile, int64_t src_off, int64_t dst_off, in
     w->have_pend = true;
 }
 
-/* End (exclusive, source coordinate) of the stretch from g along source axis
- * a that stays in one source shard and, on the panel axis, one panel. */
-static int64_t src_piece_end(const layout *s, int a, int64_t g) {
-    int64_t b = s->block[a], end = (g / b + 1) * b;
-    if (a != layout_panel_axis(s)) return end;
-    int64_t pw = layout_panel_width(s);
-    return min64(end, g - (g % b) % pw + pw);
-}
-
 /* The destination row segment x (panel-axis coordinate from c0 to c1, one
- * panel) cut into pieces that are contiguous on the source too. x[panel
- * axis] is scratch: the caller iterates only the other axes. */
-static void walk_segment(walk *w, int64_t *x, int64_t c0, int64_t c1) {
+ * panel) cut into pieces that are contiguous on the source too: each piece
+ * ends where the source changes shard or, on its panel axis, panel. x[panel
+ * axis] is unused: the caller iterates only the other axes. */
+static void walk_segment(walk *w, const int64_t *x, int64_t c0, int64_t c1) {
     const layout *s = w->src, *d = w->dst;
     int pa = layout_panel_axis(d), a_pa = w->v->axis[pa];
-    int64_t e[LAYOUT_MAX_RANK], eb = d->elem_bytes, off = w->v->off[pa], step = w->src_step_bytes;
-    for (int j = 0; j < s->rank; j++) e[j] = w->v->src_fix[j];
+    int64_t eb = d->elem_bytes, off = w->v->off[pa], step = w->src_step_bytes;
+    /* The destination offset of (x, c0) and the source's over every axis
+     * but a_pa (fixed for the segment), with the tile index it contributes. */
+    int64_t dst_off = axis_bytes(c0 - w->dorg[pa], 0, true, w->d_pw, w->d_pstride, eb);
     for (int i = 0; i < d->rank; i++)
-        if (i != pa) e[w->v->axis[i]] = x[i] + w->v->off[i];
-    x[pa] = c0;
-    int64_t dst_off = layout_offset(d, x);
+        if (i != pa) {
+            dst_off += (x[i] - w->dorg[i]) * w->dstride[i];
+            src_axis_at(w, w->v->axis[i], x[i] + w->v->off[i]);
+        }
+    int64_t src_base = 0, k_base = 0;
+    for (int j = 0; j < s->rank; j++) {
+        if (j == a_pa) continue;
+        if (w->dst_of_src[j] < 0) src_axis_at(w, j, w->v->src_fix[j]);
+        src_base += axis_bytes(w->cr[j], w->sstride[j], j == w->s_pa, w->s_pw, w->s_pstride, eb);
+        k_base += (w->cq[j] - w->sfirst[j]) * w->tmul[j];
+    }
+    bool panel = a_pa == w->s_pa;
+    int64_t b = s->block[a_pa];
     for (int64_t u = c0; u < c1 && !w->stop;) {
-        e[a_pa] = u + off;
-        int64_t end = min64(c1, src_piece_end(s, a_pa, u + off) - off), n = end - u;
-        int32_t tile = src_tile_of(w, e);
-        int64_t src_off = layout_offset(s, e);
+        int64_t g = u + off;
+        src_axis_at(w, a_pa, g);
+        int64_t q = w->cq[a_pa], r = w->cr[a_pa];
+        int64_t piece_end = panel ? min64((q + 1) * b, g - r % w->s_pw + w->s_pw) : (q + 1) * b;
+        int64_t end = min64(c1, piece_end - off), n = end - u;
+        int32_t tile = w->src_tiles[k_base + (q - w->sfirst[a_pa]) * w->tmul[a_pa]];
+        int64_t src_off = src_base + axis_bytes(r, w->sstride[a_pa], panel, w->s_pw, w->s_pstride, eb);
         if (step == eb) {
             emit(w, tile, src_off, dst_off, n * eb);
         } else {
@@ -515,6 +557,7 @@ static void walk_rows(walk *w) {
 
 static void walk_target(walk *w, const dst_target *t) {
     lin_decode(w->dst->rank, w->dst->parts, t->shard_lin, w->dst_shard);
+    for (int i = 0; i < w->dst->rank; i++) w->dorg[i] = w->dst_shard[i] * w->dst->block[i];
     if (!walk_box(w)) return;
     w->dst_tile = t->tile;
     fill_src_tiles(w, t);
