@@ -50,6 +50,20 @@ static void note_peak(uint64_t *peak, uint32_t tile, uint64_t end) {
     if (end > peak[tile]) peak[tile] = end;
 }
 
+/* The initial memory of tiles [t0, t1): every segment on them, in package
+ * order (each tile's bytes are its own, so any split of the tiles over
+ * threads writes the same memory). */
+static void load_segments(void *ctx, int64_t t0, int64_t t1) {
+    sim *s = ctx;
+    const package *p = s->p;
+    for (int32_t i = 0; i < p->segments.n; i++) {
+        const pkg_segment *g = &p->segments.v[i];
+        if (g->tile < t0 || g->tile >= t1) continue;
+        memcpy(at(s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
+        note_peak(s->peak, g->tile, (uint64_t)g->addr + g->bytes);
+    }
+}
+
 /* ---- compute sets ----------------------------------------------------------------- */
 
 typedef struct compute_job {
@@ -473,11 +487,7 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
     s.patch = xcalloc(m->tiles, sizeof(uint64_t));
     s.sent_elems = xcalloc(m->tiles, sizeof(uint64_t));
     s.recv_elems = xcalloc(m->tiles, sizeof(uint64_t));
-    for (int32_t i = 0; i < p->segments.n; i++) {
-        const pkg_segment *g = &p->segments.v[i];
-        memcpy(at(&s, g->tile, g->addr), p->blob + g->blob_off, g->bytes);
-        note_peak(s.peak, g->tile, (uint64_t)g->addr + g->bytes);
-    }
+    util_parallel(m->tiles, 64, load_segments, &s);
     int k = 0, j = 0;
     for (int32_t i = 0; i < p->bindings.n; i++) {
         const pkg_binding *b = &p->bindings.v[i];
