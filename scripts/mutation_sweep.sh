@@ -7,7 +7,9 @@
 #   DONE <model> <k>/<n> | mutation sweep: ... corruptions (of N), ... caught ... | <UTC time>
 #   FAIL <model> <k>/<n> rc=<status> | <the escaped corruption or the error> | <UTC time>
 # Run it again to go on where it stopped; a FAIL line is not retried (delete it
-# to). A c600 training step's try costs about 0.15 s of CPU (it simulates
+# to). A shard killed by a signal is not recorded. To stop the sweep, stop its
+# xargs too (pkill -f mutation_sweep.sh; pkill -f 'xargs -r -P'), or it starts
+# the next shard. A c600 training step's try costs about 0.15 s of CPU (it simulates
 # every tile), so the whole sweep is hours: alone on the host, not beside CI.
 #   scripts/mutation_sweep.sh /work/mut/ledger.txt [JOBS]    (BUILD=build)
 set -euo pipefail
@@ -47,6 +49,8 @@ run() {
         TESSEL_MUTATION_SWEEP=full nice -n 19 "$tm" 2>&1) || rc=$?
   if [ $rc -eq 0 ]; then
     echo "DONE $only $shard | $(echo "$out" | grep -m1 'corruptions (of') | $(date -u +%FT%TZ)" >> "$ledger"
+  elif [ $rc -eq 130 ] || [ $rc -eq 137 ] || [ $rc -eq 143 ]; then
+    echo "mutation_sweep: $only $shard stopped by a signal; not recorded, the next run retries it" >&2
   else
     echo "FAIL $only $shard rc=$rc | $(echo "$out" | grep -E -m3 'changes an output|error|FAIL' | tr '\n' ' ') | $(date -u +%FT%TZ)" >> "$ledger"
   fi
