@@ -7,10 +7,12 @@
 #   DONE <model> <k>/<n> | mutation sweep: ... corruptions (of N), ... caught ... | <UTC time>
 #   FAIL <model> <k>/<n> rc=<status> | <the escaped corruption or the error> | <UTC time>
 # Run it again to go on where it stopped; a FAIL line is not retried (delete it
-# to). A shard killed by a signal is not recorded. To stop the sweep, stop its
-# xargs too (pkill -f mutation_sweep.sh; pkill -f 'xargs -r -P'), or it starts
-# the next shard. A c600 training step's try costs about 0.15 s of CPU (it simulates
-# every tile), so the whole sweep is hours: alone on the host, not beside CI.
+# to). A shard stopped by a signal (hangup, interrupt, terminate, kill: the
+# out-of-memory killer's too) is not recorded, and the next run retries it. To
+# stop the sweep, signal its whole process group (xargs would start the next
+# shard): start it with setsid and stop it with kill -- -PID.
+# A c600 training step's try costs about 0.1 s of CPU (it simulates every
+# tile), so the whole sweep is hours: alone on the host, not beside CI.
 #   scripts/mutation_sweep.sh /work/mut/ledger.txt [JOBS]    (BUILD=build)
 set -euo pipefail
 ledger=${1:?usage: mutation_sweep.sh LEDGER [JOBS]}
@@ -49,7 +51,7 @@ run() {
         TESSEL_MUTATION_SWEEP=full nice -n 19 "$tm" 2>&1) || rc=$?
   if [ $rc -eq 0 ]; then
     echo "DONE $only $shard | $(echo "$out" | grep -m1 'corruptions (of') | $(date -u +%FT%TZ)" >> "$ledger"
-  elif [ $rc -eq 130 ] || [ $rc -eq 137 ] || [ $rc -eq 143 ]; then
+  elif [ $rc -eq 129 ] || [ $rc -eq 130 ] || [ $rc -eq 137 ] || [ $rc -eq 143 ]; then
     echo "mutation_sweep: $only $shard stopped by a signal; not recorded, the next run retries it" >&2
   else
     echo "FAIL $only $shard rc=$rc | $(echo "$out" | grep -E -m3 'changes an output|error|FAIL' | tr '\n' ' ') | $(date -u +%FT%TZ)" >> "$ledger"
@@ -58,7 +60,7 @@ run() {
 export -f run
 # glibc would hand each try's large buffers back to the kernel and fault them in
 # again on the next (a third of a try's time); keep them in the heap instead.
-export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295}
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295
 export ledger tm
 printf '%s\n' "${work[@]}" | xargs -r -P "$jobs" -I{} bash -c 'run "$@"' _ {}
 echo "mutation_sweep: $(grep -c '^DONE' "$ledger") shards done, $(grep -c '^FAIL' "$ledger" || true) failed" >&2

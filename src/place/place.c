@@ -453,7 +453,10 @@ int place_package(const low_program *lp, const machine *m, const char *meta_json
         if (data) {
             progress_stage("place", "writing the parameters");
             for (int32_t i = 0; i < lp->params.n; i++) p.blob_cap += param_bytes(&lp->params.v[i]);
-            p.blob = p.blob_cap ? arena_alloc(&out->arena, (size_t)p.blob_cap) : NULL;
+            if (p.blob_cap) { /* a block of its own (arena_grow), so the arena's next blocks do not double from it */
+                p.blob = arena_grow(&out->arena, NULL, 0, (size_t)p.blob_cap);
+                memset(p.blob, 0, (size_t)p.blob_cap);
+            }
         }
         for (int32_t i = 0; i < lp->params.n && rc == 0 && data; i++) {
             char what[300];

@@ -37,16 +37,18 @@ int util_threads(void) {
 }
 
 void util_parallel(int64_t n, int64_t min_chunk, void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx) {
+    enum { MAX_JOBS = 64 };
     int t = util_threads();
+    if (t > MAX_JOBS) t = MAX_JOBS; /* TESSEL_THREADS may ask for more */
     if (min_chunk < 1) min_chunk = 1;
     if (n / min_chunk < t) t = (int)(n / min_chunk);
     if (t <= 1) {
         if (n > 0) fn(ctx, 0, n);
         return;
     }
-    job jobs[64];
-    pthread_t th[64];
-    bool started[64] = {0};
+    job jobs[MAX_JOBS];
+    pthread_t th[MAX_JOBS];
+    bool started[MAX_JOBS] = {0};
     for (int i = 0; i < t; i++) jobs[i] = (job){fn, ctx, n * i / t, n * (i + 1) / t};
     for (int i = 1; i < t; i++) {
         started[i] = pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0;

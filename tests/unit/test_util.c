@@ -136,8 +136,30 @@ static void xcalloc_overflow_reaches_the_handler(void **state) {
     assert_int_equal(oom_bytes, SIZE_MAX);
 }
 
+/* util_parallel covers [0, n) exactly once whatever TESSEL_THREADS asks,
+ * past its 64 jobs too (256 once wrote past its job array). */
+static void mark_range(void *ctx, int64_t b, int64_t e) {
+    unsigned char *seen = ctx;
+    for (int64_t i = b; i < e; i++) seen[i]++;
+}
+
+static void parallel_covers_the_range_at_any_thread_count(void **state) {
+    (void)state;
+    static const char *const counts[] = {"1", "2", "3", "64", "100", "256"};
+    enum { N = 5000 };
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        setenv("TESSEL_THREADS", counts[k], 1);
+        unsigned char seen[N] = {0};
+        util_parallel(N, 1, mark_range, seen);
+        for (int i = 0; i < N; i++)
+            if (seen[i] != 1) fail_msg("TESSEL_THREADS=%s: index %d visited %d times", counts[k], i, seen[i]);
+    }
+    unsetenv("TESSEL_THREADS");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parallel_covers_the_range_at_any_thread_count),
         cmocka_unit_test(mkdir_p_rejects_an_empty_name), cmocka_unit_test(outset_removes_the_directories_it_made),
         cmocka_unit_test(outset_handles_long_names),
         cmocka_unit_test(try_alloc_names_what_and_bytes),
