@@ -47,10 +47,16 @@ typedef struct copy_cost {
 
 enum { CACHE_BUCKETS = 4096 };
 
+enum { SCRATCH_POOL = 8 };
+
 struct est_cache {
     const machine *m;
     pthread_mutex_t lock;
     copy_cost *bucket[CACHE_BUCKETS];
+    /* Scratch arenas of copies priced and done, reset, for the next: a walk's
+     * run arrays reach tens of MB, faulted in afresh when each had its own. */
+    arena *spare[SCRATCH_POOL];
+    int nspare;
     int64_t priced, reused;
     bool every_replica; /* est_cache_walk_every_replica */
 };
@@ -73,6 +79,10 @@ void est_cache_free(est_cache *c) {
             free(e->tile);
             free(e);
         }
+    for (int i = 0; i < c->nspare; i++) {
+        arena_free(c->spare[i]);
+        free(c->spare[i]);
+    }
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -329,11 +339,17 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     c->has_view = view != NULL;
     if (view) c->view = *view;
     c->patch = patch;
-    arena scratch; /* the walk's, released whole once the copy is priced */
-    arena_init(&scratch);
-    price_copy(cache->m, c, &scratch, cache->every_replica);
-    arena_free(&scratch);
     pthread_mutex_lock(&cache->lock);
+    arena *scratch = cache->nspare ? cache->spare[--cache->nspare] : NULL; /* the walk's, reset once the copy is priced */
+    pthread_mutex_unlock(&cache->lock);
+    if (!scratch) arena_init(scratch = xmalloc(sizeof *scratch));
+    price_copy(cache->m, c, scratch, cache->every_replica);
+    arena_reset(scratch);
+    pthread_mutex_lock(&cache->lock);
+    if (cache->nspare < SCRATCH_POOL) {
+        cache->spare[cache->nspare++] = scratch;
+        scratch = NULL;
+    }
     if ((e = cache_find(cache, h, src, dst, view, patch)) != NULL) {
         cache->reused++;
     } else {
@@ -342,6 +358,10 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
         cache->priced++;
     }
     pthread_mutex_unlock(&cache->lock);
+    if (scratch) {
+        arena_free(scratch);
+        free(scratch);
+    }
     if (e) {
         free(c->table);
         free(c->tile);

@@ -28,6 +28,22 @@ void arena_free(arena *a) {
     a->used_bytes = 0;
 }
 
+void arena_reset(arena *a) {
+    arena_block *keep = NULL;
+    for (arena_block *b = a->head, *p; b; b = p) {
+        p = b->prev;
+        if (!keep || b->cap > keep->cap) {
+            if (keep) free(keep);
+            keep = b;
+        } else {
+            free(b);
+        }
+    }
+    if (keep) keep->prev = NULL, keep->used = keep->last = 0; /* a bump block now, own or not */
+    a->head = keep;
+    a->used_bytes = 0;
+}
+
 static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
 void *arena_alloc(arena *a, size_t bytes) {

@@ -59,6 +59,9 @@ typedef struct arena {
 
 void arena_init(arena *a);
 void arena_free(arena *a);                   /* releases every block */
+/* Forgets every allocation but keeps the largest block for the next ones
+ * (its pages stay mapped: scratch reused many times faults once). */
+void arena_reset(arena *a);
 void *arena_alloc(arena *a, size_t bytes);   /* zeroed, 16-byte aligned */
 char *arena_strdup(arena *a, const char *s);
 char *arena_strndup(arena *a, const char *s, size_t n);

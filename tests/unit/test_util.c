@@ -157,8 +157,35 @@ static void parallel_covers_the_range_at_any_thread_count(void **state) {
     unsetenv("TESSEL_THREADS");
 }
 
+/* arena_reset keeps the largest block: the next allocations land in it,
+ * zeroed, and nothing handed out before is counted. */
+static void arena_reset_reuses_its_largest_block(void **state) {
+    (void)state;
+    arena a;
+    arena_init(&a);
+    unsigned char *small = arena_alloc(&a, 100);
+    unsigned char *big = arena_alloc(&a, 3 << 20); /* a block of its own size */
+    memset(small, 0xab, 100);
+    memset(big, 0xcd, 3 << 20);
+    unsigned char *grown = arena_grow(&a, NULL, 0, 5 << 20); /* the largest: an own block */
+    memset(grown, 0xef, 5 << 20);
+    arena_reset(&a);
+    assert_int_equal(a.used_bytes, 0);
+    unsigned char *again = arena_alloc(&a, 4 << 20);
+    assert_ptr_equal(again, grown);
+    for (size_t i = 0; i < (4u << 20); i += 4093) assert_int_equal(again[i], 0);
+    unsigned char *next = arena_alloc(&a, 2 << 20); /* past the kept block (1 MiB left): a new one */
+    assert_true(next < again || next >= again + (5 << 20));
+    arena_reset(&a);
+    arena_reset(&a); /* twice, and on an empty arena, is fine */
+    arena_free(&a);
+    arena_reset(&a);
+    assert_null(a.head);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(arena_reset_reuses_its_largest_block),
         cmocka_unit_test(parallel_covers_the_range_at_any_thread_count),
         cmocka_unit_test(mkdir_p_rejects_an_empty_name), cmocka_unit_test(outset_removes_the_directories_it_made),
         cmocka_unit_test(outset_handles_long_names),
