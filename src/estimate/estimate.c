@@ -139,6 +139,11 @@ typedef struct copy_walk {
      * are rep_tiles[shard * nrep ...]. */
     int64_t *shard_at, nrep;
     int32_t *rep_tiles;
+    /* The runs of the shard being walked (layout_runs gives a shard's runs
+     * together), priced for all its replicas when the next shard starts. */
+    layout_run *shard_runs;
+    int64_t nshard_runs, shard_cap, cur_shard;
+    int64_t *src_mark;       /* tile -> 1 + the last shard one of whose runs it sends */
 } copy_walk;
 
 static uint64_t splits(const machine *m, int64_t bytes) { return (uint64_t)cdiv(bytes, m->max_send_bytes); }
@@ -199,21 +204,66 @@ static int copy_run(void *ctx, const layout_run *r) {
 
 /* A run of replica 0 of a destination shard is the same run, byte for byte,
  * on every other replica's tile (the source is not replicated, so nothing
- * picks a nearer source): each gets it as if walked on its own. */
-static int copy_run_replicas(void *ctx, const layout_run *r) {
-    copy_walk *w = ctx;
-    const int32_t *tiles = &w->rep_tiles[w->shard_at[r->dst_tile] * w->nrep];
-    uint64_t n = splits(w->m, r->bytes);
+ * picks a nearer source): each gets it as if walked on its own. A replica
+ * whose tile sends none of the shard's runs receives them all, so its
+ * figures are the shard's sums, counted once; the others walk the runs. */
+static void shard_done(copy_walk *w) {
+    if (w->nshard_runs == 0) return;
+    const layout_run *runs = w->shard_runs;
+    int64_t n = w->nshard_runs, mark = w->cur_shard + 1;
+    const int32_t *tiles = &w->rep_tiles[w->cur_shard * w->nrep];
+    walk_tile all = {.last_dst_end = -1};
+    for (int64_t i = 0; i < n; i++) {
+        const layout_run *r = &runs[i];
+        uint64_t f = splits(w->m, r->bytes);
+        /* The group's sender pays once: at replica 0, or at replica 1 when
+         * replica 0 is the source's own tile (copy_run's rule). */
+        if (tiles[0] != r->src_tile || w->nrep > 1) {
+            walk_tile *s = &w->t[r->src_tile];
+            s->sent += (uint64_t)r->bytes;
+            s->fsent += f;
+            w->frags += f;
+        }
+        all.recv += (uint64_t)r->bytes;
+        all.frecv += f;
+        if (all.last_dst_end != r->dst_off) all.rows_recv++;
+        all.last_dst_end = r->dst_off + r->bytes;
+        w->src_mark[r->src_tile] = mark;
+    }
     for (int64_t j = 0; j < w->nrep; j++) {
         int32_t t = tiles[j];
-        if (t == r->src_tile) { /* copy_run's on-tile case */
-            layout_run x = *r;
-            x.dst_tile = t;
-            copy_run(ctx, &x);
+        walk_tile *wt = &w->t[t];
+        if (w->src_mark[t] != mark) {
+            wt->recv += all.recv;
+            wt->frecv += all.frecv;
+            wt->rows_recv += all.rows_recv;
+            wt->last_dst_end = all.last_dst_end;
             continue;
         }
-        count_remote(w, r, t, j == 0 || (j == 1 && tiles[0] == r->src_tile), n); /* as copy_run counts it */
+        for (int64_t i = 0; i < n; i++) {
+            layout_run x = runs[i];
+            x.dst_tile = t;
+            if (t == x.src_tile) copy_run(w, &x); /* on-tile */
+            else count_remote(w, &x, t, false, splits(w->m, x.bytes));
+        }
     }
+    w->nshard_runs = 0;
+}
+
+static int copy_run_replicas(void *ctx, const layout_run *r) {
+    copy_walk *w = ctx;
+    int64_t shard = w->shard_at[r->dst_tile];
+    if (shard != w->cur_shard) {
+        shard_done(w);
+        w->cur_shard = shard;
+    }
+    if (w->nshard_runs == w->shard_cap) {
+        int64_t cap = w->shard_cap ? 2 * w->shard_cap : 256;
+        w->shard_runs = arena_grow(w->a, w->shard_runs, sizeof(layout_run) * (size_t)w->shard_cap,
+                                   sizeof(layout_run) * (size_t)cap);
+        w->shard_cap = cap;
+    }
+    w->shard_runs[w->nshard_runs++] = *r;
     return 0;
 }
 
@@ -276,7 +326,10 @@ static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_rep
     if (by_shard) {
         layout d0 = c->dst;
         d0.nrep = 0;
+        w.src_mark = arena_alloc(sa, sizeof(int64_t) * tiles); /* zeroed */
+        w.cur_shard = -1;
         layout_runs(&c->src, &d0, c->has_view ? &c->view : NULL, copy_run_replicas, &w);
+        shard_done(&w);
         locals_by_tile(&w, tiles);
     } else {
         layout_runs(&c->src, &c->dst, c->has_view ? &c->view : NULL, copy_run, &w);
@@ -327,7 +380,9 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
         for (int i = 0; i < dst->rank; i++) h = mix(mix(h, view->axis[i]), view->off[i]);
     pthread_mutex_lock(&cache->lock);
     copy_cost *e = cache_find(cache, h, src, dst, view, patch);
+    arena *scratch = NULL; /* the walk's, reset once the copy is priced */
     if (e) cache->reused++;
+    else if (cache->nspare) scratch = cache->spare[--cache->nspare];
     pthread_mutex_unlock(&cache->lock);
     if (e) return e;
     /* Priced outside the lock: two threads may price one copy (the values
@@ -339,9 +394,6 @@ static const copy_cost *copy_priced(est_cache *cache, const layout *src, const l
     c->has_view = view != NULL;
     if (view) c->view = *view;
     c->patch = patch;
-    pthread_mutex_lock(&cache->lock);
-    arena *scratch = cache->nspare ? cache->spare[--cache->nspare] : NULL; /* the walk's, reset once the copy is priced */
-    pthread_mutex_unlock(&cache->lock);
     if (!scratch) arena_init(scratch = xmalloc(sizeof *scratch));
     price_copy(cache->m, c, scratch, cache->every_replica);
     arena_reset(scratch);
