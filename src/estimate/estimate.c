@@ -342,6 +342,8 @@ static void price_copy(const machine *m, copy_cost *c, arena *sa, bool every_rep
     }
     if (c->patch & EST_REMOTE) w.nlocal = 0; /* lower.c: the producer wrote each tile's own share */
     layout_copy_boxes(w.local, w.nlocal, local_box, &w);
+    if (w.nsends > 1) /* sorted here, in scratch: layout_fragments then finds them in order */
+        layout_sort_remote(w.sends, w.nsends, arena_grow(sa, NULL, 0, sizeof(layout_run) * (size_t)w.nsends));
     layout_fragments(w.sends, w.nsends, m->max_send_bytes, send, &w);
     c->frags = w.frags;
     c->table = xcalloc(tiles, sizeof(uint32_t));

@@ -565,7 +565,14 @@ static void walk_target(walk *w, const dst_target *t) {
     flush(w);
 }
 
+int64_t layout_run_targets(const layout *dst) { return layout_shards(dst) * layout_replicas(dst); }
+
 int layout_runs(const layout *src, const layout *dst, const layout_view *view, layout_run_sink sink, void *ctx) {
+    return layout_runs_range(src, dst, view, 0, layout_run_targets(dst), sink, ctx);
+}
+
+int layout_runs_range(const layout *src, const layout *dst, const layout_view *view, int64_t first, int64_t end,
+                      layout_run_sink sink, void *ctx) {
     TS_ASSERT(src->elem_bytes == dst->elem_bytes);
     layout_view identity;
     if (!view) {
@@ -584,7 +591,8 @@ int layout_runs(const layout *src, const layout *dst, const layout_view *view, l
     if (!walk_init(&w, src, dst, view)) return 0;
     int64_t n;
     dst_target *order = targets_by_tile(dst, &n);
-    for (int64_t i = 0; i < n && !w.stop; i++) walk_target(&w, &order[i]);
+    if (end > n) end = n;
+    for (int64_t i = first < 0 ? 0 : first; i < end && !w.stop; i++) walk_target(&w, &order[i]);
     free(order);
     free(w.src_tiles);
     return w.stop;

@@ -149,6 +149,13 @@ typedef struct layout_run {
  * layouts must pass layout_check; view axes must be distinct source axes. */
 typedef int (*layout_run_sink)(void *ctx, const layout_run *r);
 int layout_runs(const layout *src, const layout *dst, const layout_view *view, layout_run_sink sink, void *ctx);
+/* The same walk over destination (shard, replica) pairs [first, end) of the
+ * layout_run_targets(dst) it visits in tile order: a run never spans two
+ * pairs, so the runs of consecutive ranges, concatenated, are layout_runs'
+ * (ranges can be walked on different threads). */
+int64_t layout_run_targets(const layout *dst);
+int layout_runs_range(const layout *src, const layout *dst, const layout_view *view, int64_t first, int64_t end,
+                      layout_run_sink sink, void *ctx);
 
 /* The source replica layout_runs uses for destination shard / replica indices
  * (exposed so tests and estimators agree with it). */
@@ -196,6 +203,12 @@ typedef struct layout_fragment {
 } layout_fragment;
 void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(void *ctx, const layout_fragment *f),
                       void *ctx);
+/* layout_fragments' order on runs between tiles (a total order: equal runs
+ * are the same run): sorts v (with scratch room for n runs, or NULL to
+ * allocate it); merges sorted a and b into out (na + nb runs, apart from
+ * both), so that parts sorted apart give the one sorted whole. */
+void layout_sort_remote(layout_run *v, int64_t n, layout_run *scratch);
+void layout_merge_remote(const layout_run *a, int64_t na, const layout_run *b, int64_t nb, layout_run *out);
 
 /* ---- spans.c ----------------------------------------------------------------- */
 

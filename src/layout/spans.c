@@ -96,30 +96,35 @@ static inline bool before(const layout_run *x, const layout_run *y) {
     return x->dst_tile < y->dst_tile;
 }
 
+void layout_merge_remote(const layout_run *a, int64_t na, const layout_run *b, int64_t nb, layout_run *out) {
+    int64_t x = 0, y = 0, k = 0;
+    while (x < na && y < nb) out[k++] = before(&b[y], &a[x]) ? b[y++] : a[x++];
+    while (x < na) out[k++] = a[x++];
+    while (y < nb) out[k++] = b[y++];
+}
+
 /* Bottom-up merge sort with the comparison inlined (qsort's indirect calls
  * were a fifth of a SigLIP compile); runs already in order cost one pass. */
-static void sort_remote(layout_run *v, int64_t n) {
+void layout_sort_remote(layout_run *v, int64_t n, layout_run *scratch) {
     int64_t i = 1;
     while (i < n && !before(&v[i], &v[i - 1])) i++;
     if (i >= n) return;
-    layout_run *tmp = xmalloc(sizeof *v * (size_t)n), *a = v, *b = tmp;
+    layout_run *tmp = scratch ? scratch : xmalloc(sizeof *v * (size_t)n), *a = v, *b = tmp;
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, x = lo, y = mid, k = lo;
-            while (x < mid && y < hi) b[k++] = before(&a[y], &a[x]) ? a[y++] : a[x++];
-            while (x < mid) b[k++] = a[x++];
-            while (y < hi) b[k++] = a[y++];
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            layout_merge_remote(a + lo, mid - lo, a + mid, hi - mid, b + lo);
         }
         layout_run *t = a;
         a = b, b = t;
     }
     if (a != v) memcpy(v, a, sizeof *v * (size_t)n);
-    free(tmp);
+    if (!scratch) free(tmp);
 }
 
 void layout_fragments(layout_run *runs, int64_t n, int64_t max_send, void (*fn)(void *ctx, const layout_fragment *f),
                       void *ctx) {
-    sort_remote(runs, n);
+    layout_sort_remote(runs, n, NULL);
     for (int64_t i = 0; i < n;) {
         int64_t j = i + 1;
         while (j < n && runs[j].src_tile == runs[i].src_tile && runs[j].src_off == runs[i].src_off &&

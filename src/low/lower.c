@@ -33,6 +33,11 @@ typedef struct lx {
     int32_t own_dst;
     int32_t *own_slot;
     int64_t *own_off;
+    /* A copy's runs, kept between copies and reset (not freed), so each
+     * copy grows into pages the last one mapped: [0] remote and [1] on-tile
+     * runs of the whole copy, then two per range of a parallel walk. */
+    arena *copy_scratch;
+    int ncopy_scratch;
 } lx;
 
 static uint32_t intern(lx *x, const char *s) {
@@ -544,15 +549,32 @@ typedef struct copy_ctx {
     const mid_prim *pr;
     VEC(layout_run) rem;   /* between tiles: exchange fragments */
     VEC(layout_run) loc;   /* on one tile: copy programs */
-    arena rem_a, loc_a;/* their storage, one arena each so they grow in place;
-                          freed once the copy is lowered */
+    arena *rem_a, *loc_a;  /* their storage (lx.copy_scratch), one arena each so they grow in place */
 } copy_ctx;
 
 static int copy_sink(void *vctx, const layout_run *run) {
     copy_ctx *c = vctx;
-    if (run->src_tile == run->dst_tile) vec_push(&c->loc_a, &c->loc, *run);
-    else vec_push(&c->rem_a, &c->rem, *run);
+    if (run->src_tile == run->dst_tile) vec_push(c->loc_a, &c->loc, *run);
+    else vec_push(c->rem_a, &c->rem, *run);
     return 0;
+}
+
+/* n scratch arenas of lx.copy_scratch from the k-th on, reset: two for
+ * the copy, then two per thread (made once, so pointers to them hold). */
+static arena *copy_scratch(lx *x, int k, int n) {
+    if (!x->copy_scratch) {
+        x->ncopy_scratch = 2 + 2 * util_threads();
+        x->copy_scratch = xmalloc(sizeof(arena) * (size_t)x->ncopy_scratch);
+        for (int i = 0; i < x->ncopy_scratch; i++) arena_init(&x->copy_scratch[i]);
+    }
+    TS_ASSERT(k + n <= x->ncopy_scratch);
+    for (int i = k; i < k + n; i++) arena_reset(&x->copy_scratch[i]);
+    return &x->copy_scratch[k];
+}
+
+/* count runs, uninitialized, in a (arena_grow does not zero what it adds). */
+static layout_run *run_array(arena *a, int64_t count) {
+    return arena_grow(a, NULL, 0, sizeof(layout_run) * (size_t)(count ? count : 1));
 }
 
 static void emit_copy_box(void *ctx, const layout_copy_box *b) {
@@ -623,21 +645,86 @@ static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
     c->loc.n = (int32_t)layout_drop_owned(c->loc.v, c->loc.n, x->own_slot);
 }
 
+/* A large copy's runs are walked on every core: the destination pairs cut
+ * into one range per thread, each range's runs collected and its remote
+ * runs sorted apart (layout_runs_range), then joined in range order (on-tile
+ * runs) and merged (remote runs): the runs one walk and layout_fragments'
+ * sort give, whatever the thread count. */
+enum {
+    PARALLEL_COPY_BYTES = 1 << 20, /* destination bytes (all replicas) worth a thread */
+    COPY_SCRATCH_KEEP = 64 << 20   /* run bytes whose scratch is kept for the next copy */
+};
+
+typedef struct copy_parts {
+    const layout *ls, *ld;
+    const layout_view *view;
+    int64_t targets;
+    int n;
+    copy_ctx *part;
+} copy_parts;
+
+static void walk_parts(void *vctx, int64_t begin, int64_t end) {
+    copy_parts *cp = vctx;
+    for (int64_t k = begin; k < end; k++) {
+        copy_ctx *c = &cp->part[k];
+        layout_runs_range(cp->ls, cp->ld, cp->view, cp->targets * k / cp->n, cp->targets * (k + 1) / cp->n, copy_sink, c);
+        layout_sort_remote(c->rem.v, c->rem.n, run_array(c->loc_a, c->rem.n));
+    }
+}
+
+static void copy_runs(lx *x, copy_ctx *c, const layout *ls, const layout *ld, const layout_view *view) {
+    int64_t targets = layout_run_targets(ld);
+    int n = util_threads();
+    if (n > targets) n = (int)targets;
+    if (n <= 1 || layout_shard_bytes(ld) * targets < PARALLEL_COPY_BYTES) {
+        layout_runs(ls, ld, view, copy_sink, c);
+        return;
+    }
+    arena *pa = copy_scratch(x, 2, 2 * n);
+    copy_parts cp = {ls, ld, view, targets, n, xcalloc((size_t)n, sizeof(copy_ctx))};
+    for (int k = 0; k < n; k++) cp.part[k].rem_a = &pa[2 * k], cp.part[k].loc_a = &pa[2 * k + 1];
+    util_parallel(n, 1, walk_parts, &cp);
+    int64_t nloc = 0, nrem = 0;
+    for (int k = 0; k < n; k++) nloc += cp.part[k].loc.n, nrem += cp.part[k].rem.n;
+    c->loc.v = run_array(c->loc_a, nloc);
+    c->loc.cap = c->loc.n = (int32_t)nloc;
+    nloc = 0;
+    for (int k = 0; k < n; k++) {
+        memcpy(c->loc.v + nloc, cp.part[k].loc.v, sizeof(layout_run) * (size_t)cp.part[k].loc.n);
+        nloc += cp.part[k].loc.n;
+    }
+    /* Merged part by part, ping-ponging between two arrays. */
+    layout_run *merged = run_array(c->rem_a, nrem);
+    layout_run *spare = n > 2 ? xmalloc(sizeof(layout_run) * (size_t)(nrem ? nrem : 1)) : NULL;
+    const layout_run *have = cp.part[0].rem.v;
+    int64_t nhave = cp.part[0].rem.n;
+    for (int k = 1; k < n; k++) {
+        layout_run *into = (n - k) % 2 ? merged : spare; /* the last merge lands in merged */
+        layout_merge_remote(have, nhave, cp.part[k].rem.v, cp.part[k].rem.n, into);
+        have = into;
+        nhave += cp.part[k].rem.n;
+    }
+    c->rem.v = merged;
+    c->rem.cap = c->rem.n = (int32_t)nrem;
+    free(spare);
+    free(cp.part);
+}
+
 static void lower_copy(lx *x, const mid_prim *pr) {
-    copy_ctx c = {.x = x, .pr = pr};
-    arena_init(&c.rem_a);
-    arena_init(&c.loc_a);
+    arena *ca = copy_scratch(x, 0, 2);
+    copy_ctx c = {.x = x, .pr = pr, .rem_a = &ca[0], .loc_a = &ca[1]};
     const layout *ls = &mid_t(x->p, pr->in[0])->lay, *ld = &mid_t(x->p, pr->out[0])->lay;
     uint32_t first = (uint32_t)x->out->runs.n;
-    layout_runs(ls, ld, pr->has_view ? &pr->view : NULL, copy_sink, &c);
+    copy_runs(x, &c, ls, ld, pr->has_view ? &pr->view : NULL);
     if (pr->own) leave_own_partials(x, pr, &c);
     if (pr->remote) c.loc.n = 0; /* the producer wrote each tile's own share (mid_prim.remote) */
     /* The exchange phase, then the on-tile copies: they write disjoint bytes. */
     emit_fragments(x, pr, c.rem.v, c.rem.n);
     emit_local_copies(x, pr, c.loc.v, c.loc.n);
     end_compute(x, first, "copy");
-    arena_free(&c.rem_a);
-    arena_free(&c.loc_a);
+    /* A copy this large is rare: its pages are given back, not kept. */
+    if ((int64_t)(c.rem.cap + c.loc.cap) * (int64_t)sizeof(layout_run) > COPY_SCRATCH_KEEP)
+        for (int i = 0; i < x->ncopy_scratch; i++) arena_free(&x->copy_scratch[i]);
 }
 
 /* ---- structure ------------------------------------------------------------------------------ */
@@ -802,6 +889,8 @@ int low_lower(const mid_program *p, const machine *m, arena *a, low_program *out
     if (rc == 0) host_view(&x);
     free(x.own_slot);
     free(x.own_off);
+    for (int i = 0; i < x.ncopy_scratch; i++) arena_free(&x.copy_scratch[i]);
+    free(x.copy_scratch);
     free(buf_of);
     free(steps_of);
     return rc;

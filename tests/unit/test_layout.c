@@ -747,6 +747,67 @@ static void test_replicas_walked_once(void **state) {
     print_message("%d pairs (%d with on-tile runs): the same figures walked once per shard\n", PAIRS, locals);
 }
 
+/* The lowering walks a large copy's destination pairs in ranges on several
+ * threads and merges their sorted remote runs (lower.c, copy_runs): on
+ * random pairs, the runs of consecutive ranges (cut at random points)
+ * concatenated are layout_runs' own, and their remote runs, each range's
+ * sorted apart and merged, are the whole walk's sorted. */
+static void test_runs_in_ranges(void **state) {
+    (void)state;
+    machine m;
+    assert_int_equal(machine_preset("c600", &m), 0);
+    m.tiles = PROP_TILES;
+    enum { PAIRS = 300 };
+    int split = 0;
+    for (int pair = 0; pair < PAIRS; pair++) {
+        layout src, dst;
+        layout_view view;
+        const layout_view *v = random_copy(&m, &src, &dst, &view);
+        run_list whole = runs_of(&src, &dst, v);
+        int64_t targets = layout_run_targets(&dst), cut[4] = {0, rng_below(targets + 1), 0, targets};
+        cut[2] = cut[1] + rng_below(targets - cut[1] + 1);
+        run_list parts[3] = {{0}};
+        int64_t at = 0;
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(layout_runs_range(&src, &dst, v, cut[k], cut[k + 1], collect, &parts[k]), 0);
+            for (int64_t i = 0; i < parts[k].n; i++, at++) {
+                assert_true(at < whole.n);
+                assert_memory_equal(&parts[k].v[i], &whole.v[at], sizeof(layout_run));
+            }
+            split += parts[k].n > 0 && parts[k].n < whole.n;
+        }
+        assert_int_equal(at, whole.n);
+        /* Remote runs: the whole's sorted against the parts' sorted and merged. */
+        layout_run *rem[3], *merged = malloc(sizeof(layout_run) * (size_t)(whole.n + 1)),
+                            *tmp = malloc(sizeof(layout_run) * (size_t)(whole.n + 1));
+        int64_t nrem[3] = {0}, n = 0, nwhole = 0;
+        for (int k = 0; k < 3; k++) {
+            rem[k] = malloc(sizeof(layout_run) * (size_t)(parts[k].n + 1));
+            for (int64_t i = 0; i < parts[k].n; i++)
+                if (parts[k].v[i].src_tile != parts[k].v[i].dst_tile) rem[k][nrem[k]++] = parts[k].v[i];
+            layout_sort_remote(rem[k], nrem[k], k == 1 ? tmp : NULL);
+            layout_merge_remote(merged, n, rem[k], nrem[k], tmp);
+            n += nrem[k];
+            memcpy(merged, tmp, sizeof(layout_run) * (size_t)n);
+        }
+        for (int64_t i = 0; i < whole.n; i++)
+            if (whole.v[i].src_tile != whole.v[i].dst_tile) whole.v[nwhole++] = whole.v[i];
+        layout_sort_remote(whole.v, nwhole, NULL);
+        assert_int_equal(n, nwhole);
+        for (int64_t i = 0; i < n; i++) assert_memory_equal(&merged[i], &whole.v[i], sizeof(layout_run));
+        for (int64_t i = 1; i < n; i++) /* sorted: source tile, then offset */
+            assert_true(merged[i - 1].src_tile < merged[i].src_tile ||
+                        (merged[i - 1].src_tile == merged[i].src_tile && merged[i - 1].src_off <= merged[i].src_off));
+        for (int k = 0; k < 3; k++) free(rem[k]), free(parts[k].v);
+        free(merged);
+        free(tmp);
+        free(whole.v);
+    }
+    /* Most pairs must really be cut: some ranges hold part of the runs. */
+    assert_true(split > PAIRS / 2);
+    print_message("%d pairs cut in three ranges (%d ranges holding part of the runs): the same runs\n", PAIRS, split);
+}
+
 /* The seed's worked case: an FP8 [2, 74, 192] tensor held one row per tile
  * (148 tiles) re-tiled into one AMP-left shard of six 32-byte panels of 148
  * rows on another tile: every row lands as six separate 32-byte pieces, 888
@@ -909,7 +970,7 @@ int main(void) {
         cmocka_unit_test(test_runs_identity),     cmocka_unit_test(test_runs_transpose),
         cmocka_unit_test(test_runs_pad_and_panels), cmocka_unit_test(test_runs_stop_early),
         cmocka_unit_test(test_runs_match_oracle), cmocka_unit_test(test_runs_at_scale),
-        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_replicas_walked_once),
+        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_replicas_walked_once), cmocka_unit_test(test_runs_in_ranges),
         cmocka_unit_test(test_fragments_seed_case),
         cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slots),
     };
