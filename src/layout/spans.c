@@ -104,21 +104,57 @@ void layout_merge_remote(const layout_run *a, int64_t na, const layout_run *b, i
 }
 
 /* Bottom-up merge sort with the comparison inlined (qsort's indirect calls
- * were a fifth of a SigLIP compile); runs already in order cost one pass. */
+ * were a fifth of a SigLIP compile): sorts a[0, n) with b as room, the
+ * result in b. */
+static void merge_sort_into(layout_run *a, int64_t n, layout_run *b) {
+    int64_t i = 1;
+    while (i < n && !before(&a[i], &a[i - 1])) i++;
+    if (i >= n) { /* in order already */
+        memcpy(b, a, sizeof *a * (size_t)n);
+        return;
+    }
+    layout_run *from = a, *to = b;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            layout_merge_remote(from + lo, mid - lo, from + mid, hi - mid, to + lo);
+        }
+        layout_run *t = from;
+        from = to, to = t;
+    }
+    if (from != b) memcpy(b, from, sizeof *a * (size_t)n);
+}
+
+/* Runs already in order cost one pass. A long array is first dealt into
+ * buckets by source tile (one pass, in order), and each bucket, a few
+ * thousand runs that stay in cache, merge-sorted on its own: rather than
+ * twenty passes over the whole of it. */
+enum { BUCKET_SORT_MIN = 1 << 12 };
+
 void layout_sort_remote(layout_run *v, int64_t n, layout_run *scratch) {
     int64_t i = 1;
     while (i < n && !before(&v[i], &v[i - 1])) i++;
     if (i >= n) return;
-    layout_run *tmp = scratch ? scratch : xmalloc(sizeof *v * (size_t)n), *a = v, *b = tmp;
-    for (int64_t w = 1; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            layout_merge_remote(a + lo, mid - lo, a + mid, hi - mid, b + lo);
+    layout_run *tmp = scratch ? scratch : xmalloc(sizeof *v * (size_t)n);
+    if (n < BUCKET_SORT_MIN) {
+        memcpy(tmp, v, sizeof *v * (size_t)n);
+        merge_sort_into(tmp, n, v);
+    } else {
+        int32_t top = 0;
+        for (int64_t k = 0; k < n; k++) {
+            TS_ASSERT(v[k].src_tile >= 0);
+            top = v[k].src_tile > top ? v[k].src_tile : top;
         }
-        layout_run *t = a;
-        a = b, b = t;
+        int64_t *at = xcalloc((size_t)top + 2, sizeof(int64_t));
+        for (int64_t k = 0; k < n; k++) at[v[k].src_tile + 1]++;
+        for (int32_t t = 0; t <= top; t++) at[t + 1] += at[t];
+        for (int64_t k = 0; k < n; k++) tmp[at[v[k].src_tile]++] = v[k]; /* at[t]: bucket t's end now */
+        for (int32_t t = 0; t <= top; t++) {
+            int64_t b = t ? at[t - 1] : 0;
+            merge_sort_into(tmp + b, at[t] - b, v + b);
+        }
+        free(at);
     }
-    if (a != v) memcpy(v, a, sizeof *v * (size_t)n);
     if (!scratch) free(tmp);
 }
 

@@ -652,7 +652,7 @@ static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
  * sort give, whatever the thread count. */
 enum {
     PARALLEL_COPY_BYTES = 1 << 20, /* destination bytes (all replicas) worth a thread */
-    COPY_SCRATCH_KEEP = 64 << 20   /* run bytes whose scratch is kept for the next copy */
+    COPY_SCRATCH_KEEP = 256 << 20   /* run bytes whose scratch is kept for the next copy */
 };
 
 typedef struct copy_parts {

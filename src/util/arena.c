@@ -82,6 +82,12 @@ void *arena_grow(arena *a, void *p, size_t old_bytes, size_t new_bytes) {
     if (new_bytes <= old_bytes) return p;
     size_t need = round_up(new_bytes);
     arena_block *b = a->head;
+    if (!p && b && b->last != ARENA_OWN && b->cap - b->used >= need) { /* fresh, and room in the head: not zeroed */
+        b->last = b->used;
+        b->used += need;
+        a->used_bytes += need;
+        return b->data + b->last;
+    }
     if (p && b && b->last != ARENA_OWN && (unsigned char *)p == b->data + b->last && b->last + need <= b->cap) {
         a->used_bytes += b->last + need - b->used;
         b->used = b->last + need;

@@ -808,6 +808,40 @@ static void test_runs_in_ranges(void **state) {
     print_message("%d pairs cut in three ranges (%d ranges holding part of the runs): the same runs\n", PAIRS, split);
 }
 
+/* layout_sort_remote on arrays past its bucket threshold (dealt by source
+ * tile, then each bucket merge-sorted) and below it, against qsort with the
+ * documented order: source tile, offset, length, destination offset,
+ * destination tile. Fields drawn from small ranges, so equal keys and equal
+ * runs occur. */
+static int run_order(const void *pa, const void *pb) {
+    const layout_run *a = pa, *b = pb;
+    int64_t ka[5] = {a->src_tile, a->src_off, a->bytes, a->dst_off, a->dst_tile};
+    int64_t kb[5] = {b->src_tile, b->src_off, b->bytes, b->dst_off, b->dst_tile};
+    for (int i = 0; i < 5; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+    return 0;
+}
+
+static void test_sort_remote(void **state) {
+    (void)state;
+    static const int64_t sizes[] = {0, 1, 2, 100, 4095, 4096, 30000, 100000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int64_t n = sizes[k];
+        layout_run *v = malloc(sizeof(layout_run) * (size_t)(n + 1)), *want = malloc(sizeof(layout_run) * (size_t)(n + 1)),
+                   *scratch = malloc(sizeof(layout_run) * (size_t)(n + 1));
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (layout_run){.src_tile = (int32_t)rng_below(k % 2 ? 1472 : 7), .dst_tile = (int32_t)rng_below(50),
+                                .src_off = rng_below(300) * 4, .dst_off = rng_below(20) * 4, .bytes = 4 * (1 + rng_below(3))};
+        memcpy(want, v, sizeof(layout_run) * (size_t)n);
+        qsort(want, (size_t)n, sizeof(layout_run), run_order);
+        layout_sort_remote(v, n, k % 2 ? scratch : NULL);
+        for (int64_t i = 0; i < n; i++) assert_int_equal(run_order(&v[i], &want[i]), 0);
+        layout_sort_remote(v, n, NULL); /* sorted already: unchanged */
+        for (int64_t i = 0; i < n; i++) assert_int_equal(run_order(&v[i], &want[i]), 0);
+        free(v), free(want), free(scratch);
+    }
+}
+
 /* The seed's worked case: an FP8 [2, 74, 192] tensor held one row per tile
  * (148 tiles) re-tiled into one AMP-left shard of six 32-byte panels of 148
  * rows on another tile: every row lands as six separate 32-byte pieces, 888
@@ -970,7 +1004,7 @@ int main(void) {
         cmocka_unit_test(test_runs_identity),     cmocka_unit_test(test_runs_transpose),
         cmocka_unit_test(test_runs_pad_and_panels), cmocka_unit_test(test_runs_stop_early),
         cmocka_unit_test(test_runs_match_oracle), cmocka_unit_test(test_runs_at_scale),
-        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_replicas_walked_once), cmocka_unit_test(test_runs_in_ranges),
+        cmocka_unit_test(test_fragments_match_oracle), cmocka_unit_test(test_replicas_walked_once), cmocka_unit_test(test_runs_in_ranges), cmocka_unit_test(test_sort_remote),
         cmocka_unit_test(test_fragments_seed_case),
         cmocka_unit_test(test_runs_b2_retile),    cmocka_unit_test(test_own_slots),
     };

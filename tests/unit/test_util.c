@@ -177,6 +177,14 @@ static void arena_reset_reuses_its_largest_block(void **state) {
     unsigned char *next = arena_alloc(&a, 2 << 20); /* past the kept block (1 MiB left): a new one */
     assert_true(next < again || next >= again + (5 << 20));
     arena_reset(&a);
+    /* A fresh arena_grow (p NULL) takes room in the kept block too, and
+     * grows there in place: scratch reused from copy to copy faults once. */
+    unsigned char *fresh = arena_grow(&a, NULL, 0, 3 << 20); /* next's block (twice again's: 10 MiB) kept */
+    assert_ptr_equal(fresh, next);
+    assert_ptr_equal(arena_grow(&a, fresh, 3 << 20, 10 << 20), fresh);
+    unsigned char *past = arena_grow(&a, NULL, 0, 16); /* no room left: elsewhere */
+    assert_true(past < fresh || past >= fresh + (10 << 20));
+    arena_reset(&a);
     arena_reset(&a); /* twice, and on an empty arena, is fine */
     arena_free(&a);
     arena_reset(&a);
