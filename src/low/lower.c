@@ -652,7 +652,9 @@ static void leave_own_partials(lx *x, const mid_prim *pr, copy_ctx *c) {
  * sort give, whatever the thread count. */
 enum {
     PARALLEL_COPY_BYTES = 1 << 20, /* destination bytes (all replicas) worth a thread */
-    COPY_SCRATCH_KEEP = 256 << 20   /* run bytes whose scratch is kept for the next copy */
+    COPY_SCRATCH_KEEP = 256 << 20   /* a copy of at most this many run bytes leaves its scratch kept for the
+                                       next (with a parallel walk's ranges and their sort room: up to about
+                                       three times this) */
 };
 
 typedef struct copy_parts {
@@ -674,7 +676,7 @@ static void walk_parts(void *vctx, int64_t begin, int64_t end) {
 
 static void copy_runs(lx *x, copy_ctx *c, const layout *ls, const layout *ld, const layout_view *view) {
     int64_t targets = layout_run_targets(ld);
-    int n = util_threads();
+    int n = (x->ncopy_scratch - 2) / 2; /* the threads copy_scratch counted once for the whole lowering */
     if (n > targets) n = (int)targets;
     if (n <= 1 || layout_shard_bytes(ld) * targets < PARALLEL_COPY_BYTES) {
         layout_runs(ls, ld, view, copy_sink, c);
@@ -686,6 +688,7 @@ static void copy_runs(lx *x, copy_ctx *c, const layout *ls, const layout *ld, co
     util_parallel(n, 1, walk_parts, &cp);
     int64_t nloc = 0, nrem = 0;
     for (int k = 0; k < n; k++) nloc += cp.part[k].loc.n, nrem += cp.part[k].rem.n;
+    TS_ASSERT(nloc <= INT32_MAX && nrem <= INT32_MAX); /* a VEC's count, as one walk's vec_push would need */
     c->loc.v = run_array(c->loc_a, nloc);
     c->loc.cap = c->loc.n = (int32_t)nloc;
     nloc = 0;
@@ -711,7 +714,7 @@ static void copy_runs(lx *x, copy_ctx *c, const layout *ls, const layout *ld, co
 }
 
 static void lower_copy(lx *x, const mid_prim *pr) {
-    arena *ca = copy_scratch(x, 0, 2);
+    arena *ca = copy_scratch(x, 0, 2); /* first: it sizes lx.copy_scratch */
     copy_ctx c = {.x = x, .pr = pr, .rem_a = &ca[0], .loc_a = &ca[1]};
     const layout *ls = &mid_t(x->p, pr->in[0])->lay, *ld = &mid_t(x->p, pr->out[0])->lay;
     uint32_t first = (uint32_t)x->out->runs.n;
@@ -723,7 +726,7 @@ static void lower_copy(lx *x, const mid_prim *pr) {
     emit_local_copies(x, pr, c.loc.v, c.loc.n);
     end_compute(x, first, "copy");
     /* A copy this large is rare: its pages are given back, not kept. */
-    if ((int64_t)(c.rem.cap + c.loc.cap) * (int64_t)sizeof(layout_run) > COPY_SCRATCH_KEEP)
+    if (((int64_t)c.rem.cap + c.loc.cap) * (int64_t)sizeof(layout_run) > COPY_SCRATCH_KEEP)
         for (int i = 0; i < x->ncopy_scratch; i++) arena_free(&x->copy_scratch[i]);
 }
 

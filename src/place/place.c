@@ -453,7 +453,8 @@ int place_package(const low_program *lp, const machine *m, const char *meta_json
         if (data) {
             progress_stage("place", "writing the parameters");
             for (int32_t i = 0; i < lp->params.n; i++) p.blob_cap += param_bytes(&lp->params.v[i]);
-            if (p.blob_cap) { /* a block of its own (arena_grow), so the arena's next blocks do not double from it */
+            if (p.blob_cap) { /* arena_grow: room left in the newest block, else a block of its own, so the
+                                 arena's next blocks do not double from it */
                 p.blob = arena_grow(&out->arena, NULL, 0, (size_t)p.blob_cap);
                 memset(p.blob, 0, (size_t)p.blob_cap);
             }

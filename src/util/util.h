@@ -70,8 +70,9 @@ char *arena_printf(arena *a, const char *fmt, ...)
 /* Grows the allocation p (old_bytes long) to new_bytes, keeping its bytes;
  * those past old_bytes are not zeroed. In place when p is the newest
  * allocation; a large one (1 MiB on) gets a block of its own that later
- * grows by realloc, unless the newest block has room; otherwise by copy.
- * p NULL: a fresh allocation, not zeroed. */
+ * grows by realloc; otherwise by copy. p NULL: a fresh allocation, not
+ * zeroed, in the newest block when it has room (an arena_reset's kept
+ * block is reused so), else as a grown one. */
 void *arena_grow(arena *a, void *p, size_t old_bytes, size_t new_bytes);
 
 /* A growable array in an arena: VEC(int32_t) ids; vec_push(a, &ids, 7); */
