@@ -693,6 +693,7 @@ static void copy_runs(lx *x, copy_ctx *c, const layout *ls, const layout *ld, co
     c->loc.cap = c->loc.n = (int32_t)nloc;
     nloc = 0;
     for (int k = 0; k < n; k++) {
+        if (!cp.part[k].loc.n) continue; /* its array is NULL, not to be handed to memcpy */
         memcpy(c->loc.v + nloc, cp.part[k].loc.v, sizeof(layout_run) * (size_t)cp.part[k].loc.n);
         nloc += cp.part[k].loc.n;
     }
