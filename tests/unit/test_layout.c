@@ -653,6 +653,14 @@ static uint64_t oracle_fragments(quad_list *q, int64_t eb, int64_t max_send) {
 /* A random copy for the estimate's tests: a view (NULL: the identity),
  * layouts of at most 3000 elements on each side, an element size, and the
  * machine's send size (m->max_send_bytes). */
+/* The c600 cut down to PROP_TILES tiles: the random-pair tests' machine. */
+static machine prop_machine(void) {
+    machine m;
+    assert_int_equal(machine_preset("c600", &m), 0);
+    m.tiles = PROP_TILES;
+    return m;
+}
+
 static const layout_view *random_copy(machine *m, layout *src, layout *dst, layout_view *view) {
     static const int sizes[3] = {1, 2, 4};
     static const uint32_t sends[3] = {256, 16, 8};
@@ -672,9 +680,7 @@ static const layout_view *random_copy(machine *m, layout *src, layout *dst, layo
 
 static void test_fragments_match_oracle(void **state) {
     (void)state;
-    machine m;
-    assert_int_equal(machine_preset("c600", &m), 0);
-    m.tiles = PROP_TILES;
+    machine m = prop_machine();
     uint64_t total = 0;
     enum { PAIRS = 400 };
     for (int pair = 0; pair < PAIRS; pair++) {
@@ -709,9 +715,7 @@ static void test_fragments_match_oracle(void **state) {
  * replica axes) and a few machine send sizes. */
 static void test_replicas_walked_once(void **state) {
     (void)state;
-    machine m;
-    assert_int_equal(machine_preset("c600", &m), 0);
-    m.tiles = PROP_TILES;
+    machine m = prop_machine();
     enum { PAIRS = 500 };
     int locals = 0;
     for (int pair = 0; pair < PAIRS; pair++) {
@@ -754,9 +758,7 @@ static void test_replicas_walked_once(void **state) {
  * sorted apart and merged, are the whole walk's sorted. */
 static void test_runs_in_ranges(void **state) {
     (void)state;
-    machine m;
-    assert_int_equal(machine_preset("c600", &m), 0);
-    m.tiles = PROP_TILES;
+    machine m = prop_machine();
     enum { PAIRS = 300 };
     int split = 0;
     for (int pair = 0; pair < PAIRS; pair++) {
