@@ -45,7 +45,7 @@ enum { MM_ROWS = 6, MM_COLS = 16 };
  * chain stepped by num_chain_step with the job's choices folded in (the twelve
  * accumulators stay in registers). */
 static inline __attribute__((always_inline)) void mm_chain_as(const mm_job *j, int64_t i, int64_t jp, int64_t k0,
-                                                              int64_t k1, float acc[MM_ROWS][MM_COLS], bool exact,
+                                                              int64_t k1, float acc[][MM_COLS], bool exact,
                                                               bool f16) {
     const float *row0, *row1, *row2, *row3, *row4, *row5;
 #define MM_ROW(r) row##r = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K;
@@ -72,9 +72,45 @@ static inline __attribute__((always_inline)) void mm_chain_as(const mm_job *j, i
 #undef MM_STORE
 }
 
-static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[MM_ROWS][MM_COLS]) {
+/* mm_chain_as for twelve rows, one 512-bit register a row
+ * (num_chain_step16: the same bits per chain). Only where num_wide(). */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+mm_chain16_as(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[2 * MM_ROWS][MM_COLS], bool exact,
+              bool f16) {
+    const float *row0, *row1, *row2, *row3, *row4, *row5, *row6, *row7, *row8, *row9, *row10, *row11;
+    __m512 c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11;
+#define MM_ROW(r) row##r = j->a + (i + r < j->M ? i + r : j->M - 1) * j->K, c##r = _mm512_setzero_ps();
+    MM_ROW(0) MM_ROW(1) MM_ROW(2) MM_ROW(3) MM_ROW(4) MM_ROW(5) MM_ROW(6) MM_ROW(7) MM_ROW(8) MM_ROW(9) MM_ROW(10) MM_ROW(11)
+#undef MM_ROW
+    const float *b = j->bp + jp * j->K * MM_COLS;
+    for (int64_t k = k0; k < k1; k++) {
+        __m512 bv = _mm512_loadu_ps(b + k * MM_COLS);
+#define MM_STEP(r) c##r = num_chain_step16(c##r, _mm512_set1_ps(row##r[k]), bv, exact, f16);
+        MM_STEP(0) MM_STEP(1) MM_STEP(2) MM_STEP(3) MM_STEP(4) MM_STEP(5)
+        MM_STEP(6) MM_STEP(7) MM_STEP(8) MM_STEP(9) MM_STEP(10) MM_STEP(11)
+#undef MM_STEP
+    }
+#define MM_STORE(r) _mm512_storeu_ps(acc[r], c##r);
+    MM_STORE(0) MM_STORE(1) MM_STORE(2) MM_STORE(3) MM_STORE(4) MM_STORE(5)
+    MM_STORE(6) MM_STORE(7) MM_STORE(8) MM_STORE(9) MM_STORE(10) MM_STORE(11)
+#undef MM_STORE
+}
+
+__attribute__((target("avx512f"))) static void mm_chain16(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1,
+                                                          float acc[2 * MM_ROWS][MM_COLS]) {
     bool f16 = j->pl->acc == DT_F16;
-    if (j->exact && f16) mm_chain_as(j, i, jp, k0, k1, acc, true, true);
+    if (j->exact && f16) mm_chain16_as(j, i, jp, k0, k1, acc, true, true);
+    else if (j->exact) mm_chain16_as(j, i, jp, k0, k1, acc, true, false);
+    else if (f16) mm_chain16_as(j, i, jp, k0, k1, acc, false, true);
+    else mm_chain16_as(j, i, jp, k0, k1, acc, false, false);
+}
+
+/* acc over k in [k0, k1) for rows i .. i + rows - 1 (6, or 12 where wide). */
+static void mm_chain(const mm_job *j, int64_t i, int64_t jp, int64_t k0, int64_t k1, float acc[2 * MM_ROWS][MM_COLS],
+                     int rows) {
+    bool f16 = j->pl->acc == DT_F16;
+    if (rows > MM_ROWS) mm_chain16(j, i, jp, k0, k1, acc);
+    else if (j->exact && f16) mm_chain_as(j, i, jp, k0, k1, acc, true, true);
     else if (j->exact) mm_chain_as(j, i, jp, k0, k1, acc, true, false);
     else if (f16) mm_chain_as(j, i, jp, k0, k1, acc, false, true);
     else mm_chain_as(j, i, jp, k0, k1, acc, false, false);
@@ -86,10 +122,10 @@ static inline __m256 round_f16_v(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps
 /* tot += one K part's chains, as mm_rows's scalar loop does it, eight lanes
  * at a time: scaled, stored as the partials' dtype (f16 or f32 here), added
  * in the reduction's chain. */
-static void mm_sum_partial(const mm_job *j, float acc[MM_ROWS][MM_COLS], float tot[MM_ROWS][MM_COLS]) {
+static void mm_sum_partial(const mm_job *j, float acc[][MM_COLS], float tot[][MM_COLS], int rows) {
     const graph_gemm_plan *pl = j->pl;
     __m256 post = _mm256_set1_ps(j->post);
-    for (int r = 0; r < MM_ROWS; r++)
+    for (int r = 0; r < rows; r++)
         for (int q = 0; q < MM_COLS; q += 8) {
             __m256 x = _mm256_loadu_ps(&acc[r][q]);
             if (j->post != 1.0f) x = _mm256_mul_ps(x, post);
@@ -100,21 +136,25 @@ static void mm_sum_partial(const mm_job *j, float acc[MM_ROWS][MM_COLS], float t
         }
 }
 
+/* Row blocks [b, e) of MM_ROWS rows, two at a time where the host is wide. */
 static void mm_rows(void *ctx, int64_t b, int64_t e) {
     const mm_job *j = ctx;
     const graph_gemm_plan *pl = j->pl;
-    float acc[MM_ROWS][MM_COLS], tot[MM_ROWS][MM_COLS];
-    for (int64_t blk = b; blk < e; blk++) {
+    float acc[2 * MM_ROWS][MM_COLS], tot[2 * MM_ROWS][MM_COLS];
+    bool wide = num_wide();
+    for (int64_t blk = b, nb; blk < e; blk += nb) {
+        nb = wide && blk + 1 < e ? 2 : 1;
+        int rows = (int)nb * MM_ROWS;
         int64_t i = blk * MM_ROWS;
         for (int64_t jp = 0; jp < j->np; jp++) {
             memset(tot, 0, sizeof tot);
             for (int32_t p = 0; p < pl->nk; p++) {
-                mm_chain(j, i, jp, pl->k_bounds[p], pl->k_bounds[p + 1], acc);
+                mm_chain(j, i, jp, pl->k_bounds[p], pl->k_bounds[p + 1], acc, rows);
                 if (pl->nk > 1 && (pl->partials == DT_F16 || pl->partials == DT_F32)) {
-                    mm_sum_partial(j, acc, tot);
+                    mm_sum_partial(j, acc, tot, rows);
                     continue;
                 }
-                for (int r = 0; r < MM_ROWS; r++)
+                for (int r = 0; r < rows; r++)
                     for (int q = 0; q < MM_COLS; q++) {
                         float x = acc[r][q];
                         if (j->post != 1.0f) x *= j->post;
@@ -128,7 +168,7 @@ static void mm_rows(void *ctx, int64_t b, int64_t e) {
                         tot[r][q] = pl->acc == DT_F16 ? to_f16(t) : t;
                     }
             }
-            for (int r = 0; r < MM_ROWS && i + r < j->M; r++)
+            for (int r = 0; r < rows && i + r < j->M; r++)
                 for (int q = 0; q < MM_COLS && jp * MM_COLS + q < j->N; q++)
                     j->c[(i + r) * j->N + jp * MM_COLS + q] = tot[r][q];
         }

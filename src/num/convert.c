@@ -8,11 +8,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "num.h"
+#include "chain.h"
 
 #include <immintrin.h>
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint32_t f32_bits(float x) {
@@ -378,4 +380,20 @@ void num_decode_buf(dtype t, int scale, const void *src, float *dst, size_t n) {
         return;
     default: check_scale(scale); f8_decode_buf(t, scale, src, dst, n); return;
     }
+}
+
+/* ---- which vector width the GEMM chains use (chain.h) ------------------ */
+
+static bool wide;
+static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
+
+static void wide_init(void) {
+    const char *e = getenv("TESSEL_SIMD");
+    __builtin_cpu_init();
+    wide = __builtin_cpu_supports("avx512f") && !(e && strcmp(e, "avx2") == 0);
+}
+
+bool num_wide(void) {
+    pthread_once(&wide_once, wide_init);
+    return wide;
 }

@@ -33,7 +33,8 @@
  *     (what the next step reads back; a no-op for f32 states).
  *
  * Speed: GEMM decodes B (and A unless it is 8-bit, which the block reads through a 256-entry
- * table) once per K chunk into f32 scratch and runs a 6x16 AVX2 register block; every other
+ * table) once per K chunk into f32 scratch and runs a 6x16 AVX2 register block (12x16 in 512-bit
+ * registers where num_wide(): the same chains, the same bits); every other
  * kernel streams rows through small f32 chunks with the bulk converters of num.h. Scratch is per thread (a pthread key whose destructor frees it), so runs on different
  * threads never share memory and a run allocates only when a buffer has to grow.
  */
@@ -230,7 +231,7 @@ typedef struct gemm_a {
     const float *table;     /* coded: the unscaled value of every code */
     size_t panel;           /* floats (decoded) or bytes (coded) from one K panel to the next */
     int w;                  /* k per panel */
-    size_t row[GEMM_MR];    /* coded: byte offset of each row, clamped to the last real row */
+    size_t row[2 * GEMM_MR]; /* coded: byte offset of each row, clamped to the last real row */
 } gemm_a;
 
 /* c[6][16] = (load_c ? c : 0) + A * b over kc values of k; b holds 16 floats per k. */
@@ -269,13 +270,61 @@ static inline __attribute__((always_inline)) void gemm_block(const gemm_a *a, in
 #undef GEMM_STORE
 }
 
+/* gemm_block for twelve rows, c[12][16], one 512-bit register a row
+ * (num_chain_step16: the same bits per chain): rows 6..11 are read where
+ * a second 6-row block at i + 6 would read them (a->f continues row by
+ * row; a->row holds all twelve). Only where num_wide(). */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+gemm_block16(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool load_c, bool exact, bool f16acc,
+             bool coded) {
+    __m512 c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11;
+#define GEMM_LOAD(r) c##r = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+    GEMM_LOAD(0) GEMM_LOAD(1) GEMM_LOAD(2) GEMM_LOAD(3) GEMM_LOAD(4) GEMM_LOAD(5)
+    GEMM_LOAD(6) GEMM_LOAD(7) GEMM_LOAD(8) GEMM_LOAD(9) GEMM_LOAD(10) GEMM_LOAD(11)
+#undef GEMM_LOAD
+    const int w = a->w;
+    const float *table = a->table;
+    for (int k0 = 0; k0 < kc; k0 += w) {
+        const float *ap = coded ? NULL : a->f + (size_t)(k0 / w) * a->panel;
+        const uint8_t *cp = coded ? a->code + (size_t)(k0 / w) * a->panel : NULL;
+        const float *bk = b + (size_t)k0 * GEMM_NR;
+        int kn = kc - k0 < w ? kc - k0 : w;
+        for (int kk = 0; kk < kn; kk++, bk += GEMM_NR) {
+            __m512 bv = _mm512_load_ps(bk);
+#define GEMM_ROW(r)                                                                                 \
+    c##r = num_chain_step16(c##r, _mm512_set1_ps(coded ? table[cp[a->row[r] + kk]] : ap[r * w + kk]), \
+                            bv, exact, f16acc);
+            GEMM_ROW(0) GEMM_ROW(1) GEMM_ROW(2) GEMM_ROW(3) GEMM_ROW(4) GEMM_ROW(5)
+            GEMM_ROW(6) GEMM_ROW(7) GEMM_ROW(8) GEMM_ROW(9) GEMM_ROW(10) GEMM_ROW(11)
+#undef GEMM_ROW
+        }
+    }
+#define GEMM_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r);
+    GEMM_STORE(0) GEMM_STORE(1) GEMM_STORE(2) GEMM_STORE(3) GEMM_STORE(4) GEMM_STORE(5)
+    GEMM_STORE(6) GEMM_STORE(7) GEMM_STORE(8) GEMM_STORE(9) GEMM_STORE(10) GEMM_STORE(11)
+#undef GEMM_STORE
+}
+
 typedef void gemm_block_fn(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool load_c);
+
 
 /* The arithmetic variants, each compiled with its choices folded in. 8-bit products are exact,
  * so the coded variants always fuse. */
 #define GEMM_VARIANT(name, exact, f16acc, coded)                                                   \
     static void block_##name(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool ld) { \
         gemm_block(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                    \
+    }
+GEMM_VARIANT(fma, true, false, false)
+GEMM_VARIANT(muladd, false, false, false)
+GEMM_VARIANT(fma_f16, true, true, false)
+GEMM_VARIANT(muladd_f16, false, true, false)
+GEMM_VARIANT(code, true, false, true)
+GEMM_VARIANT(code_f16, true, true, true)
+#undef GEMM_VARIANT
+#define GEMM_VARIANT(name, exact, f16acc, coded)                                                                  \
+    __attribute__((target("avx512f"))) static void block12_##name(const gemm_a *a, int kc, const float *b, float *c, \
+                                                                size_t ldc, bool ld) {                              \
+        gemm_block16(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                                 \
     }
 GEMM_VARIANT(fma, true, false, false)
 GEMM_VARIANT(muladd, false, false, false)
@@ -324,6 +373,10 @@ static void gemm_band(const kernel_run *r, uint8_t *const ptr[], uint32_t g, siz
     gemm_block_fn *block = f8      ? (f16acc ? block_code_f16 : block_code)
                            : exact ? (f16acc ? block_fma_f16 : block_fma)
                                    : (f16acc ? block_muladd_f16 : block_muladd);
+    gemm_block_fn *block12 = !num_wide() ? NULL
+                             : f8        ? (f16acc ? block12_code_f16 : block12_code)
+                             : exact     ? (f16acc ? block12_fma_f16 : block12_fma)
+                                         : (f16acc ? block12_muladd_f16 : block12_muladd);
     size_t M = rows, N = r->n[2], K = r->n[3];
     int w = KERNEL_AMP_PANEL_BYTES / dtype_bytes(ta);
     size_t Mp = round_up(M, GEMM_MR), Np = round_up(N, GEMM_NR);
@@ -367,14 +420,16 @@ static void gemm_band(const kernel_run *r, uint8_t *const ptr[], uint32_t g, siz
             for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
                 memcpy(bp + (jp * kc + k) * GEMM_NR, row + jp * GEMM_NR, GEMM_NR * sizeof(float));
         }
+        /* Twelve rows at a time where the host is wide, a last six alone. */
         for (size_t jp = 0; jp < Np / GEMM_NR; jp++)
-            for (size_t i = 0; i < Mp; i += GEMM_MR) {
+            for (size_t i = 0, step; i < Mp; i += step) {
+                step = block12 && i + 2 * GEMM_MR <= Mp ? 2 * GEMM_MR : GEMM_MR;
                 gemm_a gi = ga;
                 if (f8)
-                    for (size_t rr = 0; rr < GEMM_MR; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * KERNEL_AMP_PANEL_BYTES;
+                    for (size_t rr = 0; rr < step; rr++) gi.row[rr] = (i + rr < M ? i + rr : M - 1) * KERNEL_AMP_PANEL_BYTES;
                 else
                     gi.f = a + i * (size_t)w;
-                block(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
+                (step > GEMM_MR ? block12 : block)(&gi, (int)kc, bp + jp * kc * GEMM_NR, c + i * Np + jp * GEMM_NR, Np, k0 > 0);
             }
     }
 }

@@ -207,8 +207,8 @@ static void gemm_case(dtype ta, dtype tb, dtype tc, dtype acc, uint32_t batch, u
     image_free(&im);
 }
 
-/* The register block is 6 x 16 and K runs in chunks of 256 (panels of 8, 16 or 32): sizes on
- * both sides of every edge. */
+/* The register block is 6 x 16 (12 x 16 on a host with AVX-512F, the last six rows 6 x 16)
+ * and K runs in chunks of 256 (panels of 8, 16 or 32): sizes on both sides of every edge. */
 static void gemm_edges(void **state) {
     (void)state;
     static const uint32_t shapes[][3] = {{1, 1, 1},   {6, 16, 32},  {7, 17, 33}, {5, 7, 3},    {13, 8, 300}, {12, 33, 257},
