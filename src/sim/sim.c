@@ -470,12 +470,13 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
         }
     }
     sim s = {.p = p, .m = m, .st = st, .tile_bytes = machine_tile_bytes(m), .o = o};
-    s.mem = util_try_calloc(m->tiles, s.tile_bytes, d, "tessel: error: the simulated memory of machine '%s' (%u tiles of %u bytes)",
-                            m->name, m->tiles, (unsigned)s.tile_bytes);
+    size_t mem_bytes = (size_t)m->tiles * s.tile_bytes; /* sim_host_check: within the host */
+    s.mem = util_try_map(mem_bytes, d, "tessel: error: the simulated memory of machine '%s' (%u tiles of %u bytes)",
+                         m->name, m->tiles, (unsigned)s.tile_bytes);
     if (!s.mem) return -1;
     double t0 = util_now_seconds();
     if (pkg_xplan_build(p, "package", &s.xp, d) != 0) {
-        free(s.mem);
+        util_unmap(s.mem, mem_bytes);
         return -1;
     }
     s.used = xcalloc(m->tiles, sizeof(bool));
@@ -520,7 +521,7 @@ int sim_run(const package *p, const sim_options *o, float *const *inputs, float 
             st->peak_tile_bytes = (uint32_t)(s.peak[t] - m->tile_memory_base);
     }
     st->host_seconds = util_now_seconds() - t0;
-    free(s.mem);
+    util_unmap(s.mem, mem_bytes);
     free(s.used);
     free(s.peak);
     free(s.sent);

@@ -1,8 +1,10 @@
 /* arena.c: bump allocation in chained blocks; everything is freed at once. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct arena_block {
     arena_block *prev;
@@ -245,6 +247,35 @@ void *util_try_malloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
     void *p = try_alloc(NULL, n, size, false, d, fmt, ap);
     va_end(ap);
     return p;
+}
+
+/* mmap's pages, or NULL (allocation failures injected as raw_alloc's). */
+static void *raw_map(size_t bytes) {
+    if (alloc_fails()) return NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *util_try_map(size_t bytes, diag *d, const char *fmt, ...) {
+    uint64_t host = util_physical_bytes();
+    void *p = !host || bytes <= host ? raw_map(bytes ? bytes : 1) : NULL;
+    if (p) return p;
+    va_list ap;
+    va_start(ap, fmt);
+    char what[1024];
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (host && bytes > host) {
+        char h[32];
+        fmt_bytes(h, sizeof h, (double)host);
+        diag_fail(d, "%s needs %zu bytes of host memory, more than this host has (%s)", what, bytes, h);
+    } else
+        diag_fail(d, "%s needs %zu bytes of host memory: out of memory", what, bytes);
+    return NULL;
+}
+
+void util_unmap(void *p, size_t bytes) {
+    if (p) munmap(p, bytes ? bytes : 1);
 }
 
 void *util_try_calloc(size_t n, size_t size, diag *d, const char *fmt, ...) {

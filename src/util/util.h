@@ -45,6 +45,12 @@ struct diag;
  * "tessel ref: error: input 'x' (f32[100000, 100000])". free() the result. */
 void *util_try_malloc(size_t n, size_t size, struct diag *d, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void *util_try_calloc(size_t n, size_t size, struct diag *d, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* bytes of zeroed memory mapped from the kernel, for a large buffer touched
+ * sparsely (the simulator's tile memory): pages are faulted in as they are
+ * used and never come from memory malloc keeps. NULL with util_try_malloc's
+ * diagnostic when they cannot be had. Freed with util_unmap(p, bytes). */
+void *util_try_map(size_t bytes, struct diag *d, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void util_unmap(void *p, size_t bytes);
 /* Resizes old (which stays valid, and the caller's to free, on failure). */
 void *util_try_realloc(void *old, size_t n, size_t size, struct diag *d, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
