@@ -1,7 +1,6 @@
 /* main.c: the tessel command: a table of subcommands. */
 #define _POSIX_C_SOURCE 200809L /* pause */
 #include <jansson.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,15 +195,6 @@ int main(int argc, char **argv) {
                     cli_transport->ranks);
         cli_mpi_end();
         return EXIT_USER;
-    }
-    /* The references and the simulator free a large tensor and ask for
-     * another op after op: glibc would hand each back to the kernel and fault
-     * the next in afresh (on this project's VM host a third of a reference's
-     * time). Kept in the heap instead; a compile keeps its large scratch
-     * itself, and keeps its peak memory lower with glibc's defaults. */
-    if (strcmp(argv[1], "compile") != 0) {
-        mallopt(M_MMAP_MAX, 0);
-        mallopt(M_TRIM_THRESHOLD, -1);
     }
     for (size_t i = 0; i < TS_COUNT(commands); i++)
         if (strcmp(commands[i].name, argv[1]) == 0) {
