@@ -307,24 +307,16 @@ gemm_block16(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool
 
 typedef void gemm_block_fn(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool load_c);
 
-
-/* The arithmetic variants, each compiled with its choices folded in. 8-bit products are exact,
- * so the coded variants always fuse. */
-#define GEMM_VARIANT(name, exact, f16acc, coded)                                                   \
-    static void block_##name(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool ld) { \
-        gemm_block(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                    \
-    }
-GEMM_VARIANT(fma, true, false, false)
-GEMM_VARIANT(muladd, false, false, false)
-GEMM_VARIANT(fma_f16, true, true, false)
-GEMM_VARIANT(muladd_f16, false, true, false)
-GEMM_VARIANT(code, true, false, true)
-GEMM_VARIANT(code_f16, true, true, true)
-#undef GEMM_VARIANT
-#define GEMM_VARIANT(name, exact, f16acc, coded)                                                                  \
+/* The arithmetic variants, each compiled with its choices folded in, in both widths
+ * (block12_*: 512-bit, for num_wide() hosts). 8-bit products are exact, so the coded
+ * variants always fuse. */
+#define GEMM_VARIANT(name, exact, f16acc, coded)                                                                   \
+    static void block_##name(const gemm_a *a, int kc, const float *b, float *c, size_t ldc, bool ld) {              \
+        gemm_block(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                                    \
+    }                                                                                                              \
     __attribute__((target("avx512f"))) static void block12_##name(const gemm_a *a, int kc, const float *b, float *c, \
-                                                                size_t ldc, bool ld) {                              \
-        gemm_block16(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                                 \
+                                                                  size_t ldc, bool ld) {                          \
+        gemm_block16(a, kc, b, c, ldc, ld, exact, f16acc, coded);                                                  \
     }
 GEMM_VARIANT(fma, true, false, false)
 GEMM_VARIANT(muladd, false, false, false)

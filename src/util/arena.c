@@ -219,14 +219,24 @@ char *xstrdup(const char *s) {
     return memcpy(xmalloc(n), s, n);
 }
 
+/* mmap's pages, or NULL (allocation failures injected as raw_alloc's). */
+static void *raw_map(size_t bytes) {
+    if (alloc_fails()) return NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+enum alloc_how { ALLOC_PLAIN, ALLOC_ZERO, ALLOC_MAP };
+
 /* The input-sized path: "<what> needs N bytes of host memory: out of memory".
  * old: a block to resize (realloc), left as it was on failure. */
-static void *try_alloc(void *old, size_t n, size_t size, bool zero, diag *d, const char *fmt, va_list ap) {
+static void *try_alloc(void *old, size_t n, size_t size, enum alloc_how how, diag *d, const char *fmt, va_list ap) {
     size_t bytes;
     bool over = __builtin_mul_overflow(n, size, &bytes);
     uint64_t host = util_physical_bytes();
     void *p = NULL;
-    if (!over && (!host || bytes <= host)) p = raw_alloc(old, bytes ? bytes : 1, zero);
+    if (!over && (!host || bytes <= host))
+        p = how == ALLOC_MAP ? raw_map(bytes ? bytes : 1) : raw_alloc(old, bytes ? bytes : 1, how == ALLOC_ZERO);
     if (p) return p;
     char what[1024];
     vsnprintf(what, sizeof what, fmt, ap);
@@ -244,34 +254,17 @@ static void *try_alloc(void *old, size_t n, size_t size, bool zero, diag *d, con
 void *util_try_malloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    void *p = try_alloc(NULL, n, size, false, d, fmt, ap);
+    void *p = try_alloc(NULL, n, size, ALLOC_PLAIN, d, fmt, ap);
     va_end(ap);
     return p;
 }
 
-/* mmap's pages, or NULL (allocation failures injected as raw_alloc's). */
-static void *raw_map(size_t bytes) {
-    if (alloc_fails()) return NULL;
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 void *util_try_map(size_t bytes, diag *d, const char *fmt, ...) {
-    uint64_t host = util_physical_bytes();
-    void *p = !host || bytes <= host ? raw_map(bytes ? bytes : 1) : NULL;
-    if (p) return p;
     va_list ap;
     va_start(ap, fmt);
-    char what[1024];
-    vsnprintf(what, sizeof what, fmt, ap);
+    void *p = try_alloc(NULL, bytes, 1, ALLOC_MAP, d, fmt, ap);
     va_end(ap);
-    if (host && bytes > host) {
-        char h[32];
-        fmt_bytes(h, sizeof h, (double)host);
-        diag_fail(d, "%s needs %zu bytes of host memory, more than this host has (%s)", what, bytes, h);
-    } else
-        diag_fail(d, "%s needs %zu bytes of host memory: out of memory", what, bytes);
-    return NULL;
+    return p;
 }
 
 void util_unmap(void *p, size_t bytes) {
@@ -281,7 +274,7 @@ void util_unmap(void *p, size_t bytes) {
 void *util_try_calloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    void *p = try_alloc(NULL, n, size, true, d, fmt, ap);
+    void *p = try_alloc(NULL, n, size, ALLOC_ZERO, d, fmt, ap);
     va_end(ap);
     return p;
 }
@@ -289,7 +282,7 @@ void *util_try_calloc(size_t n, size_t size, diag *d, const char *fmt, ...) {
 void *util_try_realloc(void *old, size_t n, size_t size, diag *d, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    void *p = try_alloc(old, n, size, false, d, fmt, ap);
+    void *p = try_alloc(old, n, size, ALLOC_PLAIN, d, fmt, ap);
     va_end(ap);
     return p;
 }
