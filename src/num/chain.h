@@ -9,6 +9,8 @@
 #ifndef TESSEL_NUM_CHAIN_H
 #define TESSEL_NUM_CHAIN_H
 
+#include "num.h"
+
 #include <immintrin.h>
 #include <stdbool.h>
 
@@ -21,17 +23,12 @@ static inline __attribute__((always_inline)) __m256 num_chain_step(__m256 acc, _
 
 /* num_chain_step on sixteen lanes: the same instructions' 512-bit forms,
  * the same bits in every lane. Call it only from a function built for
- * AVX-512F (target("avx512f")) and only when num_wide() says the host runs it. */
+ * AVX-512F (target("avx512f")) and only when num_wide() (num.h) says the host runs it. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512
 num_chain_step16(__m512 acc, __m512 a, __m512 b, bool exact, bool f16acc) {
     acc = exact ? _mm512_fmadd_ps(a, b, acc) : _mm512_add_ps(acc, _mm512_mul_ps(a, b));
     if (f16acc) acc = _mm512_cvtph_ps(_mm512_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT));
     return acc;
 }
-
-/* Whether the chains may run sixteen at a time: the host has AVX-512F and
- * TESSEL_SIMD is not "avx2" (which keeps every kernel on its 8-lane path,
- * for comparing the two). Read once per process. */
-bool num_wide(void);
 
 #endif

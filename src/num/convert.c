@@ -382,7 +382,7 @@ void num_decode_buf(dtype t, int scale, const void *src, float *dst, size_t n) {
     }
 }
 
-/* ---- which vector width the GEMM chains use (chain.h) ------------------ */
+/* ---- whether the 512-bit paths run (num.h) ------------------------------ */
 
 static bool wide;
 static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
@@ -390,7 +390,7 @@ static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
 static void wide_init(void) {
     const char *e = getenv("TESSEL_SIMD");
     __builtin_cpu_init();
-    wide = __builtin_cpu_supports("avx512f") && !(e && strcmp(e, "avx2") == 0);
+    wide = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && !(e && strcmp(e, "avx2") == 0);
 }
 
 bool num_wide(void) {

@@ -201,4 +201,10 @@ void npy_free(npy_array *a);
  * "[3, 4]" into buf (cap bytes) for the message. */
 bool npy_has_shape(const npy_array *a, int rank, const int64_t *dim, char *buf, size_t cap);
 
+/* Whether the host's 512-bit vector paths run: it has AVX-512F and DQ and
+ * TESSEL_SIMD is not "avx2" (which keeps every kernel on its 256-bit path,
+ * for comparing the two; both give the same bits). Read once per process.
+ * The GEMM chains (chain.h) and the weights' sampler (graph/init.c) use it. */
+bool num_wide(void);
+
 #endif

@@ -42,6 +42,39 @@ static void concat_init_values(void **state) {
     graph_free(g);
 }
 
+/* The same with more rows than init.c makes at once (about 2^20 values):
+ * windows across the blocks' seam are still the pieces' rows. */
+static void concat_init_values_blocks(void **state) {
+    (void)state;
+    enum { ROWS = 1100, W = 1000, W0 = 601 };
+    graph *g = graph_new("t", "t.tsl");
+    graph_init cat[2] = {{.kind = INIT_NORMAL, .mean = 0.0, .std = 1.0, .seed = 11},
+                         {.kind = INIT_NORMAL, .mean = 1.0, .std = 0.5, .seed = 12}};
+    int64_t width[2] = {W0, W - W0};
+    graph_type t = {.dtype = DT_F32, .rank = 2, .dim = {ROWS, W}};
+    int32_t p = graph_add_param(g, "p", t, (graph_init){.kind = INIT_CONCAT, .cat = cat, .width = width, .ncat = 2});
+    float *a = malloc(sizeof(float) * ROWS * W0), *b = malloc(sizeof(float) * ROWS * (W - W0));
+    float *all = malloc(sizeof(float) * ROWS * W), *win = malloc(sizeof(float) * ROWS * W);
+    graph_normal_fill(11, 0.0, 1.0, a, ROWS * W0);
+    graph_normal_fill(12, 1.0, 0.5, b, ROWS * (W - W0));
+    diag d = {0};
+    assert_int_equal(graph_param_values(g, p, false, all, &d), 0);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < ROWS; r++)
+        for (int64_t c = 0; c < W; c++) differ += all[r * W + c] != (c < W0 ? a[r * W0 + c] : b[r * (W - W0) + c - W0]);
+    assert_int_equal(differ, 0);
+    const int64_t windows[][2] = {{0, ROWS * W}, {1048 * W - 3, 7}, {1000 * W + 17, 90 * W}, {5, 1047 * W}, {ROWS * W - 1, 1}};
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+        assert_int_equal(graph_param_values_at(g, p, false, windows[i][0], windows[i][1], win, &d), 0);
+        assert_memory_equal(win, all + windows[i][0], sizeof(float) * (size_t)windows[i][1]);
+    }
+    free(a);
+    free(b);
+    free(all);
+    free(win);
+    graph_free(g);
+}
+
 static const char *MODEL = "graph sib\n"
                            "input %x : f32[5, 8]\n"
                            "param %wa : f32[8, 3] = normal(0.0, 1.0, seed = 1)\n"
@@ -137,6 +170,7 @@ static void biases_join_and_shared_weights_stay(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concat_init_values),
+        cmocka_unit_test(concat_init_values_blocks),
         cmocka_unit_test(joined_graph_computes_the_model),
         cmocka_unit_test(biases_join_and_shared_weights_stay),
     };
