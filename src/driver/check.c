@@ -151,7 +151,10 @@ static driver_pure *pure_new(const graph *g, float **inputs, bool quiet, bool ba
     driver_pure *p = xcalloc(1, sizeof *p);
     int32_t nout = graph_outputs(g, NULL, 0);
     p->pure = xcalloc((size_t)nout + 1, sizeof(float *));
-    p->job = (ref_job){.g = g, .o = {.strip_precision = true, .quiet = quiet, .what = "reference (FP32)"},
+    /* BLAS on one thread: the compile, then the simulation and the
+     * plan-exact reference, have the cores. */
+    p->job = (ref_job){.g = g,
+                       .o = {.strip_precision = true, .quiet = quiet, .blas_one_thread = true, .what = "reference (FP32)"},
                        .inputs = inputs, .out = p->pure, .background = background};
     ref_start(&p->job);
     return p;

@@ -439,6 +439,8 @@ typedef struct ref_options {
                                the device's arithmetic in the plan's order,
                                every result rounded to its dtype (emulate.c) */
     bool quiet;             /* no progress line */
+    bool blas_one_thread;   /* BLAS on this run's thread alone, for as long as it runs: others share
+                               the cores (BLAS's own threads would wait for them spinning) */
     const char *what;       /* the progress line's name (NULL: "reference") */
     /* Called with every op result as it is computed (repeat results after
      * their loop); iters[0..depth) are the iteration indices of the

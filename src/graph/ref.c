@@ -7,7 +7,10 @@
  * emulated reference: the ops whose device arithmetic differs run emulate.c's
  * kernels and every result rounds to its dtype.
  *
- * Buffers are f32, one per live value, freed after the value's last use. */
+ * Buffers are f32, one per live value, released after the value's last use
+ * into a pool of spares the next value of the same size takes (a layer's
+ * values come back every iteration, and memory fresh from the kernel costs
+ * a page fault per 4 KiB, about what the arithmetic on it costs). */
 #include "emulate.h"
 
 #include <cblas.h>
@@ -33,7 +36,15 @@ typedef struct rt {
     int64_t iters[GRAPH_MAX_REPEAT_DEPTH]; /* iteration of each open repeat, outermost first */
     int depth;
     bool stopped;        /* on_value asked to stop */
+    float **spare;          /* released buffers for reuse, oldest first, spare_bytes_of[i] bytes each */
+    size_t *spare_bytes_of;
+    int32_t nspare, spare_cap;
+    size_t spare_bytes, live_bytes, peak_bytes; /* spares; live now; live at most */
 } rt;
+
+/* Buffers smaller than this are not kept: malloc serves them from memory
+ * it already has. */
+static const size_t SPARE_MIN = 256 << 10;
 
 /* ---- shapes and strides ------------------------------------------------- */
 
@@ -45,15 +56,67 @@ typedef struct shape {
 static const graph_type *vtype(const rt *r, int32_t v) { return &graph_val(r->g, v)->type; }
 static int64_t vnumel(const rt *r, int32_t v) { return graph_type_numel(vtype(r, v)); }
 
-/* A buffer for value v: its size comes from the input, so NULL with a
- * diagnostic naming the value when the host cannot hold it. */
+/* Bytes of value v's buffer. The verifier makes every value a buffer
+ * passes through (a repeat's carried values, its arguments, yields and
+ * results) the same type, so a buffer's size is that of any of them. */
+static size_t buf_bytes(const rt *r, int32_t v) {
+    int64_t n = vnumel(r, v);
+    return sizeof(float) * (size_t)(n ? n : 1);
+}
+
+/* A buffer for value v: a spare of its size, or a new one; its size comes
+ * from the input, so NULL with a diagnostic naming the value when the host
+ * cannot hold it. */
 static float *value_buf(rt *r, int32_t v) {
-    const graph_value *x = graph_val(r->g, v);
-    int64_t n = graph_type_numel(&x->type);
-    char ty[160];
-    graph_type_str(&x->type, ty, sizeof ty);
-    return util_try_malloc((size_t)(n ? n : 1), sizeof(float), r->d, "%s: error: the reference's value '%%%s' (%s)", r->g->path,
-                           x->name, ty);
+    size_t bytes = buf_bytes(r, v);
+    float *p = NULL;
+    for (int32_t i = r->nspare - 1; i >= 0 && !p; i--) {
+        if (r->spare_bytes_of[i] != bytes) continue;
+        p = r->spare[i];
+        memmove(r->spare + i, r->spare + i + 1, sizeof(float *) * (size_t)(r->nspare - i - 1));
+        memmove(r->spare_bytes_of + i, r->spare_bytes_of + i + 1, sizeof(size_t) * (size_t)(r->nspare - i - 1));
+        r->nspare--;
+        r->spare_bytes -= bytes;
+    }
+    if (!p) {
+        const graph_value *x = graph_val(r->g, v);
+        char ty[160];
+        graph_type_str(&x->type, ty, sizeof ty);
+        p = util_try_malloc(bytes, 1, r->d, "%s: error: the reference's value '%%%s' (%s)", r->g->path, x->name, ty);
+        if (!p) return NULL;
+    }
+    r->live_bytes += bytes;
+    if (r->live_bytes > r->peak_bytes) r->peak_bytes = r->live_bytes;
+    return p;
+}
+
+/* Value v's buffer given up, kept as the newest spare when it is large
+ * enough to be worth keeping. The spares hold at most twice as many bytes
+ * as were ever live at once (a repeat's body gives up and takes back many
+ * sizes, not all live at the same time): the oldest go first, since the
+ * body takes its sizes back in the order it gave them up. */
+static void put_buf(rt *r, int32_t v, float *p) {
+    size_t bytes = buf_bytes(r, v), most = 2 * r->peak_bytes;
+    r->live_bytes -= bytes;
+    if (bytes < SPARE_MIN || bytes > most) {
+        free(p);
+        return;
+    }
+    int32_t old = 0;
+    while (r->spare_bytes + bytes > most) {
+        free(r->spare[old]);
+        r->spare_bytes -= r->spare_bytes_of[old++];
+    }
+    memmove(r->spare, r->spare + old, sizeof(float *) * (size_t)(r->nspare - old));
+    memmove(r->spare_bytes_of, r->spare_bytes_of + old, sizeof(size_t) * (size_t)(r->nspare - old));
+    r->nspare -= old;
+    if (r->nspare == r->spare_cap) {
+        r->spare_cap = r->spare_cap ? 2 * r->spare_cap : 16;
+        r->spare = xrealloc(r->spare, sizeof(float *) * (size_t)r->spare_cap);
+        r->spare_bytes_of = xrealloc(r->spare_bytes_of, sizeof(size_t) * (size_t)r->spare_cap);
+    }
+    r->spare[r->nspare] = p, r->spare_bytes_of[r->nspare++] = bytes;
+    r->spare_bytes += bytes;
 }
 
 /* Visits every index of dims (rank >= 1) as (outer offsets, inner run): calls
@@ -503,7 +566,7 @@ static float *dup_buf(rt *r, int32_t v, const float *src) {
 }
 
 static void release(rt *r, int32_t v) {
-    if (r->owned[v]) free(r->buf[v]);
+    if (r->owned[v]) put_buf(r, v, r->buf[v]);
     r->buf[v] = NULL;
     r->owned[v] = false;
 }
@@ -626,6 +689,7 @@ static int exec_op(rt *r, int32_t op_id, float *const *inputs, int *input_k) {
     case OP_OUTPUT:
         for (int32_t i = 0; i < op->nin; i++) {
             if (!(r->outputs[r->nout_done] = dup_buf(r, op->in[i], r->buf[op->in[i]]))) return -1;
+            r->live_bytes -= buf_bytes(r, op->in[i]); /* the caller's now */
             r->nout_done++;
         }
         return 0;
@@ -710,14 +774,17 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
                                  graph_val(g, v)->name);
     }
     size_t nv = (size_t)(g->values.n ? g->values.n : 1);
-    rt r = {g, o, d, xcalloc(nv, sizeof(float *)), xcalloc(nv, sizeof(bool)), xcalloc(nv, sizeof(bool)),
-            xmalloc(nv * sizeof(int32_t)), NULL, outputs, 0, {0}, 0, {0}, 0, false};
+    rt r = {.g = g, .o = o, .d = d, .buf = xcalloc(nv, sizeof(float *)), .owned = xcalloc(nv, sizeof(bool)),
+            .streamed = xcalloc(nv, sizeof(bool)), .last_user = xmalloc(nv * sizeof(int32_t)), .outputs = outputs};
     for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
     plan_block(&r, &g->body, -1);
     stream_params(&r);
     progress_begin(&r.prog, o->what ? o->what : "reference", count_work(g, &g->body), o->quiet);
+    int blas_threads = openblas_get_num_threads(); /* process-wide: only the reference calls BLAS */
+    if (o->blas_one_thread) openblas_set_num_threads(1);
     int input_k = 0;
     int rc = exec_block(&r, &g->body, inputs, &input_k);
+    if (o->blas_one_thread) openblas_set_num_threads(blas_threads);
     progress_end(&r.prog);
     for (int32_t v = 0; v < g->values.n; v++)
         if (r.buf[v]) release(&r, v);
@@ -727,6 +794,9 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
             outputs[j] = NULL;
         }
     }
+    for (int32_t i = 0; i < r.nspare; i++) free(r.spare[i]);
+    free(r.spare);
+    free(r.spare_bytes_of);
     free(r.buf);
     free(r.owned);
     free(r.streamed);
