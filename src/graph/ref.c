@@ -107,9 +107,11 @@ static void put_buf(rt *r, int32_t v, float *p) {
         free(r->spare[old]);
         r->spare_bytes -= r->spare_bytes_of[old++];
     }
-    memmove(r->spare, r->spare + old, sizeof(float *) * (size_t)(r->nspare - old));
-    memmove(r->spare_bytes_of, r->spare_bytes_of + old, sizeof(size_t) * (size_t)(r->nspare - old));
-    r->nspare -= old;
+    if (old) {
+        memmove(r->spare, r->spare + old, sizeof(float *) * (size_t)(r->nspare - old));
+        memmove(r->spare_bytes_of, r->spare_bytes_of + old, sizeof(size_t) * (size_t)(r->nspare - old));
+        r->nspare -= old;
+    }
     if (r->nspare == r->spare_cap) {
         r->spare_cap = r->spare_cap ? 2 * r->spare_cap : 16;
         r->spare = xrealloc(r->spare, sizeof(float *) * (size_t)r->spare_cap);

@@ -307,6 +307,46 @@ static void repeat_semantics(void **state) {
     free_out(g, out);
 }
 
+/* Values large enough for ref.c to keep their buffers as spares (256 KiB
+ * and up): every iteration's layers, sums and products take the buffers the
+ * one before gave up, and the result is still each iteration's arithmetic. */
+static void spares_reused(void **state) {
+    (void)state;
+    enum { N = 70000, L = 4 };
+    char text[1024];
+    snprintf(text, sizeof text,
+             "graph g\ninput %%x : f32[%d]\n"
+             "param %%w : f32[%d, %d] = normal(0.0, 1.0, seed = 7)\n"
+             "param %%u : f32[%d, %d] = normal(1.0, 0.25, seed = 8)\n"
+             "%%y = repeat %d carry(%%h = %%x) slice(%%wl = %%w, %%ul = %%u) {\n"
+             "  %%h1 = add(%%h, %%wl) : f32[%d]\n"
+             "  %%h2 = mul(%%h1, %%ul) : f32[%d]\n"
+             "  yield %%h2\n"
+             "}\n"
+             "%%z = add(%%y, %%x) : f32[%d]\n"
+             "output %%y, %%z\n",
+             N, L, N, L, N, L, N, N, N);
+    graph *g;
+    float *x = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * L * N), *u = malloc(sizeof(float) * L * N);
+    graph_normal_fill(3, 0.0, 1.0, x, N);
+    float *in[1] = {x};
+    float **out = run(text, in, false, &g);
+    diag d = {0};
+    assert_int_equal(graph_param_values(g, graph_val(g, graph_lookup(g, "w"))->def, false, w, &d), 0);
+    assert_int_equal(graph_param_values(g, graph_val(g, graph_lookup(g, "u"))->def, false, u, &d), 0);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < N; i++) {
+        float h = x[i];
+        for (int l = 0; l < L; l++) h = (h + w[l * N + i]) * u[l * N + i];
+        differ += out[0][i] != h || out[1][i] != h + x[i];
+    }
+    assert_int_equal(differ, 0);
+    free_out(g, out);
+    free(x);
+    free(w);
+    free(u);
+}
+
 /* A stacked parameter only repeats slice is made one iteration's layer at a
  * time (never whole): each iteration reads its own layer, as when the whole
  * stack is made first (here it is, being an output too). */
@@ -459,6 +499,7 @@ int main(void) {
         cmocka_unit_test(pad_of_8bit_rounds_its_value),
         cmocka_unit_test(optimizer_ops_follow_pytorch),
         cmocka_unit_test(repeat_semantics),
+        cmocka_unit_test(spares_reused),
         cmocka_unit_test(stacked_params_streamed),
         cmocka_unit_test(param_initializers),
         cmocka_unit_test(compare_figures),
