@@ -96,8 +96,9 @@ static void outset_handles_long_names(void **state) {
     free(other);
 }
 
-/* The checked path: NULL and a message naming what needs how many bytes,
- * never an abort, for a product that overflows or a size past the host's. */
+/* The checked paths (malloc, calloc, realloc, mmap): NULL and a message
+ * naming what needs how many bytes, never an abort, for a product that
+ * overflows or a size past the host's. */
 static void try_alloc_names_what_and_bytes(void **state) {
     (void)state;
     diag d = {0};
@@ -113,6 +114,19 @@ static void try_alloc_names_what_and_bytes(void **state) {
     float *q = util_try_realloc(p, (size_t)1 << 62, 8, &d, "t");
     assert_null(q); /* p stays ours */
     free(p);
+    /* Mapped memory: zeroed pages, every byte ours; too much is refused the same way. */
+    size_t bytes = 3 * 4096 + 1;
+    unsigned char *m = util_try_map(bytes, &d, "t");
+    assert_non_null(m);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < bytes; i++) nonzero += m[i] != 0;
+    assert_int_equal(nonzero, 0);
+    m[0] = m[bytes - 1] = 0xff;
+    util_unmap(m, bytes);
+    util_unmap(NULL, 0);
+    diag f = {0};
+    assert_null(util_try_map((size_t)1 << 62, &f, "t: error: tile memory"));
+    assert_non_null(strstr(f.text, "t: error: tile memory needs 4611686018427387904 bytes of host memory, more than this host has ("));
 }
 
 /* xcalloc's n * size overflowing reaches the handler with SIZE_MAX bytes
