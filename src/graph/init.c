@@ -124,21 +124,22 @@ static void normal_pairs(void *ctx, int64_t begin, int64_t end) {
     for (int64_t k0 = j->first / 2 + begin; k0 < j->first / 2 + end; k0 += NORMAL_BLOCK) {
         block(j->key, k0, r, c, s);
         int64_t nk = j->first / 2 + end - k0 < NORMAL_BLOCK ? j->first / 2 + end - k0 : NORMAL_BLOCK;
+        float even[NORMAL_BLOCK], odd[NORMAL_BLOCK]; /* the pairs' elements, in vector lanes */
+        const double mean = j->mean, sd = j->std;
+        for (int64_t i = 0; i < NORMAL_BLOCK; i++) {
+            even[i] = (float)(mean + sd * r[i] * c[i]);
+            odd[i] = (float)(mean + sd * r[i] * s[i]);
+        }
         int64_t e = 2 * k0 - j->first; /* element of pair k0 */
-        if (e >= 0 && e + 2 * nk <= j->n) { /* every pair whole: a loop in vector lanes */
-            float *restrict o = j->out + e, even[NORMAL_BLOCK], odd[NORMAL_BLOCK];
-            const double mean = j->mean, sd = j->std;
-            for (int64_t i = 0; i < NORMAL_BLOCK; i++) {
-                even[i] = (float)(mean + sd * r[i] * c[i]);
-                odd[i] = (float)(mean + sd * r[i] * s[i]);
-            }
+        if (e >= 0 && e + 2 * nk <= j->n) { /* every pair whole */
+            float *restrict o = j->out + e;
             for (int64_t i = 0; i < nk; i++) o[2 * i] = even[i], o[2 * i + 1] = odd[i];
             continue;
         }
         for (int64_t i = 0; i < nk; i++) {
             int64_t e0 = e + 2 * i, e1 = e0 + 1;
-            if (e0 >= 0 && e0 < j->n) j->out[e0] = (float)(j->mean + j->std * r[i] * c[i]);
-            if (e1 >= 0 && e1 < j->n) j->out[e1] = (float)(j->mean + j->std * r[i] * s[i]);
+            if (e0 >= 0 && e0 < j->n) j->out[e0] = even[i];
+            if (e1 >= 0 && e1 < j->n) j->out[e1] = odd[i];
         }
     }
 }
@@ -263,34 +264,23 @@ static int init_values_at(const graph *g, int32_t op, const graph_init *in, cons
     }
     case INIT_CONCAT: {
         /* Row r of the last axis is piece 0's row r, then piece 1's, ...:
-         * each piece gives its part of a block of the window's rows as one
-         * run, through one buffer of about CONCAT_BLOCK elements (fresh
-         * memory costs a page fault per 4 KiB; a buffer the size of the
-         * window would be fresh on every call). */
-        enum { CONCAT_BLOCK = 1 << 20 };
-        int64_t W = t->dim[t->rank - 1], r0 = first / W, r1 = (first + n + W - 1) / W, wmax = 1;
-        for (int32_t k = 0; k < in->ncat; k++) wmax = in->width[k] > wmax ? in->width[k] : wmax;
-        int64_t rows = CONCAT_BLOCK / W > 1 ? CONCAT_BLOCK / W : 1;
-        rows = rows < r1 - r0 ? rows : r1 - r0;
-        float *piece = xmalloc(sizeof(float) * (size_t)(wmax * rows + 1));
-        int rc = 0;
-        for (int64_t b0 = r0; rc == 0 && b0 < r1; b0 += rows) {
-            int64_t b1 = b0 + rows < r1 ? b0 + rows : r1;
-            int64_t off = 0;
-            for (int32_t k = 0; rc == 0 && k < in->ncat; off += in->width[k], k++) {
-                graph_type pt = *t;
-                int64_t w = in->width[k];
-                pt.dim[pt.rank - 1] = w;
-                rc = init_values_at(g, op, &in->cat[k], &pt, b0 * w, w * (b1 - b0), piece, d);
-                for (int64_t r = b0; rc == 0 && r < b1; r++)
-                    for (int64_t c = 0; c < w; c++) {
-                        int64_t at = r * W + off + c;
-                        if (at >= first && at < first + n) out[at - first] = piece[(r - b0) * w + c];
-                    }
-            }
+         * each piece gives its part of the window's rows as one run. */
+        int64_t W = t->dim[t->rank - 1], r0 = first / W, r1 = (first + n + W - 1) / W, off = 0;
+        for (int32_t k = 0; k < in->ncat; k++) {
+            graph_type pt = *t;
+            int64_t w = in->width[k];
+            pt.dim[pt.rank - 1] = w;
+            float *row = xmalloc(sizeof(float) * (size_t)(w * (r1 - r0) + 1));
+            int rc = init_values_at(g, op, &in->cat[k], &pt, r0 * w, w * (r1 - r0), row, d);
+            for (int64_t r = r0; rc == 0 && r < r1; r++)
+                for (int64_t c = 0; c < w; c++) {
+                    int64_t at = r * W + off + c;
+                    if (at >= first && at < first + n) out[at - first] = row[(r - r0) * w + c];
+                }
+            free(row);
+            if (rc) return -1;
+            off += w;
         }
-        free(piece);
-        if (rc) return -1;
         break;
     }
     }

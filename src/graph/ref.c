@@ -20,6 +20,11 @@
 
 static const int64_t MAX_ELEMS = 1ll << 32;  /* per value; larger is refused, not crashed on */
 
+typedef struct spare {
+    float *p;
+    size_t bytes;
+} spare;
+
 typedef struct rt {
     const graph *g;
     const ref_options *o;
@@ -36,9 +41,8 @@ typedef struct rt {
     int64_t iters[GRAPH_MAX_REPEAT_DEPTH]; /* iteration of each open repeat, outermost first */
     int depth;
     bool stopped;        /* on_value asked to stop */
-    float **spare;          /* released buffers for reuse, oldest first, spare_bytes_of[i] bytes each */
-    size_t *spare_bytes_of;
-    int32_t nspare, spare_cap;
+    arena a;                        /* the spares' list */
+    VEC(spare) spares;              /* released buffers for reuse, oldest first */
     size_t spare_bytes, live_bytes, peak_bytes; /* spares; live now; live at most */
 } rt;
 
@@ -70,12 +74,10 @@ static size_t buf_bytes(const rt *r, int32_t v) {
 static float *value_buf(rt *r, int32_t v) {
     size_t bytes = buf_bytes(r, v);
     float *p = NULL;
-    for (int32_t i = r->nspare - 1; i >= 0 && !p; i--) {
-        if (r->spare_bytes_of[i] != bytes) continue;
-        p = r->spare[i];
-        memmove(r->spare + i, r->spare + i + 1, sizeof(float *) * (size_t)(r->nspare - i - 1));
-        memmove(r->spare_bytes_of + i, r->spare_bytes_of + i + 1, sizeof(size_t) * (size_t)(r->nspare - i - 1));
-        r->nspare--;
+    for (int32_t i = r->spares.n - 1; i >= 0 && !p; i--) {
+        if (r->spares.v[i].bytes != bytes) continue;
+        p = r->spares.v[i].p;
+        memmove(r->spares.v + i, r->spares.v + i + 1, sizeof(spare) * (size_t)(--r->spares.n - i));
         r->spare_bytes -= bytes;
     }
     if (!p) {
@@ -103,21 +105,12 @@ static void put_buf(rt *r, int32_t v, float *p) {
         return;
     }
     int32_t old = 0;
-    while (r->spare_bytes + bytes > most) {
-        free(r->spare[old]);
-        r->spare_bytes -= r->spare_bytes_of[old++];
+    for (; r->spare_bytes + bytes > most; old++) {
+        free(r->spares.v[old].p);
+        r->spare_bytes -= r->spares.v[old].bytes;
     }
-    if (old) {
-        memmove(r->spare, r->spare + old, sizeof(float *) * (size_t)(r->nspare - old));
-        memmove(r->spare_bytes_of, r->spare_bytes_of + old, sizeof(size_t) * (size_t)(r->nspare - old));
-        r->nspare -= old;
-    }
-    if (r->nspare == r->spare_cap) {
-        r->spare_cap = r->spare_cap ? 2 * r->spare_cap : 16;
-        r->spare = xrealloc(r->spare, sizeof(float *) * (size_t)r->spare_cap);
-        r->spare_bytes_of = xrealloc(r->spare_bytes_of, sizeof(size_t) * (size_t)r->spare_cap);
-    }
-    r->spare[r->nspare] = p, r->spare_bytes_of[r->nspare++] = bytes;
+    if (old) memmove(r->spares.v, r->spares.v + old, sizeof(spare) * (size_t)(r->spares.n -= old));
+    vec_push(&r->a, &r->spares, ((spare){p, bytes}));
     r->spare_bytes += bytes;
 }
 
@@ -779,6 +772,7 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
     rt r = {.g = g, .o = o, .d = d, .buf = xcalloc(nv, sizeof(float *)), .owned = xcalloc(nv, sizeof(bool)),
             .streamed = xcalloc(nv, sizeof(bool)), .last_user = xmalloc(nv * sizeof(int32_t)), .outputs = outputs};
     for (size_t v = 0; v < nv; v++) r.last_user[v] = -1;
+    arena_init(&r.a);
     plan_block(&r, &g->body, -1);
     stream_params(&r);
     progress_begin(&r.prog, o->what ? o->what : "reference", count_work(g, &g->body), o->quiet);
@@ -796,9 +790,8 @@ int ref_run(const graph *g, const ref_options *o, float *const *inputs, float **
             outputs[j] = NULL;
         }
     }
-    for (int32_t i = 0; i < r.nspare; i++) free(r.spare[i]);
-    free(r.spare);
-    free(r.spare_bytes_of);
+    for (int32_t i = 0; i < r.spares.n; i++) free(r.spares.v[i].p);
+    arena_free(&r.a);
     free(r.buf);
     free(r.owned);
     free(r.streamed);

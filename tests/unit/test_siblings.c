@@ -42,8 +42,8 @@ static void concat_init_values(void **state) {
     graph_free(g);
 }
 
-/* The same with more rows than init.c makes at once (about 2^20 values):
- * windows across the blocks' seam are still the pieces' rows. */
+/* The same at a size past a million values: every window, across any row
+ * boundary, is still the pieces' rows. */
 static void concat_init_values_blocks(void **state) {
     (void)state;
     enum { ROWS = 1100, W = 1000, W0 = 601 };
