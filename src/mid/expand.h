@@ -34,6 +34,7 @@ typedef struct mx {
     int32_t *late_src;   /* graph value -> the f16 tensor its cast reads while it waits, else -1 */
     int32_t *use_parent; /* graph value -> the repeat op every use is in (-1 the top), -2 several, -3 none */
     bool *probed;        /* graph value -> a late cast of it is watched already */
+    bool *concat_part;   /* graph value -> an operand of a concat, directly or through reshapes */
     VEC(copy_memo) late_memo; /* src: a graph value; dst: its late cast in a consumer's layout */
     /* Layout hints (see "consumer layouts" below): per graph value, the
      * layout its first consumer wanted, pulled back through transposes and
