@@ -103,7 +103,7 @@ static const opt_spec report_opts[] = {
 
 static const opt_spec opt_opts[] = {
     {"--machine", "NAME|FILE.json", "the machine the program is for (default c600; the file names it too)", false},
-    {"--passes", "A,B,...", "the mid passes to run in order (cast-order, absorb, own-partials; one rewrite alone: absorb.cast)", false},
+    {"--passes", "A,B,...", "the mid passes to run in order (cast-order, absorb, compose-copies, own-partials; one rewrite alone: absorb.cast)", false},
     {0}};
 
 static const opt_spec inspect_opts[] = {

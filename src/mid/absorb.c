@@ -148,7 +148,7 @@ static bool absorb_gelu(mid_program *p, mid_prim *pp, const mid_prim *cp, int32_
 
 /* An absorbed temporary t is watched no more; probes watching after prim
  * `gone` (removed) are watched after `now`. */
-static void drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now) {
+void mid_drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now) {
     int32_t kept = 0;
     for (int32_t i = 0; i < p->probes.n; i++)
         if (p->probes.v[i].tensor != t) {
@@ -196,7 +196,7 @@ static bool absorb_prescale(absorber *f, int32_t *v, int32_t *n, mid_prim *sp) {
     sp->f[0] = pp->f[0];
     memmove(&v[at], &v[at + 1], sizeof(int32_t) * (size_t)(*n - at - 1));
     (*n)--;
-    drop_probes(p, t, pid, via);
+    mid_drop_probes(p, t, pid, via);
     return true;
 }
 
@@ -345,8 +345,8 @@ static void absorb_block(absorber *f, mid_block *blk) {
             }
             f->maker[cp->out[0]] = pid;
             n--; /* the consumer is gone */
-            drop_probes(p, t, c, pid);
-            for (int32_t a = via; a >= 0 && a != t; a = mid_t(p, a)->alias_of) drop_probes(p, a, c, pid);
+            mid_drop_probes(p, t, c, pid);
+            for (int32_t a = via; a >= 0 && a != t; a = mid_t(p, a)->alias_of) mid_drop_probes(p, a, c, pid);
             break;
         }
     }

@@ -239,7 +239,7 @@ int mid_expand(const graph *g, const machine *m, mid_plan *pl, mid_program *out,
 
 /* ---- passes.c: the mid passes, in pipeline order -------------------------
  *
- *   mid_expand ─► cast-order ─► absorb ─► own-partials      (mid_build runs them all)
+ *   mid_expand ─► cast-order ─► absorb ─► compose-copies ─► own-partials      (mid_build runs them all)
  *
  * A pass rewrites a program in place; `rewrites` selects the named rewrites
  * of a pass that has them (bit r: rewrites[r]; ~0u: all). */
@@ -297,6 +297,13 @@ typedef enum {
 #define MID_ABSORB_BIT(id) (1u << MID_ABSORB_##id)
 extern const char *const mid_absorb_names[MID_ABSORB_COUNT];
 int mid_absorb(mid_program *p, uint32_t rewrites, diag *d);
+/* The probes of tensor t go (its value is no longer stored); those watched
+ * after prim `gone` are watched after `now`. */
+void mid_drop_probes(mid_program *p, int32_t t, int32_t gone, int32_t now);
+/* compose.c: a copy through a view that shifts axes in place, reading a
+ * temporary only it reads, made by another such copy, reads that copy's
+ * source through the two views composed; the first copy goes. */
+int mid_compose_copies(mid_program *p, uint32_t rewrites, diag *d);
 /* own_partials.c: a K-partials REDUCE reads the partial its own tile's GEMM
  * wrote in place; the gathering copy leaves that share out. */
 int mid_own_partials(mid_program *p, uint32_t rewrites, diag *d);

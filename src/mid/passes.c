@@ -11,6 +11,8 @@ const mid_pass mid_passes[] = {
      NULL, 0},
     {"absorb", "a producer writes its consumer's cast, bias, GeLU, residual, prescale, panels or yield", mid_absorb,
      mid_absorb_names, MID_ABSORB_COUNT},
+    {"compose-copies", "a copy through a shifting view of a temporary another such copy made reads that copy's source",
+     mid_compose_copies, NULL, 0},
     {"own-partials", "a K-partials reduce reads its own tile's partial where the GEMM left it", mid_own_partials, NULL, 0},
     {NULL, NULL, NULL, NULL, 0},
 };
