@@ -257,22 +257,6 @@ static bool absorb_yield(absorber *f, const int32_t *v, int32_t at, int32_t end,
     return true;
 }
 
-/* The place in v(at, n) of the one prim that writes storage st there, -1 if
- * none, -2 if more than one (or a repeat, which may write anything). */
-static int32_t writer_after(const mid_program *p, const int32_t *v, int32_t n, int32_t at, int32_t st) {
-    int32_t pos = -1;
-    for (int32_t i = at + 1; i < n; i++) {
-        const mid_prim *q = mid_p(p, v[i]);
-        bool writes = q->kind == MID_REPEAT;
-        for (int k = 0; k < q->nout && !writes; k++) writes = mid_storage(p, q->out[k]) == st;
-        if (writes) {
-            if (pos != -1) return -2;
-            pos = i;
-        }
-    }
-    return pos;
-}
-
 /* Whether consumer cp's operands other than t are ready where the producer
  * at v[at] runs: nothing after it in v[0, n) writes their storage (an alias,
  * a concat's pieces, a repeat), except one copy of a value nothing there
@@ -286,12 +270,12 @@ static bool ready_at(const absorber *f, const int32_t *v, int32_t n, int32_t at,
     for (int k = 0; k < cp->nin; k++) {
         int32_t u = cp->in[k];
         if (u == t) continue;
-        int32_t pos = writer_after(p, v, n, at, mid_storage(p, u));
+        int32_t pos = mid_writer_after(p, v, n, at, mid_storage(p, u));
         if (pos == -1) continue;
         if (pos < 0 || *move >= 0) return false;
         const mid_prim *mp = mid_p(p, v[pos]);
         if (mp->kind != MID_COPY || mp->nin != 1 || mp->nout != 1 || mp->out[0] != u ||
-            writer_after(p, v, n, at, mid_storage(p, mp->in[0])) != -1)
+            mid_writer_after(p, v, n, at, mid_storage(p, mp->in[0])) != -1)
             return false;
         *move = pos;
     }

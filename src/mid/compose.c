@@ -57,17 +57,6 @@ static bool composable(const mid_program *p, const mid_prim *a, const mid_prim *
     return true;
 }
 
-/* Whether a prim of v(from, to) writes storage st (a repeat may write anything). */
-static bool written_between(const mid_program *p, const int32_t *v, int32_t from, int32_t to, int32_t st) {
-    for (int32_t i = from + 1; i < to; i++) {
-        const mid_prim *q = mid_p(p, v[i]);
-        if (q->kind == MID_REPEAT) return true;
-        for (int k = 0; k < q->nout; k++)
-            if (mid_storage(p, q->out[k]) == st) return true;
-    }
-    return false;
-}
-
 static void compose_block(mid_program *p, int32_t *reads, int32_t *maker, mid_block *blk) {
     int32_t n = 0;
     for (int32_t j = 0; j < blk->n; j++) {
@@ -75,16 +64,17 @@ static void compose_block(mid_program *p, int32_t *reads, int32_t *maker, mid_bl
         mid_prim *b = mid_p(p, c);
         if (b->kind == MID_REPEAT) compose_block(p, reads, maker, &b->body);
         blk->v[n++] = c;
-        if (b->kind != MID_COPY || b->nin != 1) continue;
+        if (b->kind != MID_COPY || b->nin != 1) continue; /* composable() checks the rest of both copies */
         int32_t t1 = b->in[0], aid = maker[t1], at = -1;
         const mid_tensor *m1 = mid_t(p, t1);
         if (aid < 0 || reads[t1] != 1 || m1->kind != MT_TEMP || m1->alias_of >= 0 || m1->slice_of >= 0 || m1->stack != 1)
             continue;
-        for (int32_t i = 0; i < n - 1 && at < 0; i++)
-            if (blk->v[i] == aid) at = i;
         mid_prim *a = mid_p(p, aid);
         layout_view v;
-        if (at < 0 || !composable(p, a, b, &v) || written_between(p, blk->v, at, n - 1, mid_storage(p, a->in[0]))) continue;
+        if (!composable(p, a, b, &v)) continue;
+        for (int32_t i = 0; i < n - 1 && at < 0; i++) /* a earlier in this block */
+            if (blk->v[i] == aid) at = i;
+        if (at < 0 || mid_writer_after(p, blk->v, n - 1, at, mid_storage(p, a->in[0])) != -1) continue;
         b->in[0] = a->in[0];
         b->view = v;
         reads[t1] = 0;

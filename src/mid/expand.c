@@ -841,10 +841,11 @@ static bool slice_on_source(const mx *x, const graph_op *o, const graph_type *ot
 static int expand_move(mx *x, const graph_op *o) {
     graph_type ot = vtype(x, o->out[0]);
     layout l;
-    if (o->kind != OP_SLICE || !slice_on_source(x, o, &ot, &l)) l = plan(x, &ot, false);
     if ((o->kind == OP_TRANSPOSE || o->kind == OP_SLICE) && x->hinted[o->out[0]]) {
         l = x->hint[o->out[0]];
         l.elem_bytes = dtype_bytes(ot.dtype);
+    } else if (o->kind != OP_SLICE || !slice_on_source(x, o, &ot, &l)) {
+        l = plan(x, &ot, false);
     }
     int32_t out = ex_result(x, o->out[0], &l);
     int rank = ot.rank;

@@ -266,6 +266,10 @@ int mid_build(const graph *g, const machine *m, mid_plan *pl, mid_program *out, 
  * aliases and slices of it and program outputs, and the prim that makes it
  * (-1 none, -2 several); both malloc'd, the caller frees. */
 void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker);
+/* The place in block prims v(at, n) of the one prim that writes storage st
+ * there, -1 if none, -2 if more than one (or a repeat, which may write
+ * anything). */
+int32_t mid_writer_after(const mid_program *p, const int32_t *v, int32_t n, int32_t at, int32_t st);
 
 /* cast_order.c: each f16-to-f8 cast marked early moves ahead of the copy
  * chain expansion put before it (docs/lowering.md, "Cast ordering"); one it

@@ -57,6 +57,20 @@ void mid_uses(const mid_program *p, int32_t **reads, int32_t **maker) {
     count_block(p, &p->top, *reads, *maker);
 }
 
+int32_t mid_writer_after(const mid_program *p, const int32_t *v, int32_t n, int32_t at, int32_t st) {
+    int32_t pos = -1;
+    for (int32_t i = at + 1; i < n; i++) {
+        const mid_prim *q = mid_p(p, v[i]);
+        bool writes = q->kind == MID_REPEAT;
+        for (int k = 0; k < q->nout && !writes; k++) writes = mid_storage(p, q->out[k]) == st;
+        if (writes) {
+            if (pos != -1) return -2;
+            pos = i;
+        }
+    }
+    return pos;
+}
+
 /* In debug builds (the sanitizer suite) every pass's result is verified: a
  * program that does not verify is a compiler bug, and stops there. */
 static void checked(const mid_program *p, const char *pass) {
